@@ -1,0 +1,237 @@
+// Package box is the client of the cocoonbox API: endpoint resolution,
+// dialing, the Boxes calls, and Exec as plain io. It is the only client
+// package that imports the generated gRPC code.
+package box
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
+)
+
+// ReasonNotRunning is the ErrorInfo reason the server gives, with
+// FAILED_PRECONDITION, for an Exec on a box that is not running.
+const ReasonNotRunning = "BOX_NOT_RUNNING"
+
+// Keepalive settings (DESIGN.md "Keepalive"): a ping after KeepaliveTime of
+// silence while a call is open, and failure KeepaliveTimeout later.
+const (
+	KeepaliveTime    = 30 * time.Second
+	KeepaliveTimeout = 15 * time.Second
+)
+
+// Errors the client returns, wrapped with the server's message; match them
+// with errors.Is.
+var (
+	// ErrUnauthenticated: the server refused the token, or none was given.
+	ErrUnauthenticated = errors.New("not signed in")
+	// ErrNotFound: no box, device or other object of that name.
+	ErrNotFound = errors.New("not found")
+	// ErrUnavailable: the endpoint could not be reached.
+	ErrUnavailable = errors.New("endpoint unreachable")
+)
+
+// Client talks to one endpoint. It is safe for concurrent use; the zero
+// value is not usable: make one with Dial.
+type Client struct {
+	conn     *grpc.ClientConn
+	endpoint Endpoint
+	boxes    controlv1.BoxesClient
+	session  controlv1.SessionClient
+	account  controlv1.AccountClient
+}
+
+// Dial makes a client for ep that sends token (which may be empty) with
+// every call. The connection is made lazily by the first call.
+func Dial(ep Endpoint, token string) (*Client, error) {
+	var tc credentials.TransportCredentials
+	if ep.TLS {
+		tc = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+	} else {
+		tc = insecure.NewCredentials()
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(tc),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time:                KeepaliveTime,
+			Timeout:             KeepaliveTimeout,
+			PermitWithoutStream: false,
+		}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
+		grpc.WithUserAgent("cocoonbox-cli"),
+	}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	conn, err := grpc.NewClient(ep.Target, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
+	}
+	return &Client{
+		conn:     conn,
+		endpoint: ep,
+		boxes:    controlv1.NewBoxesClient(conn),
+		session:  controlv1.NewSessionClient(conn),
+		account:  controlv1.NewAccountClient(conn),
+	}, nil
+}
+
+// Close releases the connection; calls in flight fail.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Endpoint returns the endpoint the client talks to.
+func (c *Client) Endpoint() Endpoint { return c.endpoint }
+
+// bearer sends "authorization: Bearer <token>". Plaintext is allowed
+// because ParseEndpoint admits it only to loopback and unix sockets.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return false }
+
+// State is a box's state as a lower-case word: absent, starting, running,
+// hibernating, hibernated or failed.
+type State string
+
+// Box describes one box (boxes.proto Box).
+type Box struct {
+	ID            string
+	Name          string
+	State         State
+	Image         string
+	LatestImage   string
+	LastSavedAtMS int64
+}
+
+func fromProto(b *controlv1.Box) Box {
+	if b == nil {
+		return Box{}
+	}
+	return Box{
+		ID:            b.GetBoxId(),
+		Name:          b.GetName(),
+		State:         stateName(b.GetState()),
+		Image:         b.GetImage(),
+		LatestImage:   b.GetLatestImage(),
+		LastSavedAtMS: b.GetLastSavedAtMs(),
+	}
+}
+
+func stateName(s controlv1.BoxState) State {
+	n := strings.TrimPrefix(s.String(), "BOX_STATE_")
+	return State(strings.ToLower(n))
+}
+
+// List returns the caller's boxes.
+func (c *Client) List(ctx context.Context) ([]Box, error) {
+	r, err := c.boxes.List(ctx, &controlv1.ListRequest{})
+	if err != nil {
+		return nil, c.wrap("list boxes", err)
+	}
+	var out []Box
+	for _, b := range r.GetBoxes() {
+		out = append(out, fromProto(b))
+	}
+	return out, nil
+}
+
+// Ensure brings box to running. progress, if not nil, gets one line per
+// phase the server reports.
+func (c *Client) Ensure(ctx context.Context, box string, progress io.Writer) (Box, error) {
+	st, err := c.boxes.Ensure(ctx, &controlv1.EnsureRequest{Box: box})
+	if err != nil {
+		return Box{}, c.wrap("wake "+box, err)
+	}
+	last := ""
+	for {
+		ev, err := st.Recv()
+		if err == io.EOF {
+			return Box{}, fmt.Errorf("wake %s: the server ended the operation without a result", box)
+		}
+		if err != nil {
+			return Box{}, c.wrap("wake "+box, err)
+		}
+		if progress != nil && ev.GetPhase() != last && ev.GetOutcome() == controlv1.Outcome_OUTCOME_RUNNING {
+			last = ev.GetPhase()
+			fmt.Fprintf(progress, "box %s: %s...\n", box, last)
+		}
+		switch ev.GetOutcome() {
+		case controlv1.Outcome_OUTCOME_DONE:
+			return fromProto(ev.GetBox()), nil
+		case controlv1.Outcome_OUTCOME_FAILED:
+			return Box{}, fmt.Errorf("wake %s: %s", box, ev.GetError())
+		}
+	}
+}
+
+// Hibernate puts box to sleep.
+func (c *Client) Hibernate(ctx context.Context, box string) (Box, error) {
+	r, err := c.boxes.Hibernate(ctx, &controlv1.HibernateRequest{Box: box})
+	if err != nil {
+		return Box{}, c.wrap("hibernate "+box, err)
+	}
+	return fromProto(r.GetBox()), nil
+}
+
+// wrap turns a gRPC error into one line that names what failed, wrapping the
+// sentinel a caller may branch on.
+func (c *Client) wrap(op string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	msg := st.Message()
+	switch st.Code() {
+	case codes.Unauthenticated, codes.PermissionDenied:
+		return fmt.Errorf("%s: %w at %s: %s; sign in with `cocoonbox login`", op, ErrUnauthenticated, c.endpoint.URL, msg)
+	case codes.NotFound:
+		return fmt.Errorf("%s: %w: %s", op, ErrNotFound, msg)
+	case codes.Unavailable:
+		return fmt.Errorf("%s: %w: %s: %s", op, ErrUnavailable, c.endpoint.URL, firstLine(msg))
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("%s: %s did not answer in time", op, c.endpoint.URL)
+	case codes.Canceled:
+		return fmt.Errorf("%s: %w", op, context.Canceled)
+	}
+	return fmt.Errorf("%s: %s (%s)", op, msg, st.Code())
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func notRunning(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.FailedPrecondition {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == ReasonNotRunning {
+			return true
+		}
+	}
+	return false
+}

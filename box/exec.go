@@ -1,0 +1,223 @@
+package box
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
+)
+
+const (
+	// chunkSize is the largest stdin message the client sends, in bytes.
+	chunkSize = 128 << 10
+	// maxMessage bounds one received message, in bytes.
+	maxMessage = 4 << 20
+)
+
+// TTY asks for a terminal (session.proto Tty).
+type TTY struct {
+	Term       string
+	Rows, Cols uint32
+	// Terminfo is the compiled terminfo entry for Term; nil if none.
+	Terminfo []byte
+}
+
+// Size is a terminal size in character cells.
+type Size struct{ Rows, Cols uint32 }
+
+// Command is one remote command to run with Client.Exec.
+type Command struct {
+	// Box is a box name or id.
+	Box string
+	// Line is run by the box user's shell with -c; empty starts a login shell.
+	Line string
+	// Env adds variables to the remote environment; nothing else of the
+	// local environment is sent.
+	Env map[string]string
+	// Dir is the remote working directory; empty means the workspace.
+	Dir string
+	// TTY, if not nil, runs the command on a terminal.
+	TTY *TTY
+
+	// Stdin is copied to the command one chunk at a time, only as fast as
+	// the stream accepts it; its EOF closes the remote stdin. Nil closes it
+	// at once.
+	Stdin io.Reader
+	// Stdout and Stderr receive the command's output byte for byte; nil
+	// discards it. With a TTY the remote's output all arrives on Stdout.
+	Stdout, Stderr io.Writer
+	// Signals delivers signal names ("INT", "TERM", "HUP", ...) to the
+	// remote process group while the command runs; may be nil.
+	Signals <-chan string
+	// Resizes delivers new terminal sizes; may be nil.
+	Resizes <-chan Size
+	// Progress, if not nil, receives one line per phase when the box has to
+	// be woken first.
+	Progress io.Writer
+}
+
+// ExitStatus is how a remote command ended (session.proto Exit).
+type ExitStatus struct {
+	// Code is the exit code, 0 to 255, when Signal is empty.
+	Code int
+	// Signal is the name of the signal that killed the command, without SIG.
+	Signal string
+	// Error is the server's reason when the command could not run or was cut
+	// short.
+	Error string
+}
+
+// WriteError is a failure to write the command's output locally, such as
+// EPIPE when the reader of our stdout has gone. Exec cancels the call.
+type WriteError struct{ Err error }
+
+func (e *WriteError) Error() string { return "write output: " + e.Err.Error() }
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Exec runs cmd in its box and returns how it ended. A box that is not
+// running is woken with Ensure and the call retried once. The error is
+// non-nil only for failures of the client or the transport: then the
+// command's status is unknown.
+func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := c.start(ctx, cmd)
+	if notRunning(err) {
+		if _, err := c.Ensure(ctx, cmd.Box, cmd.Progress); err != nil {
+			return ExitStatus{}, err
+		}
+		st, err = c.start(ctx, cmd)
+	}
+	if err != nil {
+		return ExitStatus{}, c.wrap("exec in "+cmd.Box, err)
+	}
+	s := &stream{st: st}
+	go s.pumpStdin(cmd.Stdin)
+	go s.pumpControl(ctx, cmd.Signals, cmd.Resizes)
+	return c.receive(st, cmd)
+}
+
+// start opens the stream, sends start and waits for started, so that no
+// stdin is consumed before the box is known to be running.
+func (c *Client) start(ctx context.Context, cmd *Command) (controlv1.Session_ExecClient, error) {
+	st, err := c.session.Exec(ctx)
+	if err != nil {
+		return nil, err
+	}
+	start := &controlv1.Start{Box: cmd.Box, Command: cmd.Line, Env: cmd.Env, Dir: cmd.Dir}
+	if t := cmd.TTY; t != nil {
+		start.Tty = &controlv1.Tty{Term: t.Term, Rows: t.Rows, Cols: t.Cols, Terminfo: t.Terminfo}
+	}
+	if err := st.Send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Start{Start: start}}); err != nil {
+		if err == io.EOF {
+			_, err = st.Recv()
+		}
+		return nil, err
+	}
+	r, err := st.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if r.GetStarted() == nil {
+		return nil, fmt.Errorf("protocol error: the server answered start with %T, not started", r.GetMsg())
+	}
+	return st, nil
+}
+
+func (c *Client) receive(st controlv1.Session_ExecClient, cmd *Command) (ExitStatus, error) {
+	var exit *controlv1.Exit
+	for {
+		r, err := st.Recv()
+		if err == io.EOF {
+			if exit == nil {
+				return ExitStatus{}, fmt.Errorf("exec in %s: the server closed the stream without an exit status", cmd.Box)
+			}
+			return ExitStatus{Code: int(exit.GetCode()), Signal: exit.GetSignal(), Error: exit.GetError()}, nil
+		}
+		if err != nil {
+			return ExitStatus{}, c.wrap("exec in "+cmd.Box, err)
+		}
+		switch m := r.GetMsg().(type) {
+		case *controlv1.ExecResponse_Stdout:
+			if err := write(cmd.Stdout, m.Stdout); err != nil {
+				return ExitStatus{}, err
+			}
+		case *controlv1.ExecResponse_Stderr:
+			if err := write(cmd.Stderr, m.Stderr); err != nil {
+				return ExitStatus{}, err
+			}
+		case *controlv1.ExecResponse_Exit:
+			exit = m.Exit
+		}
+	}
+}
+
+func write(w io.Writer, b []byte) error {
+	if w == nil || len(b) == 0 {
+		return nil
+	}
+	if _, err := w.Write(b); err != nil {
+		return &WriteError{Err: err}
+	}
+	return nil
+}
+
+// stream serialises sends: gRPC allows one sender at a time.
+type stream struct {
+	mu sync.Mutex
+	st controlv1.Session_ExecClient
+}
+
+func (s *stream) send(r *controlv1.ExecRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.Send(r)
+}
+
+func (s *stream) pumpStdin(in io.Reader) {
+	if in != nil {
+		buf := make([]byte, chunkSize)
+		for {
+			n, err := in.Read(buf)
+			if n > 0 {
+				// SendMsg has encoded the message when it returns, and no stats
+				// handler keeps it, so buf can be reused.
+				if s.send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Stdin{Stdin: buf[:n]}}) != nil {
+					return
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+	}
+	s.send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_CloseStdin{CloseStdin: &controlv1.CloseStdin{}}})
+}
+
+func (s *stream) pumpControl(ctx context.Context, signals <-chan string, resizes <-chan Size) {
+	for {
+		var r *controlv1.ExecRequest
+		select {
+		case <-ctx.Done():
+			return
+		case name, ok := <-signals:
+			if !ok {
+				signals = nil
+				continue
+			}
+			r = &controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Signal{Signal: &controlv1.Signal{Name: name}}}
+		case sz, ok := <-resizes:
+			if !ok {
+				resizes = nil
+				continue
+			}
+			r = &controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Resize{Resize: &controlv1.Resize{Rows: sz.Rows, Cols: sz.Cols}}}
+		}
+		if err := s.send(r); err != nil && !errors.Is(err, io.EOF) {
+			return
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// boxesOptions are the flags of `cocoonbox boxes list`.
+type boxesOptions struct {
+	Endpoint string
+	JSON     bool
+}
+
+func newBoxes(env Env, s Streams) *cobra.Command {
+	var o boxesOptions
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List your boxes and their states",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  func(*cobra.Command, []string) error { return runBoxesList(env, s, o) },
+	}
+	list.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+	list.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per box")
+	boxes := &cobra.Command{
+		Use:   "boxes",
+		Short: "List and manage boxes",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  list.RunE,
+	}
+	boxes.Flags().AddFlagSet(list.Flags())
+	boxes.AddCommand(list)
+	return boxes
+}
+
+func runBoxesList(env Env, s Streams, o boxesOptions) error {
+	c, err := env.dial(o.Endpoint)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	boxes, err := c.List(ctx)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		enc := json.NewEncoder(s.Out)
+		for _, b := range boxes {
+			enc.Encode(map[string]any{
+				"box_id": b.ID, "name": b.Name, "state": b.State, "image": b.Image,
+				"latest_image": b.LatestImage, "last_saved_at_ms": b.LastSavedAtMS,
+			})
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tIMAGE\tID")
+	for _, b := range boxes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Name, b.State, b.Image, b.ID)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cocoonbox/cocoonbox/auth"
+	"github.com/cocoonbox/cocoonbox/box"
+)
+
+// Env is the process environment the binaries read: COCOONBOX_ENDPOINT,
+// COCOONBOX_TOKEN, HOME and the XDG_* directories (docs/cli.md).
+type Env struct {
+	Getenv  func(string) string
+	Environ []string
+}
+
+// SystemEnv returns the process's own environment.
+func SystemEnv() Env { return Env{Getenv: os.Getenv, Environ: os.Environ()} }
+
+// errNoToken is returned when no token is known for the endpoint.
+var errNoToken = errors.New("not signed in")
+
+// configDir is the CLI's configuration directory.
+func (e Env) configDir() (string, error) { return box.ConfigDir(e.Getenv) }
+
+// store is the token store.
+func (e Env) store() (auth.Store, error) {
+	dir, err := e.configDir()
+	if err != nil {
+		return nil, err
+	}
+	return auth.FileStore{Dir: dir}, nil
+}
+
+// token finds the token for ep: $COCOONBOX_TOKEN, else the saved one.
+func (e Env) token(ep box.Endpoint) (string, error) {
+	if t := e.Getenv("COCOONBOX_TOKEN"); t != "" {
+		if !auth.ValidToken(t) {
+			return "", errors.New("COCOONBOX_TOKEN is not a cocoonbox token (want cb_ and 64 hex digits)")
+		}
+		return t, nil
+	}
+	st, err := e.store()
+	if err != nil {
+		return "", err
+	}
+	c, err := st.Get(ep.URL)
+	if errors.Is(err, auth.ErrNoToken) {
+		return "", fmt.Errorf("%w at %s; sign in with `cocoonbox login`, or start a local box with `cocoonbox localbox start`", errNoToken, ep.URL)
+	}
+	if err != nil {
+		return "", err
+	}
+	return c.Token, nil
+}
+
+// dial resolves the endpoint (flag > $COCOONBOX_ENDPOINT > config > the
+// service) and its token, and makes a client.
+func (e Env) dial(endpointFlag string) (*box.Client, error) {
+	ep, err := box.ResolveEndpoint(endpointFlag, e.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := e.token(ep)
+	if err != nil {
+		return nil, err
+	}
+	return box.Dial(ep, tok)
+}
+
+// stateDir is $XDG_STATE_HOME/cocoonbox, else ~/.local/state/cocoonbox.
+func (e Env) stateDir() (string, error) {
+	if d := e.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "cocoonbox"), nil
+	}
+	h := e.Getenv("HOME")
+	if h == "" {
+		return "", errors.New("neither XDG_STATE_HOME nor HOME is set")
+	}
+	return filepath.Join(h, ".local", "state", "cocoonbox"), nil
+}

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses of cocoonbox (docs/cli.md); rsh passes the remote status
+// through instead, as ssh does.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// UsageError is a bad flag, argument or subcommand: exit status 2.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// ExitError carries an exit status other than 1 for a failure that has
+// already been reported, or none at all when Err is nil.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Cocoonbox is the cocoonbox command: args without the program name.
+func Cocoonbox(args []string, env Env, s Streams) int {
+	root := newRoot(env, s)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return ExitOK
+	}
+	if ee, ok := errors.AsType[*ExitError](err); ok {
+		if ee.Err != nil {
+			printError(s, ee.Err)
+		}
+		return ee.Code
+	}
+	printError(s, err)
+	if _, ok := errors.AsType[*UsageError](err); ok || isCobraUsage(err) {
+		fmt.Fprintln(s.Err, "see: cocoonbox --help")
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+func printError(s Streams, err error) {
+	fmt.Fprintf(s.Err, "cocoonbox: %v\n", err)
+}
+
+// isCobraUsage recognises the errors cobra makes itself for an unknown
+// command; flag errors come through SetFlagErrorFunc as UsageError.
+func isCobraUsage(err error) bool {
+	return strings.HasPrefix(err.Error(), "unknown command ")
+}
+
+// usageArgs wraps a cobra.PositionalArgs so that its errors exit 2.
+func usageArgs(a cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := a(cmd, args); err != nil {
+			return &UsageError{err}
+		}
+		return nil
+	}
+}
+
+func newRoot(env Env, s Streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "cocoonbox",
+		Short: "Work in a cocoonbox box with the tools you already use",
+		Long: `cocoonbox signs you in, runs commands in your box (rsh), and runs a
+local box on this machine (localbox). git reaches boxes through
+git-remote-cocoonbox (cocoonbox::BOX/PATH), and ssh-expecting tools through
+cocoonbox-ssh.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetIn(s.In)
+	root.SetOut(s.Out)
+	root.SetErr(s.Err)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{err} })
+	root.AddCommand(
+		newRsh(env, s),
+		newBoxes(env, s),
+		newLocalbox(env, s),
+	)
+	return root
+}

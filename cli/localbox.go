@@ -1,0 +1,365 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cocoonbox/cocoonbox/auth"
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/localbox"
+)
+
+// localboxOptions are the flags of `cocoonbox localbox start|serve`.
+type localboxOptions struct {
+	// Listen is "" (the unix socket), "unix:PATH" or a loopback HOST:PORT.
+	Listen string
+}
+
+// runtimeInfo is STATE/localbox.json, written by a serving local box and
+// removed when it stops.
+type runtimeInfo struct {
+	PID      int    `json:"pid"`
+	Endpoint string `json:"endpoint"`
+}
+
+const startTimeout = 15 * time.Second
+
+func newLocalbox(env Env, s Streams) *cobra.Command {
+	var o localboxOptions
+	lb := &cobra.Command{
+		Use:   "localbox",
+		Short: "Run the cocoonbox API on this machine, with boxes as directories",
+		Long: `localbox serves the cocoonbox API from this machine: boxes are directories
+under $XDG_STATE_HOME/cocoonbox/localbox, commands run as local processes.
+"start" runs it in the background and makes it the current endpoint, so
+every cocoonbox command, cocoonbox-ssh and git's cocoonbox:: URLs use it with
+no account.`,
+		Args: usageArgs(cobra.NoArgs),
+	}
+	listen := func(c *cobra.Command) {
+		c.Flags().StringVar(&o.Listen, "listen", "", "unix:PATH or a loopback HOST:PORT (default: a unix socket in the state directory)")
+	}
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the local box in the foreground",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  func(*cobra.Command, []string) error { return runLocalboxServe(env, s, o) },
+	}
+	listen(serve)
+	start := &cobra.Command{
+		Use:   "start",
+		Short: "Start the local box in the background and make it the current endpoint",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  func(*cobra.Command, []string) error { return runLocalboxStart(env, s, o) },
+	}
+	listen(start)
+	lb.AddCommand(serve, start,
+		&cobra.Command{
+			Use:   "stop",
+			Short: "Stop the local box",
+			Args:  usageArgs(cobra.NoArgs),
+			RunE:  func(*cobra.Command, []string) error { return runLocalboxStop(env, s) },
+		},
+		&cobra.Command{
+			Use:   "status",
+			Short: "Say whether the local box runs, and list its boxes (exit 1 when it does not run)",
+			Args:  usageArgs(cobra.NoArgs),
+			RunE:  func(*cobra.Command, []string) error { return runLocalboxStatus(env, s) },
+		},
+		&cobra.Command{
+			Use:   "sleep BOX",
+			Short: "Hibernate a box of the local box; the next command wakes it",
+			Args:  usageArgs(cobra.ExactArgs(1)),
+			RunE:  func(_ *cobra.Command, a []string) error { return runLocalboxSleep(env, s, a[0]) },
+		},
+		&cobra.Command{
+			Use:   "wake BOX",
+			Short: "Wake a box of the local box",
+			Args:  usageArgs(cobra.ExactArgs(1)),
+			RunE:  func(_ *cobra.Command, a []string) error { return runLocalboxWake(env, s, a[0]) },
+		},
+	)
+	return lb
+}
+
+func localboxDir(env Env) (string, error) {
+	d, err := env.stateDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "localbox"), nil
+}
+
+func runtimePath(dir string) string { return filepath.Join(dir, "localbox.json") }
+
+// readRuntime returns the running local box, or ok false.
+func readRuntime(dir string) (runtimeInfo, bool) {
+	var ri runtimeInfo
+	b, err := os.ReadFile(runtimePath(dir))
+	if err != nil || json.Unmarshal(b, &ri) != nil || ri.PID <= 0 {
+		return ri, false
+	}
+	if syscall.Kill(ri.PID, 0) != nil {
+		return ri, false
+	}
+	return ri, true
+}
+
+func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
+	dir, err := localboxDir(env)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	lis, url, err := localbox.Listen(dir, o.Listen)
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logger := log.New(s.Err, "localbox: ", log.LstdFlags)
+	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf}
+	info, _ := json.Marshal(runtimeInfo{PID: os.Getpid(), Endpoint: url})
+	if err := atomicfile.WriteFile(runtimePath(dir), info, 0o600); err != nil {
+		lis.Close()
+		return err
+	}
+	defer os.Remove(runtimePath(dir))
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if sig, ok := <-sigs; ok {
+			logger.Printf("%v: stopping", sig)
+			srv.Stop()
+		}
+	}()
+	logger.Printf("endpoint %s, state %s", url, dir)
+	return srv.Serve(lis)
+}
+
+func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
+	dir, err := localboxDir(env)
+	if err != nil {
+		return err
+	}
+	if ri, ok := readRuntime(dir); ok {
+		if err := adopt(env, dir, ri.Endpoint); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.Err, "local box already running at %s (pid %d); it is the current endpoint\n", ri.Endpoint, ri.PID)
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logPath := filepath.Join(dir, "localbox.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	args := []string{"cocoonbox", "localbox", "serve"}
+	if o.Listen != "" {
+		args = append(args, "--listen", o.Listen)
+	}
+	cmd := &exec.Cmd{
+		Path:        exe,
+		Args:        args,
+		Env:         env.Environ,
+		Stdout:      logf,
+		Stderr:      logf,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	os.Remove(runtimePath(dir))
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the local box: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.After(startTimeout)
+	for {
+		if ri, ok := readRuntime(dir); ok && ri.PID == cmd.Process.Pid {
+			if err := adopt(env, dir, ri.Endpoint); err == nil {
+				fmt.Fprintf(s.Err, "local box running at %s (pid %d); it is now the current endpoint\n", ri.Endpoint, ri.PID)
+				return nil
+			}
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the local box exited at start (%v); its log is %s", err, logPath)
+		case <-deadline:
+			cmd.Process.Signal(syscall.SIGTERM)
+			return fmt.Errorf("the local box did not answer within %v; its log is %s", startTimeout, logPath)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// adopt makes the local box at endpoint the current endpoint, with a token
+// it accepts saved for it, and checks that it answers.
+func adopt(env Env, dir, endpoint string) error {
+	ep, err := box.ParseEndpoint(endpoint)
+	if err != nil {
+		return err
+	}
+	c, err := localClient(env, dir, ep)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cfgDir, err := env.configDir()
+	if err != nil {
+		return err
+	}
+	return box.SaveConfig(cfgDir, box.Config{Endpoint: ep.URL})
+}
+
+// localClient dials the local box at ep with the token saved for it, or a
+// new one it issues and saves, and checks that it answers.
+func localClient(env Env, dir string, ep box.Endpoint) (*box.Client, error) {
+	st, err := env.store()
+	if err != nil {
+		return nil, err
+	}
+	cred, err := st.Get(ep.URL)
+	for attempt := 0; ; attempt++ {
+		if err != nil || attempt > 0 {
+			tok, ierr := localbox.IssueToken(dir, "localbox", "cli")
+			if ierr != nil {
+				return nil, ierr
+			}
+			cred = auth.Credential{Token: tok, Source: auth.SourceLocalbox}
+			if err := st.Put(ep.URL, cred); err != nil {
+				return nil, err
+			}
+		}
+		c, derr := box.Dial(ep, cred.Token)
+		if derr != nil {
+			return nil, derr
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, lerr := c.List(ctx)
+		cancel()
+		if lerr == nil {
+			return c, nil
+		}
+		c.Close()
+		if !errors.Is(lerr, box.ErrUnauthenticated) || attempt > 0 {
+			return nil, lerr
+		}
+		err = nil
+	}
+}
+
+func runLocalboxStop(env Env, s Streams) error {
+	dir, err := localboxDir(env)
+	if err != nil {
+		return err
+	}
+	ri, ok := readRuntime(dir)
+	if !ok {
+		fmt.Fprintln(s.Err, "the local box is not running")
+		return nil
+	}
+	syscall.Kill(ri.PID, syscall.SIGTERM)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(runtimePath(dir)); errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(s.Err, "local box stopped (pid %d)\n", ri.PID)
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	syscall.Kill(ri.PID, syscall.SIGKILL)
+	os.Remove(runtimePath(dir))
+	return fmt.Errorf("the local box (pid %d) did not stop within 10s and was killed", ri.PID)
+}
+
+// running returns a client for the running local box, or an error that
+// says how to start it.
+func running(env Env) (*box.Client, error) {
+	dir, err := localboxDir(env)
+	if err != nil {
+		return nil, err
+	}
+	ri, ok := readRuntime(dir)
+	if !ok {
+		return nil, errors.New("the local box is not running\nstart it with: cocoonbox localbox start")
+	}
+	ep, err := box.ParseEndpoint(ri.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return localClient(env, dir, ep)
+}
+
+func runLocalboxStatus(env Env, s Streams) error {
+	c, err := running(env)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	dir, _ := localboxDir(env)
+	ri, _ := readRuntime(dir)
+	fmt.Fprintf(s.Out, "running at %s (pid %d), state in %s\n", ri.Endpoint, ri.PID, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	boxes, err := c.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range boxes {
+		fmt.Fprintf(s.Out, "box %s: %s\n", b.Name, b.State)
+	}
+	return nil
+}
+
+func runLocalboxSleep(env Env, s Streams, name string) error {
+	c, err := running(env)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	b, err := c.Hibernate(context.Background(), name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Err, "box %s: %s\n", b.Name, b.State)
+	return nil
+}
+
+func runLocalboxWake(env Env, s Streams, name string) error {
+	c, err := running(env)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	b, err := c.Ensure(context.Background(), name, s.Err)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Err, "box %s: %s\n", b.Name, b.State)
+	return nil
+}

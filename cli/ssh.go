@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"fmt"
+	"os/signal"
+	"syscall"
+
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/shim"
+)
+
+// SSH is cocoonbox-ssh: args are ssh(1)'s, without the program name. It
+// returns the remote command's exit status, or 255 for a failure of ours.
+func SSH(args []string, env Env, s Streams) int {
+	return runShim("cocoonbox-ssh", args, env, s)
+}
+
+func runShim(prog string, args []string, env Env, s Streams) int {
+	// A closed stdout must be an EPIPE error we can answer with 255, not a
+	// death by SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
+	o, err := shim.Parse(args)
+	if err != nil {
+		fmt.Fprintf(s.Err, "%s: %v\n", prog, err)
+		return shim.ExitFailure
+	}
+	return shim.Run(o, shim.Env{
+		Prog:    prog,
+		Stdin:   s.In,
+		Stdout:  s.Out,
+		Stderr:  s.Err,
+		Environ: env.Environ,
+		Dial:    func() (*box.Client, error) { return env.dial("") },
+	})
+}

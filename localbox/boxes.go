@@ -1,0 +1,188 @@
+package localbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+)
+
+// Image is the image name the local box reports for every box.
+const Image = "localbox"
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidName reports whether s can name a box: 1 to 63 of a-z, 0-9 and '-',
+// not starting with '-'.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// boxMeta is DIR/boxes/NAME/box.json.
+type boxMeta struct {
+	ID            string `json:"box_id"`
+	Name          string `json:"name"`
+	Hibernated    bool   `json:"hibernated"`
+	LastSavedAtMS int64  `json:"last_saved_at_ms"`
+}
+
+// box is one box: a directory with home/ and workspace/.
+type box struct {
+	dir string
+	mu  sync.Mutex
+	boxMeta
+	// execs cancels the Execs running in the box, for Hibernate.
+	execs map[*context.CancelFunc]struct{}
+}
+
+func (b *box) home() string      { return filepath.Join(b.dir, "home") }
+func (b *box) workspace() string { return filepath.Join(b.dir, "workspace") }
+
+func (b *box) proto() *controlv1.Box {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := controlv1.BoxState_BOX_STATE_RUNNING
+	if b.Hibernated {
+		st = controlv1.BoxState_BOX_STATE_HIBERNATED
+	}
+	return &controlv1.Box{BoxId: b.ID, Name: b.Name, State: st, Image: Image, LatestImage: Image, LastSavedAtMs: b.LastSavedAtMS}
+}
+
+func (b *box) saveLocked() error {
+	data, err := json.MarshalIndent(b.boxMeta, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(b.dir, "box.json"), append(data, '\n'), 0o600)
+}
+
+// setHibernated changes the box's state and, going to sleep, ends its Execs.
+func (b *box) setHibernated(h bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.Hibernated == h {
+		return nil
+	}
+	b.Hibernated = h
+	if h {
+		b.LastSavedAtMS = time.Now().UnixMilli()
+		for c := range b.execs {
+			(*c)()
+		}
+	}
+	return b.saveLocked()
+}
+
+// register records cancel as an Exec running in the box; it fails if the
+// box sleeps. The returned func unregisters it.
+func (b *box) register(cancel *context.CancelFunc) (func(), bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.Hibernated {
+		return nil, false
+	}
+	b.execs[cancel] = struct{}{}
+	return func() {
+		b.mu.Lock()
+		delete(b.execs, cancel)
+		b.mu.Unlock()
+	}, true
+}
+
+// registry holds the boxes under DIR/boxes.
+type registry struct {
+	dir   string
+	mu    sync.Mutex
+	boxes map[string]*box // by name
+}
+
+func (r *registry) load() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.boxes = map[string]*box{}
+	ents, err := os.ReadDir(filepath.Join(r.dir, "boxes"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !ValidName(e.Name()) {
+			continue
+		}
+		b := &box{dir: filepath.Join(r.dir, "boxes", e.Name()), execs: map[*context.CancelFunc]struct{}{}}
+		data, err := os.ReadFile(filepath.Join(b.dir, "box.json"))
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, &b.boxMeta); err != nil {
+			return fmt.Errorf("read %s: %w", filepath.Join(b.dir, "box.json"), err)
+		}
+		r.boxes[b.Name] = b
+	}
+	return nil
+}
+
+// create makes box name (home/, workspace/, box.json); an existing box is
+// returned as it is.
+func (r *registry) create(name string) (*box, error) {
+	if !ValidName(name) {
+		return nil, fmt.Errorf("bad box name %q: use 1 to 63 of a-z, 0-9 and -", name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b, ok := r.boxes[name]; ok {
+		return b, nil
+	}
+	id := make([]byte, 8)
+	rand.Read(id)
+	b := &box{
+		dir:     filepath.Join(r.dir, "boxes", name),
+		boxMeta: boxMeta{ID: "box_" + hex.EncodeToString(id), Name: name},
+		execs:   map[*context.CancelFunc]struct{}{},
+	}
+	for _, d := range []string{b.home(), b.workspace()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.saveLocked(); err != nil {
+		return nil, err
+	}
+	r.boxes[name] = b
+	return b, nil
+}
+
+// get finds a box by name or id.
+func (r *registry) get(ref string) (*box, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b, ok := r.boxes[ref]; ok {
+		return b, true
+	}
+	for _, b := range r.boxes {
+		if b.ID == ref {
+			return b, true
+		}
+	}
+	return nil, false
+}
+
+func (r *registry) list() []*box {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*box, 0, len(r.boxes))
+	for _, b := range r.boxes {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,391 @@
+package localbox
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
+)
+
+// chunkSize is the largest output message the server sends, in bytes.
+const chunkSize = 128 << 10
+
+// killDelay is how long a process group has between SIGHUP and SIGKILL
+// when its call ends early.
+const killDelay = 2 * time.Second
+
+type sessionService struct {
+	controlv1.UnimplementedSessionServer
+	s *Server
+}
+
+type execStream = grpc.BidiStreamingServer[controlv1.ExecRequest, controlv1.ExecResponse]
+
+// sender serialises sends: gRPC allows one sender at a time.
+type sender struct {
+	mu sync.Mutex
+	st execStream
+}
+
+func (s *sender) send(r *controlv1.ExecResponse) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.Send(r)
+}
+
+func (x *sessionService) Exec(st execStream) error {
+	first, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	start := first.GetStart()
+	if start == nil {
+		return status.Error(codes.InvalidArgument, "the first message of Exec must be start")
+	}
+	b, err := x.s.lookup(start.GetBox())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(st.Context())
+	defer cancel()
+	unregister, ok := b.register(&cancel)
+	if !ok {
+		return notRunning(b)
+	}
+	defer unregister()
+
+	p, err := x.s.startProcess(b, start)
+	if err != nil {
+		return err
+	}
+	out := &sender{st: st}
+	if err := out.send(&controlv1.ExecResponse{Msg: &controlv1.ExecResponse_Started{Started: &controlv1.Started{}}}); err != nil {
+		p.kill()
+		p.cmd.Wait()
+		return err
+	}
+
+	var pumps sync.WaitGroup
+	for _, o := range p.outputs {
+		pumps.Add(1)
+		go func() {
+			defer pumps.Done()
+			pump(o.r, o.stderr, out)
+		}()
+	}
+	go x.receive(ctx, st, p, cancel)
+
+	exited := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			p.kill()
+		case <-exited:
+		}
+	}()
+	// Like sshd, the call ends once the output is drained and the command
+	// has exited: a background process holding the pipes keeps it open.
+	// Wait closes the pipes, so it comes after the pumps.
+	pumps.Wait()
+	werr := p.cmd.Wait()
+	close(exited)
+	p.close()
+
+	exit := exitOf(p.cmd.ProcessState, werr)
+	if ctx.Err() != nil && st.Context().Err() == nil {
+		exit.Error = "the box went to sleep"
+	}
+	if err := out.send(&controlv1.ExecResponse{Msg: &controlv1.ExecResponse_Exit{Exit: exit}}); err != nil {
+		return err
+	}
+	return nil
+}
+
+func exitOf(ps *os.ProcessState, werr error) *controlv1.Exit {
+	if ps == nil {
+		return &controlv1.Exit{Code: 255, Error: fmt.Sprint(werr)}
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return &controlv1.Exit{Signal: strings.TrimPrefix(unix.SignalName(ws.Signal()), "SIG")}
+	}
+	return &controlv1.Exit{Code: int32(ps.ExitCode())}
+}
+
+// receive applies the client's messages until the stream ends; a broken
+// stream cancels the call.
+func (x *sessionService) receive(ctx context.Context, st execStream, p *process, cancel context.CancelFunc) {
+	for {
+		r, err := st.Recv()
+		if err == io.EOF {
+			p.closeStdin()
+			return
+		}
+		if err != nil {
+			cancel()
+			return
+		}
+		switch m := r.GetMsg().(type) {
+		case *controlv1.ExecRequest_Stdin:
+			p.write(m.Stdin)
+		case *controlv1.ExecRequest_CloseStdin:
+			p.closeStdin()
+		case *controlv1.ExecRequest_Signal:
+			p.signal(m.Signal.GetName())
+		case *controlv1.ExecRequest_Resize:
+			p.resize(m.Resize.GetRows(), m.Resize.GetCols())
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func pump(r io.Reader, stderr bool, out *sender) {
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			m := &controlv1.ExecResponse{}
+			if stderr {
+				m.Msg = &controlv1.ExecResponse_Stderr{Stderr: buf[:n]}
+			} else {
+				m.Msg = &controlv1.ExecResponse_Stdout{Stdout: buf[:n]}
+			}
+			// Send has encoded m when it returns, so buf can be reused. After a
+			// failed send the output is still drained, so the process never
+			// blocks on a full pipe.
+			out.send(m)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+type output struct {
+	r      io.ReadCloser
+	stderr bool
+}
+
+// process is one running command: pipes, or a PTY.
+type process struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	tty     *os.File
+	outputs []output
+	mu      sync.Mutex
+	closed  bool
+}
+
+func (p *process) write(b []byte) {
+	p.mu.Lock()
+	w := p.stdin
+	if p.closed {
+		w = nil
+	}
+	p.mu.Unlock()
+	if w != nil {
+		// An error means the command closed its stdin; the rest is dropped,
+		// as sshd does.
+		w.Write(b)
+	}
+}
+
+func (p *process) closeStdin() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.closed = true
+	if p.tty == nil {
+		p.stdin.Close()
+	}
+}
+
+func (p *process) signal(name string) {
+	sig := unix.SignalNum("SIG" + strings.ToUpper(name))
+	if sig == 0 || p.cmd.Process == nil {
+		return
+	}
+	// The command leads its own session, so its pid is its process group.
+	syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+func (p *process) resize(rows, cols uint32) {
+	if p.tty != nil && rows > 0 && cols > 0 {
+		pty.Setsize(p.tty, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
+	}
+}
+
+func (p *process) kill() {
+	if p.cmd.Process == nil {
+		return
+	}
+	pid := p.cmd.Process.Pid
+	syscall.Kill(-pid, syscall.SIGHUP)
+	time.AfterFunc(killDelay, func() { syscall.Kill(-pid, syscall.SIGKILL) })
+}
+
+func (p *process) close() {
+	if p.tty != nil {
+		p.tty.Close()
+	} else {
+		p.closeStdin()
+		for _, o := range p.outputs {
+			o.r.Close()
+		}
+	}
+}
+
+func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) {
+	dir := start.GetDir()
+	switch {
+	case dir == "":
+		dir = b.workspace()
+	case !filepath.IsAbs(dir):
+		dir = filepath.Join(b.workspace(), dir)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, status.Errorf(codes.InvalidArgument, "working directory %s does not exist in box %s", start.GetDir(), b.Name)
+	}
+	name := filepath.Base(s.shell)
+	cmd := &exec.Cmd{Path: s.shell, Dir: dir, Env: s.environ(b, start)}
+	if start.GetCommand() == "" {
+		cmd.Args = []string{"-" + name}
+	} else {
+		cmd.Args = []string{name, "-c", start.GetCommand()}
+	}
+	p := &process{cmd: cmd}
+	if t := start.GetTty(); t != nil {
+		s.installTerminfo(b, t)
+		ws := &pty.Winsize{Rows: uint16(t.GetRows()), Cols: uint16(t.GetCols())}
+		if ws.Rows == 0 || ws.Cols == 0 {
+			ws = &pty.Winsize{Rows: 24, Cols: 80}
+		}
+		f, err := pty.StartWithSize(cmd, ws)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "start %s: %v", s.shell, err)
+		}
+		p.tty, p.stdin = f, f
+		p.outputs = []output{{r: f}}
+		return p, nil
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "stdin: %v", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "stdout: %v", err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "stderr: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, status.Errorf(codes.Internal, "start %s: %v", s.shell, err)
+	}
+	p.stdin = stdin
+	p.outputs = []output{{r: stdout}, {r: stderr, stderr: true}}
+	return p, nil
+}
+
+// environ is the command's whole environment: a fresh login environment
+// for the box user plus what the client asked for; nothing else of the
+// server's.
+func (s *Server) environ(b *box, start *controlv1.Start) []string {
+	u := "user"
+	if cu, err := user.Current(); err == nil {
+		u = cu.Username
+	}
+	env := map[string]string{
+		"HOME":              b.home(),
+		"USER":              u,
+		"LOGNAME":           u,
+		"SHELL":             s.shell,
+		"PATH":              s.path,
+		"COCOONBOX_BOX":     b.Name,
+		"COCOONBOX_WORKDIR": b.workspace(),
+	}
+	if lang := os.Getenv("LANG"); lang != "" {
+		env["LANG"] = lang
+	}
+	if t := start.GetTty(); t != nil && t.GetTerm() != "" {
+		env["TERM"] = t.GetTerm()
+	}
+	for k, v := range start.GetEnv() {
+		if k != "" && !strings.ContainsAny(k, "=\x00") && !strings.Contains(v, "\x00") {
+			env[k] = v
+		}
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+var termRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
+
+// installTerminfo puts the client's compiled terminfo entry in the box
+// user's ~/.terminfo, where ncurses looks first, unless one is there.
+func (s *Server) installTerminfo(b *box, t *controlv1.Tty) {
+	term, data := t.GetTerm(), t.GetTerminfo()
+	if len(data) == 0 || !termRE.MatchString(term) {
+		return
+	}
+	// ncurses names the subdirectory by the first letter, or by its hex
+	// code on case-insensitive file systems.
+	for _, sub := range []string{term[:1], strconv.FormatInt(int64(term[0]), 16)} {
+		p := filepath.Join(b.home(), ".terminfo", sub, term)
+		if _, err := os.Stat(p); err == nil {
+			continue
+		}
+		if os.MkdirAll(filepath.Dir(p), 0o755) == nil {
+			os.WriteFile(p, data, 0o644)
+		}
+	}
+}
+
+// loginShell is the current user's shell from /etc/passwd, else $SHELL,
+// else /bin/sh.
+func loginShell() string {
+	if f, err := os.Open("/etc/passwd"); err == nil {
+		defer f.Close()
+		uid := strconv.Itoa(os.Getuid())
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fs := strings.Split(sc.Text(), ":")
+			if len(fs) >= 7 && fs[2] == uid && fs[6] != "" {
+				if _, err := os.Stat(fs[6]); err == nil {
+					return fs[6]
+				}
+			}
+		}
+	}
+	if sh := os.Getenv("SHELL"); sh != "" {
+		return sh
+	}
+	return "/bin/sh"
+}
+

@@ -1,0 +1,271 @@
+// Package localbox is the local box server: the cocoonbox API served on this
+// machine, with boxes as directories and commands as local processes. It is
+// the target of the demo and of every end-to-end test, and a self-hosted
+// option for a Linux server a team owns.
+package localbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
+)
+
+// DefaultBox is the box every local box has from its first start.
+const DefaultBox = "main"
+
+// Server serves the cocoonbox API for the boxes under Dir. Set the fields,
+// then call Serve; a Server serves one listener at a time.
+type Server struct {
+	// Dir is the state directory: boxes/, tokens.json, the socket.
+	Dir string
+	// BinDir, if not empty, is put first on the PATH of every command, so
+	// that cocoonbox-agent is found in the box.
+	BinDir string
+	// Logf, if not nil, receives one line per notable event.
+	Logf func(format string, args ...any)
+
+	once  sync.Once
+	err   error
+	reg   *registry
+	toks  *tokens
+	grpc  *grpc.Server
+	shell string
+	path  string
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
+}
+
+func (s *Server) init() error {
+	s.once.Do(func() {
+		if s.Dir == "" {
+			s.err = errors.New("localbox: Server.Dir is empty")
+			return
+		}
+		if err := os.MkdirAll(filepath.Join(s.Dir, "boxes"), 0o700); err != nil {
+			s.err = err
+			return
+		}
+		s.reg = &registry{dir: s.Dir}
+		if err := s.reg.load(); err != nil {
+			s.err = err
+			return
+		}
+		if _, err := s.reg.create(DefaultBox); err != nil {
+			s.err = err
+			return
+		}
+		s.toks = &tokens{path: filepath.Join(s.Dir, "tokens.json")}
+		if err := s.toks.load(); err != nil {
+			s.err = fmt.Errorf("read tokens: %w", err)
+			return
+		}
+		s.shell = loginShell()
+		s.path = os.Getenv("PATH")
+		if s.BinDir != "" {
+			s.path = s.BinDir + string(os.PathListSeparator) + s.path
+		}
+		s.grpc = grpc.NewServer(
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+				MinTime:             10 * time.Second,
+				PermitWithoutStream: true,
+			}),
+			grpc.UnaryInterceptor(s.unaryAuth),
+			grpc.StreamInterceptor(s.streamAuth),
+		)
+		controlv1.RegisterBoxesServer(s.grpc, &boxesService{s: s})
+		controlv1.RegisterSessionServer(s.grpc, &sessionService{s: s})
+	})
+	return s.err
+}
+
+// Serve accepts connections on lis until Stop; it returns nil after Stop.
+func (s *Server) Serve(lis net.Listener) error {
+	if err := s.init(); err != nil {
+		return err
+	}
+	s.logf("serving on %s", lis.Addr())
+	err := s.grpc.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Stop ends every call and closes the listener.
+func (s *Server) Stop() {
+	if s.init() == nil {
+		s.grpc.Stop()
+	}
+}
+
+// CreateBox makes box name if it does not exist.
+func (s *Server) CreateBox(name string) error {
+	if err := s.init(); err != nil {
+		return err
+	}
+	_, err := s.reg.create(name)
+	return err
+}
+
+// Listen opens the listener for addr: "" or "unix:PATH" for a unix socket
+// (mode 0600; default DIR/localbox.sock), or "HOST:PORT" on a loopback
+// address. Other addresses are refused: the local box serves no TLS.
+func Listen(dir, addr string) (net.Listener, string, error) {
+	if addr == "" || strings.HasPrefix(addr, "unix:") {
+		p := strings.TrimPrefix(strings.TrimPrefix(addr, "unix:"), "//")
+		if p == "" {
+			p = SocketPath(dir)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return nil, "", err
+		}
+		if c, err := net.Dial("unix", p); err == nil {
+			c.Close()
+			return nil, "", fmt.Errorf("%s: a local box is already listening there", p)
+		}
+		os.Remove(p)
+		lis, err := net.Listen("unix", p)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := os.Chmod(p, 0o600); err != nil {
+			lis.Close()
+			return nil, "", err
+		}
+		return lis, "unix://" + p, nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen address %q: want HOST:PORT or unix:PATH", addr)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, "", fmt.Errorf("listen address %q refused: the local box serves plaintext, so only on loopback", addr)
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	a := lis.Addr().(*net.TCPAddr)
+	return lis, "http://" + net.JoinHostPort(a.IP.String(), fmt.Sprint(a.Port)), nil
+}
+
+// SocketPath is the default socket of the local box whose state is in dir.
+func SocketPath(dir string) string { return filepath.Join(dir, "localbox.sock") }
+
+type tokenKey struct{}
+
+func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get("authorization")
+	if len(v) != 1 || !strings.HasPrefix(v[0], "Bearer ") {
+		return nil, status.Error(codes.Unauthenticated, "no token: sign in with `cocoonbox login`")
+	}
+	rec, ok := s.toks.check(strings.TrimPrefix(v[0], "Bearer "))
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, "the token is not valid here")
+	}
+	return context.WithValue(ctx, tokenKey{}, rec), nil
+}
+
+func (s *Server) unaryAuth(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	ctx, err := s.authenticate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+type authStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (a authStream) Context() context.Context { return a.ctx }
+
+func (s *Server) streamAuth(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	ctx, err := s.authenticate(ss.Context())
+	if err != nil {
+		return err
+	}
+	return h(srv, authStream{ss, ctx})
+}
+
+func (s *Server) lookup(ref string) (*box, error) {
+	b, ok := s.reg.get(ref)
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "no box %q; list them with `cocoonbox boxes list`", ref)
+	}
+	return b, nil
+}
+
+func notRunning(b *box) error {
+	st := status.Newf(codes.FailedPrecondition, "box %s is not running", b.Name)
+	st, err := st.WithDetails(&errdetails.ErrorInfo{Reason: "BOX_NOT_RUNNING", Domain: "cocoonbox.dev"})
+	if err != nil {
+		return status.Errorf(codes.FailedPrecondition, "box %s is not running", b.Name)
+	}
+	return st.Err()
+}
+
+type boxesService struct {
+	controlv1.UnimplementedBoxesServer
+	s *Server
+}
+
+func (x *boxesService) List(context.Context, *controlv1.ListRequest) (*controlv1.ListResponse, error) {
+	var r controlv1.ListResponse
+	for _, b := range x.s.reg.list() {
+		r.Boxes = append(r.Boxes, b.proto())
+	}
+	return &r, nil
+}
+
+func (x *boxesService) Ensure(req *controlv1.EnsureRequest, st grpc.ServerStreamingServer[controlv1.EnsureEvent]) error {
+	b, err := x.s.lookup(req.GetBox())
+	if err != nil {
+		return err
+	}
+	op := ""
+	if b.proto().GetState() != controlv1.BoxState_BOX_STATE_RUNNING {
+		op = "op_" + b.ID[len("box_"):]
+		if err := st.Send(&controlv1.EnsureEvent{OperationId: op, Phase: "waking", Progress: 0, Outcome: controlv1.Outcome_OUTCOME_RUNNING, Box: b.proto()}); err != nil {
+			return err
+		}
+		if err := b.setHibernated(false); err != nil {
+			return st.Send(&controlv1.EnsureEvent{OperationId: op, Outcome: controlv1.Outcome_OUTCOME_FAILED, Error: err.Error(), Box: b.proto()})
+		}
+		x.s.logf("box %s woken", b.Name)
+	}
+	return st.Send(&controlv1.EnsureEvent{OperationId: op, Phase: "running", Progress: 100, Outcome: controlv1.Outcome_OUTCOME_DONE, Box: b.proto()})
+}
+
+func (x *boxesService) Hibernate(_ context.Context, req *controlv1.HibernateRequest) (*controlv1.HibernateResponse, error) {
+	b, err := x.s.lookup(req.GetBox())
+	if err != nil {
+		return nil, err
+	}
+	if err := b.setHibernated(true); err != nil {
+		return nil, status.Errorf(codes.Internal, "hibernate %s: %v", b.Name, err)
+	}
+	x.s.logf("box %s hibernated", b.Name)
+	return &controlv1.HibernateResponse{Box: b.proto()}, nil
+}
