@@ -207,7 +207,11 @@ func (c *Client) wrap(op string, err error) error {
 	case codes.NotFound:
 		return fmt.Errorf("%s: %w: %s", op, ErrNotFound, msg)
 	case codes.Unavailable:
-		return fmt.Errorf("%s: %w: %s: %s", op, ErrUnavailable, c.endpoint.URL, firstLine(msg))
+		hint := ""
+		if strings.HasPrefix(c.endpoint.URL, "unix://") {
+			hint = "; is the local box running? (cocoonbox localbox start)"
+		}
+		return fmt.Errorf("%s: %w: %s: %s%s", op, ErrUnavailable, c.endpoint.URL, dialReason(msg), hint)
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%s: %s did not answer in time", op, c.endpoint.URL)
 	case codes.Canceled:
@@ -216,11 +220,16 @@ func (c *Client) wrap(op string, err error) error {
 	return fmt.Errorf("%s: %s (%s)", op, msg, st.Code())
 }
 
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
+// dialReason trims gRPC's wrapping from a connection error, leaving the
+// system's reason ("dial unix /x: connect: no such file or directory").
+func dialReason(msg string) string {
+	if i := strings.Index(msg, "Error while dialing: "); i >= 0 {
+		msg = strings.TrimSuffix(msg[i+len("Error while dialing: "):], `"`)
 	}
-	return s
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
 }
 
 func notRunning(err error) bool {

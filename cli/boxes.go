@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cocoonbox/cocoonbox/box"
 )
 
 // boxesOptions are the flags of `cocoonbox boxes list`.
@@ -33,8 +35,56 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 		RunE:  list.RunE,
 	}
 	boxes.Flags().AddFlagSet(list.Flags())
-	boxes.AddCommand(list)
+	sleep := &cobra.Command{
+		Use:   "sleep BOX",
+		Short: "Hibernate a box; the next command wakes it",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, a []string) error {
+			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error { return sleepBox(c, s, a[0]) })
+		},
+	}
+	wake := &cobra.Command{
+		Use:   "wake BOX",
+		Short: "Wake a box, or start a stopped one",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, a []string) error {
+			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error { return wakeBox(c, s, a[0]) })
+		},
+	}
+	for _, c := range []*cobra.Command{sleep, wake} {
+		c.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+	}
+	boxes.AddCommand(list, sleep, wake)
 	return boxes
+}
+
+// withClient runs f with a client made by a dial, then closes it.
+func withClient(c *box.Client, err error) func(func(*box.Client) error) error {
+	return func(f func(*box.Client) error) error {
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return f(c)
+	}
+}
+
+func sleepBox(c *box.Client, s Streams, name string) error {
+	b, err := c.Hibernate(context.Background(), name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Err, "box %s: %s\n", b.Name, b.State)
+	return nil
+}
+
+func wakeBox(c *box.Client, s Streams, name string) error {
+	b, err := c.Ensure(context.Background(), name, s.Err)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Err, "box %s: %s\n", b.Name, b.State)
+	return nil
 }
 
 func runBoxesList(env Env, s Streams, o boxesOptions) error {

@@ -83,13 +83,17 @@ no account.`,
 			Use:   "sleep BOX",
 			Short: "Hibernate a box of the local box; the next command wakes it",
 			Args:  usageArgs(cobra.ExactArgs(1)),
-			RunE:  func(_ *cobra.Command, a []string) error { return runLocalboxSleep(env, s, a[0]) },
+			RunE: func(_ *cobra.Command, a []string) error {
+				return withClient(running(env))(func(c *box.Client) error { return sleepBox(c, s, a[0]) })
+			},
 		},
 		&cobra.Command{
 			Use:   "wake BOX",
 			Short: "Wake a box of the local box",
 			Args:  usageArgs(cobra.ExactArgs(1)),
-			RunE:  func(_ *cobra.Command, a []string) error { return runLocalboxWake(env, s, a[0]) },
+			RunE: func(_ *cobra.Command, a []string) error {
+				return withClient(running(env))(func(c *box.Client) error { return wakeBox(c, s, a[0]) })
+			},
 		},
 	)
 	return lb
@@ -333,33 +337,5 @@ func runLocalboxStatus(env Env, s Streams) error {
 	for _, b := range boxes {
 		fmt.Fprintf(s.Out, "box %s: %s\n", b.Name, b.State)
 	}
-	return nil
-}
-
-func runLocalboxSleep(env Env, s Streams, name string) error {
-	c, err := running(env)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	b, err := c.Hibernate(context.Background(), name)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(s.Err, "box %s: %s\n", b.Name, b.State)
-	return nil
-}
-
-func runLocalboxWake(env Env, s Streams, name string) error {
-	c, err := running(env)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	b, err := c.Ensure(context.Background(), name, s.Err)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(s.Err, "box %s: %s\n", b.Name, b.State)
 	return nil
 }

@@ -1,0 +1,120 @@
+package cli_test
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/cocoonbox/cocoonbox/cli"
+	"github.com/cocoonbox/cocoonbox/localbox"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"cocoonbox":            func() { os.Exit(cli.Cocoonbox(os.Args[1:], cli.SystemEnv(), cli.System())) },
+		"cocoonbox-ssh":        func() { os.Exit(cli.SSH(os.Args[1:], cli.SystemEnv(), cli.System())) },
+		"git-remote-cocoonbox": func() { os.Exit(cli.GitRemote(os.Args[1:], cli.SystemEnv(), cli.System())) },
+		"exitcode":             exitcode,
+		"randbytes":            randbytes,
+	})
+}
+
+// exitcode N CMD ARGS... runs CMD with this process's stdio and succeeds
+// only if it exits with status N.
+func exitcode() {
+	if len(os.Args) < 3 {
+		fmt.Fprintln(os.Stderr, "usage: exitcode N CMD [ARGS...]")
+		os.Exit(2)
+	}
+	want, err := strconv.Atoi(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "exitcode: bad N:", err)
+		os.Exit(2)
+	}
+	c := exec.Command(os.Args[2], os.Args[3:]...)
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err = c.Run()
+	got := c.ProcessState.ExitCode()
+	if err != nil && c.ProcessState == nil {
+		fmt.Fprintln(os.Stderr, "exitcode:", err)
+		os.Exit(2)
+	}
+	if got != want {
+		fmt.Fprintf(os.Stderr, "exitcode: %s exited %d, want %d\n", os.Args[2], got, want)
+		os.Exit(1)
+	}
+}
+
+// randbytes N FILE writes N random bytes to FILE.
+func randbytes() {
+	n, err := strconv.Atoi(os.Args[1])
+	if err != nil || len(os.Args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: randbytes N FILE")
+		os.Exit(2)
+	}
+	b := make([]byte, n)
+	rand.Read(b)
+	if err := os.WriteFile(os.Args[2], b, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, params(t, "testdata/script"))
+}
+
+// params runs each script in dir against its own local box, served from
+// this process on loopback TCP, with HOME and git's config inside $WORK.
+func params(t *testing.T, dir string) testscript.Params {
+	bin, err := exec.LookPath("cocoonbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testscript.Params{
+		Dir:                 dir,
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		Setup: func(e *testscript.Env) error {
+			home := filepath.Join(e.WorkDir, "home")
+			state := filepath.Join(e.WorkDir, ".box")
+			if err := os.MkdirAll(home, 0o700); err != nil {
+				return err
+			}
+			gitconfig := "[user]\n\tname = Test\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n"
+			if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte(gitconfig), 0o644); err != nil {
+				return err
+			}
+			srv := &localbox.Server{Dir: state, BinDir: filepath.Dir(bin)}
+			lis, url, err := localbox.Listen(state, "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			tok, err := localbox.IssueToken(state, "test", "cli")
+			if err != nil {
+				return err
+			}
+			go srv.Serve(lis)
+			e.Defer(srv.Stop)
+			_, port, _ := net.SplitHostPort(lis.Addr().String())
+			e.Setenv("HOME", home)
+			e.Setenv("XDG_CONFIG_HOME", "")
+			e.Setenv("XDG_STATE_HOME", "")
+			e.Setenv("XDG_DATA_HOME", "")
+			e.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+			e.Setenv("COCOONBOX_ENDPOINT", url)
+			e.Setenv("COCOONBOX_TOKEN", tok)
+			e.Setenv("BOX_PORT", port)
+			e.Setenv("BOX_STATE", state)
+			e.Setenv("BOX_WORKSPACE", filepath.Join(state, "boxes", localbox.DefaultBox, "workspace"))
+			return nil
+		},
+	}
+}
