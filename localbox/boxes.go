@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
-	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
 // Image is the image name the local box reports for every box.

@@ -388,4 +388,3 @@ func loginShell() string {
 	}
 	return "/bin/sh"
 }
-
