@@ -27,4 +27,4 @@ proto:
 	$(GO) generate ./proto/...
 
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./box/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./cli/

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
@@ -108,6 +109,16 @@ func IssueToken(dir, name, client string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, "tokens.json")
+	// Another process may issue a token at the same time: serialise the
+	// read-modify-write with an exclusive lock on a file beside it.
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", err
+	}
 	var f tokenFile
 	if b, err := os.ReadFile(path); err == nil {
 		if err := json.Unmarshal(b, &f); err != nil {
