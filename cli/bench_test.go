@@ -12,23 +12,24 @@ import (
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
-// benchBox starts a local box on a unix socket for a benchmark and returns
-// the environment that points cocoonbox-ssh at it.
-func benchBox(b *testing.B) []string {
-	b.Helper()
-	dir := b.TempDir()
+// startBox starts a local box on a unix socket and returns the environment
+// that points the binaries at it, and box main's workspace.
+func startBox(tb testing.TB) (env []string, workspace string) {
+	tb.Helper()
+	dir := tb.TempDir()
 	lis, url, err := localbox.Listen(dir, "")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	tok, err := localbox.IssueToken(dir, "bench", "cli")
+	tok, err := localbox.IssueToken(dir, "test", "cli")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	srv := &localbox.Server{Dir: dir}
 	go srv.Serve(lis)
-	b.Cleanup(srv.Stop)
-	return append(os.Environ(), "COCOONBOX_ENDPOINT="+url, "COCOONBOX_TOKEN="+tok, "HOME="+filepath.Join(dir, "home"))
+	tb.Cleanup(srv.Stop)
+	env = append(os.Environ(), "COCOONBOX_ENDPOINT="+url, "COCOONBOX_TOKEN="+tok, "HOME="+filepath.Join(dir, "home"))
+	return env, filepath.Join(dir, "boxes", localbox.DefaultBox, "workspace")
 }
 
 // benchSize is the bytes each iteration moves: $COCOONBOX_BENCH_BYTES, else 1 GiB.
@@ -55,7 +56,7 @@ func (zeros) Read(p []byte) (int, error) {
 // back down, through the real cocoonbox-ssh process, and reports the
 // client's peak RSS.
 func BenchmarkExecCat(b *testing.B) {
-	env := benchBox(b)
+	env, _ := startBox(b)
 	size := benchSize(b)
 	b.SetBytes(size)
 	var peak int64
