@@ -11,8 +11,8 @@ import (
 )
 
 // startShim runs cocoonbox-ssh main line and waits until the remote command
-// has created the file ready in the workspace.
-func startShim(t *testing.T, line string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+// has created the file ready in the workspace, which it returns.
+func startShim(t *testing.T, line string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer, string) {
 	t.Helper()
 	env, ws := startBox(t)
 	cmd := exec.Command("cocoonbox-ssh", "main", line)
@@ -23,12 +23,18 @@ func startShim(t *testing.T, line string) (*exec.Cmd, *bytes.Buffer, *bytes.Buff
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
+	waitFile(t, filepath.Join(ws, "ready"))
+	return cmd, &stdout, &stderr, ws
+}
+
+func waitFile(t *testing.T, path string) {
+	t.Helper()
 	for i := 0; ; i++ {
-		if _, err := os.Stat(filepath.Join(ws, "ready")); err == nil {
-			return cmd, &stdout, &stderr
+		if _, err := os.Stat(path); err == nil {
+			return
 		}
-		if i == 1000 {
-			t.Fatalf("the remote command never became ready; stderr: %s", stderr.String())
+		if i == 3000 {
+			t.Fatalf("%s never appeared", path)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -50,7 +56,7 @@ func exitCode(t *testing.T, cmd *exec.Cmd) int {
 func TestSignalsForwarded(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
-			cmd, stdout, stderr := startShim(t, `trap 'echo caught; exit 7' INT TERM HUP; touch ready; while :; do sleep 0.05; done`)
+			cmd, stdout, stderr, _ := startShim(t, `trap 'echo caught; exit 7' INT TERM HUP; touch ready; while :; do sleep 0.05; done`)
 			cmd.Process.Signal(sig)
 			if got := exitCode(t, cmd); got != 7 {
 				t.Errorf("exit %d, want the remote's 7; stderr: %s", got, stderr)
@@ -63,8 +69,11 @@ func TestSignalsForwarded(t *testing.T) {
 }
 
 func TestSecondSignalExits255(t *testing.T) {
-	cmd, _, stderr := startShim(t, `trap '' INT; touch ready; while :; do sleep 0.05; done`)
+	cmd, _, stderr, ws := startShim(t, `trap 'touch got' INT; touch ready; while :; do sleep 0.05; done`)
 	cmd.Process.Signal(syscall.SIGINT)
+	// The kernel merges a signal sent while the same one is pending, so the
+	// second goes only once the first has reached the box.
+	waitFile(t, filepath.Join(ws, "got"))
 	cmd.Process.Signal(syscall.SIGINT)
 	if got := exitCode(t, cmd); got != 255 {
 		t.Errorf("exit %d after a second SIGINT, want 255; stderr: %s", got, stderr)
