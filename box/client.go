@@ -17,9 +17,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -71,8 +73,13 @@ func Dial(ep Endpoint, token string) (*Client, error) {
 			Timeout:             KeepaliveTimeout,
 			PermitWithoutStream: false,
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.ForceCodecV2(bufpool.Codec{})),
 		grpc.WithUserAgent("cocoonbox-cli"),
+		experimental.WithBufferPool(bufpool.Shared),
+		grpc.WithReadBufferSize(ioBuffer),
+		grpc.WithWriteBufferSize(ioBuffer),
+		grpc.WithInitialWindowSize(streamWindow),
+		grpc.WithInitialConnWindowSize(connWindow),
 	}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))

@@ -18,10 +18,12 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -88,6 +90,12 @@ func (s *Server) init() error {
 				MinTime:             10 * time.Second,
 				PermitWithoutStream: true,
 			}),
+			experimental.BufferPool(bufpool.Shared),
+			grpc.ForceServerCodecV2(bufpool.Codec{}),
+			grpc.ReadBufferSize(256<<10),
+			grpc.WriteBufferSize(256<<10),
+			grpc.InitialWindowSize(4<<20),
+			grpc.InitialConnWindowSize(16<<20),
 			grpc.UnaryInterceptor(s.unaryAuth),
 			grpc.StreamInterceptor(s.streamAuth),
 		)

@@ -1,0 +1,310 @@
+// Bench measures cocoonbox's path against OpenSSH's on this machine:
+// startup, 1 GiB down and up, git clone and no-op fetch, rsync first copy
+// and no-op re-run, each run alternately through both paths for several
+// rounds, with the plain loopback TCP copy as the ceiling. It prints a
+// markdown table and, with -write, puts it into docs/benchmarks.md.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+var (
+	rounds   = flag.Int("rounds", 5, "rounds; each runs every workload through both paths")
+	size     = flag.Int64("size", 1<<30, "bytes for the download and upload workloads")
+	calls    = flag.Int("calls", 20, "calls of `true` per round for the startup workload")
+	only     = flag.String("only", "", "comma-separated workloads to run (default all)")
+	write    = flag.Bool("write", false, "write the table into docs/benchmarks.md")
+	srcTree  = flag.String("tree", "/usr/local/go/src", "the source tree for the git and rsync workloads")
+	commits  = flag.Int("commits", 300, "commits in the generated git repository")
+	keepWork = flag.Bool("keep", false, "keep the work directory")
+)
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// env is one run's machinery: the work directory, sshd and the local box.
+type env struct {
+	work   string
+	bin    string
+	sshCfg string
+	boxEnv []string
+}
+
+// a workload runs once through one path and returns its wall time and the
+// client's peak RSS in KiB (0 when not measured).
+type workload struct {
+	name  string
+	ours  func() (time.Duration, int64, error)
+	ssh   func() (time.Duration, int64, error)
+	limit func() (time.Duration, error)
+	setup func() error
+	bytes int64
+	note  string
+}
+
+func run() error {
+	top, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	e := &env{bin: filepath.Join(top, "bin")}
+	e.work, err = os.MkdirTemp("", "cocoonbox-bench")
+	if err != nil {
+		return err
+	}
+	if !*keepWork {
+		defer os.RemoveAll(e.work)
+	}
+	stopSSHD, err := e.startSSHD()
+	if err != nil {
+		return fmt.Errorf("sshd: %w", err)
+	}
+	defer stopSSHD()
+	stopBox, err := e.startBox()
+	if err != nil {
+		return fmt.Errorf("local box: %w", err)
+	}
+	defer stopBox()
+
+	var results []result
+	for _, w := range e.workloads() {
+		if *only != "" && !contains(strings.Split(*only, ","), w.name) {
+			continue
+		}
+		if w.setup != nil {
+			if err := w.setup(); err != nil {
+				return fmt.Errorf("%s: setup: %w", w.name, err)
+			}
+		}
+		r, err := measure(w)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+		fmt.Fprintf(os.Stderr, "%-14s ours %8s  ssh %8s  ratio %.2f\n", w.name, r.ours.Round(time.Millisecond), r.ssh.Round(time.Millisecond), r.ratio)
+		results = append(results, r)
+	}
+	table := render(results)
+	fmt.Print(table)
+	if *write {
+		return writeDoc(filepath.Join(top, "docs", "benchmarks.md"), table)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// result is one workload's medians over the rounds.
+type result struct {
+	workload
+	ours, ssh time.Duration
+	ratio     float64 // median of the per-round ratios ours/ssh
+	rss       int64   // peak RSS of our client, KiB
+	limit     time.Duration
+}
+
+func measure(w workload) (result, error) {
+	var ours, sshs []time.Duration
+	var ratios []float64
+	var limits []time.Duration
+	r := result{workload: w}
+	for i := 0; i < *rounds; i++ {
+		// Alternate which path goes first, so warm caches favour neither.
+		first, second := w.ours, w.ssh
+		if i%2 == 1 {
+			first, second = w.ssh, w.ours
+		}
+		d1, m1, err := first()
+		if err != nil {
+			return r, err
+		}
+		d2, m2, err := second()
+		if err != nil {
+			return r, err
+		}
+		o, s, m := d1, d2, m1
+		if i%2 == 1 {
+			o, s, m = d2, d1, m2
+		}
+		ours, sshs = append(ours, o), append(sshs, s)
+		ratios = append(ratios, float64(o)/float64(s))
+		r.rss = max(r.rss, m)
+		if w.limit != nil {
+			d, err := w.limit()
+			if err != nil {
+				return r, err
+			}
+			limits = append(limits, d)
+		}
+	}
+	r.ours, r.ssh, r.ratio = median(ours), median(sshs), medianF(ratios)
+	if len(limits) > 0 {
+		r.limit = median(limits)
+	}
+	return r, nil
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func medianF(f []float64) float64 {
+	s := append([]float64(nil), f...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func render(rs []result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| workload | ours | ssh | ours/ssh (median of rounds) | our client's peak RSS | of loopback TCP limit (ours, ssh) |\n")
+	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range rs {
+		rss := ""
+		if r.rss > 0 {
+			rss = fmt.Sprintf("%.1f MiB", float64(r.rss)/1024)
+		}
+		lim := ""
+		if r.limit > 0 {
+			lim = fmt.Sprintf("%.0f%%, %.0f%% (limit %s)", 100*float64(r.limit)/float64(r.ours), 100*float64(r.limit)/float64(r.ssh), rate(r.bytes, r.limit))
+		}
+		ours, ssh := r.ours.Round(time.Millisecond).String(), r.ssh.Round(time.Millisecond).String()
+		if r.bytes > 0 {
+			ours += " (" + rate(r.bytes, r.ours) + ")"
+			ssh += " (" + rate(r.bytes, r.ssh) + ")"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %s |\n", r.name, ours, ssh, r.ratio, rss, lim)
+	}
+	return b.String()
+}
+
+func rate(n int64, d time.Duration) string {
+	return fmt.Sprintf("%.0f MB/s", float64(n)/d.Seconds()/1e6)
+}
+
+const beginMark, endMark = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+// writeDoc replaces the text between the bench markers in path, adding the
+// machine and versions above the table.
+func writeDoc(path, table string) error {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(doc)
+	i, j := strings.Index(s, beginMark), strings.Index(s, endMark)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %s ... %s markers", path, beginMark, endMark)
+	}
+	header := fmt.Sprintf("Run %s on %s; %d rounds, %d MiB transfers; %s; %s.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), *rounds, *size>>20, version("ssh", "-V"), version("rsync", "--version"))
+	s = s[:i+len(beginMark)] + "\n" + header + table + s[j:]
+	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				cpu = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	n := strings.Count(mustRead("/proc/cpuinfo"), "processor\t:")
+	return fmt.Sprintf("%d × %s", n, cpu)
+}
+
+func mustRead(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+func version(cmd string, arg string) string {
+	out, _ := exec.Command(cmd, arg).CombinedOutput()
+	l, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(l)
+}
+
+// timed runs c and returns its wall time and peak RSS in KiB.
+func timed(c *exec.Cmd) (time.Duration, int64, error) {
+	var stderr bytes.Buffer
+	if c.Stderr == nil {
+		c.Stderr = &stderr
+	}
+	t0 := time.Now()
+	err := c.Run()
+	d := time.Since(t0)
+	if err != nil {
+		return d, 0, fmt.Errorf("%s: %w: %s", strings.Join(c.Args, " "), err, stderr.String())
+	}
+	var rss int64
+	if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = ru.Maxrss
+	}
+	return d, rss, nil
+}
+
+// loopbackCopy moves n bytes over a loopback TCP connection: the ceiling.
+func loopbackCopy(n int64) (time.Duration, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer lis.Close()
+	done := make(chan error, 1)
+	go func() {
+		c, err := lis.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		_, err = io.Copy(io.Discard, c)
+		done <- err
+	}()
+	t0 := time.Now()
+	c, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 256<<10)
+	for left := n; left > 0; {
+		k := min(left, int64(len(buf)))
+		if _, err := c.Write(buf[:k]); err != nil {
+			return 0, err
+		}
+		left -= k
+	}
+	c.Close()
+	if err := <-done; err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	return time.Since(t0), nil
+}

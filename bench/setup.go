@@ -1,0 +1,196 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// startSSHD runs OpenSSH's sshd on a free loopback port with generated
+// keys, and writes an ssh_config whose host "bench" reaches it.
+func (e *env) startSSHD() (func(), error) {
+	dir := filepath.Join(e.work, "sshd")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"host_key", "user_key"} {
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, k)).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("ssh-keygen: %v: %s", err, out)
+		}
+	}
+	pub, err := os.ReadFile(filepath.Join(dir, "user_key.pub"))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	u, err := user.Current()
+	if err != nil {
+		return nil, err
+	}
+	cfg := fmt.Sprintf(`Port %d
+ListenAddress 127.0.0.1
+HostKey %[2]s/host_key
+AuthorizedKeysFile %[2]s/authorized_keys
+PidFile %[2]s/sshd.pid
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+StrictModes no
+UsePAM no
+AcceptEnv GIT_PROTOCOL
+Subsystem sftp /usr/lib/openssh/sftp-server
+`, port, dir)
+	if err := os.WriteFile(filepath.Join(dir, "sshd_config"), []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	os.MkdirAll("/run/sshd", 0o755)
+	sshd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(dir, "sshd_config"))
+	logf, err := os.Create(filepath.Join(dir, "sshd.log"))
+	if err != nil {
+		return nil, err
+	}
+	sshd.Stdout, sshd.Stderr = logf, logf
+	if err := sshd.Start(); err != nil {
+		return nil, err
+	}
+	stop := func() { sshd.Process.Signal(syscall.SIGTERM); sshd.Wait(); logf.Close() }
+	e.sshCfg = filepath.Join(dir, "ssh_config")
+	client := fmt.Sprintf(`Host bench
+  HostName 127.0.0.1
+  Port %d
+  User %s
+  IdentityFile %s/user_key
+  IdentitiesOnly yes
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  LogLevel ERROR
+`, port, u.Username, dir)
+	if err := os.WriteFile(e.sshCfg, []byte(client), 0o600); err != nil {
+		stop()
+		return nil, err
+	}
+	for i := 0; ; i++ {
+		if exec.Command("ssh", "-F", e.sshCfg, "bench", "true").Run() == nil {
+			return stop, nil
+		}
+		if i == 100 {
+			stop()
+			log, _ := os.ReadFile(filepath.Join(dir, "sshd.log"))
+			return nil, fmt.Errorf("sshd did not answer: %s", log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startBox starts a local box with its own HOME under the work directory.
+func (e *env) startBox() (func(), error) {
+	home := filepath.Join(e.work, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, err
+	}
+	e.boxEnv = []string{"HOME=" + home, "PATH=" + e.bin + ":" + os.Getenv("PATH")}
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k == "LANG" || k == "TERM" {
+			e.boxEnv = append(e.boxEnv, kv)
+		}
+	}
+	if out, err := e.ours("cocoonbox", "localbox", "start").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%v: %s", err, out)
+	}
+	return func() { e.ours("cocoonbox", "localbox", "stop").Run() }, nil
+}
+
+// ours is a command through our binaries, in the local box's environment.
+func (e *env) ours(name string, args ...string) *exec.Cmd {
+	c := exec.Command(filepath.Join(e.bin, name), args...)
+	if _, err := os.Stat(c.Path); err != nil {
+		c = exec.Command(name, args...)
+	}
+	c.Env = e.boxEnv
+	return c
+}
+
+// theirs is a command through OpenSSH, with the bench ssh_config.
+func (e *env) theirs(name string, args ...string) *exec.Cmd {
+	c := exec.Command(name, args...)
+	c.Env = append(os.Environ(), "GIT_SSH_COMMAND=ssh -F "+e.sshCfg)
+	return c
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+func (e *env) workloads() []workload {
+	devnull := func(c *exec.Cmd) *exec.Cmd {
+		c.Stdout = io.Discard
+		return c
+	}
+	upload := func(c *exec.Cmd) *exec.Cmd {
+		c.Stdin = io.LimitReader(zeros{}, *size)
+		return c
+	}
+	shim := func(args ...string) *exec.Cmd { return e.ours("cocoonbox-ssh", append([]string{"main"}, args...)...) }
+	ssh := func(args ...string) *exec.Cmd {
+		return e.theirs("ssh", append([]string{"-F", e.sshCfg, "bench"}, args...)...)
+	}
+	many := func(mk func() *exec.Cmd) func() (time.Duration, int64, error) {
+		return func() (time.Duration, int64, error) {
+			var ds []time.Duration
+			var peak int64
+			for i := 0; i < *calls; i++ {
+				d, m, err := timed(mk())
+				if err != nil {
+					return 0, 0, err
+				}
+				ds = append(ds, d)
+				peak = max(peak, m)
+			}
+			return median(ds), peak, nil
+		}
+	}
+	once := func(mk func() *exec.Cmd) func() (time.Duration, int64, error) {
+		return func() (time.Duration, int64, error) { return timed(mk()) }
+	}
+	g := &gitWork{e: e, dir: filepath.Join(e.work, "git")}
+	headCmd := fmt.Sprintf("head -c %d /dev/zero", *size)
+	return []workload{
+		{name: "startup", note: "median wall time of one `true`",
+			ours: many(func() *exec.Cmd { return shim("true") }),
+			ssh:  many(func() *exec.Cmd { return ssh("true") })},
+		{name: "download", bytes: *size,
+			ours:  once(func() *exec.Cmd { return devnull(shim(headCmd)) }),
+			ssh:   once(func() *exec.Cmd { return devnull(ssh(headCmd)) }),
+			limit: func() (time.Duration, error) { return loopbackCopy(*size) }},
+		{name: "upload", bytes: *size,
+			ours:  once(func() *exec.Cmd { return upload(shim("cat >/dev/null")) }),
+			ssh:   once(func() *exec.Cmd { return upload(ssh("cat >/dev/null")) }),
+			limit: func() (time.Duration, error) { return loopbackCopy(*size) }},
+		{name: "git clone", setup: g.setup, ours: g.clone(true), ssh: g.clone(false)},
+		{name: "git fetch (no-op)", ours: g.fetch(true), ssh: g.fetch(false)},
+		{name: "rsync (first)", setup: g.setupRsync, ours: g.rsync(true, true), ssh: g.rsync(false, true)},
+		{name: "rsync (no-op)", ours: g.rsync(true, false), ssh: g.rsync(false, false)},
+	}
+}

@@ -1,0 +1,80 @@
+package box_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/localbox"
+)
+
+// client starts a local box on a unix socket in this process and returns a
+// client for it.
+func client(tb testing.TB) *box.Client {
+	tb.Helper()
+	dir := tb.TempDir()
+	lis, url, err := localbox.Listen(dir, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tok, err := localbox.IssueToken(dir, "bench", "cli")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := &localbox.Server{Dir: dir}
+	go srv.Serve(lis)
+	tb.Cleanup(srv.Stop)
+	ep, err := box.ParseEndpoint(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := box.Dial(ep, tok)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+type counter struct{ n int64 }
+
+func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+const streamSize = 256 << 20
+
+// BenchmarkExecDownload measures the server-to-client direction: the box
+// writes streamSize bytes, the client discards them. Client and server run
+// in this process, so a CPU profile shows both halves.
+func BenchmarkExecDownload(b *testing.B) {
+	c := client(b)
+	b.SetBytes(streamSize)
+	for b.Loop() {
+		var out counter
+		st, err := c.Exec(context.Background(), &box.Command{Box: "main", Line: fmt.Sprintf("head -c %d /dev/zero", streamSize), Stdout: &out})
+		if err != nil || st.Code != 0 {
+			b.Fatal(st, err)
+		}
+		if out.n != streamSize {
+			b.Fatalf("got %d bytes, want %d", out.n, streamSize)
+		}
+	}
+}
+
+// BenchmarkExecUpload measures the client-to-server direction.
+func BenchmarkExecUpload(b *testing.B) {
+	c := client(b)
+	b.SetBytes(streamSize)
+	for b.Loop() {
+		var out counter
+		st, err := c.Exec(context.Background(), &box.Command{Box: "main", Line: "wc -c", Stdin: io.LimitReader(zeros{}, streamSize), Stdout: &out})
+		if err != nil || st.Code != 0 {
+			b.Fatal(st, err)
+		}
+	}
+}
