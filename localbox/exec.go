@@ -28,6 +28,17 @@ import (
 // chunkSize is the largest output message the server sends, in bytes.
 const chunkSize = 128 << 10
 
+// pipeSize is the capacity asked for each pipe to and from a command.
+const pipeSize = 1 << 20
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
 // killDelay is how long a process group has between SIGHUP and SIGKILL
 // when its call ends early.
 const killDelay = 2 * time.Second
@@ -103,7 +114,6 @@ func (x *sessionService) Exec(st execStream) error {
 	}()
 	// Like sshd, the call ends once the output is drained and the command
 	// has exited: a background process holding the pipes keeps it open.
-	// Wait closes the pipes, so it comes after the pumps.
 	pumps.Wait()
 	werr := p.cmd.Wait()
 	close(exited)
@@ -290,23 +300,35 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 		return p, nil
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "stdin: %v", err)
+	// Pipes of our own rather than exec's: the child gets the files
+	// themselves (no copying goroutine), Wait leaves our ends alone, and
+	// the pipes can be grown.
+	var child, ours [3]*os.File
+	for i := range child {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(child[:i])
+			closeAll(ours[:i])
+			return nil, status.Errorf(codes.Internal, "pipe: %v", err)
+		}
+		if i == 0 {
+			child[i], ours[i] = r, w
+		} else {
+			child[i], ours[i] = w, r
+		}
+		// A 1 MiB pipe moves bulk data in fewer, larger reads and messages;
+		// the default is 64 KiB. Failure only costs speed.
+		unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, pipeSize)
 	}
-	stdout, err := cmd.StdoutPipe()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = child[0], child[1], child[2]
+	err := cmd.Start()
+	closeAll(child[:])
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "stdout: %v", err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "stderr: %v", err)
-	}
-	if err := cmd.Start(); err != nil {
+		closeAll(ours[:])
 		return nil, status.Errorf(codes.Internal, "start %s: %v", s.shell, err)
 	}
-	p.stdin = stdin
-	p.outputs = []output{{r: stdout}, {r: stderr, stderr: true}}
+	p.stdin = ours[0]
+	p.outputs = []output{{r: ours[1]}, {r: ours[2], stderr: true}}
 	return p, nil
 }
 
