@@ -2,10 +2,18 @@ package cli_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
 // fakehistory COMMITS FILES OUT writes to OUT a git fast-import stream for
@@ -68,5 +76,62 @@ func writeHistory(w *bufio.Writer, commits, files int) {
 			content[i] = append(content[i], line()...)
 			modify(i)
 		}
+	}
+}
+
+// BenchmarkGitClone clones a repository of 3000 commits and 4000 files
+// from a local box with git-remote-cocoonbox, and with git's ssh transport
+// through cocoonbox-ssh, the same box and the same git-upload-pack.
+func BenchmarkGitClone(b *testing.B) {
+	bin, err := exec.LookPath("git-remote-cocoonbox")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	state := filepath.Join(dir, "state")
+	srv := &localbox.Server{Dir: state, BinDir: filepath.Dir(bin)}
+	if err := srv.CreateBox(localbox.DefaultBox); err != nil {
+		b.Fatal(err)
+	}
+	lis, url, err := localbox.Listen(state, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, err := localbox.IssueToken(state, "bench", "cli")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(lis)
+	b.Cleanup(srv.Stop)
+
+	env := append(os.Environ(), "HOME="+dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"COCOONBOX_ENDPOINT="+url, "COCOONBOX_TOKEN="+tok, "GIT_SSH_COMMAND=cocoonbox-ssh")
+	git := func(stdin io.Reader, args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Env, cmd.Dir, cmd.Stdin = env, dir, stdin
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	var stream bytes.Buffer
+	w := bufio.NewWriter(&stream)
+	writeHistory(w, 3000, 4000)
+	w.Flush()
+	git(nil, "init", "-q", "--bare", "big.git")
+	git(&stream, "-C", "big.git", "fast-import", "--quiet")
+	ws := filepath.Join(state, "boxes", localbox.DefaultBox, "workspace")
+	git(nil, "clone", "-q", "--bare", "--no-local", "big.git", filepath.Join(ws, "big.git"))
+
+	for _, bc := range []struct{ name, url string }{
+		{"helper", "cocoonbox::main/big.git"},
+		{"ssh-shim", "main:big.git"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				to := fmt.Sprintf("%s-%d.git", bc.name, i)
+				git(nil, "clone", "-q", "--bare", bc.url, to)
+				os.RemoveAll(filepath.Join(dir, to))
+			}
+		})
 	}
 }
