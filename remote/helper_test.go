@@ -300,3 +300,30 @@ func BenchmarkSplice(b *testing.B) {
 		})
 	}
 }
+
+// failAfter accepts n bytes, then fails as a closed pipe does.
+type failAfter struct{ n int }
+
+func (w *failAfter) Write(p []byte) (int, error) {
+	if len(p) > w.n {
+		return 0, errors.New("broken pipe")
+	}
+	w.n -= len(p)
+	return len(p), nil
+}
+
+// When git stops reading, the call ends with a *box.WriteError for the
+// caller to exit on quietly, and the service does not run on.
+func TestConnectGitGone(t *testing.T) {
+	c, _ := testBox(t)
+	answers := len("connect\noption\n\nok\n")
+	for _, n := range []int{answers, answers + 1} {
+		h := &Helper{URL: "main/app", Dial: func() (Execer, error) { return c, nil }}
+		in := "capabilities\noption servpath yes; true\nconnect git-upload-pack\n"
+		err := h.Run(context.Background(), strings.NewReader(in), &failAfter{n})
+		var we *box.WriteError
+		if !errors.As(err, &we) {
+			t.Errorf("stdout closed after %d bytes: error %v, want a *box.WriteError", n, err)
+		}
+	}
+}
