@@ -26,6 +26,29 @@ printf '$ git -C %s archive HEAD | cocoonbox-ssh main "mkdir -p src && tar x -C 
 git -C "$top" archive HEAD | cocoonbox-ssh main 'mkdir -p src && tar x -C src && find src -type f | wc -l'
 echo "(files in HEAD: $(git -C "$top" ls-files | wc -l))"
 
+step "git through the box: this project's history pushed to a bare repository in box main with git-remote-cocoonbox, cloned back, the two logs compared"
+if git -C "$top" rev-parse --verify -q HEAD >/dev/null; then
+  run cocoonbox rsh main git init -q --bare -b main cocoonbox.git
+  if [ "$(git -C "$top" rev-parse --is-shallow-repository)" = true ]; then
+    # A shallow checkout (as CI makes) can only be pushed where that is allowed.
+    run cocoonbox rsh main git -C cocoonbox.git config receive.shallowUpdate true
+  fi
+  printf '$ git -C %s push cocoonbox::main/cocoonbox.git HEAD:refs/heads/main\n' "$top"
+  git -C "$top" push cocoonbox::main/cocoonbox.git HEAD:refs/heads/main
+  run git clone cocoonbox::main/cocoonbox.git "$demo/clone"
+  git -C "$top" log --format='%H %an %s' HEAD >"$demo/here.log"
+  git -C "$demo/clone" log --format='%H %an %s' HEAD >"$demo/back.log"
+  printf '$ diff <(git -C %s log) <(git -C %s log)\n' "$top" "$demo/clone"
+  if diff "$demo/here.log" "$demo/back.log"; then
+    echo "the same $(wc -l <"$demo/here.log") commits, byte for byte"
+  else
+    echo "the histories differ" >&2
+    exit 1
+  fi
+else
+  echo "(skipped: $top is not a git checkout with commits)"
+fi
+
 step "Put the box to sleep; the next command wakes it"
 run cocoonbox localbox sleep main
 run cocoonbox-ssh main 'echo awake again'
