@@ -138,15 +138,15 @@ func (o *oauthServer) issuer(host string) (string, bool) {
 func (o *oauthServer) metadata(w http.ResponseWriter, r *http.Request) {
 	iss := issuerOf(r)
 	writeJSON(w, http.StatusOK, map[string]any{
-		"issuer":                                iss,
-		"authorization_endpoint":                iss + "/cb/oauth/authorize",
-		"token_endpoint":                        iss + "/cocoonbox.oauth/token",
-		"revocation_endpoint":                   iss + "/cocoonbox.oauth/revoke",
-		"response_types_supported":              []string{"code"},
-		"grant_types_supported":                 []string{"authorization_code"},
-		"code_challenge_methods_supported":      []string{"S256"},
-		"token_endpoint_auth_methods_supported": []string{"none"},
-		"scopes_supported":                      []string{"account"},
+		"issuer":                                         iss,
+		"authorization_endpoint":                         iss + "/cb/oauth/authorize",
+		"token_endpoint":                                 iss + "/cocoonbox.oauth/token",
+		"revocation_endpoint":                            iss + "/cocoonbox.oauth/revoke",
+		"response_types_supported":                       []string{"code"},
+		"grant_types_supported":                          []string{"authorization_code"},
+		"code_challenge_methods_supported":               []string{"S256"},
+		"token_endpoint_auth_methods_supported":          []string{"none"},
+		"scopes_supported":                               []string{"account"},
 		"authorization_response_iss_parameter_supported": true,
 	})
 }

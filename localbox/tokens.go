@@ -63,9 +63,9 @@ type tokens struct {
 	path string
 
 	mu       sync.Mutex
-	bySum    map[string]TokenRecord       // by sha256
-	used     map[string]int64             // by id: last uses not yet written
-	flushing bool                         // a goroutine writes used
+	bySum    map[string]TokenRecord // by sha256
+	used     map[string]int64       // by id: last uses not yet written
+	flushing bool                   // a goroutine writes used
 	flushes  sync.WaitGroup
 	calls    map[string]map[*call]struct{} // by id: the open streams
 }
