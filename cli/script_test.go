@@ -23,6 +23,8 @@ func TestMain(m *testing.M) {
 		"git-remote-cocoonbox": func() { os.Exit(cli.GitRemote(os.Args[1:], cli.SystemEnv(), cli.System())) },
 		"exitcode":             exitcode,
 		"randbytes":            randbytes,
+		"waitfile":             waitfile,
+		"browse":               browse,
 	})
 }
 
