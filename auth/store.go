@@ -1,6 +1,7 @@
 // Package auth holds what the CLI knows of the user's credentials: the token
-// store, kept per endpoint. Sign-in itself (RFC 8252 loopback with PKCE) is
-// built on top of it.
+// store, kept per endpoint; browser sign-in (RFC 8252 loopback redirect with
+// PKCE S256, RFC 7636) and revocation (RFC 7009); and the browser opener,
+// which never goes through a shell. docs/login.md.
 package auth
 
 import (

@@ -98,6 +98,9 @@ cocoonbox-ssh.`,
 		newRsh(env, s),
 		newBoxes(env, s),
 		newLocalbox(env, s),
+		newLogin(env, s),
+		newLogout(env, s),
+		newDevices(env, s),
 	)
 	return root
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -156,6 +157,9 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		}
 	}()
 	logger.Printf("endpoint %s, state %s", url, dir)
+	if strings.HasPrefix(url, "http://") {
+		logger.Printf("browser sign-in: cocoonbox login --endpoint %s; the owner's code is in %s", url, localbox.SignInCodePath(dir))
+	}
 	return srv.Serve(lis)
 }
 

@@ -24,6 +24,8 @@ func TestMain(m *testing.M) {
 		"exitcode":             exitcode,
 		"randbytes":            randbytes,
 		"fakehistory":          fakehistory,
+		"waitfile":             waitfile,
+		"browse":               browse,
 	})
 }
 

@@ -8,7 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,9 +48,15 @@ type Server struct {
 	err   error
 	reg   *registry
 	toks  *tokens
+	owner *owner
+	oauth *oauthServer
 	grpc  *grpc.Server
 	shell string
 	path  string
+
+	mu   sync.Mutex
+	http *http.Server // the sign-in pages, on a TCP listener
+	port int          // the TCP listener's port
 }
 
 func (s *Server) logf(format string, args ...any) {
@@ -80,6 +89,11 @@ func (s *Server) init() error {
 			s.err = fmt.Errorf("read tokens: %w", err)
 			return
 		}
+		if s.owner, s.err = newOwner(s.Dir, s.logf); s.err != nil {
+			s.err = fmt.Errorf("write the sign-in code: %w", s.err)
+			return
+		}
+		s.oauth = &oauthServer{s: s}
 		s.shell = loginShell()
 		s.path = os.Getenv("PATH")
 		if s.BinDir != "" {
@@ -101,16 +115,37 @@ func (s *Server) init() error {
 		)
 		controlv1.RegisterBoxesServer(s.grpc, &boxesService{s: s})
 		controlv1.RegisterSessionServer(s.grpc, &sessionService{s: s})
+		controlv1.RegisterAccountServer(s.grpc, &accountService{s: s})
 	})
 	return s.err
 }
 
 // Serve accepts connections on lis until Stop; it returns nil after Stop.
+// On a TCP listener it serves the sign-in pages and the authorization
+// server (docs/login.md) at the same address as the gRPC API: a
+// connection that opens with the HTTP/2 preface goes to gRPC, any other to
+// HTTP.
 func (s *Server) Serve(lis net.Listener) error {
 	if err := s.init(); err != nil {
 		return err
 	}
 	s.logf("serving on %s", lis.Addr())
+	if a, ok := lis.Addr().(*net.TCPAddr); ok {
+		m := newMux(lis)
+		hs := &http.Server{
+			Handler:           s.oauth.handler(),
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          log.New(io.Discard, "", 0),
+		}
+		s.mu.Lock()
+		s.http, s.port = hs, a.Port
+		s.mu.Unlock()
+		go m.serve()
+		go hs.Serve(m.http)
+		lis = m.grpc
+	}
 	err := s.grpc.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -118,10 +153,24 @@ func (s *Server) Serve(lis net.Listener) error {
 	return err
 }
 
+// httpPort is the port of the TCP listener being served, or 0.
+func (s *Server) httpPort() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.port
+}
+
 // Stop ends every call and closes the listener.
 func (s *Server) Stop() {
 	if s.init() == nil {
 		s.grpc.Stop()
+		s.mu.Lock()
+		hs := s.http
+		s.mu.Unlock()
+		if hs != nil {
+			hs.Close()
+		}
+		s.toks.flushes.Wait()
 	}
 }
 
@@ -189,10 +238,13 @@ func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
 	}
 	rec, ok := s.toks.check(strings.TrimPrefix(v[0], "Bearer "))
 	if !ok {
-		return nil, status.Error(codes.Unauthenticated, "the token is not valid here")
+		return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
 	}
 	return context.WithValue(ctx, tokenKey{}, rec), nil
 }
+
+// revokedStatus is how a stream open on a token ends when it is revoked.
+var revokedStatus = status.Error(codes.Unauthenticated, "the token was revoked")
 
 func (s *Server) unaryAuth(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	ctx, err := s.authenticate(ctx)
@@ -202,6 +254,8 @@ func (s *Server) unaryAuth(ctx context.Context, req any, _ *grpc.UnaryServerInfo
 	return h(ctx, req)
 }
 
+// authStream is a stream whose context ends when its token is revoked;
+// from then on it sends nothing more.
 type authStream struct {
 	grpc.ServerStream
 	ctx context.Context
@@ -209,12 +263,28 @@ type authStream struct {
 
 func (a authStream) Context() context.Context { return a.ctx }
 
+func (a authStream) SendMsg(m any) error {
+	if context.Cause(a.ctx) == errRevoked {
+		return revokedStatus
+	}
+	return a.ServerStream.SendMsg(m)
+}
+
+// streamAuth checks the token and keeps the stream on the token's list of
+// open calls, so that a revoke ends it with UNAUTHENTICATED.
 func (s *Server) streamAuth(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 	ctx, err := s.authenticate(ss.Context())
 	if err != nil {
 		return err
 	}
-	return h(srv, authStream{ss, ctx})
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer s.toks.track(caller(ctx).ID, cancel)()
+	err = h(srv, authStream{ss, ctx})
+	if context.Cause(ctx) == errRevoked {
+		return revokedStatus
+	}
+	return err
 }
 
 func (s *Server) lookup(ref string) (*box, error) {

@@ -1,20 +1,31 @@
 package localbox
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
-	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+)
+
+// Token kinds. A personal token is issued by IssueToken (`cocoonbox
+// localbox start`); a device token by browser sign-in. Only a device token
+// can be revoked at /cocoonbox.oauth/revoke.
+const (
+	KindPersonal = "personal"
+	KindDevice   = "device"
 )
 
 // TokenRecord is one issued token as the local box keeps it: its sha256,
@@ -24,116 +35,289 @@ type TokenRecord struct {
 	ID string `json:"id"`
 	// SHA256 is the hex sha256 of the token.
 	SHA256 string `json:"sha256"`
-	// Name is the device name or a label such as "localbox start".
+	// Name is the device name or a label such as "localbox".
 	Name string `json:"name"`
-	// Client names the client the token was issued to, such as "cli".
-	Client      string `json:"client"`
+	// Client names the client the token was issued to, such as
+	// "cocoonbox-cli" for a sign-in or "cli" for `localbox start`.
+	Client string `json:"client"`
+	// Kind is KindDevice or KindPersonal; empty means KindPersonal.
+	Kind        string `json:"kind,omitempty"`
 	CreatedAtMS int64  `json:"created_at_ms"`
+	// LastUsedAtMS is the start of the minute of the token's last use,
+	// in Unix milliseconds; 0 means never.
+	LastUsedAtMS int64 `json:"last_used_at_ms,omitempty"`
 }
 
 type tokenFile struct {
 	Tokens []TokenRecord `json:"tokens"`
 }
 
-// tokens is the token file DIR/tokens.json, re-read when a token is not
-// found so that tokens issued by another process take effect.
+// errRevoked is the cause of a call's context when its token is revoked.
+var errRevoked = errors.New("the token was revoked")
+
+// tokens is the token file DIR/tokens.json and its in-memory index. The
+// file is re-read when a token is not found, so that tokens issued by
+// another process take effect; every change to it is a read-modify-write
+// under an flock of DIR/tokens.json.lock.
 type tokens struct {
 	path string
-	mu   sync.Mutex
-	byID map[string]TokenRecord // by sha256
+
+	mu       sync.Mutex
+	bySum    map[string]TokenRecord // by sha256
+	used     map[string]int64       // by id: last uses not yet written
+	flushing bool                   // a goroutine writes used
+	flushes  sync.WaitGroup
+	calls    map[string]map[*call]struct{} // by id: the open streams
 }
 
+// call is one open stream, ended by cancel when its token is revoked.
+type call struct{ cancel context.CancelCauseFunc }
+
 func (t *tokens) load() error {
-	b, err := os.ReadFile(t.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		t.byID = map[string]TokenRecord{}
-		return nil
-	}
+	f, err := readTokenFile(t.path)
 	if err != nil {
 		return err
 	}
-	var f tokenFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return err
-	}
-	m := make(map[string]TokenRecord, len(f.Tokens))
-	for _, r := range f.Tokens {
-		m[r.SHA256] = r
-	}
-	t.byID = m
+	t.setFrom(f)
 	return nil
 }
 
-// check returns the record for token, or false.
-func (t *tokens) check(token string) (TokenRecord, bool) {
-	sum := sha256.Sum256([]byte(token))
-	h := hex.EncodeToString(sum[:])
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if r, ok := t.find(h); ok {
-		return r, true
+// setFrom replaces the index with f, keeping last uses not yet written.
+func (t *tokens) setFrom(f tokenFile) {
+	m := make(map[string]TokenRecord, len(f.Tokens))
+	for _, r := range f.Tokens {
+		if old, ok := t.bySum[r.SHA256]; ok && old.LastUsedAtMS > r.LastUsedAtMS {
+			r.LastUsedAtMS = old.LastUsedAtMS
+		}
+		m[r.SHA256] = r
 	}
-	if t.load() != nil {
+	t.bySum = m
+}
+
+var tokenRE = regexp.MustCompile(`^cb_[0-9a-f]{64}$`)
+
+func sum(token string) string {
+	s := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(s[:])
+}
+
+// check returns the record for token, or false, and notes its use. The
+// index is keyed by the token's sha256, so a check is one map lookup and
+// reveals nothing about a token through its timing.
+func (t *tokens) check(token string) (TokenRecord, bool) {
+	if !tokenRE.MatchString(token) {
 		return TokenRecord{}, false
 	}
-	return t.find(h)
-}
-
-func (t *tokens) find(h string) (TokenRecord, bool) {
-	for k, r := range t.byID {
-		if subtle.ConstantTimeCompare([]byte(k), []byte(h)) == 1 {
-			return r, true
+	h := sum(token)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.bySum[h]
+	if !ok {
+		if t.load() != nil {
+			return TokenRecord{}, false
+		}
+		if r, ok = t.bySum[h]; !ok {
+			return TokenRecord{}, false
 		}
 	}
-	return TokenRecord{}, false
+	if minute := time.Now().Truncate(time.Minute).UnixMilli(); r.LastUsedAtMS < minute {
+		r.LastUsedAtMS = minute
+		t.bySum[h] = r
+		if t.used == nil {
+			t.used = map[string]int64{}
+		}
+		t.used[r.ID] = minute
+		if !t.flushing {
+			t.flushing = true
+			t.flushes.Add(1)
+			go t.flush()
+		}
+	}
+	return r, true
 }
 
-// IssueToken mints a new token ("cb_" + 64 hex), stores its sha256 in the
-// state directory's tokens.json (0600) and returns it. It works whether or
-// not a server is running on dir: the server re-reads the file.
-func IssueToken(dir, name, client string) (string, error) {
-	raw := make([]byte, 32)
-	rand.Read(raw)
-	tok := "cb_" + hex.EncodeToString(raw)
-	idb := make([]byte, 8)
-	rand.Read(idb)
-	sum := sha256.Sum256([]byte(tok))
+// flush writes the last uses noted since the previous flush: at most one
+// write per token per minute.
+func (t *tokens) flush() {
+	defer t.flushes.Done()
+	for {
+		t.mu.Lock()
+		used := t.used
+		t.used = nil
+		if len(used) == 0 {
+			t.flushing = false
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+		f, err := updateTokenFile(t.path, func(f *tokenFile) {
+			for i, r := range f.Tokens {
+				if u := used[r.ID]; u > r.LastUsedAtMS {
+					f.Tokens[i].LastUsedAtMS = u
+				}
+			}
+		})
+		t.mu.Lock()
+		if err == nil {
+			t.setFrom(f)
+		}
+		t.mu.Unlock()
+	}
+}
+
+// list returns every token's record, oldest first.
+func (t *tokens) list() []TokenRecord {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.load()
+	out := make([]TokenRecord, 0, len(t.bySum))
+	for _, r := range t.bySum {
+		out = append(out, r)
+	}
+	sortRecords(out)
+	return out
+}
+
+// issue mints a token of kind for name and client and adds it to the file.
+func (t *tokens) issue(name, client, kind string) (string, TokenRecord, error) {
+	tok, rec, f, err := issueToken(filepath.Dir(t.path), name, client, kind)
+	if err != nil {
+		return "", rec, err
+	}
+	t.mu.Lock()
+	t.setFrom(f)
+	t.mu.Unlock()
+	return tok, rec, nil
+}
+
+// revoke removes every token match selects, ends their open streams, and
+// returns their records.
+func (t *tokens) revoke(match func(TokenRecord) bool) ([]TokenRecord, error) {
+	var gone []TokenRecord
+	f, err := updateTokenFile(t.path, func(f *tokenFile) {
+		keep := f.Tokens[:0]
+		for _, r := range f.Tokens {
+			if match(r) {
+				gone = append(gone, r)
+			} else {
+				keep = append(keep, r)
+			}
+		}
+		f.Tokens = keep
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.setFrom(f)
+	var ends []*call
+	for _, r := range gone {
+		for c := range t.calls[r.ID] {
+			ends = append(ends, c)
+		}
+		delete(t.calls, r.ID)
+	}
+	t.mu.Unlock()
+	for _, c := range ends {
+		c.cancel(errRevoked)
+	}
+	return gone, nil
+}
+
+// track registers an open stream on token id until the returned func runs.
+func (t *tokens) track(id string, cancel context.CancelCauseFunc) func() {
+	c := &call{cancel: cancel}
+	t.mu.Lock()
+	if t.calls == nil {
+		t.calls = map[string]map[*call]struct{}{}
+	}
+	if t.calls[id] == nil {
+		t.calls[id] = map[*call]struct{}{}
+	}
+	t.calls[id][c] = struct{}{}
+	t.mu.Unlock()
+	return func() {
+		t.mu.Lock()
+		delete(t.calls[id], c)
+		if len(t.calls[id]) == 0 {
+			delete(t.calls, id)
+		}
+		t.mu.Unlock()
+	}
+}
+
+func readTokenFile(path string) (tokenFile, error) {
+	var f tokenFile
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return f, nil
+	}
+	if err != nil {
+		return f, err
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return f, fmt.Errorf("read %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// updateTokenFile applies mutate to the token file under its lock, writes
+// it atomically (0600), and returns what it wrote.
+func updateTokenFile(path string, mutate func(*tokenFile)) (tokenFile, error) {
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return tokenFile{}, err
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return tokenFile{}, fmt.Errorf("lock %s: %w", path, err)
+	}
+	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	f, err := readTokenFile(path)
+	if err != nil {
+		return f, err
+	}
+	mutate(&f)
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return f, err
+	}
+	return f, atomicfile.WriteFile(path, append(b, '\n'), 0o600)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func issueToken(dir, name, client, kind string) (string, TokenRecord, tokenFile, error) {
+	tok := "cb_" + randomHex(32)
 	rec := TokenRecord{
-		ID:          "dev_" + hex.EncodeToString(idb),
-		SHA256:      hex.EncodeToString(sum[:]),
+		ID:          "dev_" + randomHex(8),
+		SHA256:      sum(tok),
 		Name:        name,
 		Client:      client,
+		Kind:        kind,
 		CreatedAtMS: time.Now().UnixMilli(),
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
+		return "", rec, tokenFile{}, err
 	}
-	path := filepath.Join(dir, "tokens.json")
-	// Another process may issue a token at the same time: serialise the
-	// read-modify-write with an exclusive lock on a file beside it.
-	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := updateTokenFile(filepath.Join(dir, "tokens.json"), func(f *tokenFile) {
+		f.Tokens = append(f.Tokens, rec)
+	})
 	if err != nil {
-		return "", err
+		return "", rec, f, err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", err
-	}
-	var f tokenFile
-	if b, err := os.ReadFile(path); err == nil {
-		if err := json.Unmarshal(b, &f); err != nil {
-			return "", err
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", err
-	}
-	f.Tokens = append(f.Tokens, rec)
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o600); err != nil {
-		return "", err
-	}
-	return tok, nil
+	return tok, rec, f, nil
+}
+
+// IssueToken mints a new personal token ("cb_" + 64 hex), stores its
+// sha256 in the state directory's tokens.json (0600) and returns it. It
+// works whether or not a server is running on dir: the server re-reads the
+// file.
+func IssueToken(dir, name, client string) (string, error) {
+	tok, _, _, err := issueToken(dir, name, client, KindPersonal)
+	return tok, err
 }

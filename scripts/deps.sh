@@ -5,6 +5,7 @@ set -euo pipefail
 need=()
 check() { command -v "$1" >/dev/null 2>&1 || need+=("$2"); }
 check git git
+check chromium chromium
 check rsync rsync
 check tmux tmux
 check ssh openssh-client

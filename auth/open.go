@@ -1,0 +1,126 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os/exec"
+	"runtime"
+	"strings"
+)
+
+// NormalizeURL checks that raw is an absolute http or https URL and returns
+// it with every byte outside RFC 3986's unreserved and reserved sets
+// percent-encoded, and every "%" not starting an escape encoded as "%25".
+// What it returns is plain ASCII that no shell, cmd.exe or URL handler
+// reads as anything but one URL.
+func NormalizeURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Parse refuses a bad escape such as %PA; encode first, then
+		// parse what is left.
+		u, err = url.Parse(escapeURL(raw))
+		if err != nil {
+			return "", fmt.Errorf("not a URL: %w", err)
+		}
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("refusing to open a %q link; only http and https", u.Scheme)
+	}
+	if u.Host == "" || u.User != nil {
+		return "", errors.New("refusing to open a link with no host or with a user name")
+	}
+	return escapeURL(raw), nil
+}
+
+// escapeURL percent-encodes what RFC 3986 does not allow in a URI.
+func escapeURL(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			b.WriteByte(c)
+		case c != '%' && uriChar(c):
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// uriChar reports whether c is unreserved or reserved (RFC 3986 section 2).
+func uriChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0
+}
+
+// OpenCommand returns the argv that opens rawURL in a browser on goos:
+// $BROWSER when set (its first ":"-separated entry, split into words, with
+// "%s" in a word replaced by the URL, else the URL appended), otherwise
+// xdg-open (Linux and other Unix), open (macOS) or rundll32
+// url.dll,FileProtocolHandler (Windows). The normalized URL is always
+// inside exactly one argv element, and no shell or cmd.exe is involved.
+func OpenCommand(goos string, getenv func(string) string, rawURL string) ([]string, error) {
+	u, err := NormalizeURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if b := getenv("BROWSER"); strings.TrimSpace(b) != "" {
+		sep := ":"
+		if goos == "windows" {
+			sep = ";"
+		}
+		words := strings.Fields(strings.Split(b, sep)[0])
+		if len(words) == 0 {
+			return nil, errors.New("BROWSER starts with an empty entry")
+		}
+		placed := false
+		for i, w := range words {
+			if strings.Contains(w, "%s") {
+				words[i] = strings.ReplaceAll(w, "%s", u)
+				placed = true
+			}
+		}
+		if !placed {
+			words = append(words, u)
+		}
+		return words, nil
+	}
+	switch goos {
+	case "darwin":
+		return []string{"open", u}, nil
+	case "windows":
+		return []string{"rundll32", "url.dll,FileProtocolHandler", u}, nil
+	default:
+		return []string{"xdg-open", u}, nil
+	}
+}
+
+// Open opens rawURL in the user's browser with OpenCommand's argv for this
+// system. It starts the opener and does not wait for it: a browser named
+// by $BROWSER may run until it is closed. The opener's output is dropped.
+func Open(rawURL string, getenv func(string) string) error {
+	argv, err := OpenCommand(runtime.GOOS, getenv, rawURL)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("open the browser: %w", err)
+	}
+	go cmd.Wait()
+	return nil
+}

@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cocoonbox/cocoonbox/box"
+)
+
+// devicesOptions are the flags of `cocoonbox devices`.
+type devicesOptions struct {
+	Endpoint string
+	JSON     bool
+}
+
+func newDevices(env Env, s Streams) *cobra.Command {
+	var o devicesOptions
+	c := &cobra.Command{
+		Use:   "devices",
+		Short: "List the devices signed in to your account (* marks this one)",
+		Long: `devices lists the sign-ins of your account: ID, NAME, CLIENT, when it was
+created and last used (kept to the minute). * marks the one this CLI uses.
+"devices revoke ID" revokes one; its open calls end at once.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error { return runDevices(env, s, o) },
+	}
+	c.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per device")
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a device's token; its open calls end",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE:  func(_ *cobra.Command, a []string) error { return runDevicesRevoke(env, s, o, a[0]) },
+	}
+	revoke.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+	c.AddCommand(revoke)
+	return c
+}
+
+func runDevices(env Env, s Streams, o devicesOptions) error {
+	c, err := env.dial(o.Endpoint)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	devs, err := c.ListDevices(ctx)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		enc := json.NewEncoder(s.Out)
+		for _, d := range devs {
+			enc.Encode(map[string]any{
+				"id": d.ID, "name": d.Name, "client": d.Client, "created_at_ms": d.CreatedAtMS,
+				"last_used_at_ms": d.LastUsedAtMS, "current": d.Current,
+			})
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tID\tNAME\tCLIENT\tCREATED\tLAST USED")
+	for _, d := range devs {
+		mark := ""
+		if d.Current {
+			mark = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, d.ID, printable(d.Name), printable(d.Client), when(d.CreatedAtMS), when(d.LastUsedAtMS))
+	}
+	return tw.Flush()
+}
+
+// printable keeps a server's text from driving the terminal.
+func printable(t string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) && r != '\t' {
+			return r
+		}
+		return '?'
+	}, t)
+}
+
+func when(ms int64) string {
+	if ms == 0 {
+		return "never"
+	}
+	return time.UnixMilli(ms).Local().Format("2006-01-02 15:04")
+}
+
+func runDevicesRevoke(env Env, s Streams, o devicesOptions, id string) error {
+	ep, err := box.ResolveEndpoint(o.Endpoint, env.Getenv)
+	if err != nil {
+		return err
+	}
+	c, err := env.dial(o.Endpoint)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	devs, err := c.ListDevices(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.RevokeDevice(ctx, id); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Err, "device %s revoked\n", id)
+	for _, d := range devs {
+		if d.ID == id && d.Current && env.Getenv("COCOONBOX_TOKEN") == "" {
+			st, err := env.store()
+			if err != nil {
+				return err
+			}
+			if err := st.Delete(ep.URL); err != nil {
+				return err
+			}
+			fmt.Fprintln(s.Err, "it was this CLI's own sign-in: the saved token is deleted")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/cocoonbox/cocoonbox/auth"
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/localbox"
+)
+
+// loginOptions are the flags of `cocoonbox login`.
+type loginOptions struct {
+	Endpoint string
+	// Token is "-" to read a personal key from stdin; any other value is
+	// refused, since a token is never an argument.
+	Token     string
+	Invite    string
+	NoBrowser bool
+}
+
+func newLogin(env Env, s Streams) *cobra.Command {
+	var o loginOptions
+	c := &cobra.Command{
+		Use:   "login",
+		Short: "Sign in through the browser, or with a personal key (--token -)",
+		Long: `login signs this computer in at the endpoint. It opens the endpoint's
+consent page in your browser; after you click Allow there, the CLI gets a
+device token of its own, saved in credentials.json (0600) for the endpoint.
+--token - reads a personal key from stdin, or from a hidden prompt on a
+terminal, instead. A token is never an argument and never printed.
+
+A local box (cocoonbox localbox start --listen 127.0.0.1:PORT) asks for its
+sign-in code first: login prints it. See docs/login.md.`,
+		Example: `  cocoonbox login
+  cocoonbox login --endpoint http://127.0.0.1:7300 --no-browser
+  cocoonbox login --token - < key.txt`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error { return runLogin(env, s, o) },
+	}
+	c.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one); saved as the current one")
+	c.Flags().StringVar(&o.Token, "token", "", "- reads a personal key from stdin instead of signing in through the browser")
+	c.Flags().StringVar(&o.Invite, "invite", "", "an invite code for signing up")
+	c.Flags().BoolVar(&o.NoBrowser, "no-browser", false, "print the sign-in link instead of opening the browser")
+	return c
+}
+
+func runLogin(env Env, s Streams, o loginOptions) error {
+	if o.Token != "" && o.Token != "-" {
+		return &UsageError{errors.New("--token takes only -: a token is never an argument\ngive it on stdin: cocoonbox login --token - < FILE")}
+	}
+	ep, err := box.ResolveEndpoint(o.Endpoint, env.Getenv)
+	if err != nil {
+		return err
+	}
+	st, err := env.store()
+	if err != nil {
+		return err
+	}
+	old, err := st.Get(ep.URL)
+	if err != nil && !errors.Is(err, auth.ErrNoToken) {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var cred auth.Credential
+	var done string
+	if o.Token == "-" {
+		tok, err := readToken(s)
+		if err != nil {
+			return err
+		}
+		c, err := box.Dial(ep, tok)
+		if err != nil {
+			return err
+		}
+		lctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err = c.List(lctx)
+		cancel()
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("check the key: %w", err)
+		}
+		cred = auth.Credential{Token: tok, Source: auth.SourcePaste}
+		done = fmt.Sprintf("signed in to %s with a personal key", ep.URL)
+	} else {
+		host, _ := os.Hostname()
+		name := auth.DeviceName(host)
+		tok, err := browserLogin(ctx, env, s, ep, name, o)
+		if err != nil {
+			return err
+		}
+		cred = auth.Credential{Token: tok, Source: auth.SourceBrowser}
+		done = fmt.Sprintf("signed in to %s as device %q", ep.URL, name)
+	}
+
+	if err := st.Put(ep.URL, cred); err != nil {
+		return fmt.Errorf("save the token: %w", err)
+	}
+	if o.Endpoint != "" {
+		dir, err := env.configDir()
+		if err != nil {
+			return err
+		}
+		if err := box.SaveConfig(dir, box.Config{Endpoint: ep.URL}); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(s.Err, done)
+	// A new login replaces the browser token it revokes (seeds/001).
+	if old.Source == auth.SourceBrowser && old.Token != cred.Token {
+		if err := auth.Revoke(ctx, nil, ep.URL, old.Token); err != nil {
+			fmt.Fprintf(s.Err, "cocoonbox: warning: the token this login replaces was not revoked: %v\nrevoke it with: cocoonbox devices revoke ID\n", err)
+		}
+	}
+	if env.Getenv("COCOONBOX_TOKEN") != "" {
+		fmt.Fprintln(s.Err, "note: COCOONBOX_TOKEN is set, and wins over the saved token")
+	}
+	return nil
+}
+
+// browserLogin runs the sign-in through the browser and returns the token.
+func browserLogin(ctx context.Context, env Env, s Streams, ep box.Endpoint, name string, o loginOptions) (string, error) {
+	if strings.HasPrefix(ep.URL, "unix://") {
+		return "", fmt.Errorf("%s is a unix socket, which a browser cannot reach\nstart the local box on loopback TCP (cocoonbox localbox start --listen 127.0.0.1:PORT), or give a key: cocoonbox login --token -", ep.URL)
+	}
+	f, err := auth.Start(ep.URL, name, auth.FlowOptions{Invite: o.Invite})
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if code, ok := localSignInCode(env, ep); ok {
+		fmt.Fprintf(s.Err, "this local box asks for its sign-in code: %s\n", code)
+	}
+	link := f.AuthURL()
+	if o.NoBrowser {
+		fmt.Fprintf(s.Err, "to sign in, open this link in a browser on this computer:\n  %s\n", link)
+	} else if err := auth.Open(link, env.Getenv); err != nil {
+		fmt.Fprintf(s.Err, "cocoonbox: %v\nopen this link in a browser on this computer:\n  %s\n", err, link)
+	} else {
+		fmt.Fprintf(s.Err, "opening the browser to sign in at %s\nif it does not open, visit:\n  %s\n", ep.URL, link)
+	}
+	fmt.Fprintln(s.Err, "waiting for the browser (Ctrl-C cancels)")
+	tok, err := f.Wait(ctx)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "", &ExitError{Code: 130, Err: errors.New("sign-in cancelled; nothing was saved")}
+	case errors.Is(err, auth.ErrDenied):
+		return "", errors.New("sign-in was denied in the browser; nothing was saved")
+	case err != nil:
+		return "", fmt.Errorf("sign-in at %s: %w", ep.URL, err)
+	}
+	return tok, nil
+}
+
+// localSignInCode returns the sign-in code of the local box this user runs
+// when ep is its endpoint.
+func localSignInCode(env Env, ep box.Endpoint) (string, bool) {
+	dir, err := localboxDir(env)
+	if err != nil {
+		return "", false
+	}
+	ri, ok := readRuntime(dir)
+	if !ok {
+		return "", false
+	}
+	if rep, err := box.ParseEndpoint(ri.Endpoint); err != nil || rep.URL != ep.URL {
+		return "", false
+	}
+	code, err := localbox.SignInCode(dir)
+	return code, err == nil
+}
+
+// readToken reads a personal key from a hidden prompt on a terminal, else
+// from the first line of stdin. The key is never echoed.
+func readToken(s Streams) (string, error) {
+	var line string
+	if f, ok := s.In.(*os.File); ok && isTerminal(f) {
+		fmt.Fprint(s.Err, "personal key (input hidden): ")
+		b, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(s.Err)
+		if err != nil {
+			return "", fmt.Errorf("read the key: %w", err)
+		}
+		line = string(b)
+	} else {
+		b, err := bufio.NewReader(io.LimitReader(s.In, 4096)).ReadString('\n')
+		if err != nil && err != io.EOF {
+			return "", fmt.Errorf("read the key from stdin: %w", err)
+		}
+		line = b
+	}
+	tok := strings.TrimSpace(line)
+	if tok == "" {
+		return "", errors.New("no key on stdin\ngive it with: cocoonbox login --token - < FILE")
+	}
+	if !auth.ValidToken(tok) {
+		return "", errors.New("that is not a cocoonbox token (want cb_ and 64 hex digits)")
+	}
+	return tok, nil
+}

@@ -1,0 +1,131 @@
+package localbox
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// http2Preface is what every HTTP/2 connection with prior knowledge, and
+// so every plaintext gRPC connection, sends first (RFC 9113 section 3.4).
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// sniffTimeout bounds how long a new connection may take to send the bytes
+// that tell HTTP/2 from HTTP/1.
+const sniffTimeout = 10 * time.Second
+
+// mux splits one listener in two by the first bytes of each connection:
+// the HTTP/2 preface goes to grpc (served by grpc.Server.Serve, its fast
+// path), anything else to http (the sign-in pages). Sniffing happens in
+// each connection's own goroutine, so a slow client holds up no other.
+type mux struct {
+	lis  net.Listener
+	grpc *subListener
+	http *subListener
+
+	once sync.Once
+	done chan struct{}
+}
+
+func newMux(lis net.Listener) *mux {
+	m := &mux{lis: lis, done: make(chan struct{})}
+	m.grpc = &subListener{m: m, conns: make(chan net.Conn)}
+	m.http = &subListener{m: m, conns: make(chan net.Conn)}
+	return m
+}
+
+// serve accepts until the listener is closed.
+func (m *mux) serve() {
+	var delay time.Duration
+	for {
+		c, err := m.lis.Accept()
+		if err != nil {
+			if ne, ok := err.(interface{ Temporary() bool }); ok && ne.Temporary() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(delay):
+					continue
+				case <-m.done:
+				}
+			}
+			m.close()
+			return
+		}
+		delay = 0
+		go m.sniff(c)
+	}
+}
+
+func (m *mux) sniff(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(sniffTimeout))
+	buf := make([]byte, len(http2Preface))
+	n := 0
+	for n < len(buf) && bytes.HasPrefix([]byte(http2Preface), buf[:n]) {
+		k, err := c.Read(buf[n:])
+		n += k
+		if err != nil {
+			c.Close()
+			return
+		}
+	}
+	c.SetReadDeadline(time.Time{})
+	to := m.http
+	if string(buf[:n]) == http2Preface {
+		to = m.grpc
+	}
+	select {
+	case to.conns <- &prefixConn{Conn: c, prefix: buf[:n]}:
+	case <-m.done:
+		c.Close()
+	}
+}
+
+func (m *mux) close() error {
+	err := net.ErrClosed
+	m.once.Do(func() {
+		close(m.done)
+		err = m.lis.Close()
+	})
+	return err
+}
+
+// subListener is one side of a mux. Closing it closes the whole mux.
+type subListener struct {
+	m     *mux
+	conns chan net.Conn
+}
+
+func (l *subListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.m.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *subListener) Close() error {
+	if err := l.m.close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+func (l *subListener) Addr() net.Addr { return l.m.lis.Addr() }
+
+// prefixConn gives back the sniffed bytes before reading on.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(p, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
