@@ -46,6 +46,7 @@ type Server struct {
 	grpc  *grpc.Server
 	shell string
 	path  string
+	inbox inboxes
 }
 
 func (s *Server) logf(format string, args ...any) {
@@ -103,6 +104,11 @@ func (s *Server) Serve(lis net.Listener) error {
 		return err
 	}
 	s.logf("serving on %s", lis.Addr())
+	for _, b := range s.reg.list() {
+		if b.proto().GetState() == controlv1.BoxState_BOX_STATE_RUNNING {
+			s.startInbox(b)
+		}
+	}
 	err := s.grpc.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -114,6 +120,7 @@ func (s *Server) Serve(lis net.Listener) error {
 func (s *Server) Stop() {
 	if s.init() == nil {
 		s.grpc.Stop()
+		s.powerOff()
 	}
 }
 
@@ -122,7 +129,10 @@ func (s *Server) CreateBox(name string) error {
 	if err := s.init(); err != nil {
 		return err
 	}
-	_, err := s.reg.create(name)
+	b, err := s.reg.create(name)
+	if err == nil && s.grpc != nil {
+		s.startInbox(b)
+	}
 	return err
 }
 
@@ -255,6 +265,7 @@ func (x *boxesService) Ensure(req *controlv1.EnsureRequest, st grpc.ServerStream
 		}
 		x.s.logf("box %s woken", b.Name)
 	}
+	x.s.startInbox(b)
 	return st.Send(&controlv1.EnsureEvent{OperationId: op, Phase: "running", Progress: 100, Outcome: controlv1.Outcome_OUTCOME_DONE, Box: b.proto()})
 }
 
@@ -266,6 +277,7 @@ func (x *boxesService) Hibernate(_ context.Context, req *controlv1.HibernateRequ
 	if err := b.setHibernated(true); err != nil {
 		return nil, status.Errorf(codes.Internal, "hibernate %s: %v", b.Name, err)
 	}
+	x.s.stopInbox(b)
 	x.s.logf("box %s hibernated", b.Name)
 	return &controlv1.HibernateResponse{Box: b.proto()}, nil
 }
