@@ -90,14 +90,13 @@ func (a *agentRun) fail(err error) error {
 		e = &boxagent.Error{Code: boxagent.CodeFailed, Err: err}
 	}
 	msg := strings.ReplaceAll(e.Error(), "\n", "; ")
-	out := map[string]any{"ok": false, "code": e.Code, "error": msg}
-	if e.Findings != nil {
-		out["findings"] = e.Findings
-	}
-	if e.CLI != nil {
-		out["cli"] = e.CLI
-	}
-	a.line(out)
+	a.line(struct {
+		OK       bool               `json:"ok"`
+		Code     string             `json:"code"`
+		Error    string             `json:"error"`
+		Findings []boxagent.Finding `json:"findings,omitempty"`
+		CLI      *boxagent.CLIInfo  `json:"cli,omitempty"`
+	}{false, e.Code, msg, e.Findings, e.CLI})
 	fmt.Fprintf(a.s.Err, "cocoonbox-agent: %s\n", msg)
 	a.code = e.ExitCode()
 	return nil
@@ -131,7 +130,13 @@ and out of the box and talk to its inbox; each prints one JSON line.`,
 	off := &cobra.Command{
 		Use:   "offload",
 		Short: "Offload verbs: begin, send, read, status, end, wipe-secrets, restart, post, env, event, serve",
-		Args:  cobra.NoArgs,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return a.fail(usage(fmt.Sprintf("unknown verb %q; see: cocoonbox-agent offload --help", args[0])))
+			}
+			return c.Help()
+		},
 	}
 	root.AddCommand(off)
 	cfg := a.cfg
