@@ -97,7 +97,9 @@ func readStream(r io.Reader, stage, secrets string) (*stream, error) {
 			return nil, &StreamError{Member: h.Name, Reason: "is not a member of the send stream (handover.md, env.json, offload.bundle, HEAD, index, secrets/<entry>)"}
 		}
 		if err != nil {
-			if errors.Is(err, tar.ErrHeader) {
+			// Less than a header before the end is no tar at all; a stream
+			// cut later is a transfer that failed.
+			if errors.Is(err, tar.ErrHeader) || (len(seen) == 0 && errors.Is(err, io.ErrUnexpectedEOF)) {
 				return nil, &StreamError{Reason: "not a valid tar (ustar or pax): " + err.Error()}
 			}
 			return nil, fmt.Errorf("send stream: %w", err)
