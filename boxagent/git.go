@@ -126,13 +126,25 @@ func (c *Config) indexBundle(dir, path string) error {
 	if _, err := c.git(dir, br, nil, "index-pack", "--stdin", "--fix-thin"); err != nil {
 		return err
 	}
+	// Refs that already hold their value are left alone, so that their
+	// files keep the mtimes rsync gave them and its next quick check sees
+	// the laptop's changes.
+	have, err := c.git1(dir, "for-each-ref", "--format=%(objectname) %(refname)")
+	if err != nil {
+		return err
+	}
+	current := map[string]string{}
+	for _, l := range strings.Split(have, "\n") {
+		if oid, name, ok := strings.Cut(l, " "); ok {
+			current[name] = oid
+		}
+	}
 	var upd strings.Builder
 	for _, r := range h.Refs {
-		if r[1] == "HEAD" {
+		if r[1] == "HEAD" || current[r[1]] == r[0] {
 			continue
 		}
-		if out, err := c.git1(dir, "check-ref-format", r[1]); err != nil {
-			_ = out
+		if _, err := c.git1(dir, "check-ref-format", r[1]); err != nil {
 			return fmt.Errorf("offload.bundle: bad ref name %q", r[1])
 		}
 		fmt.Fprintf(&upd, "update %s %s\n", r[1], r[0])
