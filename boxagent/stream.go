@@ -2,10 +2,11 @@ package boxagent
 
 import (
 	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -58,8 +59,15 @@ var (
 )
 
 // secretFile is the name a secret entry has in the secrets directory: one
-// path element.
-func secretFile(entry string) string { return url.PathEscape(entry) }
+// path element, short enough for any file system (a file: entry's path may
+// be long, so it is named by its hash).
+func secretFile(entry string) string {
+	if strings.HasPrefix(entry, "file:") {
+		sum := sha256.Sum256([]byte(entry))
+		return "file-" + hex.EncodeToString(sum[:16])
+	}
+	return entry
+}
 
 // secretRepoPath returns the repository path of a file: entry, and
 // whether the entry is one and the path is clean and inside the repo.
