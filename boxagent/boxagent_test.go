@@ -4,11 +4,14 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -264,5 +267,83 @@ func TestNames(t *testing.T) {
 	}
 	if got := shellQuote("it's"); got != `'it'\''s'` {
 		t.Errorf("shellQuote = %s", got)
+	}
+}
+
+func TestInboxWatchAndPost(t *testing.T) {
+	dir := t.TempDir()
+	run, err := os.MkdirTemp("", "cbrun")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(run) })
+	cfg := &Config{Home: filepath.Join(dir, "home"), Workspace: filepath.Join(dir, "ws"), RunDir: run, Shell: "/bin/sh", Environ: os.Environ()}
+	os.MkdirAll(filepath.Join(cfg.Workspace, "app"), 0o755)
+	if err := cfg.writeRecord(&record{Repo: "k1", Name: "app", Dir: filepath.Join(cfg.Workspace, "app"), CLI: KindClaude, OffloadID: "o1", Status: StatusStopped}); err != nil {
+		t.Fatal(err)
+	}
+	ib := NewInbox(cfg)
+	lis, err := ib.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go ib.Serve(ctx, lis)
+
+	conn, err := cfg.dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Write([]byte(`{"op":"watch"}` + "\n"))
+	lines := bufio.NewScanner(conn)
+	// The watcher is registered once the inbox has read the line; a post
+	// before that would be missed, so post until a line comes.
+	got := make(chan string, 1)
+	go func() {
+		if lines.Scan() {
+			got <- lines.Text()
+		}
+	}()
+	body := handover()
+	var line string
+	for line == "" {
+		if _, err := cfg.call(Request{Op: "post", Repo: "k1", Kind: "progress", Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case line = <-got:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	var w WatchLine
+	if err := json.Unmarshal([]byte(line), &w); err != nil {
+		t.Fatal(err)
+	}
+	if w.Repo != "k1" || w.Entry != "progress" || w.Seq < 1 || w.OffloadID != "o1" || strings.Contains(line, "Hand-over") {
+		t.Errorf("watch line %s", line)
+	}
+
+	// Bad requests: an unknown op, a bad key, a bad hand-over, no JSON.
+	for req, code := range map[string]string{
+		`{"op":"frob","repo":"k1"}`:                                         "invalid",
+		`{"op":"read","repo":"../x"}`:                                       "invalid",
+		`{"op":"post","repo":"k1","kind":"back","body":"# Hand-over: x\n"}`: "invalid",
+		`{"op":"send","repo":"k1","body":"hi"}`:                             "refused",
+		`not json`:                                                          "invalid",
+	} {
+		c, err := cfg.dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte(req + "\n"))
+		sc := bufio.NewScanner(c)
+		sc.Scan()
+		c.Close()
+		var resp Response
+		if err := json.Unmarshal(sc.Bytes(), &resp); err != nil || resp.OK || resp.Code != code {
+			t.Errorf("%s: answer %s, want code %s", req, sc.Text(), code)
+		}
 	}
 }
