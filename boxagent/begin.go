@@ -2,6 +2,7 @@ package boxagent
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -125,7 +126,7 @@ func (c *Config) Begin(o BeginOptions) (*BeginResult, error) {
 
 	for _, f := range findings {
 		if f.Outcome == "block" {
-			return nil, &Error{Code: CodeRefused, Err: errString(f.Check + ": " + f.Detail), Findings: findings, CLI: cli}
+			return nil, &Error{Code: CodeRefused, Err: errors.New(f.Check + ": " + f.Detail), Findings: findings, CLI: cli}
 		}
 	}
 	if cli.HooksBlocked != nil && *cli.HooksBlocked != "" {
@@ -163,10 +164,6 @@ func (c *Config) Begin(o BeginOptions) (*BeginResult, error) {
 	c.logf("took the copy %s for offload %s", dir, o.ID)
 	return res, nil
 }
-
-type errString string
-
-func (e errString) Error() string { return string(e) }
 
 var emailRE = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`)
 

@@ -724,10 +724,8 @@ func (ib *Inbox) restart(k string) (*Response, error) {
 		if r == nil || !r.Started {
 			return nil, refusedf("no session of %s to restart in this box", k)
 		}
-		if !r.running() {
-			if err := ib.checkCount(r.Repo); err != nil {
-				return nil, err
-			}
+		if err := ib.checkCount(r.Repo); err != nil {
+			return nil, err
 		}
 		if err := ib.startSession(r, ib.restartPrompt(r)); err != nil {
 			return nil, err
