@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 		"cocoonbox":            func() { os.Exit(cli.Cocoonbox(os.Args[1:], cli.SystemEnv(), cli.System())) },
 		"cocoonbox-ssh":        func() { os.Exit(cli.SSH(os.Args[1:], cli.SystemEnv(), cli.System())) },
 		"git-remote-cocoonbox": func() { os.Exit(cli.GitRemote(os.Args[1:], cli.SystemEnv(), cli.System())) },
+		"cocoonbox-agent":      func() { os.Exit(cli.Agent(os.Args[1:], cli.SystemEnv(), cli.System())) },
 		"exitcode":             exitcode,
 		"randbytes":            randbytes,
 		"fakehistory":          fakehistory,

@@ -120,6 +120,9 @@ func (r *registry) load() error {
 		}
 		b := &box{dir: filepath.Join(r.dir, "boxes", e.Name()), execs: map[*context.CancelFunc]struct{}{}}
 		data, err := os.ReadFile(filepath.Join(b.dir, "box.json"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // not a box (yet): create makes it one
+		}
 		if err != nil {
 			return err
 		}
@@ -149,7 +152,7 @@ func (r *registry) create(name string) (*box, error) {
 		boxMeta: boxMeta{ID: "box_" + hex.EncodeToString(id), Name: name},
 		execs:   map[*context.CancelFunc]struct{}{},
 	}
-	for _, d := range []string{b.home(), b.workspace()} {
+	for _, d := range []string{b.home(), b.workspace(), b.run()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}

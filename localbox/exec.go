@@ -348,6 +348,11 @@ func (s *Server) environ(b *box, start *controlv1.Start) []string {
 		"PATH":              s.path,
 		"COCOONBOX_BOX":     b.Name,
 		"COCOONBOX_WORKDIR": b.workspace(),
+		// The box's /run: the offload inbox's socket and the secrets
+		// (docs/cocoonbox-agent.md), and tmux's server socket, so each box
+		// has its own tmux.
+		"COCOONBOX_RUN_DIR": b.run(),
+		"TMUX_TMPDIR":       b.run(),
 	}
 	if lang := os.Getenv("LANG"); lang != "" {
 		env["LANG"] = lang

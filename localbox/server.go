@@ -54,9 +54,10 @@ type Server struct {
 	shell string
 	path  string
 
-	mu   sync.Mutex
-	http *http.Server // the sign-in pages, on a TCP listener
-	port int          // the TCP listener's port
+	mu    sync.Mutex
+	http  *http.Server // the sign-in pages, on a TCP listener
+	port  int          // the TCP listener's port
+	inbox inboxes
 }
 
 func (s *Server) logf(format string, args ...any) {
@@ -146,6 +147,11 @@ func (s *Server) Serve(lis net.Listener) error {
 		go hs.Serve(m.http)
 		lis = m.grpc
 	}
+	for _, b := range s.reg.list() {
+		if b.proto().GetState() == controlv1.BoxState_BOX_STATE_RUNNING {
+			s.startInbox(b)
+		}
+	}
 	err := s.grpc.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -171,6 +177,7 @@ func (s *Server) Stop() {
 			hs.Close()
 		}
 		s.toks.flushes.Wait()
+		s.powerOff()
 	}
 }
 
@@ -179,7 +186,10 @@ func (s *Server) CreateBox(name string) error {
 	if err := s.init(); err != nil {
 		return err
 	}
-	_, err := s.reg.create(name)
+	b, err := s.reg.create(name)
+	if err == nil && s.grpc != nil {
+		s.startInbox(b)
+	}
 	return err
 }
 
@@ -333,6 +343,7 @@ func (x *boxesService) Ensure(req *controlv1.EnsureRequest, st grpc.ServerStream
 		}
 		x.s.logf("box %s woken", b.Name)
 	}
+	x.s.startInbox(b)
 	return st.Send(&controlv1.EnsureEvent{OperationId: op, Phase: "running", Progress: 100, Outcome: controlv1.Outcome_OUTCOME_DONE, Box: b.proto()})
 }
 
@@ -344,6 +355,7 @@ func (x *boxesService) Hibernate(_ context.Context, req *controlv1.HibernateRequ
 	if err := b.setHibernated(true); err != nil {
 		return nil, status.Errorf(codes.Internal, "hibernate %s: %v", b.Name, err)
 	}
+	x.s.stopInbox(b)
 	x.s.logf("box %s hibernated", b.Name)
 	return &controlv1.HibernateResponse{Box: b.proto()}, nil
 }

@@ -8,13 +8,34 @@ check git git
 check chromium chromium
 check rsync rsync
 check tmux tmux
+check python3 python3
+check npm npm
 check ssh openssh-client
 check scp openssh-client
 check sftp openssh-client
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 [ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
 need+=("$@")
-[ ${#need[@]} -eq 0 ] && exit 0
+# mise (the box half's preflight wants it on the box's PATH) is not a Debian
+# package; its npm package ships the binary.
+mise_missing() { ! command -v mise >/dev/null 2>&1; }
+install_mise() {
+	if mise_missing; then
+		echo "installing mise (npm @jdxcode/mise)" >&2
+		npm install -g --silent @jdxcode/mise >/dev/null
+	fi
+}
+if [ ${#need[@]} -eq 0 ]; then
+	if mise_missing; then
+		if [ "$(id -u)" -ne 0 ]; then
+			echo "mise is missing; install it with:" >&2
+			echo "  sudo npm install -g @jdxcode/mise" >&2
+			exit 1
+		fi
+		install_mise
+	fi
+	exit 0
+fi
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 if [ "$(id -u)" -ne 0 ]; then
 	echo "missing system packages; install them with:" >&2
@@ -25,3 +46,4 @@ echo "installing ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
 apt-get install -y -qq "${need[@]}" >/dev/null
+install_mise

@@ -1,0 +1,247 @@
+package boxagent
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Finding is one preflight finding (contract "Preflight"); Outcome is
+// block or warn.
+type Finding struct {
+	Check   string `json:"check"`
+	Outcome string `json:"outcome"`
+	Detail  string `json:"detail"`
+}
+
+// CLIInfo is what begin learned of the kind's CLI in the box.
+// HooksBlocked (claude only) is the first settings file that sets
+// allowManagedHooksOnly or disableAllHooks, else empty.
+type CLIInfo struct {
+	Kind         string  `json:"kind"`
+	Version      string  `json:"version"`
+	SignedIn     bool    `json:"signed_in"`
+	Account      string  `json:"account"`
+	HooksBlocked *string `json:"hooks_blocked,omitempty"`
+}
+
+// BeginOptions are begin's flags.
+type BeginOptions struct {
+	Repo, Name, Kind, ID string
+	NoRepo               bool
+}
+
+// BeginResult is begin's JSON line.
+type BeginResult struct {
+	OK       bool              `json:"ok"`
+	Dir      string            `json:"dir"`
+	Copy     string            `json:"copy"`
+	Refs     map[string]string `json:"refs"`
+	CLI      *CLIInfo          `json:"cli"`
+	Ignored  []string          `json:"ignored"`
+	Findings []Finding         `json:"findings"`
+}
+
+// probeTimeout bounds each preflight probe of a CLI.
+const probeTimeout = 20 * time.Second
+
+// Begin is the box half of the preflight; without a block it takes the
+// copy for the offload id, records the name and makes the copy's
+// directory.
+func (c *Config) Begin(o BeginOptions) (*BeginResult, error) {
+	if err := checkKey(o.Repo); err != nil {
+		return nil, err
+	}
+	if o.Name == "" || !ValidName(o.Name) {
+		return nil, usagef("bad or missing --name %q: use 1 to 100 of A-Z, a-z, 0-9, _, - and ., not starting with .", o.Name)
+	}
+	if err := checkKind(o.Kind); err != nil {
+		return nil, err
+	}
+	if err := checkID(o.ID); err != nil {
+		return nil, err
+	}
+	dir := c.copyDir(o.Name)
+	findings := []Finding{}
+	block := func(check, detail string) { findings = append(findings, Finding{check, "block", detail}) }
+
+	c.logf("checking the box's tools")
+	out, err := c.loginShell(probeTimeout, "", `for t in git rsync tmux mise; do command -v "$t" >/dev/null 2>&1 || printf '%s\n' "$t"; done`)
+	if err != nil {
+		block("box_tools", "the login shell failed: "+err.Error())
+	} else if missing := strings.Fields(out); len(missing) > 0 {
+		block("box_tools", "missing on the box's login PATH: "+strings.Join(missing, ", "))
+	}
+
+	c.logf("checking %s in the box", cliBinary(o.Kind))
+	cli, cliFindings := c.probeCLI(o.Kind)
+	findings = append(findings, cliFindings...)
+
+	sessions, err := c.call(Request{Op: "status"})
+	if err != nil {
+		return nil, err
+	}
+	rec, err := c.readRecord(o.Repo)
+	if err != nil {
+		return nil, err
+	}
+	state := rec.copyState()
+	if rec != nil && rec.Name != o.Name && state != CopyAbsent {
+		block("copy", "the copy of "+o.Repo+" is "+rec.Dir+", not "+dir)
+	}
+	switch state {
+	case CopyUnreturned, CopyBusy:
+		block("copy", "the copy of "+o.Repo+" is "+state+": bring the last offload back first")
+	}
+	idx, err := c.readIndex()
+	if err != nil {
+		return nil, err
+	}
+	for k, n := range idx {
+		if n == o.Name && k != o.Repo {
+			if other, _ := c.readRecord(k); other.copyState() != CopyAbsent {
+				block("copy", dir+" holds the copy of another repo ("+k+")")
+			}
+		}
+	}
+	if state == CopyAbsent {
+		if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+			block("copy", dir+" exists and is not an offload copy; move it away first")
+		}
+	}
+	running := 0
+	for _, s := range sessions.Sessions {
+		if s.Repo != o.Repo && s.Copy == CopyBusy {
+			running++
+		}
+	}
+	if running >= MaxSessions {
+		block("sessions", "3 box sessions are running; end one first")
+	}
+
+	for _, f := range findings {
+		if f.Outcome == "block" {
+			return nil, &Error{Code: CodeRefused, Err: errors.New(f.Check + ": " + f.Detail), Findings: findings, CLI: cli}
+		}
+	}
+	if cli.HooksBlocked != nil && *cli.HooksBlocked != "" {
+		findings = append(findings, Finding{"hooks", "warn", *cli.HooksBlocked + " turns off our hooks: statuses will not come through"})
+	}
+
+	res := &BeginResult{OK: true, Dir: dir, Copy: state, Refs: map[string]string{}, CLI: cli, Ignored: []string{}, Findings: findings}
+	if state == CopyAbsent {
+		res.Copy = CopyAbsent
+	} else if !o.NoRepo {
+		if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+			if res.Refs, err = c.presentRefs(dir); err != nil {
+				return nil, err
+			}
+			if res.Ignored, err = c.ignoredDirs(dir); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := c.update(o.Repo, func(r *record) (*record, error) {
+		if r == nil || r.Dir != dir {
+			r = &record{Repo: o.Repo, Status: StatusStopped}
+		}
+		r.Name, r.Dir, r.CLI, r.OffloadID, r.NoRepo = o.Name, dir, o.Kind, o.ID, o.NoRepo
+		return r, nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := c.updateShared(func(idx map[string]string) { idx[o.Repo] = o.Name }); err != nil {
+		return nil, err
+	}
+	c.logf("took the copy %s for offload %s", dir, o.ID)
+	return res, nil
+}
+
+var emailRE = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`)
+
+// probeCLI checks the kind's CLI on the login PATH: installed, its
+// version, signed in and as whom. Only an email address is ever taken from
+// its output, so no key it prints can reach ours.
+func (c *Config) probeCLI(kind string) (*CLIInfo, []Finding) {
+	bin := cliBinary(kind)
+	info := &CLIInfo{Kind: kind}
+	var findings []Finding
+	if kind == KindClaude {
+		h := c.hooksBlocked()
+		info.HooksBlocked = &h
+	}
+	if out, err := c.loginShell(probeTimeout, "", "command -v "+bin); err != nil || strings.TrimSpace(out) == "" {
+		return info, []Finding{{"box_cli", "block", bin + " is not installed in the box"}}
+	}
+	if out, err := c.loginShell(probeTimeout, "", bin+" --version"); err == nil {
+		info.Version, _, _ = strings.Cut(strings.TrimSpace(out), "\n")
+	} else {
+		return info, []Finding{{"box_cli", "block", bin + " --version failed in the box: " + err.Error()}}
+	}
+	var status string
+	switch kind {
+	case KindClaude:
+		status = "claude auth status"
+	case KindCodex:
+		status = "codex login status"
+	default:
+		status = "cursor-agent status"
+	}
+	out, err := c.loginShell(probeTimeout, "", status+" 2>&1")
+	info.SignedIn = err == nil
+	if kind == KindClaude {
+		var st struct {
+			LoggedIn *bool  `json:"loggedIn"`
+			Email    string `json:"email"`
+		}
+		if json.Unmarshal([]byte(out), &st) == nil && st.LoggedIn != nil {
+			info.SignedIn = info.SignedIn && *st.LoggedIn
+			info.Account = st.Email
+		}
+	}
+	if low := strings.ToLower(out); strings.Contains(low, "not logged in") || strings.Contains(low, "not signed in") {
+		info.SignedIn = false
+	}
+	if info.Account == "" && info.SignedIn {
+		info.Account = emailRE.FindString(out)
+	}
+	if !info.SignedIn {
+		findings = append(findings, Finding{"box_cli", "block", bin + " is signed out in the box"})
+	}
+	if kind == KindCursor {
+		findings = append(findings, Finding{"box_cli", "block", "cursor-agent sessions are not supported by this box's agent yet"})
+	}
+	return info, findings
+}
+
+// hooksBlocked is the first of claude's settings files that sets
+// allowManagedHooksOnly or disableAllHooks, else "".
+func (c *Config) hooksBlocked() string {
+	files := []string{"/etc/claude-code/managed-settings.json"}
+	d, _ := filepath.Glob("/etc/claude-code/managed-settings.d/*")
+	sort.Strings(d)
+	files = append(files, d...)
+	files = append(files, filepath.Join(c.Home, ".claude", "remote-settings.json"), filepath.Join(c.Home, ".claude", "settings.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var s struct {
+			AllowManagedHooksOnly bool `json:"allowManagedHooksOnly"`
+			DisableAllHooks       bool `json:"disableAllHooks"`
+		}
+		if json.Unmarshal(b, &s) == nil && (s.AllowManagedHooksOnly || s.DisableAllHooks) {
+			return f
+		}
+	}
+	return ""
+}

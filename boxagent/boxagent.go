@@ -1,0 +1,215 @@
+// Package boxagent is the box half of offload: the verbs of
+// `cocoonbox-agent offload <verb>` and the inbox they talk to, as the
+// contract's "Offload (design §27)" states them (seeds/001). A laptop runs
+// the verbs through `cocoonbox rsh`; the box CLI's hooks run `event`; the
+// box agent itself runs `post` and `env`. The inbox (`serve`) owns the box
+// CLI sessions in tmux.
+//
+// The package never prints: verbs return a result or an *Error, progress
+// goes to Config.Logf, and the cli package writes the one JSON line.
+package boxagent
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"time"
+)
+
+// Error codes of a verb's JSON line (contract "Verbs"), with their exit
+// statuses.
+const (
+	CodeUsage   = "usage"   // exit 2: a bad flag or argument
+	CodeRefused = "refused" // exit 3: refused, nothing changed
+	CodeFailed  = "failed"  // exit 1: failed, rolled back as stated
+	CodeInbox   = "inbox"   // exit 4: the inbox is not running
+)
+
+// Error is a verb's failure: Code is one of the Code* constants. Findings
+// and CLI are set on a refused begin.
+type Error struct {
+	Code     string
+	Err      error
+	Findings []Finding
+	CLI      *CLIInfo
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// ExitCode is the process exit status for the error's code: usage 2,
+// refused 3, inbox 4, anything else 1.
+func (e *Error) ExitCode() int {
+	switch e.Code {
+	case CodeUsage:
+		return 2
+	case CodeRefused:
+		return 3
+	case CodeInbox:
+		return 4
+	}
+	return 1
+}
+
+func usagef(format string, a ...any) *Error {
+	return &Error{Code: CodeUsage, Err: fmt.Errorf(format, a...)}
+}
+
+func refusedf(format string, a ...any) *Error {
+	return &Error{Code: CodeRefused, Err: fmt.Errorf(format, a...)}
+}
+
+func failedf(format string, a ...any) *Error {
+	return &Error{Code: CodeFailed, Err: fmt.Errorf(format, a...)}
+}
+
+// asError makes err an *Error, code failed unless it is one already.
+func asError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e
+	}
+	return &Error{Code: CodeFailed, Err: err}
+}
+
+// Config is where the box half finds things. In a real box Home is
+// /home/user, Workspace /workspace and RunDir /run; the local box maps them
+// under the box's directory (docs/cocoonbox-agent.md).
+type Config struct {
+	// Home is the box user's home ($HOME): the offload directory is
+	// Home/.local/share/cocoonbox/offload.
+	Home string
+	// Workspace holds the copies: Workspace/<name> ($COCOONBOX_WORKDIR,
+	// default /workspace).
+	Workspace string
+	// RunDir is the runtime directory ($COCOONBOX_RUN_DIR, default /run):
+	// the inbox socket is RunDir/cocoonbox/offload.sock, the secrets
+	// RunDir/cocoonbox-offload/secrets/<repo key>.
+	RunDir string
+	// Shell is the box user's login shell ($SHELL, default /bin/sh); tools
+	// are looked up on its PATH with -lc, as a user's terminal would.
+	Shell string
+	// Self is the path of the cocoonbox-agent binary, for the CLI's hooks.
+	Self string
+	// Environ is the environment children get.
+	Environ []string
+	// Logf, if not nil, receives progress for a human (stderr). Never a
+	// secret or a message body.
+	Logf func(format string, args ...any)
+}
+
+func (c *Config) logf(format string, args ...any) {
+	if c.Logf != nil {
+		c.Logf(format, args...)
+	}
+}
+
+// OffloadDir is the box's offload directory (contract "Directories", box
+// rows): index.json, excludes, and one directory per repo key.
+func (c *Config) OffloadDir() string {
+	return filepath.Join(c.Home, ".local", "share", "cocoonbox", "offload")
+}
+
+// SocketPath is the inbox's unix socket.
+func (c *Config) SocketPath() string { return filepath.Join(c.RunDir, "cocoonbox", "offload.sock") }
+
+// SecretsDir is where repo key k's secrets live: 0600 files in a 0700
+// directory that no state layer saves.
+func (c *Config) SecretsDir(k string) string {
+	return filepath.Join(c.RunDir, "cocoonbox-offload", "secrets", k)
+}
+
+func (c *Config) repoDir(k string) string    { return filepath.Join(c.OffloadDir(), k) }
+func (c *Config) copyDir(name string) string { return filepath.Join(c.Workspace, name) }
+func (c *Config) stageDir(k string) string   { return filepath.Join(c.repoDir(k), "stage") }
+
+// Kinds of box CLI.
+const (
+	KindClaude = "claude"
+	KindCodex  = "codex"
+	KindCursor = "cursor"
+)
+
+// Session statuses (contract "Box CLI in tmux").
+const (
+	StatusWorking = "working"
+	StatusIdle    = "idle"
+	StatusBlocked = "blocked"
+	StatusWaiting = "waiting_for_user"
+	StatusStopped = "stopped"
+)
+
+// Copy states (contract "Copy states").
+const (
+	CopyAbsent     = "absent"
+	CopyMirror     = "mirror"
+	CopyUnreturned = "unreturned"
+	CopyBusy       = "busy"
+)
+
+// MaxSessions is how many sessions of a box may be not stopped at once.
+const MaxSessions = 3
+
+var (
+	keyRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+	nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$`)
+)
+
+// ValidRepoKey reports whether k can be a repo key: 1 to 64 of A-Z, a-z,
+// 0-9, '_' and '-', starting with a letter or digit. It names directories
+// and the tmux session, so nothing else is allowed.
+func ValidRepoKey(k string) bool { return keyRE.MatchString(k) }
+
+// ValidName reports whether n can name a copy under the workspace: 1 to
+// 100 of A-Z, a-z, 0-9, '_', '-' and '.', not starting with '.'.
+func ValidName(n string) bool { return nameRE.MatchString(n) }
+
+// ValidID reports whether id can be an offload id (it names
+// refs/cocoonbox/offload/<id>): the same alphabet as a repo key.
+func ValidID(id string) bool { return keyRE.MatchString(id) }
+
+func checkKey(k string) error {
+	if k == "" {
+		return usagef("--repo is required (the repo key)")
+	}
+	if !ValidRepoKey(k) {
+		return usagef("bad repo key %q: use 1 to 64 of A-Z, a-z, 0-9, _ and -", k)
+	}
+	return nil
+}
+
+func checkKind(kind string) error {
+	switch kind {
+	case KindClaude, KindCodex, KindCursor:
+		return nil
+	case "":
+		return usagef("--kind is required: claude, codex or cursor")
+	}
+	return usagef("bad kind %q: want claude, codex or cursor", kind)
+}
+
+func checkID(id string) error {
+	if id == "" {
+		return usagef("--id is required (the offload id)")
+	}
+	if !ValidID(id) {
+		return usagef("bad offload id %q: use 1 to 64 of A-Z, a-z, 0-9, _ and -", id)
+	}
+	return nil
+}
+
+func nowMS() int64 { return time.Now().UnixMilli() }
+
+// cliBinary is the command a kind runs as.
+func cliBinary(kind string) string {
+	if kind == KindCursor {
+		return "cursor-agent"
+	}
+	return kind
+}
+
+// SessionName is the tmux session of repo key k's CLI of kind.
+func SessionName(k, kind string) string { return "cb-off-" + k + "-" + kind }

@@ -1,0 +1,774 @@
+package boxagent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Inbox is the box's offload inbox: it owns the box CLI sessions and
+// serves the ops of the contract's "Inbox" table on a unix socket, one
+// JSON object per line.
+type Inbox struct {
+	cfg *Config
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced on every change
+	watchers map[chan []byte]struct{}
+	envRuns  map[string]bool // repo keys whose environment step runs here
+	// startMu serialises session starts, so the session count holds.
+	startMu sync.Mutex
+
+	pathOnce   sync.Once
+	selfOnPATH bool
+}
+
+// NewInbox returns an inbox for cfg; Serve runs it.
+func NewInbox(cfg *Config) *Inbox {
+	return &Inbox{cfg: cfg, changed: make(chan struct{}), watchers: map[chan []byte]struct{}{}, envRuns: map[string]bool{}}
+}
+
+// Listen makes the inbox's socket: the directory 0700, the socket 0600.
+// A socket another inbox answers on is refused; a stale one is replaced.
+func (ib *Inbox) Listen() (net.Listener, error) {
+	p := ib.cfg.SocketPath()
+	if len(p) > maxSocketPath {
+		return nil, fmt.Errorf("the inbox socket path %s is longer than %d bytes; use a shorter run directory", p, maxSocketPath)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return nil, err
+	}
+	if conn, err := net.Dial("unix", p); err == nil {
+		conn.Close()
+		return nil, fmt.Errorf("an inbox already listens on %s", p)
+	}
+	os.Remove(p)
+	lis, err := net.Listen("unix", p)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(p, 0o600); err != nil {
+		lis.Close()
+		return nil, err
+	}
+	return lis, nil
+}
+
+// Serve runs the restart check, then answers connections on lis until ctx
+// ends.
+func (ib *Inbox) Serve(ctx context.Context, lis net.Listener) error {
+	ib.restartCheck()
+	go func() {
+		<-ctx.Done()
+		lis.Close()
+	}()
+	for {
+		conn, err := lis.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		go ib.handle(ctx, conn)
+	}
+}
+
+func (ib *Inbox) handle(ctx context.Context, conn net.Conn) {
+	defer conn.Close()
+	sc := bufio.NewScanner(conn)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	for sc.Scan() {
+		var req Request
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			writeJSON(conn, Response{Code: inboxInvalid, Error: "not a JSON object: " + err.Error()})
+			continue
+		}
+		if req.Op == "watch" {
+			ib.watch(ctx, conn)
+			return
+		}
+		resp, err := ib.do(ctx, req)
+		if err != nil {
+			code := inboxFailed
+			if e, ok := errors.AsType[*Error](err); ok {
+				switch e.Code {
+				case CodeUsage:
+					code = inboxInvalid
+				case CodeRefused:
+					code = inboxRefused
+				}
+			}
+			resp = &Response{Code: code, Error: err.Error()}
+		} else {
+			resp.OK = true
+		}
+		if writeJSON(conn, resp) != nil {
+			return
+		}
+	}
+}
+
+func writeJSON(conn net.Conn, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = conn.Write(append(b, '\n'))
+	return err
+}
+
+func (ib *Inbox) do(ctx context.Context, req Request) (*Response, error) {
+	if req.Op != "status" && req.Op != "rescan" {
+		if !ValidRepoKey(req.Repo) {
+			return nil, usagef("bad or missing repo key %q", req.Repo)
+		}
+	} else if req.Repo != "" && !ValidRepoKey(req.Repo) {
+		return nil, usagef("bad repo key %q", req.Repo)
+	}
+	switch req.Op {
+	case "send":
+		if req.Start {
+			return ib.start(req)
+		}
+		return ib.send(req)
+	case "post":
+		return ib.post(req)
+	case "read":
+		return ib.read(ctx, req)
+	case "env":
+		return ib.env(ctx, req)
+	case "status":
+		s, err := ib.sessions(req.Repo)
+		return &Response{Sessions: s}, err
+	case "restart":
+		return ib.restart(req.Repo)
+	case "event":
+		return ib.event(req)
+	case "rescan":
+		ib.restartCheck()
+		ib.notify(nil)
+		return &Response{}, nil
+	}
+	return nil, usagef("unknown op %q", req.Op)
+}
+
+// notify wakes every long poll, and sends line to the watchers.
+func (ib *Inbox) notify(line *WatchLine) {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	close(ib.changed)
+	ib.changed = make(chan struct{})
+	if line == nil {
+		return
+	}
+	b, _ := json.Marshal(line)
+	b = append(b, '\n')
+	for w := range ib.watchers {
+		select {
+		case w <- b:
+		default: // a watcher that does not read loses lines, never blocks us
+		}
+	}
+}
+
+func (ib *Inbox) changes() <-chan struct{} {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	return ib.changed
+}
+
+func statusLine(r *record) *WatchLine {
+	return &WatchLine{Repo: r.Repo, Name: r.Name, CLI: r.CLI, OffloadID: r.OffloadID, Status: r.Status}
+}
+
+func (ib *Inbox) watch(ctx context.Context, conn net.Conn) {
+	w := make(chan []byte, 256)
+	ib.mu.Lock()
+	ib.watchers[w] = struct{}{}
+	ib.mu.Unlock()
+	defer func() {
+		ib.mu.Lock()
+		delete(ib.watchers, w)
+		ib.mu.Unlock()
+	}()
+	closed := make(chan struct{})
+	go func() {
+		// The peer sends nothing more; a read ends when it goes.
+		buf := make([]byte, 1)
+		conn.Read(buf)
+		close(closed)
+	}()
+	for {
+		select {
+		case b := <-w:
+			if _, err := conn.Write(b); err != nil {
+				return
+			}
+		case <-closed:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// atPrompt reports whether a session with status st takes a paste now.
+func atPrompt(st string) bool {
+	return st == StatusIdle || st == StatusBlocked || st == StatusWaiting
+}
+
+func (ib *Inbox) handoverOut(k string) string { return filepath.Join(ib.cfg.repoDir(k), "handover.md") }
+
+// send stores a message, or BACK, for the repo's running session and
+// delivers it: pasted when the session is at its prompt (or interrupt),
+// else queued until its next idle.
+func (ib *Inbox) send(req Request) (*Response, error) {
+	var resp Response
+	var line *WatchLine
+	_, err := ib.cfg.update(req.Repo, func(r *record) (*record, error) {
+		if !r.running() {
+			return nil, refusedf("no running session of %s in this box", req.Repo)
+		}
+		session := SessionName(r.Repo, r.CLI)
+		if !ib.cfg.tmuxAlive(session) {
+			return nil, refusedf("the session of %s has no tmux session; restart it with: cocoonbox-agent offload restart --repo %s", req.Repo, req.Repo)
+		}
+		kind, body := "message", req.Body
+		if req.Back {
+			kind, body = "back", backInstruction(ib.handoverOut(r.Repo), req.Body)
+			r.Queue = slices.DeleteFunc(r.Queue, func(q queued) bool { return q.Back })
+		}
+		r.InboxSeq++
+		resp.Seq = r.InboxSeq
+		before := r.Status
+		switch {
+		case req.Interrupt || (atPrompt(r.Status) && len(r.Queue) == 0):
+			if err := ib.cfg.tmuxPaste(session, body, req.Interrupt); err != nil {
+				return nil, failedf("deliver to %s: %v", session, err)
+			}
+			r.Status, r.Question = StatusWorking, false
+			resp.Delivery = "pasted"
+		case req.Back:
+			r.Queue = append([]queued{{Seq: r.InboxSeq, Back: true, Body: body}}, r.Queue...)
+			resp.Delivery = "queued"
+		default:
+			r.Queue = append(r.Queue, queued{Seq: r.InboxSeq, Body: body})
+			resp.Delivery = "queued"
+		}
+		if err := appendLine(ib.cfg.inboxPath(r.Repo), map[string]any{
+			"seq": r.InboxSeq, "kind": kind, "offload_id": r.OffloadID, "time_ms": nowMS(), "body": body, "delivery": resp.Delivery,
+		}); err != nil {
+			return nil, err
+		}
+		if r.Status != before {
+			line = statusLine(r)
+		}
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ib.notify(line)
+	return &resp, nil
+}
+
+// start starts a fresh CLI session with req.Body as its first prompt, or
+// with Prepare only the environment step.
+func (ib *Inbox) start(req Request) (*Response, error) {
+	if err := checkKind(req.CLI); err != nil {
+		return nil, err
+	}
+	ib.startMu.Lock()
+	defer ib.startMu.Unlock()
+	var resp Response
+	var rec *record
+	_, err := ib.cfg.update(req.Repo, func(r *record) (*record, error) {
+		if r == nil {
+			return nil, refusedf("no copy of %s in this box; run begin first", req.Repo)
+		}
+		if r.OffloadID != req.OffloadID {
+			return nil, refusedf("the copy of %s is not taken for offload %s; run begin first", req.Repo, req.OffloadID)
+		}
+		if req.Prepare {
+			rec = r
+			return nil, nil
+		}
+		if r.running() && ib.cfg.tmuxAlive(SessionName(r.Repo, r.CLI)) {
+			return nil, refusedf("a session of %s runs in this box", req.Repo)
+		}
+		if err := ib.checkCount(r.Repo); err != nil {
+			return nil, err
+		}
+		r.CLI = req.CLI
+		if err := ib.startSession(r, req.Body); err != nil {
+			return nil, err
+		}
+		resp.Seq = r.InboxSeq
+		rec = r
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp.Delivery = "started"
+	ib.startEnv(rec)
+	if !req.Prepare {
+		ib.notify(statusLine(rec))
+	}
+	return &resp, nil
+}
+
+// checkCount refuses a start when MaxSessions sessions of other repos are
+// not stopped.
+func (ib *Inbox) checkCount(except string) error {
+	recs, err := ib.cfg.records()
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, o := range recs {
+		if o.Repo != except && o.running() {
+			n++
+		}
+	}
+	if n >= MaxSessions {
+		return refusedf("%d sessions of this box are not stopped; end one first (cocoonbox-agent offload end --repo K)", n)
+	}
+	return nil
+}
+
+// startSession writes the prompt and hooks, starts the CLI in tmux and
+// marks r started; r is written by the caller.
+func (ib *Inbox) startSession(r *record, prompt string) error {
+	c := ib.cfg
+	dir := c.repoDir(r.Repo)
+	promptPath := filepath.Join(dir, "prompt.md")
+	if err := os.WriteFile(promptPath, []byte(prompt), 0o600); err != nil {
+		return err
+	}
+	line, err := ib.commandLine(r, promptPath)
+	if err != nil {
+		return err
+	}
+	env, err := ib.sessionEnv(r)
+	if err != nil {
+		return err
+	}
+	session := SessionName(r.Repo, r.CLI)
+	c.logf("starting %s in tmux session %s", r.CLI, session)
+	if err := c.tmuxStart(session, r.Dir, env, line); err != nil {
+		return failedf("start the %s session: %v", r.CLI, err)
+	}
+	r.Started, r.Status, r.Question, r.Queue = true, StatusWorking, false, nil
+	r.StartedAtMS, r.HookAtMS, r.TranscriptPath = nowMS(), 0, ""
+	r.InboxSeq++
+	return appendLine(c.inboxPath(r.Repo), map[string]any{
+		"seq": r.InboxSeq, "kind": "start", "offload_id": r.OffloadID, "time_ms": nowMS(), "body": prompt, "delivery": "started",
+	})
+}
+
+// commandLine is what is typed into the session's login shell.
+func (ib *Inbox) commandLine(r *record, promptPath string) (string, error) {
+	c := ib.cfg
+	self := "cocoonbox-agent"
+	var b strings.Builder
+	if !ib.selfOnLoginPATH() {
+		// The login shell's profile may reset PATH; the CLI's hooks and the
+		// agent's own commands need cocoonbox-agent on it.
+		fmt.Fprintf(&b, "PATH=%s:\"$PATH\" ", shellQuote(filepath.Dir(c.Self)))
+	}
+	switch r.CLI {
+	case KindClaude:
+		hooks := filepath.Join(c.repoDir(r.Repo), "hooks.json")
+		if err := writeHooks(hooks, self, r.Repo); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "claude --dangerously-skip-permissions --settings %s \"$(cat %s)\"", shellQuote(hooks), shellQuote(promptPath))
+	case KindCodex:
+		notify := fmt.Sprintf(`notify=[%q,"offload","event","--repo",%q,"--cli","codex","--hook","notify"]`, self, r.Repo)
+		fmt.Fprintf(&b, "codex --dangerously-bypass-approvals-and-sandbox -c %s \"$(cat %s)\"", shellQuote(notify), shellQuote(promptPath))
+	default:
+		return "", refusedf("%s sessions are not supported by this box's agent", r.CLI)
+	}
+	return b.String(), nil
+}
+
+func (ib *Inbox) selfOnLoginPATH() bool {
+	ib.pathOnce.Do(func() {
+		out, err := ib.cfg.loginShell(10*time.Second, "", "command -v cocoonbox-agent")
+		ib.selfOnPATH = err == nil && strings.TrimSpace(out) != ""
+	})
+	return ib.selfOnPATH
+}
+
+// writeHooks writes the claude settings file the session runs with: our
+// hooks only, and skipDangerousModePermissionPrompt so the bypass-mode
+// dialog does not hold the first prompt.
+func writeHooks(path, self, k string) error {
+	hook := func(name string) []any {
+		cmd := fmt.Sprintf("%s offload event --repo %s --cli claude --hook %s >/dev/null", self, k, name)
+		return []any{map[string]any{"hooks": []any{map[string]any{"type": "command", "command": cmd}}}}
+	}
+	hooks := map[string]any{}
+	for _, h := range []string{"UserPromptSubmit", "Stop", "StopFailure", "Notification", "SessionEnd"} {
+		hooks[h] = hook(h)
+	}
+	b, err := json.MarshalIndent(map[string]any{"skipDangerousModePermissionPrompt": true, "hooks": hooks}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o600)
+}
+
+// sessionEnv is the tmux environment: the repo key, the mise pins and the
+// secrets' variables (paths, never values).
+func (ib *Inbox) sessionEnv(r *record) ([]string, error) {
+	env := []string{"COCOONBOX_OFFLOAD_REPO=" + r.Repo}
+	if e, err := ib.cfg.readEnvFile(r.Repo); err == nil && e != nil {
+		for _, m := range []map[string]string{e.Tools, e.PackageManagers} {
+			for tool, v := range m {
+				env = append(env, misePin(tool)+"="+v)
+			}
+		}
+	}
+	env = append(env, secretVars(ib.cfg.SecretsDir(r.Repo), r.Secrets)...)
+	sort.Strings(env[1:])
+	return env, nil
+}
+
+// secretVars are the variables that point the box's tools at the placed
+// secrets.
+func secretVars(dir string, entries []string) []string {
+	var out []string
+	for _, e := range entries {
+		p := filepath.Join(dir, secretFile(e))
+		switch e {
+		case "aws":
+			out = append(out, "AWS_SHARED_CREDENTIALS_FILE="+p)
+		case "kube":
+			out = append(out, "KUBECONFIG="+p)
+		case "gcloud":
+			out = append(out, "GOOGLE_APPLICATION_CREDENTIALS="+p)
+		}
+	}
+	return out
+}
+
+// misePin is mise's version variable for a tool: MISE_<TOOL>_VERSION.
+func misePin(tool string) string {
+	up := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		}
+		return '_'
+	}, tool)
+	return "MISE_" + up + "_VERSION"
+}
+
+// event applies a hook's report: the status, then a queued delivery when
+// the session came to its prompt.
+func (ib *Inbox) event(req Request) (*Response, error) {
+	var payload struct {
+		Reason         string `json:"reason"`
+		TranscriptPath string `json:"transcript_path"`
+	}
+	if len(req.Payload) > 0 {
+		json.Unmarshal(req.Payload, &payload)
+	}
+	var line *WatchLine
+	_, err := ib.cfg.update(req.Repo, func(r *record) (*record, error) {
+		if r == nil || !r.Started || r.CLI != req.CLI {
+			return nil, nil // a hook of a session that is over
+		}
+		before := r.Status
+		r.HookAtMS = nowMS()
+		if payload.TranscriptPath != "" && filepath.IsAbs(payload.TranscriptPath) {
+			r.TranscriptPath = payload.TranscriptPath
+		}
+		turnEnd := func() {
+			if r.Question {
+				r.Status = StatusBlocked
+			} else {
+				r.Status = StatusIdle
+			}
+		}
+		switch req.CLI + "/" + req.Hook {
+		case "claude/UserPromptSubmit":
+			r.Status, r.Question = StatusWorking, false
+		case "claude/Stop", "claude/StopFailure", "codex/notify":
+			turnEnd()
+		case "claude/Notification":
+			if r.Status != StatusBlocked {
+				r.Status = StatusWaiting
+			}
+		case "claude/SessionEnd":
+			if payload.Reason == "clear" {
+				return r, nil
+			}
+			r.Status, r.Queue = StatusStopped, nil
+		default:
+			return nil, usagef("unknown hook %s of %s", req.Hook, req.CLI)
+		}
+		if atPrompt(r.Status) && len(r.Queue) > 0 {
+			q := r.Queue[0]
+			session := SessionName(r.Repo, r.CLI)
+			if err := ib.cfg.tmuxPaste(session, q.Body, false); err != nil {
+				ib.cfg.logf("deliver queued message %d to %s: %v", q.Seq, session, err)
+			} else {
+				r.Queue = r.Queue[1:]
+				r.Status, r.Question = StatusWorking, false
+			}
+		}
+		if r.Status != before {
+			line = statusLine(r)
+		}
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ib.notify(line)
+	return &Response{}, nil
+}
+
+// post adds an outbox entry.
+func (ib *Inbox) post(req Request) (*Response, error) {
+	switch req.Kind {
+	case "progress", "back":
+		if err := CheckHandover([]byte(req.Body)); err != nil {
+			return nil, usagef("%v", err)
+		}
+	case "question":
+		if strings.TrimSpace(req.Body) == "" {
+			return nil, usagef("a question needs a body")
+		}
+		if len(req.Body) > MaxHandover {
+			return nil, usagef("the question is over %d KiB", MaxHandover>>10)
+		}
+	default:
+		return nil, usagef("bad post kind %q: want progress, question or back", req.Kind)
+	}
+	var resp Response
+	var line *WatchLine
+	_, err := ib.cfg.update(req.Repo, func(r *record) (*record, error) {
+		if r == nil {
+			return nil, refusedf("no copy of %s in this box", req.Repo)
+		}
+		r.OutboxSeq++
+		resp.Seq = r.OutboxSeq
+		if req.Kind == "question" {
+			r.Question = true
+		} else if err := os.WriteFile(ib.handoverOut(r.Repo), []byte(req.Body), 0o600); err != nil {
+			return nil, err
+		}
+		if err := appendLine(ib.cfg.outboxPath(r.Repo), Entry{Seq: r.OutboxSeq, Kind: req.Kind, OffloadID: r.OffloadID, CLI: r.CLI, TimeMS: nowMS(), Body: req.Body}); err != nil {
+			return nil, err
+		}
+		line = statusLine(r)
+		line.Entry, line.Seq = req.Kind, r.OutboxSeq
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ib.notify(line)
+	return &resp, nil
+}
+
+// MaxReadWait is the longest read long poll.
+const MaxReadWait = 600 * time.Second
+
+func (ib *Inbox) read(ctx context.Context, req Request) (*Response, error) {
+	if req.WaitMS < 0 || time.Duration(req.WaitMS)*time.Millisecond > MaxReadWait {
+		return nil, usagef("wait_ms %d: want 0 to %d", req.WaitMS, MaxReadWait.Milliseconds())
+	}
+	deadline := time.Now().Add(time.Duration(req.WaitMS) * time.Millisecond)
+	for {
+		ch := ib.changes()
+		entries, err := ib.cfg.readOutbox(req.Repo, req.Since)
+		if err != nil {
+			return nil, err
+		}
+		r, err := ib.cfg.readRecord(req.Repo)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			return nil, refusedf("no copy of %s in this box", req.Repo)
+		}
+		left := time.Until(deadline)
+		if len(entries) > 0 || left <= 0 {
+			return &Response{Entries: entries, Status: r.Status}, nil
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, failedf("the inbox is stopping")
+		}
+		t.Stop()
+	}
+}
+
+// sessions is the status of every copy, or of repo k alone.
+func (ib *Inbox) sessions(k string) ([]Session, error) {
+	return ib.cfg.sessions(k)
+}
+
+func (c *Config) sessions(k string) ([]Session, error) {
+	var recs []*record
+	if k != "" {
+		r, err := c.readRecord(k)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			recs = append(recs, r)
+		}
+	} else {
+		var err error
+		if recs, err = c.records(); err != nil {
+			return nil, err
+		}
+	}
+	out := []Session{}
+	for _, r := range recs {
+		s := Session{
+			Repo: r.Repo, Name: r.Name, CLI: r.CLI, OffloadID: r.OffloadID, Status: r.Status,
+			Copy: r.copyState(), HookAtMS: r.HookAtMS, InboxSeq: r.InboxSeq, OutboxSeq: r.OutboxSeq,
+		}
+		if s.Status == "" {
+			s.Status = StatusStopped
+		}
+		if r.Started {
+			session := SessionName(r.Repo, r.CLI)
+			s.TmuxAlive = c.tmuxAlive(session)
+			if s.TmuxAlive {
+				s.WindowActivityMS = c.tmuxWindowActivity(session)
+			}
+			s.TranscriptMtimeMS = c.transcriptMtime(r)
+			// Hooks are silent when the CLI shows life after its start but
+			// no hook has reached us: managed settings may block them.
+			s.HooksSilent = r.running() && r.HookAtMS == 0 && r.CLI == KindClaude &&
+				(s.TranscriptMtimeMS > r.StartedAtMS || s.WindowActivityMS > r.StartedAtMS+5000)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// transcriptMtime is the newest modification time of the session's
+// transcript, in ms, or 0.
+func (c *Config) transcriptMtime(r *record) int64 {
+	if r.TranscriptPath != "" {
+		if fi, err := os.Stat(r.TranscriptPath); err == nil {
+			return fi.ModTime().UnixMilli()
+		}
+	}
+	var dir string
+	switch r.CLI {
+	case KindClaude:
+		dir = filepath.Join(c.Home, ".claude", "projects", claudeProjectDir(r.Dir))
+	case KindCodex:
+		dir = filepath.Join(c.Home, ".codex", "sessions")
+	default:
+		return 0
+	}
+	var newest int64
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".jsonl") {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil && fi.ModTime().UnixMilli() > newest {
+			newest = fi.ModTime().UnixMilli()
+		}
+		return nil
+	})
+	return newest
+}
+
+// claudeProjectDir is the directory name claude keeps a project's
+// transcripts under: the path with every character other than a letter or
+// digit made '-'.
+func claudeProjectDir(dir string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, dir)
+}
+
+// restart starts the repo's CLI afresh from its last hand-over.
+func (ib *Inbox) restart(k string) (*Response, error) {
+	ib.startMu.Lock()
+	defer ib.startMu.Unlock()
+	var rec *record
+	_, err := ib.cfg.update(k, func(r *record) (*record, error) {
+		if r == nil || !r.Started {
+			return nil, refusedf("no session of %s to restart in this box", k)
+		}
+		if err := ib.checkCount(r.Repo); err != nil {
+			return nil, err
+		}
+		if err := ib.startSession(r, ib.restartPrompt(r)); err != nil {
+			return nil, err
+		}
+		rec = r
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	ib.notify(statusLine(rec))
+	return &Response{Delivery: "started"}, nil
+}
+
+// restartPrompt is a first prompt from the last hand-over: the box
+// agent's, else the one the session started from.
+func (ib *Inbox) restartPrompt(r *record) string {
+	c := ib.cfg
+	h, err := os.ReadFile(ib.handoverOut(r.Repo))
+	if err != nil {
+		h, _ = os.ReadFile(filepath.Join(c.repoDir(r.Repo), "handover.sent.md"))
+	}
+	env, _ := os.ReadFile(filepath.Join(c.repoDir(r.Repo), "env.json"))
+	p := promptInput{Dir: r.Dir, HandoverOut: ib.handoverOut(r.Repo), Base: r.Base, Env: env, Handover: h, Restart: true}
+	c.attachments(r.Dir, &p)
+	return composePrompt(p)
+}
+
+// restartCheck restarts, from its last hand-over, every session that is
+// not stopped but whose tmux session is gone (the box's processes did not
+// survive, as after a restore).
+func (ib *Inbox) restartCheck() {
+	recs, err := ib.cfg.records()
+	if err != nil {
+		ib.cfg.logf("restart check: %v", err)
+		return
+	}
+	for _, r := range recs {
+		if r.running() && !ib.cfg.tmuxAlive(SessionName(r.Repo, r.CLI)) {
+			ib.cfg.logf("restart check: %s's session is gone; restarting it from its last hand-over", r.Repo)
+			if _, err := ib.restart(r.Repo); err != nil {
+				ib.cfg.logf("restart %s: %v", r.Repo, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,222 @@
+package boxagent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+)
+
+// record is a repo key's session record, <offload dir>/<K>/session.json.
+// It is the truth about the copy and its session; every change is a locked
+// read-modify-write, so verbs and the inbox can both make changes.
+type record struct {
+	Repo string `json:"repo"`
+	Name string `json:"name"`
+	Dir  string `json:"dir"`
+	CLI  string `json:"cli"`
+	// OffloadID is the offload the copy is taken for; "" when released.
+	OffloadID string `json:"offload_id"`
+	NoRepo    bool   `json:"no_repo,omitempty"`
+	// Base is S, the snapshot the last send checked the copy against.
+	Base string `json:"base,omitempty"`
+	// Started says a CLI session started on the copy since the last end:
+	// the copy is unreturned (busy while Status is not stopped).
+	Started        bool     `json:"started"`
+	Status         string   `json:"status"`
+	StartedAtMS    int64    `json:"started_at_ms,omitempty"`
+	HookAtMS       int64    `json:"hook_at_ms,omitempty"`
+	TranscriptPath string   `json:"transcript_path,omitempty"`
+	Question       bool     `json:"question,omitempty"`
+	Queue          []queued `json:"queue,omitempty"`
+	InboxSeq       int      `json:"inbox_seq"`
+	OutboxSeq      int      `json:"outbox_seq"`
+	// Ignored are the copy's git-ignored directories, absolute, for
+	// excludes.
+	Ignored []string `json:"ignored,omitempty"`
+	// Secrets are the placed secret entries, names only.
+	Secrets []string `json:"secrets,omitempty"`
+}
+
+// queued is a message waiting for the session's next idle.
+type queued struct {
+	Seq  int    `json:"seq"`
+	Back bool   `json:"back,omitempty"`
+	Body string `json:"body"`
+}
+
+// copyState is the record's copy state; a nil record, or a copy whose
+// directory is gone, is absent.
+func (r *record) copyState() string {
+	if r == nil {
+		return CopyAbsent
+	}
+	if fi, err := os.Stat(r.Dir); err != nil || !fi.IsDir() {
+		return CopyAbsent
+	}
+	if !r.Started {
+		return CopyMirror
+	}
+	if r.Status != StatusStopped {
+		return CopyBusy
+	}
+	return CopyUnreturned
+}
+
+// running reports whether the record's session is not stopped.
+func (r *record) running() bool { return r != nil && r.Started && r.Status != StatusStopped }
+
+func (c *Config) recordPath(k string) string { return filepath.Join(c.repoDir(k), "session.json") }
+
+// readRecord returns k's record, or nil when there is none.
+func (c *Config) readRecord(k string) (*record, error) {
+	b, err := os.ReadFile(c.recordPath(k))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("read %s: %w", c.recordPath(k), err)
+	}
+	return &r, nil
+}
+
+func (c *Config) writeRecord(r *record) error {
+	if err := os.MkdirAll(c.repoDir(r.Repo), 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(c.recordPath(r.Repo), append(b, '\n'), 0o600)
+}
+
+// lock takes an exclusive flock on path (created 0600) and returns its
+// release.
+func lock(path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// update runs f on k's record (nil when there is none) under the repo's
+// lock, and writes the record back when f returns it.
+func (c *Config) update(k string, f func(r *record) (*record, error)) (*record, error) {
+	unlock, err := lock(filepath.Join(c.repoDir(k), ".lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	r, err := c.readRecord(k)
+	if err != nil {
+		return nil, err
+	}
+	out, err := f(r)
+	if err != nil || out == nil {
+		return out, err
+	}
+	return out, c.writeRecord(out)
+}
+
+// records lists every record of the box, by repo key.
+func (c *Config) records() ([]*record, error) {
+	ents, err := os.ReadDir(c.OffloadDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*record
+	for _, e := range ents {
+		if !e.IsDir() || !ValidRepoKey(e.Name()) {
+			continue
+		}
+		r, err := c.readRecord(e.Name())
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// index is <offload dir>/index.json: repo key → name.
+func (c *Config) readIndex() (map[string]string, error) {
+	idx := map[string]string{}
+	b, err := os.ReadFile(filepath.Join(c.OffloadDir(), "index.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return idx, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return nil, fmt.Errorf("read index.json: %w", err)
+	}
+	return idx, nil
+}
+
+// updateIndex changes the index and rewrites excludes from every record,
+// under the offload directory's lock.
+func (c *Config) updateShared(f func(idx map[string]string)) error {
+	if err := os.MkdirAll(c.OffloadDir(), 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(c.OffloadDir(), 0o700); err != nil {
+		return err
+	}
+	unlock, err := lock(filepath.Join(c.OffloadDir(), ".lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	idx, err := c.readIndex()
+	if err != nil {
+		return err
+	}
+	if f != nil {
+		f(idx)
+		b, _ := json.MarshalIndent(idx, "", "  ")
+		if err := atomicfile.WriteFile(filepath.Join(c.OffloadDir(), "index.json"), append(b, '\n'), 0o600); err != nil {
+			return err
+		}
+	}
+	recs, err := c.records()
+	if err != nil {
+		return err
+	}
+	var lines []string
+	for _, r := range recs {
+		lines = append(lines, r.Ignored...)
+	}
+	sort.Strings(lines)
+	data := strings.Join(lines, "\n")
+	if data != "" {
+		data += "\n"
+	}
+	return atomicfile.WriteFile(filepath.Join(c.OffloadDir(), "excludes"), []byte(data), 0o600)
+}

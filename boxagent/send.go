@@ -1,0 +1,371 @@
+package boxagent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// SendOptions are the flags of send with a stream.
+type SendOptions struct {
+	Repo, Kind, ID  string
+	Prepare, NoRepo bool
+}
+
+// SendResult is send's JSON line. TimingsMS has one entry per step that
+// ran, in milliseconds.
+type SendResult struct {
+	OK        bool             `json:"ok"`
+	Delivery  string           `json:"delivery"`
+	Accepted  bool             `json:"accepted"`
+	Tmux      string           `json:"tmux"`
+	TimingsMS map[string]int64 `json:"timings_ms"`
+}
+
+// AcceptWait is how long send waits for the CLI to take its first prompt.
+const AcceptWait = 30 * time.Second
+
+// Send runs the send steps (contract "send steps (box)") on the stream in
+// r. Before the inbox accepts the session, a failure wipes the repo's
+// secrets, empties stage/ and releases the copy; a refused stream changes
+// nothing.
+func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
+	if err := checkKey(o.Repo); err != nil {
+		return nil, err
+	}
+	if err := checkKind(o.Kind); err != nil {
+		return nil, err
+	}
+	if err := checkID(o.ID); err != nil {
+		return nil, err
+	}
+	rec, err := c.readRecord(o.Repo)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rec == nil || rec.copyState() == CopyAbsent:
+		return nil, refusedf("no copy of %s in this box; run begin first", o.Repo)
+	case rec.OffloadID != o.ID:
+		return nil, refusedf("the copy of %s is not taken for offload %s; run begin first", o.Repo, o.ID)
+	case rec.running():
+		return nil, refusedf("a session of %s runs in this box", o.Repo)
+	}
+	res := &SendResult{OK: true, TimingsMS: map[string]int64{}}
+	t0 := time.Now()
+	step := func(name string) {
+		res.TimingsMS[name] = time.Since(t0).Milliseconds()
+		t0 = time.Now()
+	}
+	stage := c.stageDir(o.Repo)
+	incoming := c.SecretsDir(o.Repo) + ".incoming"
+	os.RemoveAll(incoming)
+	if err := emptyDir(stage); err != nil {
+		return nil, err
+	}
+	defer emptyDir(stage)
+
+	c.logf("reading the send stream")
+	st, err := readStream(r, stage, incoming)
+	if err != nil {
+		os.RemoveAll(incoming)
+		if se, ok := errors.AsType[*StreamError](err); ok {
+			return nil, &Error{Code: CodeRefused, Err: se}
+		}
+		return nil, c.releaseAfter(o.Repo, err)
+	}
+	if err := checkMembers(st, o); err != nil {
+		os.RemoveAll(incoming)
+		return nil, err
+	}
+	step("read")
+
+	fail := func(err error) (*SendResult, error) {
+		os.RemoveAll(incoming)
+		return nil, c.releaseAfter(o.Repo, err)
+	}
+	dir := rec.Dir
+	var base string
+	if !o.NoRepo {
+		if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+			if st.HEAD == nil {
+				return fail(fmt.Errorf("the copy %s has no .git: rsync the work tree first", dir))
+			}
+			// A linked worktree travels without .git: the copy becomes a
+			// plain repository built from the bundle.
+			if _, err := c.git(dir, nil, nil, "init", "-q"); err != nil {
+				return fail(err)
+			}
+		}
+		if st.Bundle != "" {
+			c.logf("indexing the bundle")
+			if err := c.indexBundle(dir, st.Bundle); err != nil {
+				return fail(err)
+			}
+			os.Remove(st.Bundle)
+			step("index")
+		}
+		if st.HEAD != nil {
+			if err := os.WriteFile(filepath.Join(dir, ".git", "HEAD"), st.HEAD, 0o644); err != nil {
+				return fail(err)
+			}
+		}
+		if st.Index != "" {
+			b, err := os.ReadFile(st.Index)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, ".git", "index"), b, 0o644)
+			}
+			if err != nil {
+				return fail(err)
+			}
+		}
+		c.git(dir, nil, nil, "-c", "core.fsmonitor=false", "update-index", "-q", "--refresh")
+		step("refresh")
+		base, err = c.git1(dir, "rev-parse", "--verify", "-q", "refs/cocoonbox/offload/"+o.ID+"^{commit}")
+		if err != nil || base == "" {
+			return fail(fmt.Errorf("the copy has no refs/cocoonbox/offload/%s (S): send a bundle that carries it", o.ID))
+		}
+		if err := c.checkEqualsS(dir, base); err != nil {
+			return fail(err)
+		}
+		step("check")
+	}
+
+	if err := c.placeSecrets(o.Repo, dir, incoming, st.Secrets); err != nil {
+		return fail(err)
+	}
+	step("secrets")
+	var ignored []string
+	if !o.NoRepo {
+		rel, err := c.ignoredDirs(dir)
+		if err != nil {
+			return fail(err)
+		}
+		for _, d := range rel {
+			ignored = append(ignored, filepath.Join(dir, d))
+		}
+	}
+	if _, err := c.update(o.Repo, func(r *record) (*record, error) {
+		if r == nil {
+			return nil, errors.New("the record went away")
+		}
+		r.Ignored, r.Base, r.Secrets, r.NoRepo = ignored, base, st.Secrets, o.NoRepo
+		return r, nil
+	}); err != nil {
+		return fail(err)
+	}
+	if err := c.updateShared(nil); err != nil {
+		return fail(err)
+	}
+	if st.EnvJSON != nil {
+		if err := os.WriteFile(filepath.Join(c.repoDir(o.Repo), "env.json"), st.EnvJSON, 0o600); err != nil {
+			return fail(err)
+		}
+	}
+	step("excludes")
+
+	if o.Prepare {
+		if _, err := c.call(Request{Op: "send", Repo: o.Repo, CLI: o.Kind, OffloadID: o.ID, Start: true, Prepare: true}); err != nil {
+			return fail(err)
+		}
+		res.Delivery = "started"
+		step("prepare")
+		return res, nil
+	}
+
+	if err := c.presetTrust(o.Kind, dir); err != nil {
+		return fail(err)
+	}
+	step("trust")
+	if err := os.WriteFile(filepath.Join(c.repoDir(o.Repo), "handover.sent.md"), st.Handover, 0o600); err != nil {
+		return fail(err)
+	}
+	os.Remove(filepath.Join(c.repoDir(o.Repo), "handover.md"))
+	p := promptInput{Dir: dir, HandoverOut: filepath.Join(c.repoDir(o.Repo), "handover.md"), Base: base, Env: st.EnvJSON, Handover: st.Handover}
+	c.attachments(dir, &p)
+	start := nowMS()
+	c.logf("starting %s", cliBinary(o.Kind))
+	resp, err := c.call(Request{Op: "send", Repo: o.Repo, Name: rec.Name, CLI: o.Kind, OffloadID: o.ID, Body: composePrompt(p), Start: true})
+	if err != nil {
+		return fail(err)
+	}
+	res.Delivery, res.Tmux = resp.Delivery, SessionName(o.Repo, o.Kind)
+	step("start")
+
+	c.logf("waiting for %s to take the prompt", cliBinary(o.Kind))
+	res.Accepted = c.waitAccepted(o.Repo, start)
+	step("accept")
+	return res, nil
+}
+
+// checkMembers checks that the stream carried what the flags say it must.
+func checkMembers(st *stream, o SendOptions) error {
+	if !o.Prepare {
+		if st.Handover == nil {
+			return refusedf("send stream: no handover.md")
+		}
+		if err := CheckHandover(st.Handover); err != nil {
+			return &Error{Code: CodeRefused, Err: err}
+		}
+	}
+	if !o.NoRepo {
+		if st.EnvJSON == nil {
+			return refusedf("send stream: no env.json")
+		}
+		var e envFile
+		if err := json.Unmarshal(st.EnvJSON, &e); err != nil || e.V != 1 {
+			return refusedf("send stream: env.json is not a version 1 environment")
+		}
+	} else if st.Bundle != "" || st.HEAD != nil || st.Index != "" {
+		return refusedf("send stream: --no-repo carries no history")
+	}
+	if (st.HEAD == nil) != (st.Index == "") {
+		return refusedf("send stream: a linked worktree sends both HEAD and index")
+	}
+	return nil
+}
+
+// waitAccepted waits until the CLI takes its first prompt: a hook after
+// start, else a transcript written after it, for at most AcceptWait.
+func (c *Config) waitAccepted(k string, start int64) bool {
+	deadline := time.Now().Add(AcceptWait)
+	for {
+		if s, err := c.sessions(k); err == nil && len(s) == 1 {
+			if s[0].HookAtMS >= start || s[0].TranscriptMtimeMS >= start {
+				return true
+			}
+			if s[0].Status == StatusStopped {
+				return false
+			}
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// releaseAfter is the failure path before the inbox accepts: wipe the
+// secrets, release the copy, and report err as failed.
+func (c *Config) releaseAfter(k string, err error) error {
+	e := asError(err)
+	c.wipeSecrets(k, true)
+	c.update(k, func(r *record) (*record, error) {
+		if r == nil || r.running() {
+			return nil, nil
+		}
+		r.OffloadID = ""
+		return r, nil
+	})
+	c.logf("released the copy of %s", k)
+	return e
+}
+
+func emptyDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o700)
+}
+
+// placeSecrets moves the secrets the stream brought into the repo's
+// secrets directory, replacing the last ones, and links each file: entry
+// into the copy.
+func (c *Config) placeSecrets(k, dir, incoming string, entries []string) error {
+	c.wipeSecrets(k, false)
+	if len(entries) == 0 {
+		return nil
+	}
+	final := c.SecretsDir(k)
+	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
+		return err
+	}
+	if err := os.Rename(incoming, final); err != nil {
+		return err
+	}
+	if err := os.Chmod(final, 0o700); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		rel, ok := secretRepoPath(e)
+		if !ok {
+			continue
+		}
+		link := filepath.Join(dir, filepath.FromSlash(rel))
+		if fi, err := os.Lstat(link); err == nil && fi.Mode()&os.ModeSymlink == 0 {
+			c.logf("secret %s: %s exists in the copy; left as it is", strings.SplitN(e, ":", 2)[0], rel)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			return err
+		}
+		os.Remove(link)
+		if err := os.Symlink(filepath.Join(final, secretFile(e)), link); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wipeSecrets removes the repo's secrets, and the links into them from
+// the copy; incoming too says whether secrets still arriving go as well.
+func (c *Config) wipeSecrets(k string, incomingToo bool) {
+	final := c.SecretsDir(k)
+	r, _ := c.readRecord(k)
+	if r != nil {
+		for _, e := range r.Secrets {
+			if rel, ok := secretRepoPath(e); ok {
+				link := filepath.Join(r.Dir, filepath.FromSlash(rel))
+				if t, err := os.Readlink(link); err == nil && strings.HasPrefix(t, final+string(filepath.Separator)) {
+					os.Remove(link)
+				}
+			}
+		}
+	}
+	os.RemoveAll(final)
+	if incomingToo {
+		os.RemoveAll(final + ".incoming")
+	}
+}
+
+// MessageOptions are the flags of send --message / --back.
+type MessageOptions struct {
+	Repo      string
+	Back      bool
+	Interrupt bool
+}
+
+// MessageResult is the JSON line of send --message / --back.
+type MessageResult struct {
+	OK       bool   `json:"ok"`
+	Seq      int    `json:"seq"`
+	Delivery string `json:"delivery"`
+}
+
+// SendMessage hands a message, or BACK, read from r to the repo's running
+// session through the inbox.
+func (c *Config) SendMessage(o MessageOptions, r io.Reader) (*MessageResult, error) {
+	if err := checkKey(o.Repo); err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(io.LimitReader(r, MaxHandover+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > MaxHandover {
+		return nil, usagef("the message is over %d KiB", MaxHandover>>10)
+	}
+	if !o.Back && strings.TrimSpace(string(body)) == "" {
+		return nil, usagef("an empty message: give its text on stdin")
+	}
+	resp, err := c.call(Request{Op: "send", Repo: o.Repo, Body: string(body), Back: o.Back, Interrupt: o.Interrupt})
+	if err != nil {
+		return nil, err
+	}
+	return &MessageResult{OK: true, Seq: resp.Seq, Delivery: resp.Delivery}, nil
+}

@@ -1,0 +1,178 @@
+package boxagent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// tmux runs tmux with the config's environment (TMUX_TMPDIR chooses the
+// server, as for every tmux the box user runs).
+func (c *Config) tmux(stdin []byte, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "tmux", args...)
+	cmd.Env = c.Environ
+	cmd.Dir = c.Home
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return "", fmt.Errorf("tmux %s: %s", args[0], msg)
+	}
+	return out.String(), nil
+}
+
+// target is a tmux target for the session's active pane, matched exactly.
+func target(session string) string { return "=" + session + ":" }
+
+func (c *Config) tmuxAlive(session string) bool {
+	_, err := c.tmux(nil, "has-session", "-t", "="+session)
+	return err == nil
+}
+
+// tmuxStart starts session: a login shell in dir with env, then types
+// line into it (contract: started with send-keys).
+func (c *Config) tmuxStart(session, dir string, env []string, line string) error {
+	if c.tmuxAlive(session) {
+		c.tmux(nil, "kill-session", "-t", "="+session)
+	}
+	args := []string{"new-session", "-d", "-s", session, "-c", dir, "-x", "200", "-y", "50"}
+	for _, e := range env {
+		args = append(args, "-e", e)
+	}
+	if _, err := c.tmux(nil, args...); err != nil {
+		return err
+	}
+	if _, err := c.tmux(nil, "send-keys", "-t", target(session), "-l", "--", line); err != nil {
+		return err
+	}
+	_, err := c.tmux(nil, "send-keys", "-t", target(session), "Enter")
+	return err
+}
+
+// tmuxPaste pastes body into the session as one bracketed paste and
+// presses Enter; escFirst sends Esc before it.
+func (c *Config) tmuxPaste(session, body string, escFirst bool) error {
+	if escFirst {
+		if _, err := c.tmux(nil, "send-keys", "-t", target(session), "Escape"); err != nil {
+			return err
+		}
+	}
+	buf := "cb-" + session
+	if _, err := c.tmux([]byte(body), "load-buffer", "-b", buf, "-"); err != nil {
+		return err
+	}
+	if _, err := c.tmux(nil, "paste-buffer", "-p", "-d", "-b", buf, "-t", target(session)); err != nil {
+		return err
+	}
+	_, err := c.tmux(nil, "send-keys", "-t", target(session), "Enter")
+	return err
+}
+
+// tmuxType types text and Enter, as a user would at the prompt.
+func (c *Config) tmuxType(session, text string) error {
+	if _, err := c.tmux(nil, "send-keys", "-t", target(session), "-l", "--", text); err != nil {
+		return err
+	}
+	_, err := c.tmux(nil, "send-keys", "-t", target(session), "Enter")
+	return err
+}
+
+// tmuxWindowActivity is the session's last window activity, in ms since
+// the epoch, or 0.
+func (c *Config) tmuxWindowActivity(session string) int64 {
+	out, err := c.tmux(nil, "display-message", "-p", "-t", target(session), "#{window_activity}")
+	if err != nil {
+		return 0
+	}
+	s, _ := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	return s * 1000
+}
+
+// tmuxCLIPids are the processes running in the session's pane under its
+// shell: the box CLI, when one runs.
+func (c *Config) tmuxCLIPids(session string) []int {
+	out, err := c.tmux(nil, "display-message", "-p", "-t", target(session), "#{pane_pid}")
+	if err != nil {
+		return nil
+	}
+	shell, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		return nil
+	}
+	return children(shell)
+}
+
+// children lists the processes whose parent is pid, from /proc.
+func children(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The command name in parentheses may hold spaces; the fields after
+		// the last ')' are state, ppid, ...
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 {
+			if pp, _ := strconv.Atoi(f[1]); pp == pid {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// endCLI ends the session's CLI: the kind's exit command, then SIGTERM
+// after grace, then the tmux session itself.
+func (c *Config) endCLI(session, kind string, grace time.Duration) {
+	if !c.tmuxAlive(session) {
+		return
+	}
+	if len(c.tmuxCLIPids(session)) > 0 {
+		exit := "/exit"
+		if kind == KindCodex {
+			exit = "/quit"
+		}
+		c.tmuxType(session, exit)
+		deadline := time.Now().Add(grace)
+		for time.Now().Before(deadline) && len(c.tmuxCLIPids(session)) > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if pids := c.tmuxCLIPids(session); len(pids) > 0 {
+			c.logf("the %s session did not exit within %v: SIGTERM", kind, grace)
+			for _, p := range pids {
+				syscall.Kill(p, syscall.SIGTERM)
+			}
+			deadline = time.Now().Add(2 * time.Second)
+			for time.Now().Before(deadline) && len(c.tmuxCLIPids(session)) > 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+	c.tmux(nil, "kill-session", "-t", "="+session)
+}

@@ -1,0 +1,147 @@
+package localbox
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
+)
+
+// A box's offload inbox (`cocoonbox-agent offload serve`) runs while the
+// box is awake, as the inbox unit does in a real box: started when the
+// server serves or wakes the box, stopped when the box sleeps or the
+// server stops. Its socket is in the box's run directory.
+
+// inboxes holds the running inbox of each box, by box name.
+type inboxes struct {
+	mu   sync.Mutex
+	cmds map[string]*inboxProc
+}
+
+type inboxProc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// run is the box's run directory: it stands for /run (COCOONBOX_RUN_DIR)
+// and holds the inbox socket and tmux's (TMUX_TMPDIR).
+func (b *box) run() string { return filepath.Join(b.dir, "run") }
+
+// agentPath is cocoonbox-agent beside the server's binaries, else on its
+// PATH, else "".
+func (s *Server) agentPath() string {
+	if s.BinDir != "" {
+		p := filepath.Join(s.BinDir, "cocoonbox-agent")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p
+		}
+	}
+	p, err := exec.LookPath("cocoonbox-agent")
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// startInbox starts b's inbox unless one runs, and waits (briefly) for its
+// socket. A server without cocoonbox-agent runs none.
+func (s *Server) startInbox(b *box) {
+	agent := s.agentPath()
+	if agent == "" {
+		return
+	}
+	s.inbox.mu.Lock()
+	defer s.inbox.mu.Unlock()
+	if s.inbox.cmds == nil {
+		s.inbox.cmds = map[string]*inboxProc{}
+	}
+	if s.inbox.cmds[b.Name] != nil {
+		return
+	}
+	if err := os.MkdirAll(filepath.Join(b.run(), "cocoonbox"), 0o700); err != nil {
+		s.logf("box %s: inbox: %v", b.Name, err)
+		return
+	}
+	logf, err := os.OpenFile(filepath.Join(b.run(), "inbox.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		s.logf("box %s: inbox: %v", b.Name, err)
+		return
+	}
+	defer logf.Close()
+	cmd := &exec.Cmd{
+		Path:        agent,
+		Args:        []string{"cocoonbox-agent", "offload", "serve"},
+		Dir:         b.home(),
+		Env:         s.environ(b, &controlv1.Start{}),
+		Stdout:      logf,
+		Stderr:      logf,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		s.logf("box %s: inbox: %v", b.Name, err)
+		return
+	}
+	p := &inboxProc{cmd: cmd, exited: make(chan struct{})}
+	s.inbox.cmds[b.Name] = p
+	exited := p.exited
+	go func() {
+		cmd.Wait()
+		close(exited)
+		s.inbox.mu.Lock()
+		if s.inbox.cmds[b.Name] == p {
+			delete(s.inbox.cmds, b.Name)
+		}
+		s.inbox.mu.Unlock()
+	}()
+	sock := filepath.Join(b.run(), "cocoonbox", "offload.sock")
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		select {
+		case <-exited:
+			s.logf("box %s: the inbox exited at start; see %s", b.Name, filepath.Join(b.run(), "inbox.log"))
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	s.logf("box %s: inbox started (pid %d)", b.Name, cmd.Process.Pid)
+}
+
+// stopInbox stops b's inbox: SIGTERM, SIGKILL after 5 s.
+func (s *Server) stopInbox(b *box) {
+	s.inbox.mu.Lock()
+	p := s.inbox.cmds[b.Name]
+	delete(s.inbox.cmds, b.Name)
+	s.inbox.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+	s.logf("box %s: inbox stopped", b.Name)
+}
+
+// powerOff stops every inbox and ends the boxes' tmux servers, with the
+// box CLI sessions in them: the server is going away.
+func (s *Server) powerOff() {
+	for _, b := range s.reg.list() {
+		s.stopInbox(b)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cmd := exec.CommandContext(ctx, "tmux", "kill-server")
+		cmd.Env = s.environ(b, &controlv1.Start{})
+		cmd.Run()
+		cancel()
+	}
+}
