@@ -204,6 +204,7 @@ func (r *runner) none(c *box.Client) int {
 	if _, err := c.Ensure(context.Background(), r.o.Box(), progress); err != nil {
 		return r.fail(err)
 	}
+	r.debugf(LogDebug1, "Box %s is running; waiting for a signal (-N)", r.o.Box())
 	if s := <-ch; s != syscall.SIGTERM {
 		return ExitFailure
 	}

@@ -201,7 +201,8 @@ func (e *escapeReader) filter(b []byte) {
 			e.pending = false
 			switch c {
 			case '.':
-				fmt.Fprintf(e.msgs, "%c.\r\n", e.esc)
+				// OpenSSH queues "~.\r\n" for stderr here but quits before
+				// writing it, so nothing is said.
 				e.err = io.EOF
 				e.quit()
 				return
