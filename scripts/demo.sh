@@ -26,6 +26,19 @@ printf '$ git -C %s archive HEAD | cocoonbox-ssh main "mkdir -p src && tar x -C 
 git -C "$top" archive HEAD | cocoonbox-ssh main 'mkdir -p src && tar x -C src && find src -type f | wc -l'
 echo "(files in HEAD: $(git -C "$top" ls-files | wc -l))"
 
+step "Tools that run ssh as a program run cocoonbox-ssh instead: rsync, git (which probes it with -G), sftp"
+run cocoonbox-ssh -G -o SendEnv=GIT_PROTOCOL main
+mkdir -p "$demo/up"
+git -C "$top" archive HEAD | tar x -C "$demo/up"
+run rsync -a --delete -e cocoonbox-ssh "$demo/up/" main:synced/
+run rsync -ac --delete --itemize-changes -e cocoonbox-ssh "$demo/up/" main:synced/
+echo "(nothing listed: rsync -c finds the copies equal)"
+run cocoonbox-ssh main git init -q --bare -b main repo.git
+run env GIT_SSH_COMMAND=cocoonbox-ssh git -C "$top" push -q main:repo.git HEAD:refs/heads/main
+run env GIT_SSH_COMMAND=cocoonbox-ssh git clone -q main:repo.git "$demo/clone"
+run git -C "$demo/clone" log --oneline -1
+printf 'ls -1 synced/docs\n' | run sftp -q -b - -S cocoonbox-ssh main
+
 step "Put the box to sleep; the next command wakes it"
 run cocoonbox localbox sleep main
 run cocoonbox-ssh main 'echo awake again'

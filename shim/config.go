@@ -70,7 +70,7 @@ func checkValue(what, v string) error {
 // configLine applies one -o option: "Key=Value", "Key Value" or
 // "Key = Value", the keyword in any case.
 func (o *Options) configLine(line string) error {
-	line = strings.TrimSpace(line)
+	line = strings.Trim(line, " \t")
 	i := strings.IndexAny(line, "= \t")
 	if i < 0 {
 		i = len(line)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // TTYMode is what -T, -t, -tt or -o RequestTTY asked for (ssh_config(5)
@@ -166,8 +167,11 @@ const (
 func Parse(args []string) (*Options, error) {
 	o := &Options{EscapeChar: '~', set: map[string]bool{}}
 	rest, terminated, err := o.options(args)
-	if err != nil || o.Version {
-		return o, err
+	if err != nil {
+		return nil, err
+	}
+	if o.Version {
+		return o, nil
 	}
 	if len(rest) == 0 {
 		return nil, usagef("no box named; %s", Usage)
@@ -177,8 +181,11 @@ func Parse(args []string) (*Options, error) {
 	}
 	rest = rest[1:]
 	if !terminated {
-		if rest, _, err = o.options(rest); err != nil || o.Version {
-			return o, err
+		if rest, _, err = o.options(rest); err != nil {
+			return nil, err
+		}
+		if o.Version {
+			return o, nil
 		}
 	}
 	o.Command = rest
@@ -339,7 +346,7 @@ func (o *Options) flagArg(c byte, v string) error {
 	}
 	if strings.IndexByte("BbcIimPS", c) >= 0 {
 		// These print back through -G as an ssh_config line would read.
-		v = strings.TrimSpace(v)
+		v = strings.Trim(v, " \t")
 		if v == "" || v[0] == '=' {
 			return usagef("-%c: bad value %q", c, printable(v))
 		}
@@ -485,12 +492,12 @@ func (o *Options) Box() string {
 }
 
 // validName refuses a user or box name that is empty or holds characters
-// no host or user name has: space, control characters, quotes, backslash,
+// no host or user name has: white space, control characters, quotes, backslash,
 // '/', ':', '=' or '@' (and a leading '-' for a box, which a shell would take
 // for an option).
 func validName(what, s string) error {
 	bad := s == "" || strings.ContainsFunc(s, func(r rune) bool {
-		return r <= ' ' || r == 0x7f || strings.ContainsRune(`"'\/:=@`, r) && !(what == "user" && r == '@')
+		return r <= ' ' || r == 0x7f || unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune(`"'\/:=@`, r) && !(what == "user" && r == '@')
 	}) || what == "box" && s[0] == '-'
 	if bad {
 		return usagef("bad %s name %q", what, printable(s))
