@@ -59,6 +59,7 @@ var logNames = map[string]LogLevel{
 	"DEBUG2": LogDebug2, "DEBUG3": LogDebug3,
 }
 
+// String is the level's name as ssh_config(5) LogLevel and -G spell it.
 func (l LogLevel) String() string {
 	switch l {
 	case LogQuiet:
@@ -145,14 +146,15 @@ type Options struct {
 // UsageError is a command line ssh would refuse; ssh exits 255 for it.
 type UsageError struct{ Msg string }
 
+// Error is the one-line message, without the program's name.
 func (e *UsageError) Error() string { return e.Msg }
 
 func usagef(format string, args ...any) error {
 	return &UsageError{fmt.Sprintf(format, args...)}
 }
 
-// Usage is the one-line synopsis that follows a usage error.
-const Usage = "usage: cocoonbox-ssh [options] [user@]BOX [command ...]"
+// usageLine is the synopsis that follows a usage error.
+const usageLine = "usage: cocoonbox-ssh [options] [user@]BOX [command ...]"
 
 // optionsWithArg and optionsNoArg are the option letters of OpenSSH 9.2's
 // getopt string, with and without an argument.
@@ -174,7 +176,7 @@ func Parse(args []string) (*Options, error) {
 		return o, nil
 	}
 	if len(rest) == 0 {
-		return nil, usagef("no box named; %s", Usage)
+		return nil, usagef("no box named; %s", usageLine)
 	}
 	if err := o.setHost(rest[0]); err != nil {
 		return nil, err
@@ -223,7 +225,7 @@ func (o *Options) options(args []string) (rest []string, terminated bool, err er
 				val := a[j+1:]
 				if val == "" {
 					if i >= len(args) {
-						return nil, false, usagef("option requires an argument -- %c; %s", c, Usage)
+						return nil, false, usagef("option requires an argument -- %c; %s", c, usageLine)
 					}
 					val = args[i]
 					i++
@@ -240,7 +242,7 @@ func (o *Options) options(args []string) (rest []string, terminated bool, err er
 					return nil, false, nil
 				}
 			default:
-				return nil, false, usagef("unknown option -- %s; %s", printable(string(c)), Usage)
+				return nil, false, usagef("unknown option -- %s; %s", printable(string(c)), usageLine)
 			}
 		}
 	}

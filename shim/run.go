@@ -38,7 +38,8 @@ type Env struct {
 
 // Run runs the command o describes and returns the exit status ssh would:
 // the remote command's, or 255 for a failure of ours with one line on
-// stderr.
+// stderr. -V and -G are answered without a connection; a terminal session
+// gives back the terminal's exact termios however it ends.
 func Run(o *Options, env Env) int {
 	if o.Version {
 		fmt.Fprintln(env.Stderr, env.Version)
