@@ -57,9 +57,27 @@ type Client struct {
 	account  controlv1.AccountClient
 }
 
+// DialOption changes how Dial connects.
+type DialOption func(*dialOptions)
+
+type dialOptions struct {
+	keepaliveTime, keepaliveTimeout time.Duration
+}
+
+// WithKeepalive replaces KeepaliveTime and KeepaliveTimeout: a ping after
+// time of silence while a call is open, and failure timeout later. gRPC
+// raises a time below 10 s to 10 s.
+func WithKeepalive(time, timeout time.Duration) DialOption {
+	return func(o *dialOptions) { o.keepaliveTime, o.keepaliveTimeout = time, timeout }
+}
+
 // Dial makes a client for ep that sends token (which may be empty) with
 // every call. The connection is made lazily by the first call.
-func Dial(ep Endpoint, token string) (*Client, error) {
+func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
+	do := dialOptions{keepaliveTime: KeepaliveTime, keepaliveTimeout: KeepaliveTimeout}
+	for _, f := range options {
+		f(&do)
+	}
 	var tc credentials.TransportCredentials
 	if ep.TLS {
 		tc = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
@@ -69,8 +87,8 @@ func Dial(ep Endpoint, token string) (*Client, error) {
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(tc),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time:                KeepaliveTime,
-			Timeout:             KeepaliveTimeout,
+			Time:                do.keepaliveTime,
+			Timeout:             do.keepaliveTimeout,
 			PermitWithoutStream: false,
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.ForceCodecV2(bufpool.Codec{})),

@@ -4,33 +4,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
-
-	"github.com/cocoonbox/cocoonbox/localbox"
 )
-
-// startBox starts a local box on a unix socket and returns the environment
-// that points the binaries at it, and box main's workspace.
-func startBox(tb testing.TB) (env []string, workspace string) {
-	tb.Helper()
-	dir := tb.TempDir()
-	lis, url, err := localbox.Listen(dir, "")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tok, err := localbox.IssueToken(dir, "test", "cli")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := &localbox.Server{Dir: dir}
-	go srv.Serve(lis)
-	tb.Cleanup(srv.Stop)
-	env = append(os.Environ(), "COCOONBOX_ENDPOINT="+url, "COCOONBOX_TOKEN="+tok, "HOME="+filepath.Join(dir, "home"))
-	return env, filepath.Join(dir, "boxes", localbox.DefaultBox, "workspace")
-}
 
 // benchSize is the bytes each iteration moves: $COCOONBOX_BENCH_BYTES, else 1 GiB.
 func benchSize(b *testing.B) int64 {
@@ -56,7 +33,7 @@ func (zeros) Read(p []byte) (int, error) {
 // back down, through the real cocoonbox-ssh process, and reports the
 // client's peak RSS.
 func BenchmarkExecCat(b *testing.B) {
-	env, _ := startBox(b)
+	env := startBox(b).Env
 	size := benchSize(b)
 	b.SetBytes(size)
 	var peak int64

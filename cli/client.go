@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
 )
 
 // Env is the process environment the binaries read: COCOONBOX_ENDPOINT,
-// COCOONBOX_TOKEN, HOME and the XDG_* directories (docs/cli.md).
+// COCOONBOX_TOKEN, COCOONBOX_KEEPALIVE, HOME and the XDG_* directories
+// (docs/cli.md).
 type Env struct {
 	Getenv  func(string) string
 	Environ []string
@@ -68,7 +71,32 @@ func (e Env) dial(endpointFlag string) (*box.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return box.Dial(ep, tok)
+	var opts []box.DialOption
+	if v := e.Getenv("COCOONBOX_KEEPALIVE"); v != "" {
+		t, timeout, err := parseKeepalive(v)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, box.WithKeepalive(t, timeout))
+	}
+	return box.Dial(ep, tok, opts...)
+}
+
+// parseKeepalive reads COCOONBOX_KEEPALIVE, "INTERVAL,TIMEOUT" in Go's
+// duration syntax: a ping after INTERVAL (at least 10s, gRPC's floor) of
+// silence while a call is open, and failure TIMEOUT (at least 1s) later.
+func parseKeepalive(v string) (time.Duration, time.Duration, error) {
+	bad := fmt.Errorf("COCOONBOX_KEEPALIVE=%q: want INTERVAL,TIMEOUT such as 30s,15s, INTERVAL at least 10s and TIMEOUT at least 1s", v)
+	a, b, ok := strings.Cut(v, ",")
+	if !ok {
+		return 0, 0, bad
+	}
+	t, err1 := time.ParseDuration(a)
+	timeout, err2 := time.ParseDuration(b)
+	if err1 != nil || err2 != nil || t < 10*time.Second || timeout < time.Second {
+		return 0, 0, bad
+	}
+	return t, timeout, nil
 }
 
 // stateDir is $XDG_STATE_HOME/cocoonbox, else ~/.local/state/cocoonbox.

@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 		"fakehistory":          fakehistory,
 		"waitfile":             waitfile,
 		"browse":               browse,
+		"mktree":               mktree,
 	})
 }
 
@@ -68,6 +69,28 @@ func randbytes() {
 	if err := os.WriteFile(os.Args[2], b, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+}
+
+// mktree N DIR writes N small files under DIR, in 100 directories, with
+// spaces and non-ASCII letters in their names and distinct contents.
+func mktree() {
+	n, err := strconv.Atoi(os.Args[1])
+	if err != nil || len(os.Args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: mktree N DIR")
+		os.Exit(2)
+	}
+	for i := range n {
+		dir := filepath.Join(os.Args[2], fmt.Sprintf("dir %02d ñ", i%100))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		name := filepath.Join(dir, fmt.Sprintf("file %05d – été ✓.txt", i))
+		if err := os.WriteFile(name, []byte(fmt.Sprintf("file %d\n", i)), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/cocoonbox/cocoonbox/box"
@@ -26,10 +27,20 @@ func runShim(prog string, args []string, env Env, s Streams) int {
 	}
 	return shim.Run(o, shim.Env{
 		Prog:    prog,
+		Version: fmt.Sprintf("%s %s, OpenSSH_9.2 command line", prog, version()),
 		Stdin:   s.In,
 		Stdout:  s.Out,
 		Stderr:  s.Err,
 		Environ: env.Environ,
 		Dial:    func() (*box.Client, error) { return env.dial("") },
 	})
+}
+
+// version is the main module's version, "(devel)" for a build from a work
+// tree.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
 }

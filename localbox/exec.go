@@ -202,7 +202,9 @@ type process struct {
 	tty     *os.File
 	outputs []output
 	mu      sync.Mutex
-	closed  bool
+	closed  bool // stdin closed
+	// ttyClosed is set when tty is closed; mu guards it.
+	ttyClosed bool
 }
 
 func (p *process) write(b []byte) {
@@ -241,7 +243,11 @@ func (p *process) signal(name string) {
 }
 
 func (p *process) resize(rows, cols uint32) {
-	if p.tty != nil && rows > 0 && cols > 0 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// After close the descriptor number may belong to another file, so a
+	// late resize must not reach it.
+	if p.tty != nil && !p.ttyClosed && rows > 0 && cols > 0 {
 		pty.Setsize(p.tty, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
 	}
 }
@@ -257,7 +263,10 @@ func (p *process) kill() {
 
 func (p *process) close() {
 	if p.tty != nil {
+		p.mu.Lock()
+		p.ttyClosed = true
 		p.tty.Close()
+		p.mu.Unlock()
 	} else {
 		p.closeStdin()
 		for _, o := range p.outputs {

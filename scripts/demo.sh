@@ -35,6 +35,7 @@ if git -C "$top" rev-parse --verify -q HEAD >/dev/null; then
   fi
   printf '$ git -C %s push cocoonbox::main/cocoonbox.git HEAD:refs/heads/main\n' "$top"
   git -C "$top" push cocoonbox::main/cocoonbox.git HEAD:refs/heads/main
+  have_repo=1
   run git clone cocoonbox::main/cocoonbox.git "$demo/clone"
   git -C "$top" log --format='%H %an %s' HEAD >"$demo/here.log"
   git -C "$demo/clone" log --format='%H %an %s' HEAD >"$demo/back.log"
@@ -48,6 +49,18 @@ if git -C "$top" rev-parse --verify -q HEAD >/dev/null; then
 else
   echo "(skipped: $top is not a git checkout with commits)"
 fi
+step "Tools that run ssh as a program run cocoonbox-ssh instead: rsync, git (which probes it with -G), sftp"
+run cocoonbox-ssh -G -o SendEnv=GIT_PROTOCOL main
+mkdir -p "$demo/up"
+git -C "$top" archive HEAD | tar x -C "$demo/up"
+run rsync -a --delete -e cocoonbox-ssh "$demo/up/" main:synced/
+run rsync -ac --delete --itemize-changes -e cocoonbox-ssh "$demo/up/" main:synced/
+echo "(nothing listed: rsync -c finds the copies equal)"
+if [ -n "${have_repo:-}" ]; then
+  run env GIT_SSH_COMMAND=cocoonbox-ssh git clone -q main:cocoonbox.git "$demo/clone-ssh"
+  run git -C "$demo/clone-ssh" log --oneline -1
+fi
+printf 'ls -1 synced/docs\n' | run sftp -q -b - -S cocoonbox-ssh main
 
 step "Put the box to sleep; the next command wakes it"
 run cocoonbox localbox sleep main

@@ -13,6 +13,8 @@ check npm npm
 check ssh openssh-client
 check scp openssh-client
 check sftp openssh-client
+check ssh-keygen openssh-client
+check tput ncurses-bin
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 [ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
 need+=("$@")

@@ -1,68 +1,218 @@
 // Package shim gives the cocoonbox API the command line of OpenSSH's ssh(1):
-// its option grammar, its host words and its exec semantics, so that git,
-// rsync, scp and every ssh-expecting tool can run cocoonbox-ssh in its place.
+// its option grammar, its host words, -G, its exec semantics, and its
+// terminal mode with escapes, so that git, rsync, scp, sftp and every
+// ssh-expecting tool can run cocoonbox-ssh in its place.
 package shim
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
-// TTYMode is what -T, -t and -tt asked for (ssh(1) -T, -t).
+// TTYMode is what -T, -t, -tt or -o RequestTTY asked for (ssh_config(5)
+// RequestTTY).
 type TTYMode int
 
 // The terminal modes.
 const (
 	TTYAuto   TTYMode = iota // neither: a terminal only for a login shell on a terminal
-	TTYNever                 // -T
-	TTYWanted                // -t: a terminal when stdin is one
-	TTYForced                // -tt: a terminal even when stdin is not one
+	TTYNever                 // -T, RequestTTY no
+	TTYWanted                // -t, RequestTTY yes: a terminal when stdin is one
+	TTYForced                // -tt, RequestTTY force: a terminal even when stdin is not one
 )
 
-// Options is a parsed ssh command line.
+var ttyNames = []string{TTYAuto: "auto", TTYNever: "false", TTYWanted: "true", TTYForced: "force"}
+
+// SessionType is what the session runs (ssh_config(5) SessionType).
+type SessionType int
+
+// The session types.
+const (
+	SessionDefault   SessionType = iota // a command, or a login shell
+	SessionNone                         // -N: nothing
+	SessionSubsystem                    // -s: the subsystem named by the command words
+)
+
+var sessionNames = []string{SessionDefault: "default", SessionNone: "none", SessionSubsystem: "subsystem"}
+
+// LogLevel is how much of our own the shim says on stderr (ssh_config(5)
+// LogLevel). The zero value is INFO, ssh's default.
+type LogLevel int
+
+// The levels, in ssh's order: -q sets LogQuiet, each -v one more debug level.
+const (
+	LogQuiet LogLevel = iota - 3
+	LogFatal
+	LogError
+	LogInfo
+	LogVerbose
+	LogDebug1
+	LogDebug2
+	LogDebug3
+)
+
+var logNames = map[string]LogLevel{
+	"QUIET": LogQuiet, "SILENT": LogQuiet, "FATAL": LogFatal, "ERROR": LogError,
+	"INFO": LogInfo, "VERBOSE": LogVerbose, "DEBUG": LogDebug1, "DEBUG1": LogDebug1,
+	"DEBUG2": LogDebug2, "DEBUG3": LogDebug3,
+}
+
+// String is the level's name as ssh_config(5) LogLevel and -G spell it.
+func (l LogLevel) String() string {
+	switch l {
+	case LogQuiet:
+		return "QUIET"
+	case LogFatal:
+		return "FATAL"
+	case LogError:
+		return "ERROR"
+	case LogInfo:
+		return "INFO"
+	case LogVerbose:
+		return "VERBOSE"
+	case LogDebug1:
+		return "DEBUG1"
+	case LogDebug2:
+		return "DEBUG2"
+	}
+	return "DEBUG3"
+}
+
+// EscapeNone is Options.EscapeChar for -e none: no escapes.
+const EscapeNone = -1
+
+// Setting is one ssh_config keyword and its value, as -G prints it.
+type Setting struct {
+	Key   string // lower case, as ssh -G prints it
+	Value string
+}
+
+// Options is a parsed ssh command line. Fields that ssh takes from its
+// first source (-o options, -l, -p, the host word) keep the first value, as
+// ssh_config(5) says; -t, -T, -N, -s, -n, -q, -v and -e override.
 type Options struct {
-	// Box is the box name from the host word.
-	Box string
-	// User is the user from user@host or -l; the box user is fixed, so it is
-	// only reported by -G.
+	// Host is the host part of the host word as given, such as
+	// "main.cocoonbox"; -G prints it as "host".
+	Host string
+	// HostName is -o HostName, which names the box instead of Host; empty
+	// when not given.
+	HostName string
+	// User is from -l, user@, ssh://user@ or -o User; empty when not given.
+	// The box user is fixed, so it only shows in -G.
 	User string
-	// Port is from -p or ssh://host:port; reported by -G only.
+	// Port is from -p, ssh://host:port or -o Port, in decimal; empty when
+	// not given. It only shows in -G.
 	Port string
 	// Command is the command words, joined with single spaces before they
 	// run, as ssh does.
 	Command []string
-	TTY     TTYMode
-	// NoStdin is -n: stdin is /dev/null.
-	NoStdin bool
-	// Quiet is -q; Verbose counts -v.
-	Quiet   bool
-	Verbose int
-	// Config holds -o options by lower-case key, each value as given, in
-	// order.
-	Config map[string][]string
+	// RemoteCommand is -o RemoteCommand; empty when not given or "none".
+	RemoteCommand string
+	// TTY is -T, -t, -tt or -o RequestTTY.
+	TTY TTYMode
+	// StdinNull is -n or -o StdinNull=yes: stdin is /dev/null.
+	StdinNull bool
+	// Session is -N, -s or -o SessionType.
+	Session SessionType
+	// LogLevel is -q, -v or -o LogLevel; zero is INFO.
+	LogLevel LogLevel
+	// EscapeChar is the terminal escape byte from -e or -o EscapeChar, '~'
+	// by default, or EscapeNone.
+	EscapeChar int
+	// SendEnv holds the -o SendEnv patterns (path.Match syntax, as ssh's);
+	// matching local variables are sent.
+	SendEnv []string
+	// SetEnv holds the -o SetEnv NAME=VALUE entries, in order; a NAME's
+	// first entry wins.
+	SetEnv []string
+	// Other holds every other accepted option that -G prints, with its
+	// equivalent from a flag (-i FILE is identityfile FILE), in the order
+	// first given. They change nothing for a box.
+	Other []Setting
+	// DumpConfig is -G: print the configuration and exit.
+	DumpConfig bool
+	// Version is -V: print the version and exit.
+	Version bool
+	// LogFile is -E: our own messages are appended there instead of stderr.
+	LogFile string
+
+	set        map[string]bool // keywords already set from a first source
+	verbose    bool            // a -v has been seen
+	ignoreUnkn []string        // -o IgnoreUnknown patterns
 }
 
 // UsageError is a command line ssh would refuse; ssh exits 255 for it.
 type UsageError struct{ Msg string }
 
+// Error is the one-line message, without the program's name.
 func (e *UsageError) Error() string { return e.Msg }
 
-// optionsWithArg are the ssh(1) option letters that take an argument, as in
-// OpenSSH's getopt string.
-const optionsWithArg = "BbcDEeFIiJLlmOoPpQRSWw"
+func usagef(format string, args ...any) error {
+	return &UsageError{fmt.Sprintf(format, args...)}
+}
 
-// optionsNoArg are the ssh(1) option letters that take none.
-const optionsNoArg = "46AaCfGgKkMNnqsTtVvXxYy"
+// usageLine is the synopsis that follows a usage error.
+const usageLine = "usage: cocoonbox-ssh [options] [user@]BOX [command ...]"
 
-// Parse parses ssh's command line, args without the program name.
+// optionsWithArg and optionsNoArg are the option letters of OpenSSH 9.2's
+// getopt string, with and without an argument.
+const (
+	optionsWithArg = "BbcDEeFIiJLlmOoPpQRSWw"
+	optionsNoArg   = "1246AaCfGgKkMNnqsTtVvXxYy"
+)
+
+// Parse parses ssh's command line, args without the program name. As ssh,
+// it parses options up to the host word, then again after it up to the
+// first command word, unless "--" came first.
 func Parse(args []string) (*Options, error) {
-	o := &Options{Config: map[string][]string{}}
+	o := &Options{EscapeChar: '~', set: map[string]bool{}}
+	rest, terminated, err := o.options(args)
+	if err != nil {
+		return nil, err
+	}
+	if o.Version {
+		return o, nil
+	}
+	if len(rest) == 0 {
+		return nil, usagef("no box named; %s", usageLine)
+	}
+	if err := o.setHost(rest[0]); err != nil {
+		return nil, err
+	}
+	rest = rest[1:]
+	if !terminated {
+		if rest, _, err = o.options(rest); err != nil {
+			return nil, err
+		}
+		if o.Version {
+			return o, nil
+		}
+	}
+	o.Command = rest
+	if o.RemoteCommand != "" && len(o.Command) > 0 {
+		return nil, usagef("cannot execute command-line and remote command")
+	}
+	if o.Session == SessionSubsystem && len(o.Command) == 0 && o.RemoteCommand == "" {
+		return nil, usagef("-s: no subsystem named; usage: cocoonbox-ssh -s BOX SUBSYSTEM")
+	}
+	if err := validName("box", o.Box()); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// options parses options the way OpenSSH's BSD getopt does, until the
+// first word that is not one or "--"; it returns the words left and
+// whether "--" ended the options. -V stops parsing at once, as ssh exits
+// there.
+func (o *Options) options(args []string) (rest []string, terminated bool, err error) {
 	i := 0
 	for i < len(args) {
 		a := args[i]
 		if a == "--" {
-			i++
-			break
+			return args[i+1:], true, nil
 		}
 		if len(a) < 2 || a[0] != '-' {
 			break
@@ -75,102 +225,323 @@ func Parse(args []string) (*Options, error) {
 				val := a[j+1:]
 				if val == "" {
 					if i >= len(args) {
-						return nil, &UsageError{fmt.Sprintf("option requires an argument -- %c", c)}
+						return nil, false, usagef("option requires an argument -- %c; %s", c, usageLine)
 					}
 					val = args[i]
 					i++
 				}
-				if err := o.setArg(c, val); err != nil {
-					return nil, err
+				if err := o.flagArg(c, val); err != nil {
+					return nil, false, err
 				}
 				j = len(a)
 			case strings.IndexByte(optionsNoArg, c) >= 0:
-				o.setFlag(c)
+				if err := o.flag(c); err != nil {
+					return nil, false, err
+				}
+				if o.Version {
+					return nil, false, nil
+				}
 			default:
-				return nil, &UsageError{fmt.Sprintf("unknown option -- %c", c)}
+				return nil, false, usagef("unknown option -- %s; %s", printable(string(c)), usageLine)
 			}
 		}
 	}
-	if i >= len(args) {
-		return nil, &UsageError{"no box named: usage: cocoonbox-ssh [options] BOX [command ...]"}
-	}
-	if err := o.setHost(args[i]); err != nil {
-		return nil, err
-	}
-	o.Command = args[i+1:]
-	return o, nil
+	return args[i:], false, nil
 }
 
-func (o *Options) setFlag(c byte) {
+// unsupportedFlags are the options that would change what ssh does in ways
+// a box cannot do yet.
+var unsupportedFlags = map[byte]string{
+	'1': "-1: SSH protocol v.1 is no longer supported",
+	'D': "-D (dynamic port forwarding) is not supported",
+	'f': "-f (go to background) is not supported",
+	'J': "-J (jump host) is not supported: a box is reached through the cocoonbox API",
+	'L': "-L (local port forwarding) is not supported",
+	'O': "-O (control a multiplexing master) is not supported",
+	'Q': "-Q (query ssh algorithms) is not supported: a box is reached through the cocoonbox API",
+	'R': "-R (remote port forwarding) is not supported",
+	'W': "-W (stdio forwarding) is not supported",
+	'w': "-w (tunnel device forwarding) is not supported",
+}
+
+func (o *Options) flag(c byte) error {
+	if msg, ok := unsupportedFlags[c]; ok {
+		return &UsageError{msg}
+	}
 	switch c {
+	case '4':
+		o.other("addressfamily", "inet", true)
+	case '6':
+		o.other("addressfamily", "inet6", true)
+	case 'A':
+		o.other("forwardagent", "yes", true)
+	case 'a':
+		o.other("forwardagent", "no", true)
+	case 'C':
+		o.other("compression", "yes", true)
+	case 'G':
+		o.DumpConfig = true
+	case 'g':
+		o.other("gatewayports", "yes", true)
+	case 'K':
+		o.other("gssapiauthentication", "yes", true)
+		o.other("gssapidelegatecredentials", "yes", true)
+	case 'k':
+		o.other("gssapidelegatecredentials", "no", true)
+	case 'M':
+		v := "yes"
+		if o.otherValue("controlmaster") == "yes" {
+			v = "ask"
+		}
+		o.other("controlmaster", v, true)
+	case 'N':
+		o.Session = SessionNone
+		o.set["sessiontype"] = true
+	case 'n':
+		o.StdinNull = true
+		o.set["stdinnull"] = true
+	case 'q':
+		o.LogLevel = LogQuiet
+		o.set["loglevel"] = true
+	case 's':
+		o.Session = SessionSubsystem
+		o.set["sessiontype"] = true
 	case 'T':
 		o.TTY = TTYNever
+		o.set["requesttty"] = true
 	case 't':
+		// As ssh.c: a second -t forces, a third does not.
 		if o.TTY == TTYWanted {
 			o.TTY = TTYForced
-		} else if o.TTY != TTYForced {
+		} else {
 			o.TTY = TTYWanted
 		}
-	case 'n':
-		o.NoStdin = true
-	case 'q':
-		o.Quiet = true
+		o.set["requesttty"] = true
+	case 'V':
+		o.Version = true
 	case 'v':
-		o.Verbose++
-	}
-}
-
-func (o *Options) setArg(c byte, v string) error {
-	switch c {
-	case 'o':
-		k, val, ok := splitOption(v)
-		if !ok {
-			return &UsageError{fmt.Sprintf("bad -o option %q: want Key=Value", v)}
+		o.set["loglevel"] = true
+		if !o.verbose {
+			o.verbose = true
+			o.LogLevel = LogDebug1
+		} else if o.LogLevel < LogDebug3 {
+			o.LogLevel++
 		}
-		o.Config[k] = append(o.Config[k], val)
-	case 'l':
-		o.User = v
-	case 'p':
-		o.Port = v
+	case 'X':
+		o.other("forwardx11", "yes", true)
+		o.other("forwardx11trusted", "no", true)
+	case 'x':
+		o.other("forwardx11", "no", true)
+	case 'Y':
+		o.other("forwardx11", "yes", true)
+		o.other("forwardx11trusted", "yes", true)
 	}
 	return nil
 }
 
-// splitOption splits "Key=Value", "Key Value" or "Key = Value" as ssh_config
-// lines are split, and lower-cases the key.
-func splitOption(s string) (key, val string, ok bool) {
-	s = strings.TrimSpace(s)
-	i := strings.IndexAny(s, "= \t")
-	if i <= 0 {
-		return "", "", false
+func (o *Options) flagArg(c byte, v string) error {
+	if msg, ok := unsupportedFlags[c]; ok {
+		return &UsageError{msg}
 	}
-	key = strings.ToLower(s[:i])
-	rest := strings.TrimLeft(s[i:], " \t")
-	rest = strings.TrimPrefix(rest, "=")
-	return key, strings.TrimLeft(rest, " \t"), true
+	if err := checkValue(string(c), v); err != nil {
+		return err
+	}
+	if strings.IndexByte("BbcIimPS", c) >= 0 {
+		// These print back through -G as an ssh_config line would read.
+		v = strings.Trim(v, " \t")
+		if v == "" || v[0] == '=' {
+			return usagef("-%c: bad value %q", c, printable(v))
+		}
+	}
+	switch c {
+	case 'B':
+		o.other("bindinterface", v, true)
+	case 'b':
+		o.other("bindaddress", v, true)
+	case 'c':
+		o.other("ciphers", v, true)
+	case 'E':
+		o.LogFile = v
+	case 'e':
+		e, err := parseEscape(v)
+		if err != nil {
+			return err
+		}
+		o.EscapeChar = e
+		o.set["escapechar"] = true
+	case 'F':
+		// ssh_config files are not read: options come from the command line.
+	case 'I':
+		o.other("pkcs11provider", v, true)
+	case 'i':
+		o.other("identityfile", v, true)
+	case 'l':
+		return o.setUser(v)
+	case 'm':
+		o.other("macs", v, true)
+	case 'o':
+		return o.configLine(v)
+	case 'P':
+		o.other("tag", v, true)
+	case 'p':
+		return o.setPort(v)
+	case 'S':
+		o.other("controlpath", v, true)
+	}
+	return nil
 }
 
-// setHost takes [user@]BOX, BOX.cocoonbox or ssh://[user@]BOX[:port].
+// first reports whether keyword k has not been set yet, and marks it set.
+func (o *Options) first(k string) bool {
+	if o.set[k] {
+		return false
+	}
+	o.set[k] = true
+	return true
+}
+
+func (o *Options) setUser(v string) error {
+	if err := validName("user", v); err != nil {
+		return err
+	}
+	if o.first("user") {
+		o.User = v
+	}
+	return nil
+}
+
+func (o *Options) setPort(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 || n > 65535 {
+		return usagef("bad port %q", v)
+	}
+	if o.first("port") {
+		o.Port = strconv.Itoa(n)
+	}
+	return nil
+}
+
+// other records an ignored option for -G: a flag's equivalent replaces an
+// earlier value (overwrite), an -o option keeps the first, and the keywords
+// ssh keeps a list of add to it.
+func (o *Options) other(k, v string, overwrite bool) {
+	if listKeywords[k] {
+		o.Other = append(o.Other, Setting{k, v})
+		return
+	}
+	for i := range o.Other {
+		if o.Other[i].Key == k {
+			if overwrite {
+				o.Other[i].Value = v
+			}
+			return
+		}
+	}
+	o.Other = append(o.Other, Setting{k, v})
+}
+
+func (o *Options) otherValue(k string) string {
+	for _, s := range o.Other {
+		if s.Key == k {
+			return s.Value
+		}
+	}
+	return ""
+}
+
+// setHost takes [user@]HOST or ssh://[user@]HOST[:PORT][/].
 func (o *Options) setHost(h string) error {
+	word := h
+	port := ""
 	if rest, ok := strings.CutPrefix(h, "ssh://"); ok {
 		h = strings.TrimSuffix(rest, "/")
-		if i := strings.LastIndexByte(h, ':'); i >= 0 {
-			o.Port = h[i+1:]
-			h = h[:i]
+		if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "@") {
+			h, port = h[:i], h[i+1:]
 		}
 	}
 	if i := strings.LastIndexByte(h, '@'); i >= 0 {
-		o.User = h[:i]
+		if i == 0 {
+			return usagef("bad host word %q: want [user@]BOX", printable(word))
+		}
+		if err := o.setUser(h[:i]); err != nil {
+			return err
+		}
 		h = h[i+1:]
 	}
-	h = strings.TrimSuffix(h, ".cocoonbox")
-	if h == "" || strings.ContainsAny(h, "/ \t\n:") {
-		return &UsageError{fmt.Sprintf("bad box name %q: want [user@]BOX", h)}
+	if err := validName("box", h); err != nil {
+		return err
 	}
-	o.Box = h
+	if port != "" {
+		if err := o.setPort(port); err != nil {
+			return err
+		}
+	}
+	o.Host = h
 	return nil
 }
 
-// Line is the remote command: the words joined with single spaces, which
-// the box user's shell then parses, as ssh(1) does.
-func (o *Options) Line() string { return strings.Join(o.Command, " ") }
+// Box is the box to run in: HostName if given, else Host, without a
+// ".cocoonbox" suffix (for ssh_config "Host *.cocoonbox" blocks).
+func (o *Options) Box() string {
+	h := o.Host
+	if o.HostName != "" {
+		h = o.HostName
+	}
+	if b := strings.TrimSuffix(h, ".cocoonbox"); b != "" {
+		return b
+	}
+	return h
+}
+
+// validName refuses a user or box name that is empty or holds characters
+// no host or user name has: white space, control characters, quotes, backslash,
+// '/', ':', '=' or '@' (and a leading '-' for a box, which a shell would take
+// for an option).
+func validName(what, s string) error {
+	bad := s == "" || strings.ContainsFunc(s, func(r rune) bool {
+		return r <= ' ' || r == 0x7f || unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune(`"'\/:=@`, r) && !(what == "user" && r == '@')
+	}) || what == "box" && s[0] == '-'
+	if bad {
+		return usagef("bad %s name %q", what, printable(s))
+	}
+	return nil
+}
+
+// parseEscape reads -e's argument: a single byte, ^X for a control
+// character, or "none".
+func parseEscape(v string) (int, error) {
+	switch {
+	case v == "none":
+		return EscapeNone, nil
+	case len(v) == 2 && v[0] == '^' && v[1] >= 64 && v[1] < 128:
+		return int(v[1] & 31), nil
+	case len(v) == 1 && v[0] > ' ' && v[0] != 0x7f:
+		return int(v[0]), nil
+	}
+	return 0, usagef("bad escape character %q: want one character, ^X or none", printable(v))
+}
+
+func escapeName(e int) string {
+	switch {
+	case e == EscapeNone:
+		return "none"
+	case e < 32:
+		return string([]byte{'^', byte(e | 64)})
+	}
+	return string([]byte{byte(e)})
+}
+
+// Line is the remote command: RemoteCommand, or the words joined with single
+// spaces, which the box user's shell then parses, as ssh(1) does.
+func (o *Options) Line() string {
+	if o.RemoteCommand != "" {
+		return o.RemoteCommand
+	}
+	return strings.Join(o.Command, " ")
+}
+
+// printable quotes control characters in s for a message.
+func printable(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}

@@ -22,46 +22,132 @@ const ExitFailure = 255
 type Env struct {
 	// Prog prefixes our messages, such as "cocoonbox-ssh".
 	Prog string
-	// Stdin, Stdout and Stderr are the process's streams.
+	// Version is the line -V prints on stderr.
+	Version string
+	// Stdin, Stdout and Stderr are the process's streams. A terminal is
+	// recognised by an Fd method, as *os.File has.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// Environ is the local environment, for -o SendEnv.
+	// Environ is the local environment: for -o SendEnv, and TERM and the
+	// terminfo search path in terminal mode.
 	Environ []string
 	// Dial makes the client; it is called once, after the command line is
-	// known to be good.
+	// known to be good, and never for -G or -V.
 	Dial func() (*box.Client, error)
 }
 
 // Run runs the command o describes and returns the exit status ssh would:
 // the remote command's, or 255 for a failure of ours with one line on
-// stderr.
+// stderr. -V and -G are answered without a connection; a terminal session
+// gives back the terminal's exact termios however it ends.
 func Run(o *Options, env Env) int {
-	if o.TTY == TTYWanted || o.TTY == TTYForced {
-		return env.fail(errors.New("terminal mode (-t) is not supported yet; use -T"))
+	if o.Version {
+		fmt.Fprintln(env.Stderr, env.Version)
+		return 0
 	}
-	c, err := env.Dial()
+	if o.DumpConfig {
+		if o.WriteConfig(env.Stdout) != nil {
+			return ExitFailure
+		}
+		return 0
+	}
+	r := &runner{o: o, env: env, log: env.Stderr}
+	if o.LogFile != "" {
+		f, err := os.OpenFile(o.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return r.fail(fmt.Errorf("open log file: %w", err))
+		}
+		defer f.Close()
+		r.log = f
+	}
+	return r.run()
+}
+
+// runner is one run of the shim.
+type runner struct {
+	o   *Options
+	env Env
+	// log receives our own messages: stderr, or the -E file.
+	log io.Writer
+	// raw is set while the local terminal is in raw mode, when our lines
+	// need "\r\n".
+	raw bool
+}
+
+func (r *runner) run() int {
+	o := r.o
+	line := o.Line()
+	hasCommand := line != ""
+	if o.Session == SessionSubsystem {
+		l, err := subsystemLine(line, r.env.Prog, sftpServers)
+		if err != nil {
+			return r.fail(err)
+		}
+		line = l
+	}
+	fd := terminalFd(r.env.Stdin)
+	tty := r.wantTTY(fd >= 0, hasCommand)
+
+	c, err := r.env.Dial()
 	if err != nil {
-		return env.fail(err)
+		return r.fail(err)
 	}
 	defer c.Close()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd := &box.Command{
-		Box:      o.Box,
-		Line:     o.Line(),
-		Env:      o.remoteEnv(env.Environ),
-		Stdin:    env.Stdin,
-		Stdout:   env.Stdout,
-		Stderr:   env.Stderr,
-		Progress: env.Stderr,
+	r.debugf(LogDebug1, "Connecting to box %s at %s", o.Box(), c.Endpoint().URL)
+	if o.Session == SessionNone {
+		return r.none(c)
 	}
-	if o.NoStdin {
+	cmd := &box.Command{
+		Box:      o.Box(),
+		Line:     line,
+		Env:      r.remoteEnv(),
+		Stdin:    r.env.Stdin,
+		Stdout:   r.env.Stdout,
+		Stderr:   r.env.Stderr,
+		Progress: r.log,
+	}
+	if o.StdinNull {
 		cmd.Stdin = nil
 	}
-	if o.Quiet {
+	if o.LogLevel < LogInfo {
 		cmd.Progress = nil
 	}
+	if line == "" {
+		r.debugf(LogDebug1, "Requesting a login shell")
+	} else {
+		r.debugf(LogDebug1, "Sending command: %s", line)
+	}
+	if tty {
+		return r.terminal(c, cmd, fd)
+	}
+	return r.plain(c, cmd)
+}
+
+// wantTTY decides on a remote terminal as ssh.c does: asked for with -t,
+// or by default for a login shell; never with -T or -N; and only when stdin
+// is a terminal, unless forced with -tt.
+func (r *runner) wantTTY(stdinIsTerminal, hasCommand bool) bool {
+	o := r.o
+	tty := o.TTY == TTYWanted || o.TTY == TTYForced
+	if !hasCommand {
+		tty = o.TTY != TTYNever
+	}
+	if o.TTY == TTYNever || o.Session == SessionNone {
+		tty = false
+	}
+	if (!stdinIsTerminal || o.StdinNull) && o.TTY != TTYForced {
+		if tty {
+			r.logf(LogInfo, "Pseudo-terminal will not be allocated because stdin is not a terminal.")
+		}
+		tty = false
+	}
+	return tty
+}
+
+// plain runs a command without a terminal: signals are forwarded.
+func (r *runner) plain(c *box.Client, cmd *box.Command) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	signals := make(chan string, 1)
 	cmd.Signals = signals
 	done := make(chan int, 1)
@@ -76,27 +162,54 @@ func Run(o *Options, env Env) int {
 		st, err := c.Exec(ctx, cmd)
 		res <- result{st, err}
 	}()
-	var r result
 	select {
-	case r = <-res:
+	case x := <-res:
+		return r.status(x.st, x.err)
 	case code := <-done:
+		r.debugf(LogDebug1, "Killed by a second signal.")
 		return code
 	}
-	if r.err != nil {
-		var we *box.WriteError
-		if errors.As(r.err, &we) {
+}
+
+// status turns how a command ended into ssh's exit status.
+func (r *runner) status(st box.ExitStatus, err error) int {
+	if err != nil {
+		if _, ok := errors.AsType[*box.WriteError](err); ok {
 			// Our reader has gone (EPIPE): ssh exits 255 without a word.
 			return ExitFailure
 		}
-		return env.fail(r.err)
+		return r.fail(err)
 	}
-	if r.st.Error != "" {
-		return env.fail(fmt.Errorf("box %s: %s", o.Box, r.st.Error))
+	if st.Error != "" {
+		return r.fail(fmt.Errorf("box %s: %s", r.o.Box(), st.Error))
 	}
-	if r.st.Signal != "" {
+	if st.Signal != "" {
+		// OpenSSH says nothing here either; see docs/cocoonbox-ssh.md.
+		r.debugf(LogDebug1, "Remote command killed by signal %s.", st.Signal)
 		return ExitFailure
 	}
-	return r.st.Code
+	r.debugf(LogDebug1, "Exit status %d", st.Code)
+	return st.Code
+}
+
+// none is -N: no command. As ssh, it connects (waking the box) and waits
+// for a signal; SIGTERM ends it with 0, others with 255.
+func (r *runner) none(c *box.Client) int {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(ch)
+	progress := r.log
+	if r.o.LogLevel < LogInfo {
+		progress = nil
+	}
+	if _, err := c.Ensure(context.Background(), r.o.Box(), progress); err != nil {
+		return r.fail(err)
+	}
+	r.debugf(LogDebug1, "Box %s is running; waiting for a signal (-N)", r.o.Box())
+	if s := <-ch; s != syscall.SIGTERM {
+		return ExitFailure
+	}
+	return 0
 }
 
 // forwardSignals forwards the first INT, TERM or HUP to the remote command
@@ -135,32 +248,83 @@ func forwardSignals(ctx context.Context, to chan<- string, done chan<- int) {
 
 // remoteEnv is what -o SendEnv and -o SetEnv send; nothing else of the
 // local environment reaches the box.
-func (o *Options) remoteEnv(environ []string) map[string]string {
+func (r *runner) remoteEnv() map[string]string {
 	env := map[string]string{}
-	for _, v := range o.Config["sendenv"] {
-		for _, pat := range strings.Fields(v) {
-			for _, kv := range environ {
-				k, val, _ := strings.Cut(kv, "=")
-				if ok, _ := path.Match(pat, k); ok {
-					env[k] = val
-				}
-			}
-		}
-	}
-	for _, v := range o.Config["setenv"] {
-		for _, kv := range strings.Fields(v) {
-			if k, val, ok := strings.Cut(kv, "="); ok && k != "" {
+	for _, pat := range r.o.SendEnv {
+		for _, kv := range r.env.Environ {
+			k, val, _ := strings.Cut(kv, "=")
+			if ok, _ := path.Match(pat, k); ok {
 				env[k] = val
 			}
 		}
 	}
+	for _, kv := range r.o.SetEnv {
+		k, val, _ := strings.Cut(kv, "=")
+		env[k] = val
+	}
 	if len(env) == 0 {
 		return nil
+	}
+	for k := range env {
+		r.debugf(LogDebug1, "Sending env %s", k)
 	}
 	return env
 }
 
-func (e Env) fail(err error) int {
-	fmt.Fprintf(e.Stderr, "%s: %v\n", e.Prog, err)
+func (r *runner) getenv(name string) string {
+	for i := len(r.env.Environ) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(r.env.Environ[i], name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// eol ends our lines: "\r\n" while the terminal is raw.
+func (r *runner) eol() string {
+	if r.raw {
+		return "\r\n"
+	}
+	return "\n"
+}
+
+// logf prints one of ssh's own diagnostics at level, with ssh's "\r\n".
+func (r *runner) logf(level LogLevel, format string, args ...any) {
+	if r.o.LogLevel >= level {
+		fmt.Fprintf(r.log, format+"\r\n", args...)
+	}
+}
+
+// debugf prints a -v line, "debugN: ..." as ssh does.
+func (r *runner) debugf(level LogLevel, format string, args ...any) {
+	if r.o.LogLevel >= level {
+		fmt.Fprintf(r.log, "debug%d: %s\r\n", level-LogVerbose, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *runner) fail(err error) int {
+	fmt.Fprintf(r.log, "%s: %v%s", r.env.Prog, err, r.eol())
 	return ExitFailure
+}
+
+// sftpServers are where Linux distributions install OpenSSH's sftp-server.
+var sftpServers = []string{
+	"/usr/lib/openssh/sftp-server",
+	"/usr/libexec/openssh/sftp-server",
+	"/usr/lib/ssh/sftp-server",
+	"/usr/libexec/sftp-server",
+	"/usr/lib/sftp-server",
+}
+
+// subsystemLine is the command that starts subsystem name (-s) in the box.
+// Only sftp exists: the box's sftp-server, looked for where distributions
+// put it and then on the PATH, run through sh whatever the user's shell.
+func subsystemLine(name, prog string, servers []string) (string, error) {
+	if name != "sftp" {
+		return "", fmt.Errorf("subsystem %q is not available: a box has only sftp", printable(name))
+	}
+	script := "for p in " + strings.Join(servers, " ") + `; do [ -x "$p" ] && exec "$p"; done; ` +
+		`command -v sftp-server >/dev/null 2>&1 && exec sftp-server; ` +
+		`echo "` + prog + `: subsystem sftp: the box has no sftp-server; install openssh-sftp-server in it" >&2; exit 255`
+	return "exec /bin/sh -c '" + script + "'", nil
 }

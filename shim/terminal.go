@@ -1,0 +1,290 @@
+package shim
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/term"
+
+	"github.com/cocoonbox/cocoonbox/box"
+)
+
+// terminalFd is stdin's file descriptor when it is a terminal, else -1.
+func terminalFd(stdin io.Reader) int {
+	f, ok := stdin.(interface{ Fd() uintptr })
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return -1
+	}
+	return int(f.Fd())
+}
+
+// terminal runs cmd on a remote terminal. When stdin (fd) is a terminal it
+// goes raw for the call and gets its exact termios back on every way out;
+// SIGWINCH resizes the remote terminal; the escapes work on stdin; INT,
+// TERM, HUP and QUIT end the session with 255, as ssh.
+func (r *runner) terminal(c *box.Client, cmd *box.Command, fd int) int {
+	t := &box.TTY{Term: r.getenv("TERM")}
+	if fd >= 0 {
+		if w, h, err := term.GetSize(fd); err == nil {
+			t.Rows, t.Cols = uint32(h), uint32(w)
+		}
+	}
+	t.Terminfo = terminfo(t.Term, r.getenv)
+	cmd.TTY = t
+	r.debugf(LogDebug1, "Requesting a terminal: TERM=%s, %d rows, %d columns, terminfo %d bytes", t.Term, t.Rows, t.Cols, len(t.Terminfo))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	restore := func() {}
+	if fd >= 0 {
+		if st, err := term.MakeRaw(fd); err == nil {
+			r.raw = true
+			restore = sync.OnceFunc(func() {
+				term.Restore(fd, st)
+				r.raw = false
+			})
+		}
+	}
+	defer restore()
+	if cmd.Progress != nil && r.raw {
+		cmd.Progress = crlfWriter{cmd.Progress}
+	}
+	var disconnected atomic.Bool
+	if r.o.EscapeChar != EscapeNone && cmd.Stdin != nil {
+		cmd.Stdin = &escapeReader{
+			r:         cmd.Stdin,
+			esc:       byte(r.o.EscapeChar),
+			msgs:      r.env.Stderr,
+			lineStart: true,
+			quit: func() {
+				disconnected.Store(true)
+				cancel()
+			},
+		}
+	}
+	resizes := make(chan box.Size, 1)
+	cmd.Resizes = resizes
+	var killedBy atomic.Value
+	stop := watchTerminal(ctx, fd, resizes, func(s os.Signal) {
+		killedBy.Store(s)
+		cancel()
+	})
+	defer stop()
+
+	st, err := c.Exec(ctx, cmd)
+	stop()
+	restore()
+	if s := killedBy.Load(); s != nil {
+		r.debugf(LogDebug1, "Killed by signal %d.", s.(syscall.Signal))
+		return ExitFailure
+	}
+	if disconnected.Load() {
+		r.closed()
+		return ExitFailure
+	}
+	code := r.status(st, err)
+	if err == nil && st.Error == "" {
+		r.closed()
+	}
+	return code
+}
+
+// closed says "Connection to BOX closed.", as ssh does after a terminal
+// session unless -q.
+func (r *runner) closed() {
+	if r.o.LogLevel >= LogInfo {
+		fmt.Fprintf(r.env.Stderr, "Connection to %s closed.\r\n", r.o.Box())
+	}
+}
+
+// watchTerminal sends the new size of terminal fd on resizes after each
+// SIGWINCH, and calls kill on INT, TERM, HUP or QUIT, until ctx ends or
+// stop is called.
+func watchTerminal(ctx context.Context, fd int, resizes chan box.Size, kill func(os.Signal)) (stop func()) {
+	winch := make(chan os.Signal, 1)
+	if fd >= 0 {
+		signal.Notify(winch, syscall.SIGWINCH)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case s := <-sigs:
+				kill(s)
+				return
+			case <-winch:
+				w, h, err := term.GetSize(fd)
+				if err != nil {
+					continue
+				}
+				// Only the latest size matters: replace one not yet sent.
+				select {
+				case <-resizes:
+				default:
+				}
+				resizes <- box.Size{Rows: uint32(h), Cols: uint32(w)}
+			}
+		}
+	}()
+	return sync.OnceFunc(func() {
+		cancel()
+		<-done
+		signal.Stop(winch)
+		signal.Stop(sigs)
+	})
+}
+
+// crlfWriter turns "\n" into "\r\n", for our lines on a raw terminal.
+type crlfWriter struct{ w io.Writer }
+
+func (c crlfWriter) Write(p []byte) (int, error) {
+	if _, err := c.w.Write(bytes.ReplaceAll(p, []byte("\n"), []byte("\r\n"))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// escapeReader applies ssh's escapes to terminal input (ssh(1) ESCAPE
+// CHARACTERS): after a newline, esc '.' disconnects, esc '?' lists the
+// escapes, esc esc sends one esc, and esc before anything else sends both.
+type escapeReader struct {
+	r    io.Reader
+	esc  byte
+	msgs io.Writer // where the escapes answer: stderr
+	quit func()    // called on esc '.'
+
+	lineStart bool // the last byte ended a line, or none came yet
+	pending   bool // the last byte was an esc at a line's start
+	in        [32 << 10]byte
+	out       []byte
+	err       error
+}
+
+func (e *escapeReader) Read(p []byte) (int, error) {
+	for len(e.out) == 0 && e.err == nil {
+		n, err := e.r.Read(e.in[:])
+		e.filter(e.in[:n])
+		if err != nil && e.err == nil {
+			e.err = err
+		}
+	}
+	if len(e.out) > 0 {
+		n := copy(p, e.out)
+		e.out = e.out[n:]
+		return n, nil
+	}
+	return 0, e.err
+}
+
+func (e *escapeReader) filter(b []byte) {
+	for _, c := range b {
+		if e.err != nil {
+			return
+		}
+		if e.pending {
+			e.pending = false
+			switch c {
+			case '.':
+				// OpenSSH queues "~.\r\n" for stderr here but quits before
+				// writing it, so nothing is said.
+				e.err = io.EOF
+				e.quit()
+				return
+			case '?':
+				e.help()
+				continue
+			case e.esc:
+				// One esc goes through below.
+			default:
+				e.out = append(e.out, e.esc)
+			}
+		} else if e.lineStart && c == e.esc {
+			e.pending = true
+			continue
+		}
+		e.lineStart = c == '\r' || c == '\n'
+		e.out = append(e.out, c)
+	}
+}
+
+func (e *escapeReader) help() {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%c?\r\nSupported escape sequences:\r\n", e.esc)
+	fmt.Fprintf(&b, " %c%-3s - %s\r\n", e.esc, ".", "terminate connection")
+	fmt.Fprintf(&b, " %c%-3s - %s\r\n", e.esc, "?", "this message")
+	fmt.Fprintf(&b, " %c%c   - send the escape character by typing it twice\r\n", e.esc, e.esc)
+	b.WriteString("(Note that escapes are only recognized immediately after newline.)\r\n")
+	io.WriteString(e.msgs, b.String())
+}
+
+// termRE is a terminal name that is safe as a file name.
+var termRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
+
+// maxTerminfo bounds a compiled terminfo entry we send, in bytes.
+const maxTerminfo = 64 << 10
+
+// terminfo reads the compiled terminfo entry for name where ncurses looks
+// for it (terminfo(5) "Fetching Compiled Descriptions"): $TERMINFO,
+// ~/.terminfo, $TERMINFO_DIRS, then the system directories; each keeps
+// entries under their first letter or its hex code. It returns nil when
+// there is none.
+func terminfo(name string, getenv func(string) string) []byte {
+	if !termRE.MatchString(name) {
+		return nil
+	}
+	var dirs []string
+	if d := getenv("TERMINFO"); d != "" {
+		dirs = append(dirs, d)
+	}
+	if h := getenv("HOME"); h != "" {
+		dirs = append(dirs, filepath.Join(h, ".terminfo"))
+	}
+	for _, d := range strings.Split(getenv("TERMINFO_DIRS"), ":") {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	dirs = append(dirs, "/etc/terminfo", "/lib/terminfo", "/usr/share/terminfo", "/usr/lib/terminfo")
+	for _, d := range dirs {
+		for _, sub := range []string{name[:1], fmt.Sprintf("%02x", name[0])} {
+			if b := readTerminfo(filepath.Join(d, sub, name)); b != nil {
+				return b
+			}
+		}
+	}
+	return nil
+}
+
+// readTerminfo reads a compiled entry: legacy (magic 0432) or extended
+// number (01036) format, at most maxTerminfo bytes.
+func readTerminfo(p string) []byte {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTerminfo+1))
+	if err != nil || len(b) > maxTerminfo || len(b) < 12 {
+		return nil
+	}
+	if !bytes.HasPrefix(b, []byte{0x1a, 0x01}) && !bytes.HasPrefix(b, []byte{0x1e, 0x02}) {
+		return nil
+	}
+	return b
+}
