@@ -98,6 +98,8 @@ cocoonbox-ssh.`,
 		newRsh(env, s),
 		newBoxes(env, s),
 		newLocalbox(env, s),
+		newOffload(env, s),
+		newBack(env, s),
 	)
 	return root
 }

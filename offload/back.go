@@ -91,7 +91,7 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 
 	b.logf("fetch from %s:%s", rec.BoxName, remotePath(rec.Dir, rec.Name))
 	backRef := RefBack + rec.ID
-	fetch := git{dir: r.Top, env: append(hostEnv(b.Environ, true), "GIT_SSH_COMMAND="+b.Shim, "GIT_SSH_VARIANT=simple")}
+	fetch := git{dir: r.Top, env: append(HostEnv(b.Environ, true), "GIT_SSH_COMMAND="+b.Shim, "GIT_SSH_VARIANT=simple")}
 	if _, err := fetch.run(ctx, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", rec.BoxName+":"+remotePath(rec.Dir, rec.Name),
 		"+refs/heads/*:"+RefBox+"*", "+"+backRef+":"+backRef); err != nil {
 		return nil, &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed here; run cocoonbox back again"}}
@@ -100,16 +100,8 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 	if err != nil {
 		return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("the box has no %s: %w", backRef, err)}
 	}
-	var leaveOut []string
-	if s, err := b.Store.LoadSettings(); err == nil {
-		for _, e := range s[r.Key].Secrets {
-			if p, ok := strings.CutPrefix(e, "file:"); ok {
-				leaveOut = append(leaveOut, p)
-			}
-		}
-	}
 	b.logf("merge")
-	m, err := r.mergeBack(ctx, rec.ID, rec.Base, back, leaveOut, b.now())
+	m, err := r.mergeBack(ctx, rec.ID, rec.Base, back, b.now())
 	if errors.Is(err, ErrIndexLocked) {
 		return nil, &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed; when no git is running here, remove " + r.GitDir + "/index.lock and run cocoonbox back again"}}
 	}

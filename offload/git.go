@@ -36,11 +36,11 @@ type git struct {
 	env []string
 }
 
-// hostEnv filters a laptop environment for child processes: git's own
+// HostEnv filters a laptop environment for a child process: git's own
 // repository variables (set when we run inside a hook) would point git
-// elsewhere, and the token goes only to children that reach the box
-// (DESIGN.md "Security invariants" 1).
-func hostEnv(environ []string, keepToken bool) []string {
+// elsewhere, and COCOONBOX_TOKEN stays only with keepToken, for children
+// that reach the box (DESIGN.md "Security invariants" 1).
+func HostEnv(environ []string, keepToken bool) []string {
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")

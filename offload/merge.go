@@ -53,9 +53,8 @@ func BackBranch(t time.Time) string {
 // mergeBack brings S' (back) home against S (base), for offload id:
 // fast-forward when the laptop still equals S; else a clean merge-tree
 // applied uncommitted unless it would touch a path the user changed;
-// else the branch BackBranch(now) at S'. leaveOut are the work tree paths
-// offload kept out of S.
-func (r *Repo) mergeBack(ctx context.Context, id, base, back string, leaveOut []string, now time.Time) (*MergeResult, error) {
+// else the branch BackBranch(now) at S'.
+func (r *Repo) mergeBack(ctx context.Context, id, base, back string, now time.Time) (*MergeResult, error) {
 	g := r.git
 	head, err := g.head(ctx)
 	if err != nil {
@@ -79,7 +78,7 @@ func (r *Repo) mergeBack(ctx context.Context, id, base, back string, leaveOut []
 	} else if out != "" {
 		return r.branch(ctx, back, now, "the index has unresolved merge conflicts")
 	}
-	wt, err := r.worktreeTree(ctx, leaveOut)
+	wt, err := r.worktreeTree(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -184,9 +184,8 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, refused(err, "fix it, or opt out with: cocoonbox offload secrets remove ENTRY")
 	}
-	fileSecrets, err := r.checkFileSecrets(ctx, rs.Secrets)
-	if err != nil {
-		return nil, err
+	if err := r.CheckFileSecrets(ctx, rs.Secrets); err != nil {
+		return nil, refused(err, "fix it, or opt out with: cocoonbox offload secrets remove ENTRY")
 	}
 
 	// The laptop preflight.
@@ -201,14 +200,14 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	excludes := append(slices.Clone(ignored), fileSecrets...)
+	excludes := ignored
 	if o.Preflight != nil {
 		p := *o.Preflight
 		p.Handover = handover
 		p.Secrets = rs.Secrets
 		p.SizeOK = rs.SizeOK
-		if p.Size != nil {
-			p.Size = func(ctx context.Context) (int64, error) { return r.measure(ctx, hostEnv(o.Environ, false), excludes) }
+		if p.Size == nil {
+			p.Size = func(ctx context.Context) (int64, error) { return r.measure(ctx, HostEnv(o.Environ, false), excludes) }
 		}
 		findings = append(findings, p.Run(ctx, r)...)
 	}
@@ -255,7 +254,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 
 	// Snapshot S; from here on a failure rolls back what it made.
 	o.logf("snapshot")
-	base, err := r.snapshot(ctx, id, fileSecrets)
+	base, err := r.snapshot(ctx, id)
 	if err != nil {
 		switch {
 		case errors.Is(err, errNoCommit):
@@ -295,7 +294,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	rpath := remotePath(begin.Dir, r.Name)
 	o.logf("rsync %s/ to %s:%s/", r.Top, bx.Name, rpath)
 	args := append(rsyncArgs(exFile, r.Linked), "-e", o.Shim, r.Top+"/", bx.Name+":"+rpath+"/")
-	_, err = runRsync(ctx, hostEnv(o.Environ, true), args)
+	_, err = runRsync(ctx, HostEnv(o.Environ, true), args)
 	os.Remove(exFile)
 	if err != nil {
 		return nil, rollback(err)
@@ -363,19 +362,26 @@ func writePrivate(p string, b []byte) error {
 	return os.WriteFile(p, b, 0o600)
 }
 
-// checkFileSecrets returns the paths of the file: entries, refusing one
-// that git tracks: its content already travels with the history.
-func (r *Repo) checkFileSecrets(ctx context.Context, entries []string) ([]string, error) {
-	var paths []string
+// CheckFileSecrets refuses a file: entry whose file git does not ignore:
+// it would travel by rsync and in S, or, tracked, with the history.
+func (r *Repo) CheckFileSecrets(ctx context.Context, entries []string) error {
 	for _, e := range entries {
-		if p, ok := strings.CutPrefix(e, "file:"); ok {
-			if out, err := r.git.line(ctx, "ls-files", "--", p); err == nil && out != "" {
-				return nil, refused(fmt.Errorf("secret %s is tracked by git, so it would travel with the history", e), "untrack it, or opt out with: cocoonbox offload secrets remove "+e)
-			}
-			paths = append(paths, p)
+		p, ok := strings.CutPrefix(e, "file:")
+		if !ok {
+			continue
+		}
+		if out, err := r.git.line(ctx, "ls-files", "--", p); err != nil {
+			return err
+		} else if out != "" {
+			return fmt.Errorf("secret %s is tracked by git, so it would travel with the history; untrack it and add it to .gitignore", e)
+		}
+		if ok, err := r.git.ok(ctx, "check-ignore", "-q", "--", p); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("secret %s is not git-ignored, so it would travel with the work tree; add it to .gitignore", e)
 		}
 	}
-	return paths, nil
+	return nil
 }
 
 // findBox finds the box and refuses an image older than cbdesk:v22.

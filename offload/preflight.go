@@ -46,7 +46,8 @@ type Preflight struct {
 	// SplitDNS returns the domains a split-DNS resolver serves (macOS
 	// scutil --dns); nil when there are none.
 	SplitDNS func(ctx context.Context) []string
-	// Size measures the work tree as rsync would send it; nil skips it.
+	// Size measures the work tree as rsync would send it; nil has the
+	// Offloader measure with rsync's dry run.
 	Size func(ctx context.Context) (int64, error)
 	// SizeOK is the user's kept yes to the size confirm.
 	SizeOK bool
@@ -578,7 +579,7 @@ func ComposeProjects(ctx context.Context, environ []string) []string {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	c := exec.CommandContext(ctx, "docker", "compose", "ls", "--format", "json")
-	c.Env = hostEnv(environ, false)
+	c.Env = HostEnv(environ, false)
 	out, err := c.Output()
 	if err != nil {
 		return nil

@@ -37,7 +37,7 @@ type Repo struct {
 // --show-toplevel). environ is the laptop's environment for git. It
 // returns ErrNotRepo outside a work tree.
 func OpenRepo(ctx context.Context, dir string, environ []string) (*Repo, error) {
-	g := git{dir: dir, env: hostEnv(environ, false)}
+	g := git{dir: dir, env: HostEnv(environ, false)}
 	out, err := g.line(ctx, "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir")
 	if err != nil {
 		var ge *GitError

@@ -6,22 +6,21 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 )
 
-// remotePath is the copy's path for rsync and git over the shim: begin's
-// dir relative to the box's workspace, where the box runs commands, so
-// that it also holds where the workspace is not /workspace (the local
-// box).
+// remotePath is the copy's path for rsync and git over the shim. The
+// copy is <workspace>/<name> (contract: /workspace/<name>) and the box
+// runs commands in its workspace, so the name alone reaches it, also in a
+// local box whose workspace is elsewhere; a dir not of that shape is used
+// as begin answered it.
 func remotePath(dir, name string) string {
-	switch {
-	case dir == "":
+	if dir == "" || path.Base(dir) == name {
 		return name
-	case strings.HasPrefix(dir, "/workspace/"):
-		return strings.TrimPrefix(dir, "/workspace/")
 	}
 	return dir
 }

@@ -1,7 +1,6 @@
 package offload
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -10,9 +9,12 @@ import (
 	"strings"
 )
 
-// MaxSecrets bounds the opted-in secrets of one offload, in bytes: the
-// box keeps them on a 64 MiB tmpfs.
-const MaxSecrets = 64 << 20
+// Bounds of the opted-in secrets, in bytes: the box keeps them on a 64
+// MiB tmpfs and takes at most 1 MiB a file, 60 MiB in all.
+const (
+	MaxSecretFile = 1 << 20
+	MaxSecrets    = 60 << 20
+)
 
 // SecretEntry is one opted-in secret of a repo (contract "Directories",
 // repos.json): file:<repo path> (a file in the work tree), aws, kube,
@@ -43,55 +45,39 @@ func ParseSecret(s string) (SecretEntry, error) {
 	return SecretEntry(s), nil
 }
 
-// secretFiles are the entry's files: each member name under secrets/ and
-// the laptop path read into the stream. A file: entry is one member,
-// secrets/file:<path>; ssh:<key> is secrets/ssh:<key> (and
-// secrets/ssh:<key>.pub when present); aws, kube and gcloud are
-// directories secrets/<entry>/<file> of the files present.
-func (e SecretEntry) secretFiles(top, home string) ([]Member, error) {
+// secretMember is the entry's member of the send stream: secrets/<entry>
+// (contract "Send stream"), read from file:<path> in the work tree,
+// ssh:<key> in ~/.ssh, aws's ~/.aws/credentials, kube's ~/.kube/config,
+// gcloud's application default credentials.
+func (e SecretEntry) secretMember(top, home string) (Member, error) {
 	kind, arg, _ := strings.Cut(string(e), ":")
-	var ms []Member
-	add := func(name, p string, required bool) error {
-		fi, err := os.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) && !required {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("secret %s: %w", e, err)
-		}
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("secret %s: %s is not a regular file (symlinks are refused)", e, p)
-		}
-		ms = append(ms, Member{Name: "secrets/" + name, Path: p})
-		return nil
-	}
-	var err error
+	var p string
 	switch kind {
 	case "file":
-		if err = noSymlinkBelow(top, arg); err == nil {
-			err = add(string(e), filepath.Join(top, filepath.FromSlash(arg)), true)
+		if err := noSymlinkBelow(top, arg); err != nil {
+			return Member{}, err
 		}
+		p = filepath.Join(top, filepath.FromSlash(arg))
 	case "ssh":
-		p := filepath.Join(home, ".ssh", arg)
-		if err = add(string(e), p, true); err == nil {
-			err = add(string(e)+".pub", p+".pub", false)
-		}
+		p = filepath.Join(home, ".ssh", arg)
 	case "aws":
-		for _, f := range []string{"credentials", "config"} {
-			if err = add("aws/"+f, filepath.Join(home, ".aws", f), false); err != nil {
-				break
-			}
-		}
+		p = filepath.Join(home, ".aws", "credentials")
 	case "kube":
-		err = add("kube/config", filepath.Join(home, ".kube", "config"), true)
+		p = filepath.Join(home, ".kube", "config")
 	case "gcloud":
-		err = add("gcloud/application_default_credentials.json",
-			filepath.Join(home, ".config", "gcloud", "application_default_credentials.json"), true)
+		p = filepath.Join(home, ".config", "gcloud", "application_default_credentials.json")
 	}
-	if err == nil && len(ms) == 0 {
-		err = fmt.Errorf("secret %s: no file to send", e)
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return Member{}, fmt.Errorf("secret %s: %w", e, err)
 	}
-	return ms, err
+	if !fi.Mode().IsRegular() {
+		return Member{}, fmt.Errorf("secret %s: %s is not a regular file (symlinks are refused)", e, p)
+	}
+	if fi.Size() > MaxSecretFile {
+		return Member{}, fmt.Errorf("secret %s: %s is over %d KiB", e, p, MaxSecretFile>>10)
+	}
+	return Member{Name: "secrets/" + string(e), Path: p}, nil
 }
 
 // noSymlinkBelow refuses a relative path one of whose parent directories
@@ -112,9 +98,8 @@ func noSymlinkBelow(top, rel string) error {
 	return nil
 }
 
-// secretMembers resolves every entry to its members and checks the total
-// size against MaxSecrets. Contents are read only when the stream is
-// written.
+// secretMembers resolves every entry to its member and checks the
+// sizes. Contents are read only when the stream is written.
 func secretMembers(entries []string, top, home string) ([]Member, error) {
 	var all []Member
 	var total int64
@@ -123,19 +108,17 @@ func secretMembers(entries []string, top, home string) ([]Member, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms, err := e.secretFiles(top, home)
+		m, err := e.secretMember(top, home)
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range ms {
-			if fi, err := os.Lstat(m.Path); err == nil {
-				total += fi.Size()
-			}
+		if fi, err := os.Lstat(m.Path); err == nil {
+			total += fi.Size()
 		}
-		all = append(all, ms...)
+		all = append(all, m)
 	}
 	if total > MaxSecrets {
-		return nil, fmt.Errorf("the opted-in secrets are %d bytes, over the box's %d MiB", total, MaxSecrets>>20)
+		return nil, fmt.Errorf("the opted-in secrets are %d bytes, over %d MiB", total, MaxSecrets>>20)
 	}
 	return all, nil
 }

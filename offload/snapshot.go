@@ -102,10 +102,9 @@ func (r *Repo) tempIndex(ctx context.Context, from string) (git, string, func(),
 }
 
 // worktreeTree writes the tree of the work tree as offload sends it:
-// tracked and untracked files, not ignored ones, without the paths in
-// leaveOut. It starts from the index so that nothing is re-hashed that
-// need not be.
-func (r *Repo) worktreeTree(ctx context.Context, leaveOut []string) (string, error) {
+// tracked and untracked files, not ignored ones. It starts from the index
+// so that nothing is re-hashed that need not be.
+func (r *Repo) worktreeTree(ctx context.Context) (string, error) {
 	g, _, cleanup, err := r.tempIndex(ctx, "")
 	if err != nil {
 		return "", err
@@ -114,19 +113,12 @@ func (r *Repo) worktreeTree(ctx context.Context, leaveOut []string) (string, err
 	if _, err := g.run(ctx, nil, "add", "-A", "--", "."); err != nil {
 		return "", err
 	}
-	if len(leaveOut) > 0 {
-		args := append([]string{"rm", "-q", "--cached", "--ignore-unmatch", "--"}, leaveOut...)
-		if _, err := g.run(ctx, nil, args...); err != nil {
-			return "", err
-		}
-	}
 	return g.line(ctx, "write-tree")
 }
 
 // snapshot makes S and the index commit for offload id, sets RefOffload
-// and RefIndex to them, and returns S. leaveOut are work tree paths kept
-// out of S (opted-in secret files).
-func (r *Repo) snapshot(ctx context.Context, id string, leaveOut []string) (string, error) {
+// and RefIndex to them, and returns S.
+func (r *Repo) snapshot(ctx context.Context, id string) (string, error) {
 	head, err := r.git.head(ctx)
 	if err != nil {
 		return "", err
@@ -145,7 +137,7 @@ func (r *Repo) snapshot(ctx context.Context, id string, leaveOut []string) (stri
 	if err != nil {
 		return "", err
 	}
-	tree, err := r.worktreeTree(ctx, leaveOut)
+	tree, err := r.worktreeTree(ctx)
 	if err != nil {
 		return "", err
 	}
