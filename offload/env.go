@@ -77,7 +77,7 @@ func DetectEnvironment(top string) (*Environment, error) {
 	if b, ok, err := read("go.mod"); err != nil {
 		return nil, err
 	} else if ok {
-		f, err := modfile.ParseLax("go.mod", b, nil)
+		f, err := modfile.Parse("go.mod", b, nil)
 		if err != nil {
 			return nil, bad("go.mod", err)
 		}
