@@ -162,6 +162,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	}
 	sentAt := b.now()
 	status := rd.Status
+	checked := false // the one resend check is done
 	for {
 		now := b.now()
 		if !now.Before(deadline) {
@@ -170,8 +171,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 				Next: []string{"BACK stays queued for the box CLI's next idle; watch with `cocoonbox offload inbox --wait 60`, then run cocoonbox back again"}}
 		}
 		wait := deadline.Sub(now)
-		resendDue := sent.Delivery == "pasted" && !res.Resent
-		if resendDue {
+		if sent.Delivery == "pasted" && !checked {
 			if due := sentAt.Add(ResendAfter); now.Before(due) {
 				wait = min(wait, due.Sub(now))
 			} else {
@@ -184,9 +184,9 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 					if sent, err = a.SendBack(ctx, rec.Repo, true); err != nil {
 						return nil, boxFailure(err)
 					}
-					sentAt = b.now()
+					res.Resent = true
 				}
-				res.Resent = true
+				checked = true
 			}
 		}
 		wait = max(wait, time.Second)
