@@ -154,8 +154,7 @@ func (p *Preflight) macOnly(r *Repo, files []string) []Finding {
 	return fs
 }
 
-var platformsRE = regexp.MustCompile(`(?s)platforms\s*:\s*\[(.*?)\]`)
-var platformRE = regexp.MustCompile(`\.(\w+)\s*\(`)
+var platformsRE = regexp.MustCompile(`(?s)platforms\s*:\s*\[(.*?)\]\s*[,)]`)
 
 // appleOnlyPackage reports a Package.swift whose platforms list names
 // only Apple platforms. A package without one builds on Linux too.
@@ -168,15 +167,31 @@ func appleOnlyPackage(p string) bool {
 	if m == nil {
 		return false
 	}
-	ps := platformRE.FindAllSubmatch(m[1], -1)
-	for _, x := range ps {
-		switch string(x[1]) {
+	// The list's items at depth 0: .macOS(.v13), .linux, ...
+	var names []string
+	depth := 0
+	for i, c := range m[1] {
+		switch {
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case c == '.' && depth == 0:
+			j := i + 1
+			for j < len(m[1]) && (m[1][j] == '_' || m[1][j] >= 'a' && m[1][j] <= 'z' || m[1][j] >= 'A' && m[1][j] <= 'Z') {
+				j++
+			}
+			names = append(names, string(m[1][i+1:j]))
+		}
+	}
+	for _, n := range names {
+		switch n {
 		case "iOS", "macOS", "tvOS", "watchOS", "visionOS", "macCatalyst", "driverKit":
 		default:
 			return false
 		}
 	}
-	return len(ps) > 0
+	return len(names) > 0
 }
 
 // commandUsing returns the first of names that the shell line runs as a
