@@ -187,7 +187,9 @@ func (r *Repo) have(ctx context.Context, oids []string) ([]string, error) {
 
 // bundle writes the objects the box lacks to path: git bundle create
 // --all --not every oid of boxRefs this repository has. It returns false
-// when git refuses the bundle as empty, and leaves no file then.
+// when git refuses the bundle as empty, and leaves no file then. The
+// other worktrees' HEADs, which --all lists as main-worktree/HEAD and
+// worktrees/<name>/HEAD, are left out: they are no refs of the copy.
 func (r *Repo) bundle(ctx context.Context, path string, boxRefs map[string]string) (bool, error) {
 	oids := make([]string, 0, len(boxRefs))
 	for _, oid := range boxRefs {
@@ -204,7 +206,8 @@ func (r *Repo) bundle(ctx context.Context, path string, boxRefs map[string]strin
 		fmt.Fprintf(&not, "^%s\n", oid)
 	}
 	os.Remove(path)
-	_, err = r.git.run(ctx, strings.NewReader(not.String()), "bundle", "create", "-q", path, "--all", "--stdin")
+	_, err = r.git.run(ctx, strings.NewReader(not.String()), "bundle", "create", "-q", path,
+		"--exclude=main-worktree/*", "--exclude=worktrees/*", "--all", "--stdin")
 	var ge *GitError
 	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "empty bundle") {
 		os.Remove(path)

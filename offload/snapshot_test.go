@@ -91,6 +91,7 @@ func TestBundle(t *testing.T) {
 	run(t, r.Top, env, "git", "commit", "-qam", "two")
 	head := run(t, r.Top, env, "git", "rev-parse", "HEAD")
 	writeFiles(t, r.Top, map[string]string{"u": "uncommitted\n"})
+	run(t, r.Top, env, "git", "worktree", "add", "-q", "--detach", filepath.Join(t.TempDir(), "other"))
 	s, err := r.snapshot(ctx, "0123456789abcdef")
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +108,9 @@ func TestBundle(t *testing.T) {
 		if !strings.Contains(heads, want) {
 			t.Errorf("the bundle lacks %q:\n%s", want, heads)
 		}
+	}
+	if strings.Contains(heads, "worktrees/") {
+		t.Errorf("the bundle lists another worktree's HEAD:\n%s", heads)
 	}
 	verify := run(t, r.Top, env, "git", "bundle", "verify", p)
 	if !strings.Contains(verify, "requires") || !strings.Contains(verify, first) {
