@@ -69,7 +69,7 @@ none
 none
 EOF
 echo "(wrote the hand-over to $handover)"
-run cocoonbox offload --kind claude --yes
+run cocoonbox offload --kind claude
 run cocoonbox offload inbox --wait 60
 
 step "Bring it back: the box's commits come home"
