@@ -34,23 +34,15 @@ Exit status: 0 done; 1 failed, nothing changed here; 3 refused.`,
 }
 
 func runBack(env Env, s Streams) error {
-	oe, err := openOffload(env)
+	oe, err := connect(env)
 	if err != nil {
 		return err
 	}
-	shim, err := shimCommand()
-	if err != nil {
-		return err
-	}
-	c, err := env.dial("")
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	defer oe.client.Close()
 	ctx, stop := signalContext()
 	defer stop()
 	b := &offload.Backer{
-		Repo: oe.repo, Store: oe.store, Exec: c, Environ: env.Environ, Shim: shim,
+		Repo: oe.repo, Store: oe.store, Exec: oe.client, Environ: env.Environ, Shim: oe.shim,
 		Logf: progress(s), Progress: progressWriter(s),
 	}
 	res, err := b.Run(ctx)

@@ -142,10 +142,28 @@ func printFindings(w io.Writer, fs []offload.Finding) {
 	}
 }
 
-// offloadEnv is what every offload verb needs: the repository, the store.
+// offloadEnv is what every offload verb needs: the repository, the store;
+// and, once connected, the client and the shim.
 type offloadEnv struct {
-	repo  *offload.Repo
-	store offload.Store
+	repo   *offload.Repo
+	store  offload.Store
+	client *box.Client
+	shim   string
+}
+
+// connect opens the repository, finds cocoonbox-ssh and dials.
+func connect(env Env) (*offloadEnv, error) {
+	oe, err := openOffload(env)
+	if err != nil {
+		return nil, err
+	}
+	if oe.shim, err = shimCommand(); err != nil {
+		return nil, err
+	}
+	if oe.client, err = env.dial(""); err != nil {
+		return nil, err
+	}
+	return oe, nil
 }
 
 func openOffload(env Env) (*offloadEnv, error) {
@@ -217,19 +235,11 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return &UsageError{err}
 	}
-	oe, err := openOffload(env)
+	oe, err := connect(env)
 	if err != nil {
 		return err
 	}
-	shim, err := shimCommand()
-	if err != nil {
-		return err
-	}
-	c, err := env.dial("")
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	defer oe.client.Close()
 	ctx, stop := signalContext()
 	defer stop()
 	pf := &offload.Preflight{
@@ -241,8 +251,8 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		Docker:    func(ctx context.Context) []string { return offload.ComposeProjects(ctx, env.Environ) },
 	}
 	off := &offload.Offloader{
-		Repo: oe.repo, Store: oe.store, Client: c, Box: o.Box, Kind: kind, Yes: o.Yes,
-		Environ: env.Environ, Home: env.Getenv("HOME"), Shim: shim, Preflight: pf,
+		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Kind: kind, Yes: o.Yes,
+		Environ: env.Environ, Home: env.Getenv("HOME"), Shim: oe.shim, Preflight: pf,
 		Logf: progress(s), Progress: progressWriter(s),
 	}
 	res, err := off.Run(ctx)
@@ -337,24 +347,30 @@ func runHandoverPrompt(env Env, s Streams, o offloadOptions) error {
 	return nil
 }
 
+// flight is an offload in flight: its record and the box half of it.
+type flight struct {
+	*offloadEnv
+	rec   *offload.Record
+	agent *offload.Agent
+}
+
 // inFlight loads this repository's record and dials its box.
-func inFlight(env Env) (*offloadEnv, *offload.Record, *box.Client, error) {
+func inFlight(env Env, s Streams) (*flight, error) {
 	oe, err := openOffload(env)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	rec, err := oe.store.LoadRecord(oe.repo.Key)
 	if errors.Is(err, offload.ErrNoRecord) {
-		return nil, nil, nil, &offload.Error{Code: offload.ExitFailed, Err: err, Next: []string{"offload it first: cocoonbox offload --kind KIND"}}
+		return nil, &offload.Error{Code: offload.ExitFailed, Err: err, Next: []string{"offload it first: cocoonbox offload --kind KIND"}}
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	c, err := env.dial("")
-	if err != nil {
-		return nil, nil, nil, err
+	if oe.client, err = env.dial(""); err != nil {
+		return nil, err
 	}
-	return oe, rec, c, nil
+	return &flight{offloadEnv: oe, rec: rec, agent: &offload.Agent{Exec: oe.client, Box: rec.BoxName, Progress: progressWriter(s)}}, nil
 }
 
 func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
@@ -398,15 +414,15 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	if o.Wait < 0 || o.Wait > 600 {
 		return &UsageError{errors.New("--wait takes 0 to 600 seconds")}
 	}
-	oe, rec, c, err := inFlight(env)
+	f, err := inFlight(env, s)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer f.client.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	a := &offload.Agent{Exec: c, Box: rec.BoxName, Progress: progressWriter(s)}
-	rd, err := a.Read(ctx, rec.Repo, rec.Seen, time.Duration(o.Wait)*time.Second)
+	rec := f.rec
+	rd, err := f.agent.Read(ctx, rec.Repo, rec.Seen, time.Duration(o.Wait)*time.Second)
 	if err != nil {
 		return err
 	}
@@ -425,7 +441,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	fmt.Fprintf(s.Out, "session: %s\n", rd.Status)
 	if seen != rec.Seen {
 		rec.Seen = seen
-		return oe.store.SaveRecord(rec)
+		return f.store.SaveRecord(rec)
 	}
 	return nil
 }
@@ -434,15 +450,14 @@ func runOffloadSend(env Env, s Streams, text string) error {
 	if strings.TrimSpace(text) == "" {
 		return &UsageError{errors.New("the message is empty")}
 	}
-	_, rec, c, err := inFlight(env)
+	f, err := inFlight(env, s)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer f.client.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	a := &offload.Agent{Exec: c, Box: rec.BoxName, Progress: progressWriter(s)}
-	m, err := a.Message(ctx, rec.Repo, text)
+	m, err := f.agent.Message(ctx, f.rec.Repo, text)
 	if err != nil {
 		return err
 	}
