@@ -70,24 +70,27 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 			}
 		}
 	}()
+	var opener sync.WaitGroup
 	out := &linkOpener{w: s.Out, msg: s.Err, finder: &offload.LinkFinder{Hosts: kind.Hosts}, open: func(link string) error {
 		cmd := offload.OpenCommand(runtime.GOOS, env.Getenv("BROWSER"), link)
 		cmd.Env = offload.HostEnv(env.Environ, false)
 		if err := cmd.Start(); err != nil {
 			return err
 		}
-		go cmd.Wait()
+		opener.Go(func() { cmd.Wait() })
 		return nil
 	}}
 	st, err := c.Exec(ctx, &box.Command{
-		Box:     o.Box,
-		Line:    kind.Login,
+		Box: o.Box,
+		// A login shell, whose PATH has the installer's ~/.local/bin.
+		Line:    `exec "${SHELL:-/bin/sh}" -lc ` + offload.ShellQuote(kind.Login),
 		TTY:     &box.TTY{Term: env.Getenv("TERM"), Rows: uint32(rows), Cols: uint32(cols)},
 		Stdin:   stdin,
 		Stdout:  out,
 		Resizes: resizes,
 	})
 	term.Restore(fd, old)
+	opener.Wait()
 	if disconnected {
 		fmt.Fprintln(s.Err, "cocoonbox: disconnected")
 		return &ExitError{Code: 255}

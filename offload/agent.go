@@ -210,7 +210,7 @@ func (a *Agent) call(ctx context.Context, stdin io.Reader, out any, args ...stri
 	verb := args[0]
 	words := append([]string{agentProgram, "offload"}, args...)
 	for i, w := range words {
-		words[i] = shellQuote(w)
+		words[i] = ShellQuote(w)
 	}
 	var stdout limitedBuffer
 	stdout.max = maxAgentOutput
@@ -286,9 +286,9 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
-// shellQuote quotes s for a POSIX shell, as the box runs a command line
-// with its user's shell (DESIGN.md "Security invariants" 4).
-func shellQuote(s string) string {
+// ShellQuote quotes s as one word for a POSIX shell, as the box runs a
+// command line with its user's shell (DESIGN.md "Security invariants" 4).
+func ShellQuote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:@,+") == "" {
 		return s
 	}

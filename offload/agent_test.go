@@ -77,8 +77,8 @@ func TestAgentMessageQuoting(t *testing.T) {
 	if got := readFile(t, rec+".stdin"); got != text {
 		t.Errorf("stdin %q", got)
 	}
-	if got := shellQuote("a b'c"); got != `'a b'\''c'` {
-		t.Errorf("shellQuote: %s", got)
+	if got := ShellQuote("a b'c"); got != `'a b'\''c'` {
+		t.Errorf("ShellQuote: %s", got)
 	}
 }
 
