@@ -225,6 +225,10 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		}
 	}
 	res.Warnings = warns
+	env, err := DetectEnvironment(r.Top)
+	if err != nil {
+		return nil, refused(err, "fix it, then run offload again")
+	}
 	bx, err := o.findBox(ctx)
 	if err != nil {
 		return nil, err
@@ -309,7 +313,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if err := o.Store.SaveRecord(rec); err != nil {
 		return nil, rollback(err)
 	}
-	members, err := o.members(ctx, handover, begin.Refs, secrets)
+	members, err := o.members(ctx, handover, env, begin.Refs, secrets)
 	if err != nil {
 		return nil, rollback(err)
 	}
@@ -328,12 +332,8 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 }
 
 // members are the send stream's members in the contract's order.
-func (o *Offloader) members(ctx context.Context, handover []byte, boxRefs map[string]string, secrets []Member) ([]Member, error) {
+func (o *Offloader) members(ctx context.Context, handover []byte, env *Environment, boxRefs map[string]string, secrets []Member) ([]Member, error) {
 	r := o.Repo
-	env, err := DetectEnvironment(r.Top)
-	if err != nil {
-		return nil, err
-	}
 	ej, err := json.MarshalIndent(env, "", "  ")
 	if err != nil {
 		return nil, err
