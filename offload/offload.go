@@ -229,6 +229,9 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, refused(err, "fix it, then run offload again")
 	}
+	if err := r.snapshotReady(ctx); err != nil {
+		return nil, err
+	}
 	bx, err := o.findBox(ctx)
 	if err != nil {
 		return nil, err
@@ -258,16 +261,6 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 
 	// Snapshot S; from here on a failure rolls back what it made.
 	o.logf("snapshot")
-	base, err := r.snapshot(ctx, id)
-	if err != nil {
-		switch {
-		case errors.Is(err, errNoCommit):
-			return nil, refused(err, "commit once, then offload")
-		case errors.Is(err, errConflicts):
-			return nil, refused(err, "resolve them, then offload")
-		}
-		return nil, err
-	}
 	rollback := func(err error) error {
 		r.dropRefs(context.WithoutCancel(ctx), id)
 		o.Store.RemoveRecord(r.Key)
@@ -277,6 +270,10 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 			return err
 		}
 		return &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed here; the box released its copy. Run offload again when the cause is fixed"}}
+	}
+	base, err := r.snapshot(ctx, id)
+	if err != nil {
+		return nil, rollback(err)
 	}
 	t = step("snapshot", t)
 
@@ -319,10 +316,19 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	}
 	o.logf("send")
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(WriteStream(pw, members)) }()
+	werr := make(chan error, 1)
+	go func() {
+		err := WriteStream(pw, members)
+		pw.CloseWithError(err)
+		werr <- err
+	}()
 	send, err := agent.Send(ctx, r.Key, o.Kind.Name, id, pr)
-	pr.CloseWithError(errors.New("send ended"))
+	pr.CloseWithError(io.ErrClosedPipe)
 	os.Remove(filepath.Join(dir, "offload.bundle"))
+	// A stream that broke on our side says why better than the box can.
+	if e := <-werr; err != nil && e != nil && !errors.Is(e, io.ErrClosedPipe) {
+		err = e
+	}
 	if err != nil {
 		return nil, rollback(err)
 	}

@@ -116,6 +116,22 @@ func (r *Repo) worktreeTree(ctx context.Context) (string, error) {
 	return g.line(ctx, "write-tree")
 }
 
+// snapshotReady refuses a repository S cannot be made of: no commit yet,
+// or unresolved conflicts in the index.
+func (r *Repo) snapshotReady(ctx context.Context) error {
+	if _, err := r.git.head(ctx); errors.Is(err, errNoCommit) {
+		return refused(err, "commit once, then offload")
+	} else if err != nil {
+		return err
+	}
+	if out, err := r.git.line(ctx, "ls-files", "--unmerged"); err != nil {
+		return err
+	} else if out != "" {
+		return refused(errConflicts, "resolve them, then offload")
+	}
+	return nil
+}
+
 // snapshot makes S and the index commit for offload id, sets RefOffload
 // and RefIndex to them, and returns S.
 func (r *Repo) snapshot(ctx context.Context, id string) (string, error) {

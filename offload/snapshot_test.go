@@ -66,6 +66,10 @@ func TestSnapshotRefuses(t *testing.T) {
 	if _, err := r.snapshot(ctx, "1"); !errors.Is(err, errNoCommit) {
 		t.Errorf("no commit: got %v", err)
 	}
+	var e *Error
+	if err := r.snapshotReady(ctx); !errors.As(err, &e) || e.Code != ExitRefused {
+		t.Errorf("no commit, before begin: got %v, want a refusal", err)
+	}
 	r = newRepo(t, env, map[string]string{"f": "base\n"})
 	run(t, r.Top, env, "git", "checkout", "-q", "-b", "other")
 	writeFiles(t, r.Top, map[string]string{"f": "other\n"})
@@ -79,6 +83,9 @@ func TestSnapshotRefuses(t *testing.T) {
 	}
 	if _, err := r.snapshot(ctx, "2"); !errors.Is(err, errConflicts) {
 		t.Errorf("conflicts: got %v", err)
+	}
+	if err := r.snapshotReady(ctx); !errors.As(err, &e) || e.Code != ExitRefused || !errors.Is(err, errConflicts) {
+		t.Errorf("conflicts, before begin: got %v, want a refusal", err)
 	}
 }
 
