@@ -105,8 +105,33 @@ func runRsync(ctx context.Context, env []string, args []string) (string, error) 
 var totalSizeRE = regexp.MustCompile(`(?m)^Total file size: ([\d,.]+) bytes`)
 
 // measure returns the bytes rsync would send to an empty copy: a dry run
-// into an empty directory with the same excludes.
+// into an empty directory with the same excludes. An rsync whose --stats
+// says nothing we can read (openrsync) gives way to the sum of the work
+// tree files' sizes, which is what the dry run counts but .git.
 func (r *Repo) measure(ctx context.Context, env []string, excludes []string) (int64, error) {
+	n, err := r.rsyncMeasure(ctx, env, excludes)
+	if err != nil {
+		return r.fileSizes(ctx)
+	}
+	return n, nil
+}
+
+// fileSizes sums the sizes of the files offload sends but .git's.
+func (r *Repo) fileSizes(ctx context.Context) (int64, error) {
+	files, err := r.worktreeFiles(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, f := range files {
+		if fi, err := os.Lstat(filepath.Join(r.Top, filepath.FromSlash(f))); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+	}
+	return n, nil
+}
+
+func (r *Repo) rsyncMeasure(ctx context.Context, env []string, excludes []string) (int64, error) {
 	tmp, err := os.MkdirTemp("", "cocoonbox-size-*")
 	if err != nil {
 		return 0, err

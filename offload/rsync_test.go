@@ -102,4 +102,9 @@ func TestMeasure(t *testing.T) {
 	if n < 5 || n > 1<<19 {
 		t.Errorf("measured %d bytes: the ignored file counted, or nothing did", n)
 	}
+	// Without a usable rsync, the work tree's files are summed: .gitignore
+	// and a, 4 and 5 bytes.
+	if n, err := r.fileSizes(context.Background()); err != nil || n != 9 {
+		t.Errorf("file sizes: %d, %v; want 9", n, err)
+	}
 }
