@@ -108,19 +108,25 @@ func OpenCommand(goos string, getenv func(string) string, rawURL string) ([]stri
 	}
 }
 
-// Open opens rawURL in the user's browser with OpenCommand's argv for this
-// system. It starts the opener and does not wait for it: a browser named
-// by $BROWSER may run until it is closed. The opener's output is dropped.
-func Open(rawURL string, getenv func(string) string) error {
+// Open starts the opener of OpenCommand's argv for this system on rawURL
+// and returns it running: a browser named by $BROWSER may run until it is
+// closed, so callers need not wait. environ is its environment, less
+// COCOONBOX_TOKEN, which a browser never needs (DESIGN.md "Security
+// invariants" 1). The opener's output is dropped.
+func Open(rawURL string, getenv func(string) string, environ []string) (*exec.Cmd, error) {
 	argv, err := OpenCommand(runtime.GOOS, getenv, rawURL)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "COCOONBOX_TOKEN=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("open the browser: %w", err)
+		return nil, fmt.Errorf("open the browser: %w", err)
 	}
-	go cmd.Wait()
-	return nil
+	return cmd, nil
 }

@@ -81,7 +81,7 @@ func TestOpenRunsNoPayload(t *testing.T) {
 	out := filepath.Join(dir, "argv")
 	script := filepath.Join(dir, "opener")
 	// The script records its arguments, one per line, then its count.
-	body := "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> " + out + "; done\necho \"$#\" > " + out + ".n\n"
+	body := "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> " + out + "; done\nprintf '%s' \"$COCOONBOX_TOKEN\" > " + out + ".tok\necho \"$#\" > " + out + ".n\n"
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -93,15 +93,20 @@ func TestOpenRunsNoPayload(t *testing.T) {
 	} {
 		os.Remove(out)
 		os.Remove(out + ".n")
-		if err := Open(u, func(k string) string {
+		cmd, err := Open(u, func(k string) string {
 			if k == "BROWSER" {
 				return script
 			}
 			return ""
-		}); err != nil {
+		}, append(os.Environ(), "COCOONBOX_TOKEN=cb_secret"))
+		if err != nil {
 			t.Fatal(err)
 		}
+		cmd.Wait()
 		n := waitFile(t, out+".n")
+		if tok, _ := os.ReadFile(out + ".tok"); len(tok) != 0 {
+			t.Errorf("the opener got COCOONBOX_TOKEN=%s", tok)
+		}
 		if strings.TrimSpace(n) != "1" {
 			t.Errorf("%q: the opener got %s arguments", u, strings.TrimSpace(n))
 		}

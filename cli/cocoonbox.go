@@ -101,6 +101,8 @@ cocoonbox-ssh.`,
 		newLogin(env, s),
 		newLogout(env, s),
 		newDevices(env, s),
+		newOffload(env, s),
+		newBack(env, s),
 	)
 	return root
 }

@@ -147,9 +147,10 @@ func browserLogin(ctx context.Context, env Env, s Streams, ep box.Endpoint, name
 	link := f.AuthURL()
 	if o.NoBrowser {
 		fmt.Fprintf(s.Err, "to sign in, open this link in a browser on this computer:\n  %s\n", link)
-	} else if err := auth.Open(link, env.Getenv); err != nil {
+	} else if cmd, err := auth.Open(link, env.Getenv, env.Environ); err != nil {
 		fmt.Fprintf(s.Err, "cocoonbox: %v\nopen this link in a browser on this computer:\n  %s\n", err, link)
 	} else {
+		go cmd.Wait()
 		fmt.Fprintf(s.Err, "opening the browser to sign in at %s\nif it does not open, visit:\n  %s\n", ep.URL, link)
 	}
 	fmt.Fprintln(s.Err, "waiting for the browser (Ctrl-C cancels)")

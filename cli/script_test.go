@@ -105,6 +105,10 @@ func params(t *testing.T, dir string) testscript.Params {
 	if err != nil {
 		t.Fatal(err)
 	}
+	standin, err := filepath.Abs("testdata/standin/standin-cli")
+	if err != nil {
+		t.Fatal(err)
+	}
 	return testscript.Params{
 		Dir:                 dir,
 		RequireExplicitExec: true,
@@ -141,6 +145,8 @@ func params(t *testing.T, dir string) testscript.Params {
 			e.Setenv("BOX_PORT", port)
 			e.Setenv("BOX_STATE", state)
 			e.Setenv("BOX_WORKSPACE", filepath.Join(state, "boxes", localbox.DefaultBox, "workspace"))
+			e.Setenv("BOX_HOME", filepath.Join(state, "boxes", localbox.DefaultBox, "home"))
+			e.Setenv("STANDIN", standin)
 			return nil
 		},
 	}

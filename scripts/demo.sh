@@ -66,6 +66,54 @@ step "Put the box to sleep; the next command wakes it"
 run cocoonbox localbox sleep main
 run cocoonbox-ssh main 'echo awake again'
 
+step "Offload a coding agent's task into the box: this repository, a hand-over, and the test stand-in CLI playing claude"
+# The stand-in (cli/testdata/standin/standin-cli) is a test fixture that
+# honours the real CLI's hooks and does the steps its prompt names; a real
+# box runs the vendor's CLI, installed with `cocoonbox offload install-cli`.
+box_home="$HOME/.local/state/cocoonbox/localbox/boxes/main/home"
+mkdir -p "$box_home/.local/bin" "$box_home/.standin"
+cp "$top/cli/testdata/standin/standin-cli" "$box_home/.local/bin/claude"
+echo 'if [ -d "$HOME/.local/bin" ]; then PATH="$HOME/.local/bin:$PATH"; fi' >"$box_home/.profile"
+printf '[user]\n\tname = Box User\n\temail = box-user@example.com\n' >"$box_home/.gitconfig"
+echo demo@example.com >"$box_home/.standin/signed-in-claude"
+run git clone -q "$top" "$demo/cocoonbox"
+cd "$demo/cocoonbox"
+echo "uncommitted on the laptop" >>README.md
+handover=$(cocoonbox offload handover-path)
+cat >"$handover" <<'EOF'
+# Hand-over: note the offload demo in NOTES.md
+## Goal and definition of done
+NOTES.md says the demo ran in the box, committed.
+## User preferences and constraints
+none
+## Current state
+README.md has an uncommitted line; keep it.
+## Decisions made
+none
+## Files touched
+none
+## Next steps
+standin: append NOTES.md offloaded by make demo, written in the box
+standin: progress
+## Commands
+none
+## Environment facts
+Secrets needed: none
+## Gotchas learned
+none
+## Open questions
+none
+EOF
+echo "(wrote the hand-over to $handover)"
+run cocoonbox offload --kind claude
+run cocoonbox offload inbox --wait 60
+
+step "Bring it back: the box's commits come home"
+run cocoonbox back
+run git log --oneline -3
+run git status --short
+cd "$top"
+
 step "Stop the local box"
 run cocoonbox localbox stop
 echo

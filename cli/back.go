@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cocoonbox/cocoonbox/offload"
+)
+
+func newBack(env Env, s Streams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "back",
+		Short: "Bring this repository's offloaded work home",
+		Long: `back asks the box agent to finish and write its hand-over, waits for it (600 s
+at most), fetches the box's commits with git over cocoonbox-ssh, and merges
+them without ever touching your uncommitted work:
+
+  fast-forward  when the repository is as you offloaded it: the work tree
+                moves to the box's, the branch to the box's commits
+  merged        when you changed other files since: the box's changes are
+                applied uncommitted beside yours
+  branch        when both changed the same files: the box's work is on the
+                branch cocoonbox/back-<UTC time> and your tree is untouched
+
+The box agent's hand-over is printed on stdout and kept beside the record.
+refs/cocoonbox/pre-back/<id> names HEAD as it was before back moved it.
+
+Exit status: 0 done; 1 failed, nothing changed here; 3 refused.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error { return offloadExit(s, runBack(env, s)) },
+	}
+}
+
+func runBack(env Env, s Streams) error {
+	oe, err := connect(env)
+	if err != nil {
+		return err
+	}
+	defer oe.client.Close()
+	ctx, stop := signalContext()
+	defer stop()
+	b := &offload.Backer{
+		Repo: oe.repo, Store: oe.store, Exec: oe.client, Environ: env.Environ, Shim: oe.shim,
+		Logf: progress(s), Progress: progressWriter(s),
+	}
+	res, err := b.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if res.Resent {
+		fmt.Fprintln(s.Err, "cocoonbox: BACK drew no answer for 60 s and was sent again with --interrupt")
+	}
+	fmt.Fprint(s.Out, strings.TrimRight(res.Body, "\n")+"\n")
+	m := res.Merge
+	switch m.Outcome {
+	case offload.FastForward:
+		fmt.Fprintf(s.Err, "cocoonbox: back from %s: fast-forward%s\n", res.Record.BoxName, movedTo(m))
+	case offload.Merged:
+		fmt.Fprintf(s.Err, "cocoonbox: back from %s: merged, uncommitted, beside your changes%s\n", res.Record.BoxName, movedTo(m))
+	case offload.Branched:
+		fmt.Fprintf(s.Err, "cocoonbox: back from %s: on branch %s; your work tree is untouched (%s)\n", res.Record.BoxName, m.Branch, m.Reason)
+		fmt.Fprintf(s.Err, "merge it when ready: git merge %s\n", m.Branch)
+	case offload.UpToDate:
+		fmt.Fprintf(s.Err, "cocoonbox: back from %s: already up to date\n", res.Record.BoxName)
+	}
+	return nil
+}
+
+func movedTo(m *offload.MergeResult) string {
+	if m.Head == "" {
+		return ""
+	}
+	return "; the branch is at the box's " + m.Head[:min(len(m.Head), 12)]
+}

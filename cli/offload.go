@@ -1,0 +1,538 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/offload"
+)
+
+// defaultBox is the box offload uses without --box: the one every local
+// box has.
+const defaultBox = "main"
+
+// offloadOptions are the flags of `cocoonbox offload` and its verbs.
+type offloadOptions struct {
+	Box            string
+	Kind           string
+	Yes            bool
+	HandoverPrompt bool
+	JSON           bool
+	Wait           int
+}
+
+func newOffload(env Env, s Streams) *cobra.Command {
+	var o offloadOptions
+	cmd := &cobra.Command{
+		Use:   "offload --kind claude|codex|cursor [--box BOX] [--yes]",
+		Short: "Move this repository's task into a box and start a coding agent there",
+		Long: `offload moves the work tree of the repository you are in (uncommitted and
+untracked files included, ignored files not) and its history into a box, and
+starts a fresh session of the chosen coding-agent CLI there on the hand-over
+your local agent wrote. Nothing of your local work changes. Bring the work
+home with cocoonbox back.
+
+Write the hand-over first: offload handover-path prints where (and puts a
+template there); offload --handover-prompt prints a request to paste into a
+coding agent that has no cocoonbox plugin.
+
+Exit status: 0 done; 1 failed, rolled back; 2 usage; 3 refused, nothing
+changed; 4 warnings that need --yes. See docs/offload.md.`,
+		Example: `  cocoonbox offload handover-path
+  cocoonbox offload --kind claude
+  cocoonbox offload inbox --wait 60
+  cocoonbox back`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			if o.HandoverPrompt {
+				return offloadExit(s, runHandoverPrompt(env, s, o))
+			}
+			if o.Kind == "" {
+				return &UsageError{errors.New("--kind is required: claude, codex or cursor")}
+			}
+			return offloadExit(s, runOffload(env, s, o))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Box, "box", defaultBox, "the box to offload to")
+	f.StringVar(&o.Kind, "kind", "", "the coding-agent CLI to run in the box: claude, codex or cursor")
+	f.BoolVarP(&o.Yes, "yes", "y", false, "go ahead despite the preflight's warnings")
+	f.BoolVar(&o.HandoverPrompt, "handover-prompt", false, "print a request to paste into your coding agent: write the hand-over, then offload")
+
+	verb := func(use, short string, args cobra.PositionalArgs, run func([]string) error) *cobra.Command {
+		return &cobra.Command{Use: use, Short: short, Args: usageArgs(args),
+			RunE: func(_ *cobra.Command, a []string) error { return offloadExit(s, run(a)) }}
+	}
+	hp := verb("handover-path", "Print where the hand-over goes, with a template there if none", cobra.NoArgs,
+		func([]string) error { return runHandoverPath(env, s) })
+	status := verb("status", "Show the box CLI sessions of a box", cobra.NoArgs,
+		func([]string) error { return runOffloadStatus(env, s, o) })
+	status.Flags().StringVar(&o.Box, "box", "", "the box (default: this repository's offload's, else main)")
+	status.Flags().BoolVar(&o.JSON, "json", false, "print the sessions as JSON")
+	inbox := verb("inbox", "Show what the box agent posted since you last looked", cobra.NoArgs,
+		func([]string) error { return runOffloadInbox(env, s, o) })
+	inbox.Flags().IntVar(&o.Wait, "wait", 0, "wait up to this many seconds (at most 600) for a new entry")
+	send := verb("send TEXT", "Send a message to the box agent of this repository's offload", cobra.ExactArgs(1),
+		func(a []string) error { return runOffloadSend(env, s, a[0]) })
+	secrets := &cobra.Command{Use: "secrets", Short: "Opt secrets in or out for this repository's offloads", Args: usageArgs(cobra.NoArgs),
+		Long: `secrets lists, adds and removes the secrets that travel with this repository's
+offloads: file:PATH (a git-ignored file in the repository), aws
+(~/.aws/credentials), kube (~/.kube/config), gcloud (the application default
+credentials) and ssh:KEY (~/.ssh/KEY). Only names and paths are stored; a
+secret's content goes straight into the send stream, to a tmpfs in the box,
+never through argv, the environment, a log or rsync.`}
+	secrets.AddCommand(
+		verb("list", "List this repository's opted-in secrets", cobra.NoArgs, func([]string) error { return runSecrets(env, s, "list", nil) }),
+		verb("add ENTRY...", "Opt secrets in", cobra.MinimumNArgs(1), func(a []string) error { return runSecrets(env, s, "add", a) }),
+		verb("remove ENTRY...", "Opt secrets out", cobra.MinimumNArgs(1), func(a []string) error { return runSecrets(env, s, "remove", a) }),
+	)
+	install := verb("install-cli --kind K", "Install a coding-agent CLI in the box with its vendor's installer", cobra.NoArgs,
+		func([]string) error { return runInstallCLI(env, s, o) })
+	signin := verb("sign-in --kind K", "Sign in to a coding-agent CLI inside the box, on this terminal", cobra.NoArgs,
+		func([]string) error { return runSignIn(env, s, o) })
+	for _, c := range []*cobra.Command{install, signin} {
+		c.Flags().StringVar(&o.Kind, "kind", "", "the coding-agent CLI: claude, codex or cursor")
+		c.Flags().StringVar(&o.Box, "box", defaultBox, "the box")
+	}
+	cmd.AddCommand(hp, status, inbox, send, secrets, install, signin)
+	return cmd
+}
+
+// offloadExit prints an offload failure, its findings and next steps, and
+// returns the exit status as an *ExitError.
+func offloadExit(s Streams, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	var oe *offload.Error
+	if !errors.As(err, &oe) {
+		return err
+	}
+	printError(s, oe.Err)
+	printFindings(s.Err, oe.Findings)
+	for _, n := range oe.Next {
+		fmt.Fprintln(s.Err, n)
+	}
+	return &ExitError{Code: oe.Code}
+}
+
+func printFindings(w io.Writer, fs []offload.Finding) {
+	for _, f := range fs {
+		fmt.Fprintf(w, "  %-7s %s: %s\n", f.Outcome, f.Check, f.Detail)
+	}
+}
+
+// offloadEnv is what every offload verb needs: the repository, the store;
+// and, once connected, the client and the shim.
+type offloadEnv struct {
+	repo   *offload.Repo
+	store  offload.Store
+	client *box.Client
+	shim   string
+}
+
+// connect opens the repository, finds cocoonbox-ssh and dials.
+func connect(env Env) (*offloadEnv, error) {
+	oe, err := openOffload(env)
+	if err != nil {
+		return nil, err
+	}
+	if oe.shim, err = shimCommand(); err != nil {
+		return nil, err
+	}
+	if oe.client, err = env.dial(""); err != nil {
+		return nil, err
+	}
+	return oe, nil
+}
+
+func openOffload(env Env) (*offloadEnv, error) {
+	data, err := offload.DataDir(runtime.GOOS, env.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	r, err := offload.OpenRepo(context.Background(), wd, env.Environ)
+	if errors.Is(err, offload.ErrNotRepo) {
+		return nil, &offload.Error{Code: offload.ExitRefused,
+			Findings: []offload.Finding{{Check: "git", Outcome: offload.Block, Detail: wd + " is not in a git work tree"}},
+			Err:      errors.New("offload works on git repositories only"), Next: []string{"cd into the repository, or git init and commit"}}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &offloadEnv{repo: r, store: offload.Store{Dir: filepath.Join(data, "offload")}}, nil
+}
+
+// shimCommand finds cocoonbox-ssh, beside this executable first, for
+// rsync -e and GIT_SSH_COMMAND, quoted as one word.
+func shimCommand() (string, error) {
+	p := ""
+	if exe, err := os.Executable(); err == nil {
+		if c := filepath.Join(filepath.Dir(exe), "cocoonbox-ssh"); isExecutable(c) {
+			p = c
+		}
+	}
+	if p == "" {
+		lp, err := exec.LookPath("cocoonbox-ssh")
+		if err != nil {
+			return "", &offload.Error{Code: offload.ExitRefused, Err: errors.New("cocoonbox-ssh is not installed beside cocoonbox or on PATH"),
+				Next: []string{"install the binaries with: make install"}}
+		}
+		if p, err = filepath.Abs(lp); err != nil {
+			return "", err
+		}
+	}
+	return offload.QuoteCommand(p)
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// progress is a Logf to stderr when it is a terminal, else nil: scripts
+// get the result and the errors only.
+func progress(s Streams) func(string, ...any) {
+	if !isTerminal(s.Err) {
+		return nil
+	}
+	return func(format string, args ...any) { fmt.Fprintf(s.Err, "cocoonbox: "+format+"\n", args...) }
+}
+
+func progressWriter(s Streams) io.Writer {
+	if isTerminal(s.Err) {
+		return s.Err
+	}
+	return nil
+}
+
+func runOffload(env Env, s Streams, o offloadOptions) error {
+	kind, err := offload.LookupKind(o.Kind)
+	if err != nil {
+		return &UsageError{err}
+	}
+	oe, err := connect(env)
+	if err != nil {
+		return err
+	}
+	defer oe.client.Close()
+	ctx, stop := signalContext()
+	defer stop()
+	pf := &offload.Preflight{
+		GOOS:      runtime.GOOS,
+		Environ:   env.Environ,
+		Listening: func(ctx context.Context) (map[int]bool, error) { return offload.ListeningPorts(ctx, runtime.GOOS) },
+		Resolve:   resolveIPs,
+		SplitDNS:  func(ctx context.Context) []string { return offload.SplitDNSDomains(ctx, runtime.GOOS) },
+		Docker:    func(ctx context.Context) []string { return offload.ComposeProjects(ctx, env.Environ) },
+	}
+	off := &offload.Offloader{
+		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Kind: kind, Yes: o.Yes,
+		Environ: env.Environ, Home: env.Getenv("HOME"), Shim: oe.shim, Preflight: pf,
+		Logf: progress(s), Progress: progressWriter(s),
+	}
+	res, err := off.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if len(res.Warnings) > 0 {
+		fmt.Fprintln(s.Err, "cocoonbox: going ahead despite:")
+		printFindings(s.Err, res.Warnings)
+	}
+	var total time.Duration
+	var parts []string
+	for _, t := range res.Timings {
+		total += t.D
+		parts = append(parts, fmt.Sprintf("%s %.1f", t.Step, t.D.Seconds()))
+	}
+	who := kind.Title
+	if cli := res.Begin.CLI; cli != nil {
+		if cli.Version != "" {
+			who += " " + cli.Version
+		}
+		if cli.Account != "" {
+			who += ", signed in as " + cli.Account
+		}
+	}
+	fmt.Fprintf(s.Out, "offloaded to %s: %s, in %.1f s total: %s s\n", res.Record.BoxName, who, total.Seconds(), strings.Join(parts, ", "))
+	if !res.Send.Accepted {
+		fmt.Fprintf(s.Out, "the box CLI has not taken the first prompt yet; see: cocoonbox offload status\n")
+	}
+	fmt.Fprintf(s.Out, "watch:  cocoonbox offload inbox --wait 60\n")
+	if res.Send.Tmux != "" {
+		fmt.Fprintf(s.Out, "attach: cocoonbox rsh -t %s tmux attach -t %s\n", res.Record.BoxName, res.Send.Tmux)
+	}
+	fmt.Fprintf(s.Out, "home:   cocoonbox back\n")
+	return nil
+}
+
+// resolveIPs looks a host name up with the system resolver.
+func resolveIPs(ctx context.Context, host string) ([]net.IP, error) {
+	as, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	ips := make([]net.IP, len(as))
+	for i, a := range as {
+		ips[i] = a.IP
+	}
+	return ips, err
+}
+
+func runHandoverPath(env Env, s Streams) error {
+	oe, err := openOffload(env)
+	if err != nil {
+		return err
+	}
+	p, err := ensureHandover(oe)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(s.Out, p)
+	return nil
+}
+
+// ensureHandover makes the repo's directory and a template hand-over in
+// it when there is none, and returns the hand-over's path.
+func ensureHandover(oe *offloadEnv) (string, error) {
+	if _, err := oe.store.EnsureRepoDir(oe.repo.Key); err != nil {
+		return "", err
+	}
+	p := oe.store.HandoverPath(oe.repo.Key)
+	if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+		if err := atomicfile.WriteFile(p, offload.HandoverTemplate(), 0o600); err != nil {
+			return "", err
+		}
+	}
+	return p, nil
+}
+
+func runHandoverPrompt(env Env, s Streams, o offloadOptions) error {
+	kind := o.Kind
+	if kind == "" {
+		kind = strings.Join(offload.KindNames(), "|")
+	} else if _, err := offload.LookupKind(kind); err != nil {
+		return &UsageError{err}
+	}
+	oe, err := openOffload(env)
+	if err != nil {
+		return err
+	}
+	p, err := ensureHandover(oe)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(s.Out, offload.HandoverPrompt(p, kind))
+	return nil
+}
+
+// flight is an offload in flight: its record and the box half of it.
+type flight struct {
+	*offloadEnv
+	rec   *offload.Record
+	agent *offload.Agent
+}
+
+// inFlight loads this repository's record and dials its box.
+func inFlight(env Env, s Streams) (*flight, error) {
+	oe, err := openOffload(env)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := oe.store.LoadRecord(oe.repo.Key)
+	if errors.Is(err, offload.ErrNoRecord) {
+		return nil, &offload.Error{Code: offload.ExitFailed, Err: err, Next: []string{"offload it first: cocoonbox offload --kind KIND"}}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if oe.client, err = env.dial(""); err != nil {
+		return nil, err
+	}
+	return &flight{offloadEnv: oe, rec: rec, agent: &offload.Agent{Exec: oe.client, Box: rec.BoxName, Progress: progressWriter(s)}}, nil
+}
+
+func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
+	bx, key := o.Box, ""
+	if oe, err := openOffload(env); err == nil {
+		if rec, err := oe.store.LoadRecord(oe.repo.Key); err == nil && (bx == "" || bx == rec.BoxName) {
+			bx = rec.BoxName
+		}
+	}
+	if bx == "" {
+		bx = defaultBox
+	}
+	c, err := env.dial("")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, stop := signalContext()
+	defer stop()
+	a := &offload.Agent{Exec: c, Box: bx, Progress: progressWriter(s)}
+	ss, err := a.Status(ctx, key)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return json.NewEncoder(s.Out).Encode(map[string]any{"box": bx, "sessions": ss})
+	}
+	if len(ss) == 0 {
+		fmt.Fprintf(s.Out, "no box CLI session in box %s\n", bx)
+		return nil
+	}
+	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tCLI\tSTATUS\tCOPY\tOFFLOAD\tOUTBOX")
+	for _, x := range ss {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", x.Name, x.CLI, x.Status, x.Copy, x.OffloadID, x.OutboxSeq)
+	}
+	return tw.Flush()
+}
+
+func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
+	if o.Wait < 0 || o.Wait > 600 {
+		return &UsageError{errors.New("--wait takes 0 to 600 seconds")}
+	}
+	f, err := inFlight(env, s)
+	if err != nil {
+		return err
+	}
+	defer f.client.Close()
+	ctx, stop := signalContext()
+	defer stop()
+	rec := f.rec
+	rd, err := f.agent.Read(ctx, rec.Repo, rec.Seen, time.Duration(o.Wait)*time.Second)
+	if err != nil {
+		return err
+	}
+	seen := rec.Seen
+	for _, e := range rd.Entries {
+		t := time.UnixMilli(e.TimeMS).Format("15:04:05")
+		fmt.Fprintf(s.Out, "#%d %s %s\n%s\n", e.Seq, e.Kind, t, strings.TrimRight(e.Body, "\n"))
+		if e.Kind != "back" {
+			fmt.Fprintln(s.Out)
+		}
+		seen = max(seen, e.Seq)
+	}
+	if len(rd.Entries) == 0 {
+		fmt.Fprintln(s.Out, "no new entry")
+	}
+	fmt.Fprintf(s.Out, "session: %s\n", rd.Status)
+	if seen != rec.Seen {
+		rec.Seen = seen
+		return f.store.SaveRecord(rec)
+	}
+	return nil
+}
+
+func runOffloadSend(env Env, s Streams, text string) error {
+	if strings.TrimSpace(text) == "" {
+		return &UsageError{errors.New("the message is empty")}
+	}
+	f, err := inFlight(env, s)
+	if err != nil {
+		return err
+	}
+	defer f.client.Close()
+	ctx, stop := signalContext()
+	defer stop()
+	m, err := f.agent.Message(ctx, f.rec.Repo, text)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "message #%d %s\n", m.Seq, m.Delivery)
+	return nil
+}
+
+func runSecrets(env Env, s Streams, op string, args []string) error {
+	oe, err := openOffload(env)
+	if err != nil {
+		return err
+	}
+	for _, a := range args {
+		if _, err := offload.ParseSecret(a); err != nil {
+			return &UsageError{err}
+		}
+	}
+	if op == "add" {
+		if err := oe.repo.CheckFileSecrets(context.Background(), args); err != nil {
+			return &offload.Error{Code: offload.ExitRefused, Err: err}
+		}
+	}
+	if op != "list" {
+		err := oe.store.UpdateSettings(oe.repo.Key, oe.repo.Top, func(rs *offload.RepoSettings) error {
+			if op == "add" {
+				rs.Secrets = append(rs.Secrets, args...)
+			} else {
+				rs.Secrets = slices.DeleteFunc(rs.Secrets, func(e string) bool { return slices.Contains(args, e) })
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	all, err := oe.store.LoadSettings()
+	if err != nil {
+		return err
+	}
+	for _, e := range all[oe.repo.Key].Secrets {
+		fmt.Fprintln(s.Out, e)
+	}
+	return nil
+}
+
+func runInstallCLI(env Env, s Streams, o offloadOptions) error {
+	kind, err := offload.LookupKind(o.Kind)
+	if err != nil {
+		return &UsageError{err}
+	}
+	c, err := env.dial("")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, stop := signalContext()
+	defer stop()
+	fmt.Fprintf(s.Err, "cocoonbox: installing %s in box %s: %s\n", kind.Title, o.Box, kind.Install)
+	st, err := c.Exec(ctx, &box.Command{Box: o.Box, Line: kind.Install, Stdout: s.Err, Stderr: s.Err, Progress: s.Err})
+	if err != nil {
+		return err
+	}
+	if st.Error != "" || st.Signal != "" || st.Code != 0 {
+		return &offload.Error{Code: offload.ExitFailed, Err: fmt.Errorf("the %s installer failed in box %s (%s)", kind.Title, o.Box, exitText(st))}
+	}
+	fmt.Fprintf(s.Out, "installed %s in box %s; now sign in: cocoonbox offload sign-in --kind %s --box %s\n", kind.Title, o.Box, kind.Name, o.Box)
+	return nil
+}
+
+func exitText(st box.ExitStatus) string {
+	switch {
+	case st.Error != "":
+		return st.Error
+	case st.Signal != "":
+		return "killed by SIG" + st.Signal
+	}
+	return fmt.Sprintf("exit status %d", st.Code)
+}

@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"golang.org/x/term"
+
+	"github.com/cocoonbox/cocoonbox/auth"
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/offload"
+)
+
+// signalContext is cancelled by the first INT or TERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// runSignIn runs the kind's vendor login in the box on a terminal relayed
+// to ours, opens the first link on the vendor's own hosts once, and
+// leaves the login in the box.
+func runSignIn(env Env, s Streams, o offloadOptions) error {
+	kind, err := offload.LookupKind(o.Kind)
+	if err != nil {
+		return &UsageError{err}
+	}
+	in, ok := s.In.(*os.File)
+	if !ok || !term.IsTerminal(int(in.Fd())) {
+		return &offload.Error{Code: offload.ExitRefused, Err: errors.New("sign-in needs a terminal: the vendor's login is interactive"),
+			Next: []string{"run it in a terminal"}}
+	}
+	c, err := env.dial("")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fd := int(in.Fd())
+	cols, rows, err := term.GetSize(fd)
+	if err != nil {
+		cols, rows = 80, 24
+	}
+	fmt.Fprintf(s.Err, "cocoonbox: %s in box %s (~. disconnects)\r\n", kind.Login, o.Box)
+	old, err := term.MakeRaw(fd)
+	if err != nil {
+		return err
+	}
+	defer term.Restore(fd, old)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	disconnected := false
+	stdin := &escapeReader{r: in, lineStart: true, disconnect: func() { disconnected = true; cancel() }}
+	resizes := make(chan box.Size, 1)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+	go func() {
+		for range winch {
+			if w, h, err := term.GetSize(fd); err == nil {
+				select {
+				case resizes <- box.Size{Rows: uint32(h), Cols: uint32(w)}:
+				default:
+				}
+			}
+		}
+	}()
+	var opener sync.WaitGroup
+	out := &linkOpener{w: s.Out, msg: s.Err, finder: &offload.LinkFinder{Hosts: kind.Hosts}, open: func(link string) error {
+		cmd, err := auth.Open(link, env.Getenv, offload.HostEnv(env.Environ, false))
+		if err != nil {
+			return err
+		}
+		opener.Go(func() { cmd.Wait() })
+		return nil
+	}}
+	st, err := c.Exec(ctx, &box.Command{
+		Box: o.Box,
+		// A login shell, whose PATH has the installer's ~/.local/bin.
+		Line:    `exec "${SHELL:-/bin/sh}" -lc ` + offload.ShellQuote(kind.Login),
+		TTY:     &box.TTY{Term: env.Getenv("TERM"), Rows: uint32(rows), Cols: uint32(cols)},
+		Stdin:   stdin,
+		Stdout:  out,
+		Resizes: resizes,
+	})
+	term.Restore(fd, old)
+	opener.Wait()
+	if disconnected {
+		fmt.Fprintln(s.Err, "cocoonbox: disconnected")
+		return &ExitError{Code: 255}
+	}
+	if err != nil {
+		return err
+	}
+	if st.Error != "" || st.Signal != "" || st.Code != 0 {
+		return &offload.Error{Code: offload.ExitFailed, Err: fmt.Errorf("%s ended with %s", kind.Login, exitText(st)),
+			Next: []string{fmt.Sprintf("try again: cocoonbox offload sign-in --kind %s --box %s", kind.Name, o.Box)}}
+	}
+	fmt.Fprintf(s.Err, "cocoonbox: the %s login stays in box %s\n", kind.Title, o.Box)
+	return nil
+}
+
+// linkOpener copies a terminal's output to w and opens the first allowed
+// link the finder sees, once.
+type linkOpener struct {
+	w, msg io.Writer
+	finder *offload.LinkFinder
+	open   func(string) error
+	once   sync.Once
+}
+
+func (l *linkOpener) Write(p []byte) (int, error) {
+	n, err := l.w.Write(p)
+	l.finder.Write(p[:n])
+	if link := l.finder.Found(); link != "" {
+		l.once.Do(func() {
+			if err := l.open(link); err != nil {
+				fmt.Fprintf(l.msg, "\r\ncocoonbox: could not open a browser (%v); open the link yourself\r\n", err)
+				return
+			}
+			fmt.Fprintf(l.msg, "\r\ncocoonbox: opened %s in your browser\r\n", link)
+		})
+	}
+	return n, err
+}
+
+// escapeReader passes a terminal's input through with ssh's escapes: ~.
+// at the start of a line disconnects, ~~ sends one ~ (ssh(1) ESCAPE
+// CHARACTERS).
+type escapeReader struct {
+	r          io.Reader
+	lineStart  bool
+	tilde      bool
+	disconnect func()
+	done       bool
+}
+
+func (e *escapeReader) Read(p []byte) (int, error) {
+	if e.done {
+		return 0, io.EOF
+	}
+	// One byte of room for a ~ held over from the last read.
+	buf := make([]byte, max(1, len(p)-1))
+	for {
+		n, err := e.r.Read(buf)
+		out := p[:0]
+		for _, c := range buf[:n] {
+			if e.tilde {
+				e.tilde = false
+				switch c {
+				case '.':
+					e.done = true
+					e.disconnect()
+					return len(out), io.EOF
+				case '~':
+					out = append(out, '~')
+					e.lineStart = false
+					continue
+				}
+				out = append(out, '~')
+			}
+			if e.lineStart && c == '~' {
+				e.tilde = true
+				continue
+			}
+			out = append(out, c)
+			e.lineStart = c == '\r' || c == '\n'
+		}
+		if len(out) > 0 || err != nil {
+			return len(out), err
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package cli_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/creack/pty"
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/cocoonbox/cocoonbox/cli"
+	"github.com/cocoonbox/cocoonbox/localbox"
+)
+
+// fakeLogin stands for `claude auth login` in the box: look-alike links
+// first, then the vendor's, then a prompt for the code.
+const fakeLogin = `#!/bin/sh
+[ "$1 $2" = "auth login" ] || exit 9
+printf 'Look-alikes: \033]8;;https://claude.ai.evil.com/x\033\\here\033]8;;\033\\ https://claude.ai@evil.com/ \033]8;;https://claude.ai/x|touch pwned\a.\033]8;;\a\r\n'
+printf 'Open: https://claude.ai/oauth/authorize?code=true&state=abc|touch pwned\r\n'
+printf 'Again: https://claude.ai/second\r\n'
+printf 'Paste code here: '
+read code
+printf '\r\nLogin successful (%s)\r\n' "$code"
+`
+
+// TestSignIn runs offload sign-in on a terminal this test makes, against
+// a local box served in process: only the first link on the vendor's
+// hosts opens, once, as one argument; ~. disconnects with 255; the
+// terminal's settings come back exactly.
+func TestSignIn(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "box")
+	srv := &localbox.Server{Dir: state}
+	lis, url, err := localbox.Listen(state, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := localbox.IssueToken(state, "test", "cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The box is made before its home is written to, and before Serve.
+	if err := srv.CreateBox("signin"); err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	defer srv.Stop()
+	boxHome := filepath.Join(state, "boxes", "signin", "home")
+	write := func(p, s string, mode os.FileMode) {
+		t.Helper()
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(s), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(boxHome, ".local", "bin", "claude"), fakeLogin, 0o755)
+	write(filepath.Join(boxHome, ".profile"), "PATH=\"$HOME/.local/bin:$PATH\"\n", 0o644)
+	opened := filepath.Join(dir, "opened")
+	opener := filepath.Join(dir, "opener")
+	write(opener, "#!/bin/sh\nprintf '%s\\n' \"$#\" \"$@\" >> "+opened+"\n", 0o755)
+	vars := map[string]string{
+		"HOME": dir, "COCOONBOX_ENDPOINT": url, "COCOONBOX_TOKEN": tok, "BROWSER": opener, "TERM": "xterm",
+		"PATH": os.Getenv("PATH"),
+	}
+	var environ []string
+	for k, v := range vars {
+		environ = append(environ, k+"="+v)
+	}
+	env := cli.Env{Getenv: func(k string) string { return vars[k] }, Environ: environ}
+
+	signIn := func(input string) (int, string, string) {
+		t.Helper()
+		ptm, tty, err := pty.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ptm.Close()
+		defer tty.Close()
+		go io.Copy(io.Discard, ptm)
+		before, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ptm.Write([]byte(input))
+		var out, errb bytes.Buffer
+		code := cli.Cocoonbox([]string{"offload", "sign-in", "--kind", "claude", "--box", "signin"}, env, cli.Streams{In: tty, Out: &out, Err: &errb})
+		after, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(before, after); diff != "" {
+			t.Errorf("the terminal's settings were not restored (-before +after):\n%s", diff)
+		}
+		return code, out.String(), errb.String()
+	}
+
+	code, out, errs := signIn("code-1234\r")
+	if code != 0 || !strings.Contains(out, "Login successful (code-1234)") {
+		t.Fatalf("exit %d\nstdout %q\nstderr %q", code, out, errs)
+	}
+	if !strings.Contains(errs, "cocoonbox: opened https://claude.ai/oauth/authorize?code=true&state=abc in your browser") ||
+		!strings.Contains(errs, "the Claude Code login stays in box signin") {
+		t.Errorf("stderr %q", errs)
+	}
+	b, err := os.ReadFile(opened)
+	if err != nil || string(b) != "1\nhttps://claude.ai/oauth/authorize?code=true&state=abc\n" {
+		t.Errorf("the opener got %q, %v; want the one link, once, as one argument", b, err)
+	}
+	if strings.Contains(out+errs, tok) {
+		t.Error("the token was printed")
+	}
+	if _, err := os.Stat(filepath.Join(boxHome, "pwned")); err == nil {
+		t.Error("a command in a link ran")
+	}
+
+	os.Remove(opened)
+	code, _, errs = signIn("~.")
+	if code != 255 || !strings.Contains(errs, "disconnected") {
+		t.Errorf("~.: exit %d, stderr %q", code, errs)
+	}
+
+	var errb bytes.Buffer
+	code = cli.Cocoonbox([]string{"offload", "sign-in", "--kind", "claude"}, env, cli.Streams{In: strings.NewReader(""), Out: io.Discard, Err: &errb})
+	if code != 3 || !strings.Contains(errb.String(), "sign-in needs a terminal") {
+		t.Errorf("no terminal: exit %d, %q", code, errb.String())
+	}
+}

@@ -1,0 +1,296 @@
+package offload
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/box"
+)
+
+// Execer runs a command in a box; *box.Client is one.
+type Execer interface {
+	Exec(ctx context.Context, cmd *box.Command) (box.ExitStatus, error)
+}
+
+// agentProgram is the box half's command (contract "Agent binary").
+const agentProgram = "cocoonbox-agent"
+
+// maxAgentOutput bounds one verb's stdout, in bytes: read carries bodies,
+// each a hand-over of at most 256 KiB.
+const maxAgentOutput = 64 << 20
+
+// Agent drives the box half, `cocoonbox-agent offload <verb>`, in one box
+// over Exec (contract "Verbs").
+type Agent struct {
+	// Exec runs the commands.
+	Exec Execer
+	// Box is the box's name or id.
+	Box string
+	// Progress receives the verbs' stderr, their progress for a human; nil
+	// discards it.
+	Progress io.Writer
+}
+
+// AgentError is a verb that answered {"ok":false,...}, or could not run.
+type AgentError struct {
+	// Verb is the verb, such as "begin".
+	Verb string
+	// Code is the answer's code: usage, refused, failed or inbox; empty
+	// when the verb did not answer.
+	Code string
+	// Msg is the answer's one-line error.
+	Msg string
+	// Exit is the verb's exit status.
+	Exit int
+	// Findings and CLI come with a begin refusal.
+	Findings []Finding
+	CLI      *CLIInfo
+}
+
+func (e *AgentError) Error() string {
+	return fmt.Sprintf("box: offload %s: %s", e.Verb, e.Msg)
+}
+
+// Refused reports a refusal: the box changed nothing.
+func (e *AgentError) Refused() bool { return e.Code == "refused" }
+
+// CLIInfo is begin's cli field: the box CLI of the chosen kind.
+type CLIInfo struct {
+	Kind     string `json:"kind"`
+	Version  string `json:"version"`
+	SignedIn bool   `json:"signed_in"`
+	Account  string `json:"account"`
+	// HooksBlocked is the claude settings file that blocks our hooks.
+	HooksBlocked string `json:"hooks_blocked"`
+}
+
+// Finding is one preflight finding (contract "Preflight"): Check names
+// it, Outcome is block, warn or confirm, Detail says what was found.
+type Finding struct {
+	Check   string `json:"check"`
+	Outcome string `json:"outcome"`
+	Detail  string `json:"detail"`
+}
+
+// Finding outcomes.
+const (
+	Block   = "block"
+	Warn    = "warn"
+	Confirm = "confirm"
+)
+
+// BeginResult is begin's answer.
+type BeginResult struct {
+	Dir      string            `json:"dir"`
+	Copy     string            `json:"copy"`
+	Refs     map[string]string `json:"refs"`
+	CLI      *CLIInfo          `json:"cli"`
+	Ignored  []string          `json:"ignored"`
+	Findings []Finding         `json:"findings"`
+}
+
+// SendResult is the answer of send with a stream.
+type SendResult struct {
+	Delivery  string           `json:"delivery"`
+	Accepted  bool             `json:"accepted"`
+	Tmux      string           `json:"tmux"`
+	TimingsMS map[string]int64 `json:"timings_ms"`
+}
+
+// MessageResult is the answer of send with --message or --back.
+type MessageResult struct {
+	Seq      int64  `json:"seq"`
+	Delivery string `json:"delivery"`
+}
+
+// Entry is one outbox entry.
+type Entry struct {
+	Seq       int64  `json:"seq"`
+	Kind      string `json:"kind"`
+	OffloadID string `json:"offload_id"`
+	CLI       string `json:"cli"`
+	TimeMS    int64  `json:"time_ms"`
+	Body      string `json:"body"`
+}
+
+// ReadResult is read's answer.
+type ReadResult struct {
+	Entries []Entry `json:"entries"`
+	Status  string  `json:"status"`
+}
+
+// Session is one box CLI session in status's answer.
+type Session struct {
+	Repo              string `json:"repo"`
+	Name              string `json:"name"`
+	CLI               string `json:"cli"`
+	OffloadID         string `json:"offload_id"`
+	Status            string `json:"status"`
+	Copy              string `json:"copy"`
+	TmuxAlive         bool   `json:"tmux_alive"`
+	HookAtMS          int64  `json:"hook_at_ms"`
+	HooksSilent       bool   `json:"hooks_silent"`
+	TranscriptMtimeMS int64  `json:"transcript_mtime_ms"`
+	WindowActivityMS  int64  `json:"window_activity_ms"`
+	InboxSeq          int64  `json:"inbox_seq"`
+	OutboxSeq         int64  `json:"outbox_seq"`
+}
+
+// Begin runs begin: the box half of the preflight, then takes the copy.
+func (a *Agent) Begin(ctx context.Context, key, name, kind, id string) (*BeginResult, error) {
+	var r BeginResult
+	err := a.call(ctx, nil, &r, "begin", "--repo", key, "--name", name, "--kind", kind, "--id", id)
+	return &r, err
+}
+
+// Send runs send with the stream on its stdin.
+func (a *Agent) Send(ctx context.Context, key, kind, id string, stream io.Reader) (*SendResult, error) {
+	var r SendResult
+	err := a.call(ctx, stream, &r, "send", "--repo", key, "--kind", kind, "--id", id)
+	return &r, err
+}
+
+// Message runs send --message with text on its stdin.
+func (a *Agent) Message(ctx context.Context, key, text string) (*MessageResult, error) {
+	var r MessageResult
+	err := a.call(ctx, strings.NewReader(text), &r, "send", "--repo", key, "--message")
+	return &r, err
+}
+
+// SendBack runs send --back, with --interrupt when asked.
+func (a *Agent) SendBack(ctx context.Context, key string, interrupt bool) (*MessageResult, error) {
+	var r MessageResult
+	args := []string{"send", "--repo", key, "--back"}
+	if interrupt {
+		args = append(args, "--interrupt")
+	}
+	err := a.call(ctx, strings.NewReader(""), &r, args...)
+	return &r, err
+}
+
+// Read runs read: outbox entries after since, long-polling up to wait.
+func (a *Agent) Read(ctx context.Context, key string, since int64, wait time.Duration) (*ReadResult, error) {
+	var r ReadResult
+	args := []string{"read", "--repo", key, "--since", strconv.FormatInt(since, 10)}
+	if wait > 0 {
+		args = append(args, "--wait", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+	}
+	err := a.call(ctx, nil, &r, args...)
+	return &r, err
+}
+
+// Status runs status, for one repo or, with key empty, all.
+func (a *Agent) Status(ctx context.Context, key string) ([]Session, error) {
+	var r struct {
+		Sessions []Session `json:"sessions"`
+	}
+	args := []string{"status"}
+	if key != "" {
+		args = append(args, "--repo", key)
+	}
+	err := a.call(ctx, nil, &r, args...)
+	return r.Sessions, err
+}
+
+// End runs end: the session ends, secrets are wiped, the copy returned.
+func (a *Agent) End(ctx context.Context, key string) error {
+	return a.call(ctx, nil, nil, "end", "--repo", key)
+}
+
+// call runs one verb, decodes its JSON line into out and turns
+// {"ok":false} into an *AgentError.
+func (a *Agent) call(ctx context.Context, stdin io.Reader, out any, args ...string) error {
+	verb := args[0]
+	words := append([]string{agentProgram, "offload"}, args...)
+	for i, w := range words {
+		words[i] = ShellQuote(w)
+	}
+	var stdout limitedBuffer
+	stdout.max = maxAgentOutput
+	st, err := a.Exec.Exec(ctx, &box.Command{
+		Box:      a.Box,
+		Line:     strings.Join(words, " "),
+		Stdin:    stdin,
+		Stdout:   &stdout,
+		Stderr:   a.Progress,
+		Progress: a.Progress,
+	})
+	if err != nil {
+		return err
+	}
+	if st.Error != "" {
+		return &AgentError{Verb: verb, Msg: st.Error, Exit: 255}
+	}
+	if st.Signal != "" {
+		return &AgentError{Verb: verb, Msg: "killed by SIG" + st.Signal, Exit: 255}
+	}
+	line := lastLine(stdout.Bytes())
+	if len(line) == 0 {
+		msg := fmt.Sprintf("no answer (exit status %d)", st.Code)
+		if st.Code == 127 {
+			msg = agentProgram + " is not installed in box " + a.Box + "; upgrade the box first"
+		}
+		return &AgentError{Verb: verb, Msg: msg, Exit: st.Code}
+	}
+	var head struct {
+		OK       bool      `json:"ok"`
+		Code     string    `json:"code"`
+		Error    string    `json:"error"`
+		Findings []Finding `json:"findings"`
+		CLI      *CLIInfo  `json:"cli"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		return &AgentError{Verb: verb, Msg: fmt.Sprintf("answer is not JSON: %v", err), Exit: st.Code}
+	}
+	if !head.OK {
+		if head.Error == "" {
+			head.Error = fmt.Sprintf("failed (exit status %d)", st.Code)
+		}
+		return &AgentError{Verb: verb, Code: head.Code, Msg: head.Error, Exit: st.Code, Findings: head.Findings, CLI: head.CLI}
+	}
+	if out != nil {
+		if err := json.Unmarshal(line, out); err != nil {
+			return &AgentError{Verb: verb, Msg: fmt.Sprintf("answer does not parse: %v", err), Exit: st.Code}
+		}
+	}
+	return nil
+}
+
+func lastLine(b []byte) []byte {
+	b = bytes.TrimRight(b, "\r\n\t ")
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:]
+	}
+	return bytes.TrimSpace(b)
+}
+
+// limitedBuffer keeps at most max bytes and fails a write past that.
+type limitedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+var errTooMuchOutput = errors.New("the box half's answer is too large")
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.max {
+		return 0, errTooMuchOutput
+	}
+	return b.Buffer.Write(p)
+}
+
+// ShellQuote quotes s as one word for a POSIX shell, as the box runs a
+// command line with its user's shell (DESIGN.md "Security invariants" 4).
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:@,+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

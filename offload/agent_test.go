@@ -1,0 +1,112 @@
+package offload
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/cocoonbox/cocoonbox/box"
+)
+
+// shExec runs a command line with sh -c, as a box does, with PATH set.
+type shExec struct{ path string }
+
+func (x shExec) Exec(ctx context.Context, cmd *box.Command) (box.ExitStatus, error) {
+	c := exec.CommandContext(ctx, "sh", "-c", cmd.Line)
+	c.Env = []string{"PATH=" + x.path}
+	c.Stdin, c.Stdout, c.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
+	err := c.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
+			return box.ExitStatus{Signal: ws.Signal().String()}, nil
+		}
+		return box.ExitStatus{Code: ee.ExitCode()}, nil
+	}
+	return box.ExitStatus{}, err
+}
+
+// fakeAgent installs a cocoonbox-agent that records its argv and stdin
+// and prints answer.
+func fakeAgent(t *testing.T, answer string, code int) (shExec, string) {
+	t.Helper()
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "argv")
+	script := "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > " + rec + "\ncat > " + rec + ".stdin\necho progress >&2\nprintf '%s\\n' '" + answer + "'\nexit " + string(rune('0'+code)) + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "cocoonbox-agent"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return shExec{path: dir + ":/usr/bin:/bin"}, rec
+}
+
+func TestAgentBegin(t *testing.T) {
+	x, rec := fakeAgent(t, `{"ok":true,"dir":"/workspace/my-app","copy":"mirror","refs":{"refs/heads/main":"`+strings.Repeat("a", 40)+`"},"cli":{"kind":"claude","version":"2.1.0","signed_in":true,"account":"a@b.c","hooks_blocked":null},"ignored":["target/"],"findings":[]}`, 0)
+	var progress strings.Builder
+	a := &Agent{Exec: x, Box: "main", Progress: &progress}
+	got, err := a.Begin(context.Background(), "k1", "my-app", "claude", "0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &BeginResult{Dir: "/workspace/my-app", Copy: "mirror", Refs: map[string]string{"refs/heads/main": strings.Repeat("a", 40)},
+		CLI: &CLIInfo{Kind: "claude", Version: "2.1.0", SignedIn: true, Account: "a@b.c"}, Ignored: []string{"target/"}, Findings: []Finding{}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if got := readFile(t, rec); got != "offload\nbegin\n--repo\nk1\n--name\nmy-app\n--kind\nclaude\n--id\n0123456789abcdef\n" {
+		t.Errorf("argv:\n%s", got)
+	}
+	if progress.String() != "progress\n" {
+		t.Errorf("progress %q", progress.String())
+	}
+}
+
+func TestAgentMessageQuoting(t *testing.T) {
+	x, rec := fakeAgent(t, `{"ok":true,"seq":7,"delivery":"queued"}`, 0)
+	a := &Agent{Exec: x, Box: "main"}
+	text := "it's $(touch /tmp/pwned) `id`; \"quoted\"\nsecond line"
+	m, err := a.Message(context.Background(), "k-1", text)
+	if err != nil || m.Seq != 7 || m.Delivery != "queued" {
+		t.Fatalf("got %+v, %v", m, err)
+	}
+	if got := readFile(t, rec+".stdin"); got != text {
+		t.Errorf("stdin %q", got)
+	}
+	if got := ShellQuote("a b'c"); got != `'a b'\''c'` {
+		t.Errorf("ShellQuote: %s", got)
+	}
+}
+
+func TestAgentErrors(t *testing.T) {
+	ctx := context.Background()
+	x, _ := fakeAgent(t, `{"ok":false,"code":"refused","error":"box_cli: claude is signed out in the box","findings":[{"check":"box_cli","outcome":"block","detail":"claude is signed out"}],"cli":{"kind":"claude","version":"2.1.0","signed_in":false}}`, 3)
+	_, err := (&Agent{Exec: x, Box: "main"}).Begin(ctx, "k", "n", "claude", "1")
+	var ae *AgentError
+	if !errors.As(err, &ae) || !ae.Refused() || ae.Exit != 3 || len(ae.Findings) != 1 || ae.CLI == nil || ae.CLI.SignedIn {
+		t.Fatalf("got %#v", err)
+	}
+	o := &Offloader{Kind: kinds[0], Box: "main"}
+	e := o.beginError(err).(*Error)
+	if e.Code != ExitRefused || len(e.Next) != 1 || !strings.Contains(e.Next[0], "cocoonbox offload sign-in --kind claude") {
+		t.Errorf("a signed-out CLI: %+v", e)
+	}
+	ae.CLI.Version = ""
+	e = o.beginError(err).(*Error)
+	if len(e.Next) != 2 || !strings.Contains(e.Next[0], "cocoonbox offload install-cli --kind claude") {
+		t.Errorf("a missing CLI: %+v", e)
+	}
+
+	_, err = (&Agent{Exec: shExec{path: t.TempDir()}, Box: "main"}).Status(ctx, "")
+	if !errors.As(err, &ae) || ae.Exit != 127 || !strings.Contains(ae.Msg, "not installed in box main") {
+		t.Errorf("no agent: %v", err)
+	}
+	x, _ = fakeAgent(t, `not json`, 1)
+	if _, err := (&Agent{Exec: x, Box: "main"}).Status(ctx, ""); !errors.As(err, &ae) || !strings.Contains(ae.Msg, "not JSON") {
+		t.Errorf("not JSON: %v", err)
+	}
+}

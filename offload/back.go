@@ -1,0 +1,242 @@
+package offload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+)
+
+// Back's bounds (contract "Back, Mac side" 2, and seeds/000).
+const (
+	// BackTimeout bounds the wait for the box agent's back entry.
+	BackTimeout = 600 * time.Second
+	// ResendAfter is how long a pasted BACK may draw no hook while the
+	// session says working before BACK is sent again with --interrupt.
+	ResendAfter = 60 * time.Second
+)
+
+// Backer brings an offload's work home (contract "Back, Mac side"). Set
+// every field but Now, Logf and Progress.
+type Backer struct {
+	Repo  *Repo
+	Store Store
+	// Exec runs the box half's verbs.
+	Exec Execer
+	// Environ is the laptop's environment; git fetch over the shim
+	// inherits it.
+	Environ []string
+	// Shim is the ssh-like program for GIT_SSH_COMMAND, quoted as one word.
+	Shim     string
+	Logf     func(format string, args ...any)
+	Progress io.Writer
+	Now      func() time.Time
+}
+
+// BackResult is a finished back.
+type BackResult struct {
+	Record *Record
+	Merge  *MergeResult
+	// Body is the box agent's hand-over; BackPath keeps it.
+	Body string
+	// Resent is true when BACK was sent again with --interrupt.
+	Resent bool
+}
+
+func (b *Backer) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
+}
+
+func (b *Backer) logf(format string, args ...any) {
+	if b.Logf != nil {
+		b.Logf(format, args...)
+	}
+}
+
+// Run brings the work home: BACK, the wait for the back entry, git fetch,
+// the merge, end. It changes nothing here before the merge, and the merge
+// changes nothing that it cannot account for.
+func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
+	r := b.Repo
+	rec, err := b.Store.LoadRecord(r.Key)
+	if errors.Is(err, ErrNoRecord) {
+		e := &Error{Code: ExitFailed, Err: err}
+		if _, err := os.Stat(b.Store.BackPath(r.Key)); err == nil {
+			e.Next = []string{"the last back already came home; its hand-over is " + b.Store.BackPath(r.Key)}
+		}
+		return nil, e
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := gitAtLeast(ctx, r.git, 2, 38); err != nil {
+		return nil, refused(err, "install git 2.38 or later (back uses git merge-tree --write-tree)")
+	}
+	agent := &Agent{Exec: b.Exec, Box: rec.BoxName, Progress: b.Progress}
+	res := &BackResult{Record: rec}
+	entry, err := b.waitBack(ctx, agent, rec, res)
+	if err != nil {
+		return nil, err
+	}
+	res.Body = entry.Body
+
+	b.logf("fetch from %s:%s", rec.BoxName, remotePath(rec.Dir, rec.Name))
+	backRef := RefBack + rec.ID
+	fetch := git{dir: r.Top, env: append(HostEnv(b.Environ, true), "GIT_SSH_COMMAND="+b.Shim, "GIT_SSH_VARIANT=simple")}
+	if _, err := fetch.run(ctx, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", rec.BoxName+":"+remotePath(rec.Dir, rec.Name),
+		"+refs/heads/*:"+RefBox+"*", "+"+backRef+":"+backRef); err != nil {
+		return nil, &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed here; run cocoonbox back again"}}
+	}
+	back, err := r.git.line(ctx, "rev-parse", "--verify", backRef+"^{commit}")
+	if err != nil {
+		return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("the box has no %s: %w", backRef, err)}
+	}
+	b.logf("merge")
+	m, err := r.mergeBack(ctx, rec.ID, rec.Base, back, b.now())
+	if errors.Is(err, ErrIndexLocked) {
+		return nil, &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed; when no git is running here, remove " + r.GitDir + "/index.lock and run cocoonbox back again"}}
+	}
+	if err != nil {
+		return nil, &Error{Code: ExitFailed, Err: err}
+	}
+	res.Merge = m
+	if _, err := b.Store.EnsureRepoDir(r.Key); err == nil {
+		atomicfile.WriteFile(b.Store.BackPath(r.Key), []byte(entry.Body), 0o600)
+	}
+	b.logf("end")
+	if err := agent.End(ctx, r.Key); err != nil {
+		return res, &Error{Code: ExitFailed, Err: fmt.Errorf("the box's work is here (%s), but ending the box session failed: %w", m.Outcome, err),
+			Next: []string{"run cocoonbox back again to end it"}}
+	}
+	if err := b.Store.RemoveRecord(r.Key); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// backAgent is what waitBack needs of the box half.
+type backAgent interface {
+	Read(ctx context.Context, key string, since int64, wait time.Duration) (*ReadResult, error)
+	SendBack(ctx context.Context, key string, interrupt bool) (*MessageResult, error)
+	Status(ctx context.Context, key string) ([]Session, error)
+}
+
+// waitBack sends BACK unless the outbox holds this offload's back, and
+// reads until the back entry comes, BackTimeout in all. A pasted BACK
+// that draws no hook for ResendAfter while the session says working is
+// sent once more with --interrupt; a queued one never is.
+func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult) (*Entry, error) {
+	start := b.now()
+	deadline := start.Add(BackTimeout)
+	rd, err := a.Read(ctx, rec.Repo, 0, 0)
+	if err != nil {
+		return nil, boxFailure(err)
+	}
+	since := int64(0)
+	find := func(rd *ReadResult) *Entry {
+		var found *Entry
+		for i, e := range rd.Entries {
+			since = max(since, e.Seq)
+			if e.Kind == "back" && e.OffloadID == rec.ID {
+				found = &rd.Entries[i]
+			}
+		}
+		return found
+	}
+	if e := find(rd); e != nil {
+		return e, nil
+	}
+	b.logf("send BACK")
+	sent, err := a.SendBack(ctx, rec.Repo, false)
+	if err != nil {
+		return nil, boxFailure(err)
+	}
+	sentAt := b.now()
+	status := rd.Status
+	checked := false // the one resend check is done
+	for {
+		now := b.now()
+		if !now.Before(deadline) {
+			return nil, &Error{Code: ExitFailed,
+				Err:  fmt.Errorf("the box agent posted no back in %d s (session: %s)", int(BackTimeout/time.Second), orNone(status)),
+				Next: []string{"BACK stays queued for the box CLI's next idle; watch with `cocoonbox offload inbox --wait 60`, then run cocoonbox back again"}}
+		}
+		wait := deadline.Sub(now)
+		if sent.Delivery == "pasted" && !checked {
+			if due := sentAt.Add(ResendAfter); now.Before(due) {
+				wait = min(wait, due.Sub(now))
+			} else {
+				ss, err := a.Status(ctx, rec.Repo)
+				if err != nil {
+					return nil, boxFailure(err)
+				}
+				if s := sessionOf(ss, rec); s != nil && s.Status == "working" && s.HookAtMS < sentAt.UnixMilli() {
+					b.logf("BACK drew no hook in %d s; sending it again with --interrupt", int(ResendAfter/time.Second))
+					if sent, err = a.SendBack(ctx, rec.Repo, true); err != nil {
+						return nil, boxFailure(err)
+					}
+					res.Resent = true
+				}
+				checked = true
+			}
+		}
+		wait = max(wait, time.Second)
+		rd, err := a.Read(ctx, rec.Repo, since, wait)
+		if err != nil {
+			return nil, boxFailure(err)
+		}
+		status = rd.Status
+		if e := find(rd); e != nil {
+			return e, nil
+		}
+	}
+}
+
+func sessionOf(ss []Session, rec *Record) *Session {
+	for i, s := range ss {
+		if s.Repo == rec.Repo && (s.OffloadID == "" || s.OffloadID == rec.ID) {
+			return &ss[i]
+		}
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func boxFailure(err error) error {
+	return &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed here; run cocoonbox back again"}}
+}
+
+// gitAtLeast refuses a git older than major.minor.
+func gitAtLeast(ctx context.Context, g git, major, minor int) error {
+	out, err := g.line(ctx, "version")
+	if err != nil {
+		return err
+	}
+	f := strings.Fields(out)
+	if len(f) >= 3 {
+		v := strings.Split(f[2], ".")
+		if len(v) >= 2 {
+			ma, err1 := strconv.Atoi(v[0])
+			mi, err2 := strconv.Atoi(v[1])
+			if err1 == nil && err2 == nil && (ma > major || ma == major && mi >= minor) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%s is older than git %d.%d", out, major, minor)
+}

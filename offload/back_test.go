@@ -1,0 +1,137 @@
+package offload
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// scriptedAgent is the box half as waitBack sees it, over a fake clock
+// that each long poll advances by its wait: the session posts back after
+// postAt, and hooks fire after a BACK only when hookOnPaste.
+type scriptedAgent struct {
+	now         time.Time
+	entries     []Entry
+	postAt      time.Time // zero: never
+	delivery    string
+	hookAt      time.Time
+	hookOnPaste bool
+	calls       []string
+}
+
+func (a *scriptedAgent) Read(_ context.Context, _ string, since int64, wait time.Duration) (*ReadResult, error) {
+	a.calls = append(a.calls, "read")
+	if !a.postAt.IsZero() && a.now.Add(wait).After(a.postAt) {
+		if a.now.Before(a.postAt) {
+			a.now = a.postAt
+		}
+		a.entries = append(a.entries, Entry{Seq: int64(len(a.entries) + 1), Kind: "back", OffloadID: testID, Body: "# Hand-over: done"})
+		a.postAt = time.Time{}
+	} else {
+		a.now = a.now.Add(wait)
+	}
+	var out []Entry
+	for _, e := range a.entries {
+		if e.Seq > since {
+			out = append(out, e)
+		}
+	}
+	return &ReadResult{Entries: out, Status: "working"}, nil
+}
+
+func (a *scriptedAgent) SendBack(_ context.Context, _ string, interrupt bool) (*MessageResult, error) {
+	if interrupt {
+		a.calls = append(a.calls, "back --interrupt")
+	} else {
+		a.calls = append(a.calls, "back")
+	}
+	if a.hookOnPaste {
+		a.hookAt = a.now
+	}
+	return &MessageResult{Seq: 1, Delivery: a.delivery}, nil
+}
+
+func (a *scriptedAgent) Status(context.Context, string) ([]Session, error) {
+	a.calls = append(a.calls, "status")
+	return []Session{{Repo: "k", OffloadID: testID, Status: "working", HookAtMS: a.hookAt.UnixMilli()}}, nil
+}
+
+func TestWaitBack(t *testing.T) {
+	t0 := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name       string
+		agent      scriptedAgent
+		wantCalls  []string
+		wantResent bool
+		wantErr    bool
+	}{
+		{
+			name:      "the outbox holds the back already",
+			agent:     scriptedAgent{entries: []Entry{{Seq: 1, Kind: "progress", OffloadID: testID}, {Seq: 2, Kind: "back", OffloadID: testID}}},
+			wantCalls: []string{"read"},
+		},
+		{
+			name:      "a back of another offload does not count",
+			agent:     scriptedAgent{entries: []Entry{{Seq: 1, Kind: "back", OffloadID: "old"}}, delivery: "pasted", hookOnPaste: true, postAt: t0.Add(10 * time.Second)},
+			wantCalls: []string{"read", "back", "read"},
+		},
+		{
+			name:       "a pasted BACK that draws no hook is sent again with --interrupt, once",
+			agent:      scriptedAgent{delivery: "pasted", postAt: t0.Add(90 * time.Second)},
+			wantCalls:  []string{"read", "back", "read", "status", "back --interrupt", "read"},
+			wantResent: true,
+		},
+		{
+			name:      "a pasted BACK that drew a hook is not sent again",
+			agent:     scriptedAgent{delivery: "pasted", hookOnPaste: true, postAt: t0.Add(90 * time.Second)},
+			wantCalls: []string{"read", "back", "read", "status", "read"},
+		},
+		{
+			name:      "a queued BACK is never sent again",
+			agent:     scriptedAgent{delivery: "queued", postAt: t0.Add(300 * time.Second)},
+			wantCalls: []string{"read", "back", "read"},
+		},
+		{
+			name:      "no back in 600 s",
+			agent:     scriptedAgent{delivery: "queued"},
+			wantCalls: []string{"read", "back", "read"},
+			wantErr:   true,
+		},
+		{
+			name:       "no back in 600 s after the resend",
+			agent:      scriptedAgent{delivery: "pasted"},
+			wantCalls:  []string{"read", "back", "read", "status", "back --interrupt", "read"},
+			wantResent: true,
+			wantErr:    true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := tc.agent
+			a.now = t0
+			b := &Backer{Now: func() time.Time { return a.now }}
+			res := &BackResult{}
+			e, err := b.waitBack(context.Background(), &a, &Record{ID: testID, Repo: "k"}, res)
+			if tc.wantErr {
+				var oe *Error
+				if !errors.As(err, &oe) || oe.Code != ExitFailed || len(oe.Next) == 0 {
+					t.Fatalf("got %v, want a failure with a next step", err)
+				}
+				if got := a.now.Sub(t0); got != BackTimeout {
+					t.Errorf("gave up after %v, want %v", got, BackTimeout)
+				}
+			} else if err != nil || e == nil || e.Kind != "back" || e.OffloadID != testID {
+				t.Fatalf("got %+v, %v", e, err)
+			}
+			if diff := cmp.Diff(tc.wantCalls, a.calls); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			if res.Resent != tc.wantResent {
+				t.Errorf("resent %v, want %v", res.Resent, tc.wantResent)
+			}
+		})
+	}
+}

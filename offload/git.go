@@ -1,0 +1,121 @@
+package offload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+)
+
+// GitError is a git command that failed, with what it printed on stderr.
+type GitError struct {
+	Args   []string
+	Stderr string
+	Err    error
+}
+
+func (e *GitError) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+		msg = msg[i+1:]
+	}
+	if msg == "" {
+		msg = e.Err.Error()
+	}
+	return fmt.Sprintf("git %s: %s", strings.Join(e.Args, " "), msg)
+}
+
+func (e *GitError) Unwrap() error { return e.Err }
+
+// git runs the system git in one work tree with a given environment.
+type git struct {
+	dir string
+	env []string
+}
+
+// HostEnv filters a laptop environment for a child process: git's own
+// repository variables (set when we run inside a hook) would point git
+// elsewhere, and COCOONBOX_TOKEN stays only with keepToken, for children
+// that reach the box (DESIGN.md "Security invariants" 1).
+func HostEnv(environ []string, keepToken bool) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+			"GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_PREFIX", "GIT_NAMESPACE":
+			continue
+		case "COCOONBOX_TOKEN":
+			if !keepToken {
+				continue
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// with returns g with extra environment entries.
+func (g git) with(kv ...string) git {
+	env := append([]string(nil), g.env...)
+	return git{dir: g.dir, env: append(env, kv...)}
+}
+
+// cmd makes the git command; stdout and stdin are the caller's.
+func (g git) cmd(ctx context.Context, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, "git", args...)
+	c.Dir = g.dir
+	c.Env = g.env
+	return c
+}
+
+// run runs git and returns its stdout.
+func (g git) run(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
+	var out, errb bytes.Buffer
+	c := g.cmd(ctx, args...)
+	c.Stdin = stdin
+	c.Stdout = &out
+	c.Stderr = &errb
+	if err := c.Run(); err != nil {
+		return out.String(), &GitError{Args: args, Stderr: errb.String(), Err: err}
+	}
+	return out.String(), nil
+}
+
+// line runs git and returns its stdout without the final newline.
+func (g git) line(ctx context.Context, args ...string) (string, error) {
+	out, err := g.run(ctx, nil, args...)
+	return strings.TrimRight(out, "\n"), err
+}
+
+// ok runs git and reports whether it exited 0; any other failure to run
+// is an error.
+func (g git) ok(ctx context.Context, args ...string) (bool, error) {
+	_, err := g.run(ctx, nil, args...)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// nulList splits git's -z output.
+func nulList(s string) []string {
+	s = strings.TrimSuffix(s, "\x00")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\x00")
+}
+
+// exitCode is a failed command's exit status, or -1.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}

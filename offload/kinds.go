@@ -1,0 +1,66 @@
+package offload
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Kind is a coding-agent CLI that can run in a box (DESIGN.md "Offload
+// and back").
+type Kind struct {
+	// Name is the --kind word: claude, codex or cursor.
+	Name string
+	// Title is the product's name for people.
+	Title string
+	// Install is the vendor's official installer, a shell line run in the
+	// box as its user, installing under its home.
+	Install string
+	// Login is the vendor's sign-in, run in the box on a terminal.
+	Login string
+	// Hosts are the vendor's own hosts: a sign-in link is opened only on
+	// one of them or a subdomain.
+	Hosts []string
+}
+
+var kinds = []Kind{
+	{
+		Name:    "claude",
+		Title:   "Claude Code",
+		Install: "curl -fsSL https://claude.ai/install.sh | bash",
+		Login:   "claude auth login",
+		Hosts:   []string{"claude.ai", "claude.com", "anthropic.com"},
+	},
+	{
+		Name:    "codex",
+		Title:   "Codex CLI",
+		Install: "npm install -g --prefix \"$HOME/.local\" @openai/codex",
+		Login:   "codex login --device-auth",
+		Hosts:   []string{"openai.com", "chatgpt.com"},
+	},
+	{
+		Name:    "cursor",
+		Title:   "Cursor CLI",
+		Install: "curl -fsS https://cursor.com/install | bash",
+		Login:   "cursor-agent login",
+		Hosts:   []string{"cursor.com", "cursor.sh"},
+	},
+}
+
+// KindNames lists the kinds' names.
+func KindNames() []string {
+	n := make([]string, len(kinds))
+	for i, k := range kinds {
+		n[i] = k.Name
+	}
+	return n
+}
+
+// LookupKind returns the kind named name, or an error listing the kinds.
+func LookupKind(name string) (Kind, error) {
+	i := slices.IndexFunc(kinds, func(k Kind) bool { return k.Name == name })
+	if i < 0 {
+		return Kind{}, fmt.Errorf("unknown kind %q: want %s", name, strings.Join(KindNames(), ", "))
+	}
+	return kinds[i], nil
+}

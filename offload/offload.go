@@ -1,0 +1,466 @@
+// Package offload is the laptop half of offload and back (contract
+// seeds/001 "Offload (design §27)"): the preflight, the hand-over, the
+// snapshot and bundle, the rsync and git drivers over cocoonbox-ssh, the
+// send stream, and back's merge. The box half is reached through Agent.
+// Nothing here prints: progress goes to a Logf.
+package offload
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/box"
+)
+
+// Exit statuses of offload and back beyond 0, and 2 for usage
+// (DESIGN.md "Offload and back").
+const (
+	// ExitFailed is a failure, rolled back as the contract states.
+	ExitFailed = 1
+	// ExitRefused is a refusal: nothing changed.
+	ExitRefused = 3
+	// ExitConfirm is a warning that needs --yes.
+	ExitConfirm = 4
+)
+
+// Error is a failure of offload or back with its exit status, the next
+// steps for the user, and the findings that caused it.
+type Error struct {
+	// Code is ExitFailed, ExitRefused or ExitConfirm.
+	Code int
+	// Err says what happened in one line.
+	Err error
+	// Next are the next steps, each one line.
+	Next []string
+	// Findings are the preflight findings behind a refusal or a confirm.
+	Findings []Finding
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func refused(err error, next ...string) *Error {
+	return &Error{Code: ExitRefused, Err: err, Next: next}
+}
+
+// Offloader moves one repository's work into a box and starts the box
+// CLI there (contract "Offload, Mac side"). Set every field but Now,
+// Logf and Preflight, which may be nil.
+type Offloader struct {
+	Repo  *Repo
+	Store Store
+	// Client is the box service: its boxes and Exec.
+	Client Client
+	// Box is the box's name or id.
+	Box string
+	// Kind is the box CLI's kind.
+	Kind Kind
+	// Yes is the user's go-ahead for warnings.
+	Yes bool
+	// Environ is the laptop's environment: rsync and git over the shim
+	// inherit it (token included), local git and probes without the token.
+	Environ []string
+	// Home is the laptop user's home, for the aws, kube, gcloud and ssh
+	// secret entries.
+	Home string
+	// Shim is the ssh-like program rsync and git run to reach the box,
+	// quoted as one word (QuoteCommand): cocoonbox-ssh.
+	Shim string
+	// Preflight holds the laptop checks' probes; nil runs none.
+	Preflight *Preflight
+	// Logf receives progress lines; nil discards them.
+	Logf func(format string, args ...any)
+	// Progress receives the box half's progress; nil discards it.
+	Progress io.Writer
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Client is what offload and back need of the box service.
+type Client interface {
+	Execer
+	List(ctx context.Context) ([]box.Box, error)
+}
+
+// Result is a finished offload.
+type Result struct {
+	Record   *Record
+	Begin    *BeginResult
+	Send     *SendResult
+	Warnings []Finding
+	// Timings are the steps' durations, in order.
+	Timings []Timing
+}
+
+// Timing is one step's duration.
+type Timing struct {
+	Step string
+	D    time.Duration
+}
+
+func (o *Offloader) logf(format string, args ...any) {
+	if o.Logf != nil {
+		o.Logf(format, args...)
+	}
+}
+
+func (o *Offloader) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+// ReadHandover reads and checks the repo's hand-over: present, not the
+// untouched template, valid (contract "Hand-over"). It is the first check.
+func ReadHandover(st Store, key string) ([]byte, error) {
+	p := st.HandoverPath(key)
+	b, err := readLimited(p, MaxHandover+1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, refused(fmt.Errorf("no hand-over at %s", p),
+			"write one there (cocoonbox offload handover-path makes the template), or paste the text of `cocoonbox offload --handover-prompt` into your coding agent")
+	}
+	if err != nil {
+		return nil, refused(err)
+	}
+	if bytes.Equal(b, HandoverTemplate()) {
+		return nil, refused(fmt.Errorf("the hand-over at %s is still the template", p), "fill in each section, then run offload again")
+	}
+	if err := ValidateHandover(b); err != nil {
+		return nil, refused(err, "fix "+p+", then run offload again")
+	}
+	return b, nil
+}
+
+func readLimited(p string, max int64) ([]byte, error) {
+	f, err := openRegular(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, max))
+}
+
+// Run offloads: hand-over, laptop preflight, begin, snapshot, rsync, the
+// record, send. A failure after begin removes the record, the bundle and
+// the refs it made; the box releases the copy itself.
+func (o *Offloader) Run(ctx context.Context) (*Result, error) {
+	res := &Result{}
+	t0 := o.now()
+	step := func(name string, since time.Time) time.Time {
+		now := o.now()
+		res.Timings = append(res.Timings, Timing{name, now.Sub(since)})
+		return now
+	}
+	r := o.Repo
+	handover, err := ReadHandover(o.Store, r.Key)
+	if err != nil {
+		return nil, err
+	}
+	if rec, err := o.Store.LoadRecord(r.Key); err == nil {
+		return nil, refused(fmt.Errorf("offload %s of this repository is still in box %s", rec.ID, rec.BoxName), "bring it back first: cocoonbox back")
+	} else if !errors.Is(err, ErrNoRecord) {
+		return nil, err
+	}
+	settings, err := o.Store.LoadSettings()
+	if err != nil {
+		return nil, refused(err)
+	}
+	rs := settings[r.Key]
+	secrets, err := secretMembers(rs.Secrets, r.Top, o.Home)
+	if err != nil {
+		return nil, refused(err, "fix it, or opt out with: cocoonbox offload secrets remove ENTRY")
+	}
+	if err := r.CheckFileSecrets(ctx, rs.Secrets); err != nil {
+		return nil, refused(err, "fix it, or opt out with: cocoonbox offload secrets remove ENTRY")
+	}
+
+	// The laptop preflight.
+	var findings []Finding
+	if runtime.GOOS == "windows" {
+		findings = append(findings, Finding{"platform", Block, "offload needs rsync and runs on macOS and Linux only"})
+	}
+	if _, err := exec.LookPath("rsync"); err != nil {
+		findings = append(findings, Finding{"tools", Block, "rsync is not installed on this laptop; install it"})
+	}
+	ignored, err := r.ignored(ctx)
+	if err != nil {
+		return nil, err
+	}
+	excludes := ignored
+	if o.Preflight != nil {
+		p := *o.Preflight
+		p.Handover = handover
+		p.Secrets = rs.Secrets
+		p.SizeOK = rs.SizeOK
+		if p.Size == nil {
+			p.Size = func(ctx context.Context) (int64, error) { return r.measure(ctx, HostEnv(o.Environ, false), excludes) }
+		}
+		findings = append(findings, p.Run(ctx, r)...)
+	}
+	if blocks := only(findings, Block); len(blocks) > 0 {
+		return nil, &Error{Code: ExitRefused, Err: errors.New("the preflight found a block"), Findings: blocks}
+	}
+	warns := slices.DeleteFunc(slices.Clone(findings), func(f Finding) bool { return f.Outcome == Block })
+	if len(warns) > 0 && !o.Yes {
+		return nil, &Error{Code: ExitConfirm, Err: errors.New("the preflight found warnings"), Findings: warns,
+			Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name + " --yes"}}
+	}
+	if len(only(warns, Confirm)) > 0 {
+		if err := o.Store.UpdateSettings(r.Key, r.Top, func(s *RepoSettings) error { s.SizeOK = true; return nil }); err != nil {
+			return nil, err
+		}
+	}
+	res.Warnings = warns
+	env, err := DetectEnvironment(r.Top)
+	if err != nil {
+		return nil, refused(err, "fix it, then run offload again")
+	}
+	if err := r.snapshotReady(ctx); err != nil {
+		return nil, err
+	}
+	bx, err := o.findBox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := step("preflight", t0)
+
+	// begin: the box half of the preflight; it takes the copy.
+	id := NewID()
+	agent := &Agent{Exec: o.Client, Box: o.Box, Progress: o.Progress}
+	o.logf("begin in box %s", bx.Name)
+	begin, err := agent.Begin(ctx, r.Key, r.Name, o.Kind.Name, id)
+	if err != nil {
+		return nil, o.beginError(err)
+	}
+	res.Begin = begin
+	if bw := only(begin.Findings, Warn); len(bw) > 0 {
+		if !o.Yes {
+			return nil, &Error{Code: ExitConfirm, Err: errors.New("the box's preflight found warnings"), Findings: bw,
+				Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name + " --yes"}}
+		}
+		res.Warnings = append(res.Warnings, bw...)
+	}
+	if begin.CLI != nil && begin.CLI.HooksBlocked != "" {
+		res.Warnings = append(res.Warnings, Finding{"hooks", Warn, begin.CLI.HooksBlocked + " in the box blocks hooks, so the box CLI's status will not be reported"})
+	}
+	t = step("begin", t)
+
+	// Snapshot S; from here on a failure rolls back what it made.
+	o.logf("snapshot")
+	rollback := func(err error) error {
+		r.dropRefs(context.WithoutCancel(ctx), id)
+		o.Store.RemoveRecord(r.Key)
+		os.Remove(filepath.Join(o.Store.RepoDir(r.Key), "offload.bundle"))
+		var e *Error
+		if errors.As(err, &e) {
+			return err
+		}
+		return &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed here; the box released its copy. Run offload again when the cause is fixed"}}
+	}
+	base, err := r.snapshot(ctx, id)
+	if err != nil {
+		return nil, rollback(err)
+	}
+	t = step("snapshot", t)
+
+	// rsync the work tree and .git without objects.
+	dir, err := o.Store.EnsureRepoDir(r.Key)
+	if err != nil {
+		return nil, rollback(err)
+	}
+	exFile := filepath.Join(dir, "excludes")
+	boxIgnored := make([]string, 0, len(begin.Ignored))
+	for _, p := range begin.Ignored {
+		if p = strings.TrimPrefix(p, "/"); p != "" {
+			boxIgnored = append(boxIgnored, p)
+		}
+	}
+	if err := writeExcludes(exFile, append(excludes, boxIgnored...)); err != nil {
+		return nil, rollback(err)
+	}
+	rpath := remotePath(begin.Dir, r.Name)
+	o.logf("rsync %s/ to %s:%s/", r.Top, bx.Name, rpath)
+	args := append(rsyncArgs(exFile, r.Linked), "-e", o.Shim, r.Top+"/", bx.Name+":"+rpath+"/")
+	_, err = runRsync(ctx, HostEnv(o.Environ, true), args)
+	os.Remove(exFile)
+	if err != nil {
+		return nil, rollback(err)
+	}
+	t = step("rsync", t)
+
+	// The record, then the stream.
+	rec := &Record{
+		ID: id, Repo: r.Key, Box: bx.ID, BoxName: bx.Name, Name: r.Name, Dir: begin.Dir,
+		Kind: o.Kind.Name, Base: base, Top: r.Top, StartedAtMS: o.now().UnixMilli(),
+	}
+	if err := o.Store.SaveRecord(rec); err != nil {
+		return nil, rollback(err)
+	}
+	members, err := o.members(ctx, handover, env, begin.Refs, secrets)
+	if err != nil {
+		return nil, rollback(err)
+	}
+	o.logf("send")
+	pr, pw := io.Pipe()
+	werr := make(chan error, 1)
+	go func() {
+		err := WriteStream(pw, members)
+		pw.CloseWithError(err)
+		werr <- err
+	}()
+	send, err := agent.Send(ctx, r.Key, o.Kind.Name, id, pr)
+	pr.CloseWithError(io.ErrClosedPipe)
+	os.Remove(filepath.Join(dir, "offload.bundle"))
+	// A stream that broke on our side says why better than the box can.
+	if e := <-werr; err != nil && e != nil && !errors.Is(e, io.ErrClosedPipe) {
+		err = e
+	}
+	if err != nil {
+		return nil, rollback(err)
+	}
+	step("send", t)
+	res.Record, res.Send = rec, send
+	return res, nil
+}
+
+// members are the send stream's members in the contract's order.
+func (o *Offloader) members(ctx context.Context, handover []byte, env *Environment, boxRefs map[string]string, secrets []Member) ([]Member, error) {
+	r := o.Repo
+	ej, err := json.MarshalIndent(env, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := writePrivate(filepath.Join(o.Store.RepoDir(r.Key), "env.json"), ej); err != nil {
+		return nil, err
+	}
+	ms := []Member{{Name: "handover.md", Data: handover}, {Name: "env.json", Data: ej}}
+	bpath := filepath.Join(o.Store.RepoDir(r.Key), "offload.bundle")
+	o.logf("bundle")
+	if ok, err := r.bundle(ctx, bpath, boxRefs); err != nil {
+		return nil, err
+	} else if ok {
+		ms = append(ms, Member{Name: "offload.bundle", Path: bpath})
+	}
+	if r.Linked {
+		ms = append(ms, Member{Name: "HEAD", Path: filepath.Join(r.GitDir, "HEAD")})
+		if _, err := os.Lstat(filepath.Join(r.GitDir, "index")); err == nil {
+			ms = append(ms, Member{Name: "index", Path: filepath.Join(r.GitDir, "index")})
+		}
+	}
+	return append(ms, secrets...), nil
+}
+
+func writePrivate(p string, b []byte) error {
+	return os.WriteFile(p, b, 0o600)
+}
+
+// CheckFileSecrets refuses a file: entry whose file git does not ignore:
+// it would travel by rsync and in S, or, tracked, with the history.
+func (r *Repo) CheckFileSecrets(ctx context.Context, entries []string) error {
+	for _, e := range entries {
+		p, ok := strings.CutPrefix(e, "file:")
+		if !ok {
+			continue
+		}
+		if out, err := r.git.line(ctx, "ls-files", "--", p); err != nil {
+			return err
+		} else if out != "" {
+			return fmt.Errorf("secret %s is tracked by git, so it would travel with the history; untrack it and add it to .gitignore", e)
+		}
+		if ok, err := r.git.ok(ctx, "check-ignore", "-q", "--", p); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("secret %s is not git-ignored, so it would travel with the work tree; add it to .gitignore", e)
+		}
+	}
+	return nil
+}
+
+// findBox finds the box and refuses an image older than cbdesk:v22.
+func (o *Offloader) findBox(ctx context.Context) (box.Box, error) {
+	bs, err := o.Client.List(ctx)
+	if err != nil {
+		return box.Box{}, err
+	}
+	for _, b := range bs {
+		if b.Name == o.Box || b.ID == o.Box {
+			if n, ok := cbdeskVersion(b.Image); ok && n < 22 {
+				return b, &Error{Code: ExitRefused, Err: errors.New("the preflight found a block"),
+					Findings: []Finding{{"box_image", Block, fmt.Sprintf("box %s runs %s; offload needs cbdesk:v22 or later: upgrade the box first", b.Name, b.Image)}}}
+			}
+			return b, nil
+		}
+	}
+	return box.Box{}, refused(fmt.Errorf("no box named %s", o.Box), "see your boxes with: cocoonbox boxes list")
+}
+
+func cbdeskVersion(image string) (int, bool) {
+	i := strings.LastIndex(image, "cbdesk:v")
+	if i < 0 {
+		return 0, false
+	}
+	v := image[i+len("cbdesk:v"):]
+	if j := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' }); j >= 0 {
+		v = v[:j]
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil
+}
+
+// beginError maps begin's failure: a refusal exits 3 with its findings
+// and, for the box CLI, the commands that fix it.
+func (o *Offloader) beginError(err error) error {
+	var ae *AgentError
+	if !errors.As(err, &ae) {
+		return &Error{Code: ExitFailed, Err: err}
+	}
+	if !ae.Refused() {
+		code := ExitFailed
+		if ae.Code == "usage" {
+			code = ExitRefused
+		}
+		return &Error{Code: code, Err: ae}
+	}
+	e := &Error{Code: ExitRefused, Err: ae, Findings: ae.Findings}
+	k := o.Kind.Name
+	if cli := ae.CLI; cli != nil {
+		switch {
+		case cli.Version == "":
+			e.Next = append(e.Next, fmt.Sprintf("install %s in the box: cocoonbox offload install-cli --kind %s --box %s", o.Kind.Title, k, o.Box))
+			e.Next = append(e.Next, fmt.Sprintf("then sign in there: cocoonbox offload sign-in --kind %s --box %s", k, o.Box))
+		case !cli.SignedIn:
+			e.Next = append(e.Next, fmt.Sprintf("sign in to %s in the box: cocoonbox offload sign-in --kind %s --box %s", o.Kind.Title, k, o.Box))
+		}
+	}
+	for _, f := range ae.Findings {
+		if f.Check == "copy" {
+			e.Next = append(e.Next, "bring the last offload back first: cocoonbox back")
+			break
+		}
+	}
+	return e
+}
+
+func only(fs []Finding, outcome string) []Finding {
+	var out []Finding
+	for _, f := range fs {
+		if f.Outcome == outcome {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,92 @@
+package offload
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrNotRepo is returned by OpenRepo outside a git work tree.
+var ErrNotRepo = errors.New("not a git repository")
+
+// Repo is a git work tree on the laptop, as offload sees it.
+type Repo struct {
+	// Top is the work tree's absolute top directory, symlinks resolved.
+	Top string
+	// GitDir is its git directory; CommonDir the one holding objects and
+	// refs. They differ in a linked worktree.
+	GitDir, CommonDir string
+	// Linked is true for a linked worktree (.git is a file).
+	Linked bool
+	// Key names the repo in the offload directories of the laptop and the
+	// box: the first 16 hex digits of sha256(Top).
+	Key string
+	// Name is the copy's directory name in the box workspace: Top's base
+	// name with anything but [A-Za-z0-9._-] replaced by '-'.
+	Name string
+
+	git git
+}
+
+// OpenRepo finds the work tree that contains dir (git rev-parse
+// --show-toplevel). environ is the laptop's environment for git. It
+// returns ErrNotRepo outside a work tree.
+func OpenRepo(ctx context.Context, dir string, environ []string) (*Repo, error) {
+	g := git{dir: dir, env: HostEnv(environ, false)}
+	out, err := g.line(ctx, "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir")
+	if err != nil {
+		var ge *GitError
+		if errors.As(err, &ge) && strings.Contains(ge.Stderr, "not a git repository") {
+			return nil, ErrNotRepo
+		}
+		return nil, err
+	}
+	f := strings.Split(out, "\n")
+	if len(f) != 3 || f[0] == "" {
+		// A bare repository, or the inside of .git.
+		return nil, ErrNotRepo
+	}
+	top, err := filepath.EvalSymlinks(f[0])
+	if err != nil {
+		return nil, err
+	}
+	common := f[2]
+	if !filepath.IsAbs(common) {
+		common = filepath.Join(dir, common)
+	}
+	fi, err := os.Lstat(filepath.Join(top, ".git"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", top, err)
+	}
+	sum := sha256.Sum256([]byte(top))
+	r := &Repo{
+		Top:       top,
+		GitDir:    f[1],
+		CommonDir: filepath.Clean(common),
+		Linked:    fi.Mode().IsRegular(),
+		Key:       hex.EncodeToString(sum[:8]),
+		Name:      copyName(filepath.Base(top)),
+	}
+	r.git = git{dir: top, env: g.env}
+	return r, nil
+}
+
+// copyName makes a directory name that needs no quoting in a remote shell.
+func copyName(base string) string {
+	b := []byte(base)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	name := strings.TrimLeft(string(b), ".-")
+	if name == "" {
+		return "repo"
+	}
+	return name
+}

@@ -1,0 +1,245 @@
+package offload
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Refs offload and back keep in the laptop repository, per offload id.
+const (
+	// RefOffload names S, the work tree as the box starts from it: a
+	// commit whose parent is HEAD and whose tree is the work tree,
+	// uncommitted and untracked files included, ignored files not.
+	RefOffload = "refs/cocoonbox/offload/"
+	// RefIndex names a commit of the index at offload time, so the
+	// objects of staged changes travel in the bundle.
+	RefIndex = "refs/cocoonbox/index/"
+	// RefBack names S', the box's work tree as the box agent left it,
+	// whose first parent is the box's HEAD.
+	RefBack = "refs/cocoonbox/back/"
+	// RefPreBack names the laptop's HEAD before back moved the branch.
+	RefPreBack = "refs/cocoonbox/pre-back/"
+	// RefBox is where back fetches the box copy's branches.
+	RefBox = "refs/cocoonbox/box/"
+)
+
+// snapshotIdent is the author of the synthetic commits offload makes, so
+// that a laptop without a git identity can offload.
+var snapshotIdent = []string{
+	"GIT_AUTHOR_NAME=cocoonbox", "GIT_AUTHOR_EMAIL=cocoonbox@localhost",
+	"GIT_COMMITTER_NAME=cocoonbox", "GIT_COMMITTER_EMAIL=cocoonbox@localhost",
+}
+
+// NewID returns a fresh offload id: 16 hex digits.
+func NewID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// errNoCommit is a repository whose HEAD names no commit yet.
+var errNoCommit = errors.New("the repository has no commit yet")
+
+// head returns HEAD's commit, or errNoCommit.
+func (g git) head(ctx context.Context) (string, error) {
+	out, err := g.line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+	if err != nil {
+		if _, err2 := g.line(ctx, "rev-parse", "--git-dir"); err2 == nil {
+			return "", errNoCommit
+		}
+		return "", err
+	}
+	return out, nil
+}
+
+// tempIndex copies the repo's index (or HEAD's tree when there is none)
+// to a temporary file in the git directory and returns git with
+// GIT_INDEX_FILE set to it, its path, and a func that removes it. With
+// from set, it holds that tree instead. The real index is never written.
+func (r *Repo) tempIndex(ctx context.Context, from string) (git, string, func(), error) {
+	f, err := os.CreateTemp(r.GitDir, "cocoonbox-index-*")
+	if err != nil {
+		return git{}, "", nil, err
+	}
+	name := f.Name()
+	cleanup := func() { os.Remove(name); os.Remove(name + ".lock") }
+	g := r.git.with("GIT_INDEX_FILE=" + name)
+	if from == "" {
+		src, err := os.Open(filepath.Join(r.GitDir, "index"))
+		if err == nil {
+			_, err = io.Copy(f, src)
+			src.Close()
+		} else if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+			from = "HEAD"
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			cleanup()
+			return git{}, "", nil, err
+		}
+	} else {
+		f.Close()
+	}
+	if from != "" {
+		os.Remove(name) // read-tree wants to write it anew
+		if _, err := g.run(ctx, nil, "read-tree", from); err != nil {
+			cleanup()
+			return git{}, "", nil, err
+		}
+	}
+	return g, name, cleanup, nil
+}
+
+// worktreeTree writes the tree of the work tree as offload sends it:
+// tracked and untracked files, not ignored ones. It starts from the index
+// so that nothing is re-hashed that need not be.
+func (r *Repo) worktreeTree(ctx context.Context) (string, error) {
+	g, _, cleanup, err := r.tempIndex(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	defer cleanup()
+	if _, err := g.run(ctx, nil, "add", "-A", "--", "."); err != nil {
+		return "", err
+	}
+	return g.line(ctx, "write-tree")
+}
+
+// snapshotReady refuses a repository S cannot be made of: no commit yet,
+// or unresolved conflicts in the index.
+func (r *Repo) snapshotReady(ctx context.Context) error {
+	if _, err := r.git.head(ctx); errors.Is(err, errNoCommit) {
+		return refused(err, "commit once, then offload")
+	} else if err != nil {
+		return err
+	}
+	if out, err := r.git.line(ctx, "ls-files", "--unmerged"); err != nil {
+		return err
+	} else if out != "" {
+		return refused(errConflicts, "resolve them, then offload")
+	}
+	return nil
+}
+
+// snapshot makes S and the index commit for offload id, sets RefOffload
+// and RefIndex to them, and returns S.
+func (r *Repo) snapshot(ctx context.Context, id string) (string, error) {
+	head, err := r.git.head(ctx)
+	if err != nil {
+		return "", err
+	}
+	if out, err := r.git.line(ctx, "ls-files", "--unmerged"); err != nil {
+		return "", err
+	} else if out != "" {
+		return "", errConflicts
+	}
+	ig, _, cleanup, err := r.tempIndex(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	indexTree, err := ig.line(ctx, "write-tree")
+	cleanup()
+	if err != nil {
+		return "", err
+	}
+	tree, err := r.worktreeTree(ctx)
+	if err != nil {
+		return "", err
+	}
+	g := r.git.with(snapshotIdent...)
+	s, err := g.line(ctx, "commit-tree", tree, "-p", head, "-m", "cocoonbox offload "+id+": the work tree the box starts from")
+	if err != nil {
+		return "", err
+	}
+	ic, err := g.line(ctx, "commit-tree", indexTree, "-p", head, "-m", "cocoonbox offload "+id+": the index")
+	if err != nil {
+		return "", err
+	}
+	if _, err := r.git.run(ctx, nil, "update-ref", RefOffload+id, s); err != nil {
+		return "", err
+	}
+	if _, err := r.git.run(ctx, nil, "update-ref", RefIndex+id, ic); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+var errConflicts = errors.New("the index has unresolved merge conflicts")
+
+// dropRefs deletes the refs of offload id that offload made.
+func (r *Repo) dropRefs(ctx context.Context, id string) {
+	r.git.run(ctx, nil, "update-ref", "-d", RefOffload+id)
+	r.git.run(ctx, nil, "update-ref", "-d", RefIndex+id)
+}
+
+// have returns which of oids name objects in this repository.
+func (r *Repo) have(ctx context.Context, oids []string) ([]string, error) {
+	if len(oids) == 0 {
+		return nil, nil
+	}
+	out, err := r.git.run(ctx, strings.NewReader(strings.Join(oids, "\n")+"\n"), "cat-file", "--batch-check=%(objectname)")
+	if err != nil {
+		return nil, err
+	}
+	var have []string
+	for _, l := range strings.Split(out, "\n") {
+		if l != "" && !strings.HasSuffix(l, " missing") {
+			have = append(have, l)
+		}
+	}
+	return have, nil
+}
+
+// bundle writes the objects the box lacks to path: git bundle create
+// --all --not every oid of boxRefs this repository has. It returns false
+// when git refuses the bundle as empty, and leaves no file then. The
+// other worktrees' HEADs, which --all lists as main-worktree/HEAD and
+// worktrees/<name>/HEAD, are left out: they are no refs of the copy.
+func (r *Repo) bundle(ctx context.Context, path string, boxRefs map[string]string) (bool, error) {
+	oids := make([]string, 0, len(boxRefs))
+	for _, oid := range boxRefs {
+		if isOID(oid) {
+			oids = append(oids, oid)
+		}
+	}
+	have, err := r.have(ctx, oids)
+	if err != nil {
+		return false, err
+	}
+	var not strings.Builder
+	for _, oid := range have {
+		fmt.Fprintf(&not, "^%s\n", oid)
+	}
+	os.Remove(path)
+	_, err = r.git.run(ctx, strings.NewReader(not.String()), "bundle", "create", "-q", path,
+		"--exclude=main-worktree/*", "--exclude=worktrees/*", "--all", "--stdin")
+	var ge *GitError
+	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "empty bundle") {
+		os.Remove(path)
+		return false, nil
+	}
+	if err != nil {
+		os.Remove(path)
+		return false, err
+	}
+	return true, nil
+}
+
+func isOID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}

@@ -1,0 +1,215 @@
+package offload
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+)
+
+// DataDir is cocoonbox's per-user data directory for goos: on macOS
+// ~/Library/Application Support/CocoonBox, elsewhere
+// $XDG_DATA_HOME/cocoonbox (default ~/.local/share/cocoonbox).
+func DataDir(goos string, getenv func(string) string) (string, error) {
+	home := getenv("HOME")
+	if goos == "darwin" {
+		if home == "" {
+			return "", errors.New("HOME is not set")
+		}
+		return filepath.Join(home, "Library", "Application Support", "CocoonBox"), nil
+	}
+	if d := getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "cocoonbox"), nil
+	}
+	if home == "" {
+		return "", errors.New("neither XDG_DATA_HOME nor HOME is set")
+	}
+	return filepath.Join(home, ".local", "share", "cocoonbox"), nil
+}
+
+// Store is the laptop's offload directory, DataDir's offload/ (contract
+// "Directories", the Mac rows): 0700, one 0700 directory per repo key
+// holding handover.md, env.json, the bundle while it is sent, the box's
+// back.md and offload.json while an offload is in flight; and repos.json
+// (0600) with the per-repo settings.
+type Store struct {
+	// Dir is the offload directory.
+	Dir string
+}
+
+// Record is offload.json: an offload in flight (contract "Directories").
+// It is written before send and removed after end.
+type Record struct {
+	// ID is the offload id.
+	ID string `json:"id"`
+	// Repo is the repo key.
+	Repo string `json:"repo"`
+	// Box is the box id and BoxName its name.
+	Box     string `json:"box"`
+	BoxName string `json:"box_name"`
+	// Name is the copy's name and Dir its directory in the box, as begin
+	// answered it.
+	Name string `json:"name"`
+	Dir  string `json:"dir"`
+	// Kind is the box CLI: claude, codex or cursor.
+	Kind string `json:"kind"`
+	// Base is S, the snapshot commit the box started from.
+	Base string `json:"base"`
+	// Top is the work tree on the laptop.
+	Top string `json:"top"`
+	// StartedAtMS is when send started, in Unix milliseconds.
+	StartedAtMS int64 `json:"started_at_ms"`
+	// Seen is the last outbox seq that offload inbox showed.
+	Seen int64 `json:"seen"`
+}
+
+// ErrNoRecord is returned by LoadRecord when no offload is in flight.
+var ErrNoRecord = errors.New("nothing of this repo is in a box")
+
+// RepoDir is the directory of one repo key.
+func (s Store) RepoDir(key string) string { return filepath.Join(s.Dir, key) }
+
+// HandoverPath is where the local agent writes the hand-over.
+func (s Store) HandoverPath(key string) string { return filepath.Join(s.RepoDir(key), "handover.md") }
+
+// BackPath is where back keeps the box agent's last hand-over.
+func (s Store) BackPath(key string) string { return filepath.Join(s.RepoDir(key), "back.md") }
+
+func (s Store) recordPath(key string) string { return filepath.Join(s.RepoDir(key), "offload.json") }
+
+// EnsureRepoDir makes the repo's directory and its parents 0700 and
+// returns it; a directory others can read is refused with the fix.
+func (s Store) EnsureRepoDir(key string) (string, error) {
+	d := s.RepoDir(key)
+	for _, p := range []string{s.Dir, d} {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return "", err
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			return "", fmt.Errorf("%s is readable by others (mode %04o); fix it with: chmod 700 '%s'", p, fi.Mode().Perm(), p)
+		}
+	}
+	return d, nil
+}
+
+// LoadRecord reads the repo's offload.json; ErrNoRecord when none.
+func (s Store) LoadRecord(key string) (*Record, error) {
+	b, err := os.ReadFile(s.recordPath(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNoRecord
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", s.recordPath(key), err)
+	}
+	return &r, nil
+}
+
+// SaveRecord writes offload.json atomically, 0600.
+func (s Store) SaveRecord(r *Record) error {
+	if _, err := s.EnsureRepoDir(r.Repo); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(s.recordPath(r.Repo), append(b, '\n'), 0o600)
+}
+
+// RemoveRecord removes offload.json; no record is no error.
+func (s Store) RemoveRecord(key string) error {
+	err := os.Remove(s.recordPath(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// RepoSettings are one repo's entry in repos.json.
+type RepoSettings struct {
+	// Top is the work tree, for a reader of the file.
+	Top string `json:"top,omitempty"`
+	// Secrets are the opted-in entries: names and paths only, never a
+	// secret's content.
+	Secrets []string `json:"secrets,omitempty"`
+	// SizeOK is the user's yes to the size confirm.
+	SizeOK bool `json:"size_ok,omitempty"`
+}
+
+// Settings is repos.json: RepoSettings by repo key.
+type Settings map[string]RepoSettings
+
+func (s Store) settingsPath() string { return filepath.Join(s.Dir, "repos.json") }
+
+// LoadSettings reads repos.json; none is an empty Settings. A file others
+// can read is refused with the fix.
+func (s Store) LoadSettings() (Settings, error) {
+	p := s.settingsPath()
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Settings{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s is readable by others (mode %04o); fix it with: chmod 600 '%s'", p, fi.Mode().Perm(), p)
+	}
+	var v struct {
+		Repos Settings `json:"repos"`
+	}
+	if err := json.NewDecoder(f).Decode(&v); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	if v.Repos == nil {
+		v.Repos = Settings{}
+	}
+	return v.Repos, nil
+}
+
+// UpdateSettings applies f to the repo's settings and writes repos.json
+// atomically, 0600 in the 0700 offload directory.
+func (s Store) UpdateSettings(key, top string, f func(*RepoSettings) error) error {
+	if _, err := s.EnsureRepoDir(key); err != nil {
+		return err
+	}
+	all, err := s.LoadSettings()
+	if err != nil {
+		return err
+	}
+	rs := all[key]
+	rs.Top = top
+	if err := f(&rs); err != nil {
+		return err
+	}
+	slices.Sort(rs.Secrets)
+	rs.Secrets = slices.Compact(rs.Secrets)
+	if len(rs.Secrets) == 0 && !rs.SizeOK {
+		delete(all, key)
+	} else {
+		all[key] = rs
+	}
+	b, err := json.MarshalIndent(map[string]Settings{"repos": all}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(s.settingsPath(), append(b, '\n'), 0o600)
+}

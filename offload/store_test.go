@@ -1,0 +1,136 @@
+package offload
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDataDir(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	tests := []struct {
+		goos string
+		env  map[string]string
+		want string
+	}{
+		{"linux", map[string]string{"HOME": "/h"}, "/h/.local/share/cocoonbox"},
+		{"linux", map[string]string{"HOME": "/h", "XDG_DATA_HOME": "/d"}, "/d/cocoonbox"},
+		{"linux", map[string]string{"HOME": "/h", "XDG_DATA_HOME": "rel"}, "/h/.local/share/cocoonbox"},
+		{"darwin", map[string]string{"HOME": "/Users/u", "XDG_DATA_HOME": "/d"}, "/Users/u/Library/Application Support/CocoonBox"},
+	}
+	for _, tc := range tests {
+		got, err := DataDir(tc.goos, env(tc.env))
+		if err != nil || got != tc.want {
+			t.Errorf("DataDir(%s, %v) = %q, %v; want %q", tc.goos, tc.env, got, err, tc.want)
+		}
+	}
+	if _, err := DataDir("linux", env(nil)); err == nil {
+		t.Error("no HOME: want an error")
+	}
+}
+
+func TestRecord(t *testing.T) {
+	st := Store{Dir: filepath.Join(t.TempDir(), "offload")}
+	if _, err := st.LoadRecord("k"); !errors.Is(err, ErrNoRecord) {
+		t.Fatalf("got %v, want ErrNoRecord", err)
+	}
+	rec := &Record{ID: "0123456789abcdef", Repo: "k", Box: "b1", BoxName: "main", Name: "app", Dir: "/workspace/app",
+		Kind: "claude", Base: strings.Repeat("a", 40), Top: "/src/app", StartedAtMS: 1, Seen: 2}
+	if err := st.SaveRecord(rec); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{st.Dir: 0o700, st.RepoDir("k"): 0o700, filepath.Join(st.RepoDir("k"), "offload.json"): 0o600} {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, %v; want %v", p, fi.Mode().Perm(), err, want)
+		}
+	}
+	got, err := st.LoadRecord("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rec, got); diff != "" {
+		t.Errorf("(-saved +loaded):\n%s", diff)
+	}
+	ents, _ := os.ReadDir(st.RepoDir("k"))
+	if len(ents) != 1 {
+		t.Errorf("the repo directory holds %d files, want only offload.json (no temp file left)", len(ents))
+	}
+	if err := st.RemoveRecord("k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RemoveRecord("k"); err != nil {
+		t.Fatalf("removing no record: %v", err)
+	}
+	if _, err := st.LoadRecord("k"); !errors.Is(err, ErrNoRecord) {
+		t.Fatalf("after remove: %v", err)
+	}
+}
+
+func TestSettings(t *testing.T) {
+	st := Store{Dir: filepath.Join(t.TempDir(), "offload")}
+	err := st.UpdateSettings("k", "/src/app", func(s *RepoSettings) error {
+		s.Secrets = append(s.Secrets, "file:.env", "aws", "file:.env")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := st.LoadSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Settings{"k": {Top: "/src/app", Secrets: []string{"aws", "file:.env"}}}, all); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	p := filepath.Join(st.Dir, "repos.json")
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("repos.json mode %v", fi.Mode().Perm())
+	}
+	os.Chmod(p, 0o644)
+	if _, err := st.LoadSettings(); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("a 0644 repos.json: got %v, want a refusal naming chmod 600", err)
+	}
+	os.Chmod(p, 0o600)
+	os.Chmod(st.Dir, 0o755)
+	if _, err := st.EnsureRepoDir("k"); err == nil || !strings.Contains(err.Error(), "chmod 700") {
+		t.Errorf("a 0755 offload directory: got %v, want a refusal naming chmod 700", err)
+	}
+}
+
+func TestReadHandover(t *testing.T) {
+	st := Store{Dir: filepath.Join(t.TempDir(), "offload")}
+	code := func(err error) int {
+		var e *Error
+		if errors.As(err, &e) {
+			return e.Code
+		}
+		return 0
+	}
+	if _, err := ReadHandover(st, "k"); code(err) != ExitRefused {
+		t.Errorf("no hand-over: %v", err)
+	}
+	st.EnsureRepoDir("k")
+	os.WriteFile(st.HandoverPath("k"), HandoverTemplate(), 0o600)
+	if _, err := ReadHandover(st, "k"); code(err) != ExitRefused || !strings.Contains(err.Error(), "template") {
+		t.Errorf("the template: %v", err)
+	}
+	os.WriteFile(st.HandoverPath("k"), []byte("# Hand-over: x\n"), 0o600)
+	if _, err := ReadHandover(st, "k"); code(err) != ExitRefused || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("headings missing: %v", err)
+	}
+	good := validHandover("make", "none")
+	os.WriteFile(st.HandoverPath("k"), good, 0o600)
+	if b, err := ReadHandover(st, "k"); err != nil || string(b) != string(good) {
+		t.Errorf("a good hand-over: %v", err)
+	}
+	os.Remove(st.HandoverPath("k"))
+	os.Symlink("/etc/passwd", st.HandoverPath("k"))
+	if _, err := ReadHandover(st, "k"); code(err) != ExitRefused {
+		t.Errorf("a symlink: %v", err)
+	}
+}
