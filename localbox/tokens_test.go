@@ -24,6 +24,8 @@ func TestIssueTokenConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	ts := &tokens{path: filepath.Join(dir, "tokens.json")}
+	// check records each use, written to tokens.json in the background.
+	defer ts.flushes.Wait()
 	for _, tok := range toks {
 		if _, ok := ts.check(tok); !ok {
 			t.Errorf("token %d lost by a concurrent issue", len(tok))
