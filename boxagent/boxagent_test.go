@@ -1,6 +1,8 @@
 package boxagent
 
 import (
+	"github.com/cocoonbox/cocoonbox/handover"
+
 	"archive/tar"
 	"bufio"
 	"bytes"
@@ -72,7 +74,7 @@ func TestReadStream(t *testing.T) {
 		{"secret into .git", []member{{name: "secrets/file:.git/config", body: "s"}}, nil, "outside the repository"},
 		{"unknown secret", []member{{name: "secrets/netrc", body: "s"}}, nil, "is not a secret entry"},
 		{"secret dir", []member{{name: "secrets/", typ: tar.TypeDir}}, nil, "is a directory"},
-		{"handover too big", []member{{name: "handover.md", body: strings.Repeat("x", MaxHandover+1)}}, nil, "over its limit"},
+		{"handover too big", []member{{name: "handover.md", body: strings.Repeat("x", handover.Max+1)}}, nil, "over its limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,10 +121,10 @@ func TestReadStreamNotATar(t *testing.T) {
 	}
 }
 
-func handover(drop ...string) string {
+func handoverText(drop ...string) string {
 	var b strings.Builder
 	b.WriteString("# Hand-over: test\n\n")
-	for _, h := range HandoverHeadings {
+	for _, h := range handover.Headings {
 		if !contains(drop, h) {
 			b.WriteString(h + "\nnone\n\n")
 		}
@@ -137,44 +139,6 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
-}
-
-func TestCheckHandover(t *testing.T) {
-	tests := []struct {
-		name    string
-		body    string
-		missing []string
-		reason  string
-	}{
-		{"complete", handover(), nil, ""},
-		{"crlf", strings.ReplaceAll(handover(), "\n", "\r\n"), nil, ""},
-		{"two missing", handover("## Decisions made", "## Open questions"), []string{"## Decisions made", "## Open questions"}, ""},
-		{"heading inside a line", strings.Replace(handover(), "## Commands\n", "see ## Commands\n", 1), []string{"## Commands"}, ""},
-		{"no title", strings.Replace(handover(), "# Hand-over: test", "# Notes", 1), nil, `"# Hand-over: "`},
-		{"twice", handover() + "## Current state\n", nil, "more than once"},
-		{"too big", handover() + strings.Repeat("x", MaxHandover), nil, "over the 256 KiB limit"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := CheckHandover([]byte(tt.body))
-			if tt.missing == nil && tt.reason == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			var he *HandoverError
-			if !errors.As(err, &he) {
-				t.Fatalf("err = %v, want a HandoverError", err)
-			}
-			if diff := cmp.Diff(tt.missing, he.Missing); diff != "" {
-				t.Errorf("missing (-want +got):\n%s", diff)
-			}
-			if !strings.Contains(he.Error(), tt.reason) {
-				t.Errorf("error %q lacks %q", he, tt.reason)
-			}
-		})
-	}
 }
 
 func TestPresetCodex(t *testing.T) {
@@ -306,7 +270,7 @@ func TestInboxWatchAndPost(t *testing.T) {
 			got <- lines.Text()
 		}
 	}()
-	body := handover()
+	body := handoverText()
 	var line string
 	for line == "" {
 		if _, err := cfg.call(Request{Op: "post", Repo: "k1", Kind: "progress", Body: body}); err != nil {

@@ -1,6 +1,8 @@
 package boxagent
 
 import (
+	"github.com/cocoonbox/cocoonbox/handover"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -549,15 +551,15 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 func (ib *Inbox) post(req Request) (*Response, error) {
 	switch req.Kind {
 	case "progress", "back":
-		if err := CheckHandover([]byte(req.Body)); err != nil {
+		if err := handover.Validate([]byte(req.Body)); err != nil {
 			return nil, usagef("%v", err)
 		}
 	case "question":
 		if strings.TrimSpace(req.Body) == "" {
 			return nil, usagef("a question needs a body")
 		}
-		if len(req.Body) > MaxHandover {
-			return nil, usagef("the question is over %d KiB", MaxHandover>>10)
+		if len(req.Body) > handover.Max {
+			return nil, usagef("the question is over %d KiB", handover.Max>>10)
 		}
 	default:
 		return nil, usagef("bad post kind %q: want progress, question or back", req.Kind)

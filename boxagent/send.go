@@ -1,6 +1,8 @@
 package boxagent
 
 import (
+	"github.com/cocoonbox/cocoonbox/handover"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -209,7 +211,7 @@ func checkMembers(st *stream, o SendOptions) error {
 		if st.Handover == nil {
 			return refusedf("send stream: no handover.md")
 		}
-		if err := CheckHandover(st.Handover); err != nil {
+		if err := handover.Validate(st.Handover); err != nil {
 			return &Error{Code: CodeRefused, Err: err}
 		}
 	}
@@ -353,12 +355,12 @@ func (c *Config) SendMessage(o MessageOptions, r io.Reader) (*MessageResult, err
 	if err := checkKey(o.Repo); err != nil {
 		return nil, err
 	}
-	body, err := io.ReadAll(io.LimitReader(r, MaxHandover+1))
+	body, err := io.ReadAll(io.LimitReader(r, handover.Max+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(body) > MaxHandover {
-		return nil, usagef("the message is over %d KiB", MaxHandover>>10)
+	if len(body) > handover.Max {
+		return nil, usagef("the message is over %d KiB", handover.Max>>10)
 	}
 	if !o.Back && strings.TrimSpace(string(body)) == "" {
 		return nil, usagef("an empty message: give its text on stdin")

@@ -1,6 +1,8 @@
 package boxagent
 
 import (
+	"github.com/cocoonbox/cocoonbox/handover"
+
 	"archive/tar"
 	"crypto/sha256"
 	"encoding/hex"
@@ -129,7 +131,7 @@ func readStream(r io.Reader, stage, secrets string) (*stream, error) {
 		seen[name] = true
 		switch {
 		case name == "handover.md":
-			b, err := readLimited(tr, name, h.Size, MaxHandover)
+			b, err := readLimited(tr, name, h.Size, handover.Max)
 			if err != nil {
 				return nil, err
 			}

@@ -1,6 +1,8 @@
 package boxagent
 
 import (
+	"github.com/cocoonbox/cocoonbox/handover"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -166,16 +168,16 @@ func (c *Config) Post(k, kind string, r io.Reader) (*PostResult, error) {
 	if err := checkKey(k); err != nil {
 		return nil, err
 	}
-	body, err := io.ReadAll(io.LimitReader(r, MaxHandover+1))
+	body, err := io.ReadAll(io.LimitReader(r, handover.Max+1))
 	if err != nil {
 		return nil, err
 	}
 	if kind != "question" {
-		if err := CheckHandover(body); err != nil {
+		if err := handover.Validate(body); err != nil {
 			return nil, &Error{Code: CodeRefused, Err: err}
 		}
-	} else if len(body) > MaxHandover {
-		return nil, usagef("the question is over %d KiB", MaxHandover>>10)
+	} else if len(body) > handover.Max {
+		return nil, usagef("the question is over %d KiB", handover.Max>>10)
 	}
 	res := &PostResult{OK: true, Status: "posted"}
 	if kind == "back" {

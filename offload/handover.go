@@ -1,96 +1,12 @@
 package offload
 
 import (
+	"github.com/cocoonbox/cocoonbox/handover"
+
 	"bytes"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 )
-
-// HandoverTitle starts a hand-over's first line (contract "Hand-over").
-const HandoverTitle = "# Hand-over: "
-
-// MaxHandover is the largest hand-over, in bytes.
-const MaxHandover = 256 << 10
-
-// Headings are the ten headings every hand-over carries once each, each
-// as its own line, in this order in the template.
-var Headings = []string{
-	"## Goal and definition of done",
-	"## User preferences and constraints",
-	"## Current state",
-	"## Decisions made",
-	"## Files touched",
-	"## Next steps",
-	"## Commands",
-	"## Environment facts",
-	"## Gotchas learned",
-	"## Open questions",
-}
-
-// HandoverError is a hand-over that breaks the contract's rules.
-type HandoverError struct {
-	// Problem says what is wrong in one line.
-	Problem string
-	// Missing and Repeated list headings absent or present more than once.
-	Missing, Repeated []string
-}
-
-func (e *HandoverError) Error() string {
-	var parts []string
-	if e.Problem != "" {
-		parts = append(parts, e.Problem)
-	}
-	if len(e.Missing) > 0 {
-		parts = append(parts, "missing "+quoteList(e.Missing))
-	}
-	if len(e.Repeated) > 0 {
-		parts = append(parts, "more than once "+quoteList(e.Repeated))
-	}
-	return "the hand-over is not valid: " + strings.Join(parts, "; ")
-}
-
-func quoteList(l []string) string {
-	q := make([]string, len(l))
-	for i, s := range l {
-		q[i] = fmt.Sprintf("%q", s)
-	}
-	return strings.Join(q, ", ")
-}
-
-// ValidateHandover checks b against the contract: the first line starts
-// with HandoverTitle and names the task, every heading appears once as its
-// own line, at most MaxHandover bytes of UTF-8. It returns a
-// *HandoverError.
-func ValidateHandover(b []byte) error {
-	if len(b) > MaxHandover {
-		return &HandoverError{Problem: fmt.Sprintf("%d bytes, over the %d KiB limit", len(b), MaxHandover>>10)}
-	}
-	if !utf8.Valid(b) {
-		return &HandoverError{Problem: "not UTF-8 text"}
-	}
-	lines := strings.Split(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n")
-	if !strings.HasPrefix(lines[0], HandoverTitle) || strings.TrimSpace(strings.TrimPrefix(lines[0], HandoverTitle)) == "" {
-		return &HandoverError{Problem: fmt.Sprintf("the first line must start with %q and name the task", HandoverTitle)}
-	}
-	count := map[string]int{}
-	for _, l := range lines[1:] {
-		count[strings.TrimRight(l, " \t")]++
-	}
-	e := &HandoverError{}
-	for _, h := range Headings {
-		switch n := count[h]; {
-		case n == 0:
-			e.Missing = append(e.Missing, h)
-		case n > 1:
-			e.Repeated = append(e.Repeated, h)
-		}
-	}
-	if len(e.Missing) > 0 || len(e.Repeated) > 0 {
-		return e
-	}
-	return nil
-}
 
 // HandoverTemplate is the hand-over that handover-path writes for the
 // local agent to fill in.
@@ -108,9 +24,9 @@ func HandoverTemplate() []byte {
 		"Questions only the user can answer; the box agent posts them and goes on where it can.",
 	}
 	var b bytes.Buffer
-	b.WriteString(HandoverTitle + "<the task in one line>\n\n")
+	b.WriteString(handover.Title + "<the task in one line>\n\n")
 	b.WriteString("<!-- Replace each section's text. Keep every heading; an empty section says none. At most 256 KiB. -->\n")
-	for i, h := range Headings {
+	for i, h := range handover.Headings {
 		fmt.Fprintf(&b, "\n%s\n\n%s\n", h, hints[i])
 	}
 	return b.Bytes()
@@ -122,9 +38,9 @@ func HandoverPrompt(path, kind string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Write a hand-over of the task you are working on, so that a fresh %s session in a remote box can continue it with no other context, then offload it.\n\n", kind)
 	fmt.Fprintf(&b, "1. Write the hand-over to %s (replace the template there, if any). Rules:\n", path)
-	fmt.Fprintf(&b, "   - The first line is %q followed by the task in one line.\n", HandoverTitle)
+	fmt.Fprintf(&b, "   - The first line is %q followed by the task in one line.\n", handover.Title)
 	b.WriteString("   - Each of these headings appears exactly once, as its own line; an empty section says none:\n")
-	for _, h := range Headings {
+	for _, h := range handover.Headings {
 		fmt.Fprintf(&b, "     %s\n", h)
 	}
 	b.WriteString("   - At most 256 KiB. Name secrets the work needs, never their values.\n")

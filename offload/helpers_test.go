@@ -1,6 +1,8 @@
 package offload
 
 import (
+	"github.com/cocoonbox/cocoonbox/handover"
+
 	"context"
 	"os"
 	"os/exec"
@@ -80,7 +82,7 @@ func readFile(t *testing.T, p string) string {
 func validHandover(commands, envFacts string) []byte {
 	var b strings.Builder
 	b.WriteString("# Hand-over: add a greeting\n")
-	for _, h := range Headings {
+	for _, h := range handover.Headings {
 		b.WriteString("\n" + h + "\n\n")
 		switch h {
 		case "## Commands":

@@ -6,6 +6,8 @@
 package offload
 
 import (
+	"github.com/cocoonbox/cocoonbox/handover"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -128,7 +130,7 @@ func (o *Offloader) now() time.Time {
 // untouched template, valid (contract "Hand-over"). It is the first check.
 func ReadHandover(st Store, key string) ([]byte, error) {
 	p := st.HandoverPath(key)
-	b, err := readLimited(p, MaxHandover+1)
+	b, err := readLimited(p, handover.Max+1)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, refused(fmt.Errorf("no hand-over at %s", p),
 			"write one there (cocoonbox offload handover-path makes the template), or paste the text of `cocoonbox offload --handover-prompt` into your coding agent")
@@ -139,7 +141,7 @@ func ReadHandover(st Store, key string) ([]byte, error) {
 	if bytes.Equal(b, HandoverTemplate()) {
 		return nil, refused(fmt.Errorf("the hand-over at %s is still the template", p), "fill in each section, then run offload again")
 	}
-	if err := ValidateHandover(b); err != nil {
+	if err := handover.Validate(b); err != nil {
 		return nil, refused(err, "fix "+p+", then run offload again")
 	}
 	return b, nil
