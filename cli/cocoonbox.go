@@ -41,7 +41,7 @@ func (e *ExitError) Unwrap() error { return e.Err }
 func Cocoonbox(args []string, env Env, s Streams) int {
 	root := newRoot(env, s)
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return ExitOK
 	}
@@ -53,7 +53,10 @@ func Cocoonbox(args []string, env Env, s Streams) int {
 	}
 	printError(s, err)
 	if _, ok := errors.AsType[*UsageError](err); ok || isCobraUsage(err) {
-		fmt.Fprintln(s.Err, "see: cocoonbox --help")
+		if cmd.HasParent() && !cmd.HasSubCommands() {
+			fmt.Fprintf(s.Err, "usage: %s\n", cmd.UseLine())
+		}
+		fmt.Fprintf(s.Err, "see: %s --help\n", cmd.CommandPath())
 		return ExitUsage
 	}
 	return ExitFailure
@@ -69,13 +72,34 @@ func isCobraUsage(err error) bool {
 	return strings.HasPrefix(err.Error(), "unknown command ")
 }
 
-// usageArgs wraps a cobra.PositionalArgs so that its errors exit 2.
+// usageArgs wraps a cobra.PositionalArgs so that its errors exit 2 and
+// name the command.
 func usageArgs(a cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := a(cmd, args); err != nil {
-			return &UsageError{err}
+			name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+			return &UsageError{fmt.Errorf("%s: wrong arguments (%v)", name, err)}
 		}
 		return nil
+	}
+}
+
+// groupsRefuseUnknown makes every command that only groups others (offload
+// secrets, localbox, ...) print its help when called alone and exit 2 on
+// an unknown subcommand; cobra would show the help and exit 0.
+func groupsRefuseUnknown(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		groupsRefuseUnknown(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return &UsageError{fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath())}
+		}
+		return c.Help()
 	}
 }
 
@@ -104,5 +128,7 @@ cocoonbox-ssh.`,
 		newOffload(env, s),
 		newBack(env, s),
 	)
+	groupsRefuseUnknown(root)
+	root.Version = version()
 	return root
 }

@@ -131,6 +131,21 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	// One local box per state directory: the lock is held while this
+	// process lives, so a second serve is refused and only the holder
+	// writes and removes localbox.json.
+	lock, err := os.OpenFile(filepath.Join(dir, "localbox.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		pid := "another process"
+		if ri, ok := readRuntime(dir); ok {
+			pid = fmt.Sprintf("pid %d, at %s", ri.PID, ri.Endpoint)
+		}
+		return fmt.Errorf("a local box already serves %s (%s)\nstop it first with: cocoonbox localbox stop", dir, pid)
+	}
 	lis, url, err := localbox.Listen(dir, o.Listen)
 	if err != nil {
 		return err
@@ -169,6 +184,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		return err
 	}
 	if ri, ok := readRuntime(dir); ok {
+		if want := listenURL(dir, o.Listen); want != "" && want != ri.Endpoint {
+			return fmt.Errorf("a local box already runs at %s, not %s\nto move it, stop it first: cocoonbox localbox stop", ri.Endpoint, want)
+		}
 		if err := adopt(env, dir, ri.Endpoint); err != nil {
 			return err
 		}
@@ -223,6 +241,20 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// listenURL is the endpoint --listen asks for, or "" when it cannot be
+// known before listening (port 0).
+func listenURL(dir, listen string) string {
+	switch {
+	case listen == "":
+		return "unix://" + localbox.SocketPath(dir)
+	case strings.HasPrefix(listen, "unix:"):
+		return "unix://" + strings.TrimPrefix(strings.TrimPrefix(listen, "unix:"), "//")
+	case strings.HasSuffix(listen, ":0"):
+		return ""
+	}
+	return "http://" + listen
 }
 
 // adopt makes the local box at endpoint the current endpoint, with a token
