@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os/signal"
 	"runtime/debug"
@@ -23,6 +24,9 @@ func runShim(prog string, args []string, env Env, s Streams) int {
 	o, err := shim.Parse(args)
 	if err != nil {
 		fmt.Fprintf(s.Err, "%s: %v\n", prog, err)
+		if ue, ok := errors.AsType[*shim.UsageError](err); ok && ue.Synopsis {
+			fmt.Fprintf(s.Err, shim.Synopsis, prog)
+		}
 		return shim.ExitFailure
 	}
 	return shim.Run(o, shim.Env{

@@ -144,17 +144,24 @@ type Options struct {
 }
 
 // UsageError is a command line ssh would refuse; ssh exits 255 for it.
-type UsageError struct{ Msg string }
+type UsageError struct {
+	Msg string
+	// Synopsis is true when ssh would follow the message with its usage.
+	Synopsis bool
+}
 
 // Error is the one-line message, without the program's name.
 func (e *UsageError) Error() string { return e.Msg }
 
 func usagef(format string, args ...any) error {
-	return &UsageError{fmt.Sprintf(format, args...)}
+	return &UsageError{Msg: fmt.Sprintf(format, args...)}
 }
 
-// usageLine is the synopsis that follows a usage error.
-const usageLine = "usage: cocoonbox-ssh [options] [user@]BOX [command ...]"
+// Synopsis is the usage that follows an unknown option or a missing box,
+// as ssh prints its own; %s is the program's name.
+const Synopsis = "usage: %s [-46AaCfGgKkMNnqsTtVvXxYy] [-E log_file] [-e escape_char]\n" +
+	"           [-l login_name] [-o option] [-p port] [user@]BOX [command [argument ...]]\n" +
+	"every option: docs/cocoonbox-ssh.md\n"
 
 // optionsWithArg and optionsNoArg are the option letters of OpenSSH 9.2's
 // getopt string, with and without an argument.
@@ -176,7 +183,7 @@ func Parse(args []string) (*Options, error) {
 		return o, nil
 	}
 	if len(rest) == 0 {
-		return nil, usagef("no box named; %s", usageLine)
+		return nil, &UsageError{Msg: "no box named", Synopsis: true}
 	}
 	if err := o.setHost(rest[0]); err != nil {
 		return nil, err
@@ -225,7 +232,7 @@ func (o *Options) options(args []string) (rest []string, terminated bool, err er
 				val := a[j+1:]
 				if val == "" {
 					if i >= len(args) {
-						return nil, false, usagef("option requires an argument -- %c; %s", c, usageLine)
+						return nil, false, &UsageError{Msg: fmt.Sprintf("option requires an argument -- %c", c), Synopsis: true}
 					}
 					val = args[i]
 					i++
@@ -242,7 +249,7 @@ func (o *Options) options(args []string) (rest []string, terminated bool, err er
 					return nil, false, nil
 				}
 			default:
-				return nil, false, usagef("unknown option -- %s; %s", printable(string(c)), usageLine)
+				return nil, false, &UsageError{Msg: "unknown option -- " + printable(string(c)), Synopsis: true}
 			}
 		}
 	}
@@ -266,7 +273,7 @@ var unsupportedFlags = map[byte]string{
 
 func (o *Options) flag(c byte) error {
 	if msg, ok := unsupportedFlags[c]; ok {
-		return &UsageError{msg}
+		return &UsageError{Msg: msg}
 	}
 	switch c {
 	case '4':
@@ -341,7 +348,7 @@ func (o *Options) flag(c byte) error {
 
 func (o *Options) flagArg(c byte, v string) error {
 	if msg, ok := unsupportedFlags[c]; ok {
-		return &UsageError{msg}
+		return &UsageError{Msg: msg}
 	}
 	if err := checkValue(string(c), v); err != nil {
 		return err
