@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -97,7 +98,7 @@ func (s *Server) init() error {
 		s.oauth = &oauthServer{s: s}
 		s.shell = loginShell()
 		s.path = os.Getenv("PATH")
-		if s.BinDir != "" {
+		if s.BinDir != "" && !slices.Contains(filepath.SplitList(s.path), s.BinDir) {
 			s.path = s.BinDir + string(os.PathListSeparator) + s.path
 		}
 		s.grpc = grpc.NewServer(
