@@ -11,19 +11,20 @@ install:
 	$(GO) install ./cmd/...
 
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh test
 
 test: deps
 	$(GO) vet $(PACKAGES)
 	$(GO) test -count=1 -timeout 15m $(PACKAGES)
 
-demo: deps build
+demo: build
+	@scripts/deps.sh demo
 	@scripts/demo.sh
 
 # Regenerates proto/cocoonbox/control/v1/*.pb.go with Debian's protoc and the
 # plugins pinned in go.mod's tool block.
 proto:
-	@command -v protoc >/dev/null || scripts/deps.sh protobuf-compiler
+	@command -v protoc >/dev/null || scripts/deps.sh demo protobuf-compiler
 	$(GO) generate ./proto/...
 
 bench: build

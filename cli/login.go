@@ -90,8 +90,11 @@ func runLogin(env Env, s Streams, o loginOptions) error {
 		_, err = c.List(lctx)
 		cancel()
 		c.Close()
+		if errors.Is(err, box.ErrUnauthenticated) {
+			return fmt.Errorf("%s refused this key; nothing was saved\ncheck the key, or sign in through the browser with: cocoonbox login", ep.URL)
+		}
 		if err != nil {
-			return fmt.Errorf("check the key: %w", err)
+			return fmt.Errorf("check the key (nothing was saved): %w", err)
 		}
 		cred = auth.Credential{Token: tok, Source: auth.SourcePaste}
 		done = fmt.Sprintf("signed in to %s with a personal key", ep.URL)

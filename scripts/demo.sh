@@ -12,7 +12,16 @@ cleanup() { cocoonbox localbox stop >/dev/null 2>&1 || true; rm -rf "$demo"; }
 trap cleanup EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-run() { printf '$ %s\n' "$*"; "$@"; }
+# show prints a command as it would be typed: words with shell characters
+# single-quoted, so a line pasted from the transcript runs the same.
+show() {
+  local out='$' w q="'" e="'\\''"
+  for w in "$@"; do
+    if [[ $w =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then out+=" $w"; else out+=" '${w//$q/$e}'"; fi
+  done
+  printf '%s\n' "$out"
+}
+run() { show "$@"; "$@"; }
 
 step "Start a local box (state under $HOME/.local/state/cocoonbox); it becomes the current endpoint"
 run cocoonbox localbox start

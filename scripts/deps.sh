@@ -1,51 +1,45 @@
 #!/usr/bin/env bash
-# Installs the system packages the tests and the demo need, with apt-get when
-# root; otherwise prints the command to run. Extra package names may be given.
+# Installs what `make demo` or `make test` needs: system packages with
+# apt-get, and mise with npm (the box half's preflight wants it on a box's
+# PATH; it is no Debian package), when run as root; otherwise prints the
+# commands to run. Usage: scripts/deps.sh [demo|test] [more Debian packages].
 set -euo pipefail
+profile=test
+case "${1:-}" in demo|test) profile=$1; shift ;; esac
 need=()
 check() { command -v "$1" >/dev/null 2>&1 || need+=("$2"); }
 check git git
-check chromium chromium
 check rsync rsync
 check tmux tmux
 check python3 python3
 check npm npm
 check ssh openssh-client
-check scp openssh-client
 check sftp openssh-client
-check ssh-keygen openssh-client
 check tput ncurses-bin
-[ -x /usr/sbin/sshd ] || need+=(openssh-server)
-[ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
-need+=("$@")
-# mise (the box half's preflight wants it on the box's PATH) is not a Debian
-# package; its npm package ships the binary.
-mise_missing() { ! command -v mise >/dev/null 2>&1; }
-install_mise() {
-	if mise_missing; then
-		echo "installing mise (npm @jdxcode/mise)" >&2
-		npm install -g --silent @jdxcode/mise >/dev/null
-	fi
-}
-if [ ${#need[@]} -eq 0 ]; then
-	if mise_missing; then
-		if [ "$(id -u)" -ne 0 ]; then
-			echo "mise is missing; install it with:" >&2
-			echo "  sudo npm install -g @jdxcode/mise" >&2
-			exit 1
-		fi
-		install_mise
-	fi
-	exit 0
+if [ "$profile" = test ]; then
+	check chromium chromium
+	check scp openssh-client
+	check ssh-keygen openssh-client
+	[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+	[ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
 fi
-mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
+need+=("$@")
+mise=$(command -v mise >/dev/null 2>&1 && echo yes || echo no)
+[ ${#need[@]} -eq 0 ] && [ "$mise" = yes ] && exit 0
+mapfile -t need < <(printf '%s\n' "${need[@]}" | sed '/^$/d' | sort -u)
 if [ "$(id -u)" -ne 0 ]; then
-	echo "missing system packages; install them with:" >&2
-	echo "  sudo apt-get install -y ${need[*]}" >&2
+	echo "missing for make $profile; install with:" >&2
+	[ ${#need[@]} -gt 0 ] && echo "  sudo apt-get install -y ${need[*]}" >&2
+	[ "$mise" = no ] && echo "  sudo npm install -g @jdxcode/mise" >&2
 	exit 1
 fi
-echo "installing ${need[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-apt-get install -y -qq "${need[@]}" >/dev/null
-install_mise
+if [ ${#need[@]} -gt 0 ]; then
+	echo "installing ${need[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null
+	apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [ "$mise" = no ]; then
+	echo "installing mise (npm @jdxcode/mise)" >&2
+	npm install -g --silent @jdxcode/mise >/dev/null
+fi
