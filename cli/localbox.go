@@ -165,11 +165,20 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	// Serve returns as soon as Stop closes the listener; the process must
+	// not exit before Stop has also ended the boxes' inboxes and tmux.
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		if sig, ok := <-sigs; ok {
 			logger.Printf("%v: stopping", sig)
 			srv.Stop()
 		}
+	}()
+	defer func() {
+		signal.Stop(sigs)
+		close(sigs)
+		<-stopped
 	}()
 	logger.Printf("endpoint %s, state %s", url, dir)
 	if strings.HasPrefix(url, "http://") {

@@ -157,11 +157,40 @@ func (r *registry) create(name string) (*box, error) {
 			return nil, err
 		}
 	}
+	copySkel(b.home())
 	if err := b.saveLocked(); err != nil {
 		return nil, err
 	}
 	r.boxes[name] = b
 	return b, nil
+}
+
+// skelDir holds the files a new user's home starts with.
+const skelDir = "/etc/skel"
+
+// copySkel gives a new box home the machine's /etc/skel files, as useradd
+// does, so a login shell in the box reads a .profile (Debian's puts
+// ~/.local/bin, where CLI installers put themselves, on the PATH). A
+// missing skeleton leaves the home empty.
+func copySkel(home string) {
+	ents, err := os.ReadDir(skelDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(skelDir, e.Name()))
+		if err != nil {
+			continue
+		}
+		dst := filepath.Join(home, e.Name())
+		if _, err := os.Lstat(dst); err == nil {
+			continue
+		}
+		os.WriteFile(dst, data, 0o644)
+	}
 }
 
 // get finds a box by name or id.
