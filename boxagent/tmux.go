@@ -196,7 +196,9 @@ func (c *Config) endCLI(session, kind string, grace time.Duration) {
 	if !c.tmuxAlive(session) {
 		return
 	}
-	if len(c.tmuxCLIPids(session)) > 0 {
+	// The exit command is typed only to a program that holds the terminal,
+	// never to the login shell.
+	if c.tmuxForeground(session) != 0 {
 		exit := "/exit"
 		if kind == KindCodex {
 			exit = "/quit"
@@ -206,15 +208,15 @@ func (c *Config) endCLI(session, kind string, grace time.Duration) {
 		for time.Now().Before(deadline) && len(c.tmuxCLIPids(session)) > 0 {
 			time.Sleep(100 * time.Millisecond)
 		}
-		if pids := c.tmuxCLIPids(session); len(pids) > 0 {
-			c.logf("the %s session did not exit within %v: SIGTERM", kind, grace)
-			for _, p := range pids {
-				syscall.Kill(p, syscall.SIGTERM)
-			}
-			deadline = time.Now().Add(2 * time.Second)
-			for time.Now().Before(deadline) && len(c.tmuxCLIPids(session)) > 0 {
-				time.Sleep(100 * time.Millisecond)
-			}
+	}
+	if pids := c.tmuxCLIPids(session); len(pids) > 0 {
+		c.logf("the %s session did not exit within %v: SIGTERM", kind, grace)
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGTERM)
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) && len(c.tmuxCLIPids(session)) > 0 {
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	c.tmux(nil, "kill-session", "-t", "="+session)
