@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,13 +214,10 @@ func (c *Config) snapshotTree(dir string) (string, error) {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	idx, err := os.ReadFile(filepath.Join(dir, ".git", "index"))
-	if err == nil {
-		if err := os.WriteFile(tmp.Name(), idx, 0o600); err != nil {
-			return "", err
-		}
-	} else {
+	if err := copyIndex(filepath.Join(dir, ".git", "index"), tmp.Name()); errors.Is(err, fs.ErrNotExist) {
 		os.Remove(tmp.Name())
+	} else if err != nil {
+		return "", err
 	}
 	env := []string{"GIT_INDEX_FILE=" + tmp.Name()}
 	if _, err := c.git(dir, nil, env, "-c", "core.fsmonitor=false", "add", "-A"); err != nil {
@@ -226,6 +225,32 @@ func (c *Config) snapshotTree(dir string) (string, error) {
 	}
 	out, err := c.git(dir, nil, env, "write-tree")
 	return strings.TrimSpace(out), err
+}
+
+// copyIndex copies the index at src to dst with src's mtime. git trusts
+// an entry's stat data only when the entry is older than the index file;
+// entries as new as it ("racily clean") have their content checked. A copy
+// with a fresh mtime would make those trusted, and an edit of the same size
+// in the second of the last index write would be missed (gitformat-index(5),
+// Documentation/technical/racy-git.txt).
+func copyIndex(src, dst string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		return err
+	}
+	return os.Chtimes(dst, fi.ModTime(), fi.ModTime())
 }
 
 // checkEqualsS checks that the copy equals S: its snapshot's tree is

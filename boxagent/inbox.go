@@ -232,12 +232,40 @@ func atPrompt(st string) bool {
 
 func (ib *Inbox) handoverOut(k string) string { return filepath.Join(ib.cfg.repoDir(k), "handover.md") }
 
+// paneState is what holds the terminal of a session's pane.
+type paneState int
+
+const (
+	paneCLI    paneState = iota // the session's CLI
+	paneNotYet                  // the shell, and the CLI has not run yet
+	paneExited                  // the shell or another program: the CLI ran and is gone
+)
+
+// checkPane finds what holds the terminal of r's pane, and records the
+// CLI's pid in r when it is the CLI. Text goes into the pane only when it
+// is: pasted into the login shell, a message would run as commands.
+func (c *Config) checkPane(r *record) paneState {
+	pid := c.tmuxForeground(SessionName(r.Repo, r.CLI))
+	switch {
+	case pid != 0 && (r.CLIPid == 0 || pid == r.CLIPid):
+		r.CLIPid = pid
+		return paneCLI
+	case r.CLIPid != 0 || r.HookAtMS != 0:
+		return paneExited
+	}
+	return paneNotYet
+}
+
 // send stores a message, or BACK, for the repo's running session and
 // delivers it: pasted when the session is at its prompt (or interrupt),
-// else queued until its next idle.
+// else queued until its next idle. A session whose CLI has exited (it
+// crashed, or codex, which has no SessionEnd hook, quit) is marked stopped
+// and the message refused; one whose CLI has not started yet gets it
+// queued.
 func (ib *Inbox) send(req Request) (*Response, error) {
 	var resp Response
 	var line *WatchLine
+	var exited *record
 	_, err := ib.cfg.update(req.Repo, func(r *record) (*record, error) {
 		if !r.running() {
 			return nil, refusedf("no running session of %s in this box", req.Repo)
@@ -245,6 +273,13 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 		session := SessionName(r.Repo, r.CLI)
 		if !ib.cfg.tmuxAlive(session) {
 			return nil, refusedf("the session of %s has no tmux session; restart it with: cocoonbox-agent offload restart --repo %s", req.Repo, req.Repo)
+		}
+		pane := ib.cfg.checkPane(r)
+		if pane == paneExited {
+			ib.cfg.logf("the %s session of %s has exited: marked stopped", r.CLI, r.Repo)
+			r.Status, r.Question, r.Queue = StatusStopped, false, nil
+			exited, line = r, statusLine(r)
+			return r, nil
 		}
 		kind, body := "message", req.Body
 		if req.Back {
@@ -255,7 +290,7 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 		resp.Seq = r.InboxSeq
 		before := r.Status
 		switch {
-		case req.Interrupt || (atPrompt(r.Status) && len(r.Queue) == 0):
+		case pane == paneCLI && (req.Interrupt || (atPrompt(r.Status) && len(r.Queue) == 0)):
 			if err := ib.cfg.tmuxPaste(session, body, req.Interrupt); err != nil {
 				return nil, failedf("deliver to %s: %v", session, err)
 			}
@@ -282,6 +317,9 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 		return nil, err
 	}
 	ib.notify(line)
+	if exited != nil {
+		return nil, refusedf("the %s session of %s has exited; restart it with: cocoonbox-agent offload restart --repo %s", exited.CLI, exited.Repo, exited.Repo)
+	}
 	return &resp, nil
 }
 
@@ -373,7 +411,7 @@ func (ib *Inbox) startSession(r *record, prompt string) error {
 		return failedf("start the %s session: %v", r.CLI, err)
 	}
 	r.Started, r.Status, r.Question, r.Queue = true, StatusWorking, false, nil
-	r.StartedAtMS, r.HookAtMS, r.TranscriptPath = nowMS(), 0, ""
+	r.StartedAtMS, r.HookAtMS, r.TranscriptPath, r.CLIPid = nowMS(), 0, "", 0
 	r.InboxSeq++
 	return appendLine(c.inboxPath(r.Repo), map[string]any{
 		"seq": r.InboxSeq, "kind": "start", "offload_id": r.OffloadID, "time_ms": nowMS(), "body": prompt, "delivery": "started",
@@ -497,6 +535,7 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 			return nil, nil // a hook of a session that is over
 		}
 		before := r.Status
+		pane := ib.cfg.checkPane(r)
 		r.HookAtMS = nowMS()
 		if payload.TranscriptPath != "" && filepath.IsAbs(payload.TranscriptPath) {
 			r.TranscriptPath = payload.TranscriptPath
@@ -528,7 +567,9 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 		if atPrompt(r.Status) && len(r.Queue) > 0 {
 			q := r.Queue[0]
 			session := SessionName(r.Repo, r.CLI)
-			if err := ib.cfg.tmuxPaste(session, q.Body, false); err != nil {
+			if pane != paneCLI {
+				ib.cfg.logf("queued message %d for %s stays queued: its CLI does not hold the terminal", q.Seq, session)
+			} else if err := ib.cfg.tmuxPaste(session, q.Body, false); err != nil {
 				ib.cfg.logf("deliver queued message %d to %s: %v", q.Seq, session, err)
 			} else {
 				r.Queue = r.Queue[1:]

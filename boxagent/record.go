@@ -30,10 +30,13 @@ type record struct {
 	Base string `json:"base,omitempty"`
 	// Started says a CLI session started on the copy since the last end:
 	// the copy is unreturned (busy while Status is not stopped).
-	Started        bool     `json:"started"`
-	Status         string   `json:"status"`
-	StartedAtMS    int64    `json:"started_at_ms,omitempty"`
-	HookAtMS       int64    `json:"hook_at_ms,omitempty"`
+	Started     bool   `json:"started"`
+	Status      string `json:"status"`
+	StartedAtMS int64  `json:"started_at_ms,omitempty"`
+	HookAtMS    int64  `json:"hook_at_ms,omitempty"`
+	// CLIPid is the CLI's pid, as last seen holding its pane's terminal;
+	// 0 until then.
+	CLIPid         int      `json:"cli_pid,omitempty"`
 	TranscriptPath string   `json:"transcript_path,omitempty"`
 	Question       bool     `json:"question,omitempty"`
 	Queue          []queued `json:"queue,omitempty"`

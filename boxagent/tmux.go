@@ -117,6 +117,63 @@ func (c *Config) tmuxCLIPids(session string) []int {
 	return children(shell)
 }
 
+// tmuxForeground is the pid of the job that has the terminal of the
+// session's pane: a live child of the pane's login shell that leads the
+// terminal's foreground process group. It is 0 when the shell itself has
+// the terminal (nothing runs, or a command substitution of the line it is
+// about to run), or the pane is gone. The shell is interactive, so it
+// runs each job in a process group of its own (job control).
+func (c *Config) tmuxForeground(session string) int {
+	out, err := c.tmux(nil, "display-message", "-p", "-t", target(session), "#{pane_pid}")
+	if err != nil {
+		return 0
+	}
+	shell, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		return 0
+	}
+	sh, ok := readProcStat(shell)
+	if !ok || sh.tpgid <= 0 || sh.tpgid == sh.pgrp {
+		return 0
+	}
+	lead, ok := readProcStat(sh.tpgid)
+	if !ok || lead.state == 'Z' || lead.ppid != shell {
+		return 0
+	}
+	return sh.tpgid
+}
+
+// procStat holds the fields of /proc/PID/stat (proc(5)) used here.
+type procStat struct {
+	state byte
+	ppid  int
+	pgrp  int
+	tpgid int // the foreground process group of the process's terminal
+}
+
+func readProcStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return procStat{}, false
+	}
+	// The command name in parentheses may hold spaces; the fields after
+	// the last ')' are state, ppid, pgrp, session, tty_nr, tpgid, ...
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 6 || len(f[0]) != 1 {
+		return procStat{}, false
+	}
+	st := procStat{state: f[0][0]}
+	st.ppid, _ = strconv.Atoi(f[1])
+	st.pgrp, _ = strconv.Atoi(f[2])
+	st.tpgid, _ = strconv.Atoi(f[5])
+	return st, true
+}
+
 // children lists the processes whose parent is pid, from /proc.
 func children(pid int) []int {
 	ents, _ := os.ReadDir("/proc")
@@ -126,22 +183,8 @@ func children(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The command name in parentheses may hold spaces; the fields after
-		// the last ')' are state, ppid, ...
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 {
-			if pp, _ := strconv.Atoi(f[1]); pp == pid {
-				out = append(out, p)
-			}
+		if st, ok := readProcStat(p); ok && st.ppid == pid {
+			out = append(out, p)
 		}
 	}
 	return out
@@ -153,7 +196,9 @@ func (c *Config) endCLI(session, kind string, grace time.Duration) {
 	if !c.tmuxAlive(session) {
 		return
 	}
-	if len(c.tmuxCLIPids(session)) > 0 {
+	// The exit command is typed only to a program that holds the terminal,
+	// never to the login shell.
+	if c.tmuxForeground(session) != 0 {
 		exit := "/exit"
 		if kind == KindCodex {
 			exit = "/quit"
@@ -163,15 +208,15 @@ func (c *Config) endCLI(session, kind string, grace time.Duration) {
 		for time.Now().Before(deadline) && len(c.tmuxCLIPids(session)) > 0 {
 			time.Sleep(100 * time.Millisecond)
 		}
-		if pids := c.tmuxCLIPids(session); len(pids) > 0 {
-			c.logf("the %s session did not exit within %v: SIGTERM", kind, grace)
-			for _, p := range pids {
-				syscall.Kill(p, syscall.SIGTERM)
-			}
-			deadline = time.Now().Add(2 * time.Second)
-			for time.Now().Before(deadline) && len(c.tmuxCLIPids(session)) > 0 {
-				time.Sleep(100 * time.Millisecond)
-			}
+	}
+	if pids := c.tmuxCLIPids(session); len(pids) > 0 {
+		c.logf("the %s session did not exit within %v: SIGTERM", kind, grace)
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGTERM)
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) && len(c.tmuxCLIPids(session)) > 0 {
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	c.tmux(nil, "kill-session", "-t", "="+session)

@@ -122,6 +122,14 @@ func newAgentRoot(a *agentRun) *cobra.Command {
 and out of the box and talk to its inbox; each prints one JSON line.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// Help only on -h or --help: anything else prints the one line.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return a.fail(usage(fmt.Sprintf("unknown command %q; see: cocoonbox-agent --help", args[0])))
+			}
+			return a.fail(usage("give a command: offload; see: cocoonbox-agent --help"))
+		},
 	}
 	root.SetIn(a.s.In)
 	root.SetOut(a.s.Out)
@@ -131,11 +139,11 @@ and out of the box and talk to its inbox; each prints one JSON line.`,
 		Use:   "offload",
 		Short: "Offload verbs: begin, send, read, status, end, wipe-secrets, restart, post, env, event, serve",
 		Args:  cobra.ArbitraryArgs,
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return a.fail(usage(fmt.Sprintf("unknown verb %q; see: cocoonbox-agent offload --help", args[0])))
 			}
-			return c.Help()
+			return a.fail(usage("give a verb: begin, send, read, status, end, wipe-secrets, restart, post, env, event or serve; see: cocoonbox-agent offload --help"))
 		},
 	}
 	root.AddCommand(off)

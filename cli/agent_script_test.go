@@ -84,8 +84,14 @@ func cmdSnapshot(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(ts.Exec("env", append(append(env, "git", "-C", repo), a...)...))
 		return strings.TrimSpace(ts.ReadFile("stdout"))
 	}
-	if b, err := os.ReadFile(filepath.Join(repo, ".git", "index")); err == nil {
+	// The copy keeps the index's mtime, or git would trust the stat data
+	// of entries as new as the index (racy git) and miss a same-second edit.
+	real := filepath.Join(repo, ".git", "index")
+	if fi, err := os.Stat(real); err == nil {
+		b, err := os.ReadFile(real)
+		ts.Check(err)
 		ts.Check(os.WriteFile(idx, b, 0o600))
+		ts.Check(os.Chtimes(idx, fi.ModTime(), fi.ModTime()))
 	}
 	tmp := []string{"GIT_INDEX_FILE=" + idx}
 	git(tmp, "add", "-A")

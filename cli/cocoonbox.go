@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -63,7 +64,18 @@ func Cocoonbox(args []string, env Env, s Streams) int {
 }
 
 func printError(s Streams, err error) {
-	fmt.Fprintf(s.Err, "cocoonbox: %v\n", err)
+	fmt.Fprintf(s.Err, "cocoonbox: %s\n", redactTokens(err.Error()))
+}
+
+// tokenLike is anything shaped as a cocoonbox token ("cb_" and 64 hex
+// digits, auth.ValidToken), upper-case hex too.
+var tokenLike = regexp.MustCompile(`cb_[0-9a-fA-F]{64}`)
+
+// redactTokens shows every token in msg as "cb_…": errors echo arguments
+// (an unknown command, a bad endpoint), and a token typed in the wrong
+// place must still never be printed.
+func redactTokens(msg string) string {
+	return tokenLike.ReplaceAllLiteralString(msg, "cb_…")
 }
 
 // isCobraUsage recognises the errors cobra makes itself for an unknown

@@ -125,7 +125,7 @@ func runLogin(env Env, s Streams, o loginOptions) error {
 	// A new login replaces the browser token it revokes (seeds/001).
 	if old.Source == auth.SourceBrowser && old.Token != cred.Token {
 		if err := auth.Revoke(ctx, nil, ep.URL, old.Token); err != nil {
-			fmt.Fprintf(s.Err, "cocoonbox: warning: the token this login replaces was not revoked: %v\nrevoke it with: cocoonbox devices revoke ID\n", err)
+			fmt.Fprintf(s.Err, "cocoonbox: warning: the token this login replaces was not revoked: %s\nrevoke it with: cocoonbox devices revoke ID\n", redactTokens(err.Error()))
 		}
 	}
 	if env.Getenv("COCOONBOX_TOKEN") != "" {

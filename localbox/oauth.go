@@ -366,17 +366,18 @@ func (o *oauthServer) token(w http.ResponseWriter, r *http.Request) {
 	grant := func(desc string) {
 		writeJSON(w, http.StatusBadRequest, oauthError{Code: "invalid_grant", Description: desc})
 	}
+	// The code's use and the token's issue are one step under o.mu, so a
+	// replay, even one that comes while the first exchange runs, finds the
+	// token it must revoke.
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	c := o.codes[sum(r.PostForm.Get("code"))]
 	if c == nil || time.Now().After(c.expires) {
-		o.mu.Unlock()
 		grant("the code is unknown or expired")
 		return
 	}
 	if c.used {
-		id := c.tokenID
-		o.mu.Unlock()
-		if id != "" {
+		if id := c.tokenID; id != "" {
 			o.s.toks.revoke(func(t TokenRecord) bool { return t.ID == id })
 			o.s.logf("a code was brought twice; its token %s is revoked", id)
 		}
@@ -384,7 +385,6 @@ func (o *oauthServer) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.used = true
-	o.mu.Unlock()
 	switch {
 	case clientID != c.req.clientID:
 		grant("the code was issued to another client")
@@ -402,9 +402,7 @@ func (o *oauthServer) token(w http.ResponseWriter, r *http.Request) {
 		o.s.logf("issue a device token: %v", err)
 		return
 	}
-	o.mu.Lock()
 	c.tokenID = rec.ID
-	o.mu.Unlock()
 	o.s.logf("device %s (%q, %s) signed in", rec.ID, rec.Name, rec.Client)
 	writeJSON(w, http.StatusOK, map[string]string{"access_token": tok, "token_type": "Bearer", "scope": "account"})
 }

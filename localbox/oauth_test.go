@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -259,6 +260,52 @@ func TestCodeReplay(t *testing.T) {
 	}
 	if st, m := exchange(t, base, code, v); st != http.StatusBadRequest {
 		t.Fatalf("the code worked after a wrong verifier: %d %v", st, m)
+	}
+}
+
+// A code brought several times at once: one request gets a token, every
+// other is refused, and the token is revoked, however the requests
+// interleave.
+func TestCodeReplayConcurrent(t *testing.T) {
+	base, dir := serve(t)
+	sess := signIn(t, base, dir)
+	for trial := range 5 {
+		v := oauth2.GenerateVerifier()
+		code := approveCode(t, base, sess, request(v, "laptop"))
+		const n = 8
+		type answer struct {
+			st int
+			m  map[string]any
+		}
+		answers := make(chan answer, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				<-start
+				st, m := exchange(t, base, code, v)
+				answers <- answer{st, m}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(answers)
+		var toks []string
+		for a := range answers {
+			switch {
+			case a.st == http.StatusOK:
+				toks = append(toks, a.m["access_token"].(string))
+			case a.st != http.StatusBadRequest || a.m["error"] != "invalid_grant":
+				t.Fatalf("trial %d: %d %v", trial, a.st, a.m)
+			}
+		}
+		if len(toks) != 1 {
+			t.Fatalf("trial %d: %d tokens for one code", trial, len(toks))
+		}
+		c := dial(t, base, toks[0])
+		if _, err := c.List(t.Context()); !errors.Is(err, box.ErrUnauthenticated) {
+			t.Fatalf("trial %d: the replayed code's token still works: %v", trial, err)
+		}
 	}
 }
 

@@ -1,0 +1,67 @@
+package boxagent
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// S' has an edit that git's stat data alone cannot tell from the last
+// commit: same size and mtime, written in the second of the last index
+// write (racy git). The snapshot must see it as the real index would.
+func TestSnapshotRacyEdit(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &Config{Environ: append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)}
+	git := func(args ...string) string {
+		t.Helper()
+		out, err := cfg.git(dir, nil, nil, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+	git("init", "-q")
+	git("config", "user.name", "T")
+	git("config", "user.email", "t@example.com")
+	// ctime cannot be set; without this the test would depend on whether
+	// the two writes fall in one second.
+	git("config", "core.trustctime", "false")
+
+	a := filepath.Join(dir, "a.txt")
+	// A second in the past, with nanoseconds, stands for "this second".
+	then := time.Date(2020, 1, 2, 3, 4, 5, 600_000_000, time.UTC)
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(a, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(a, then, then); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("A\n")
+	git("add", "-A")
+	git("commit", "-q", "-m", "A")
+	// The index was written in the same second as a.txt.
+	if err := os.Chtimes(filepath.Join(dir, ".git", "index"), then, then); err != nil {
+		t.Fatal(err)
+	}
+	write("B\n")
+
+	if _, err := cfg.snapshotCommit(dir, "refs/cocoonbox/back/o1", "cocoonbox back o1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := git("show", "refs/cocoonbox/back/o1:a.txt"); got != "B" {
+		t.Errorf("S' has a.txt %q, want B (the edit after the commit)", got)
+	}
+	if got := git("show", "HEAD:a.txt"); got != "A" {
+		t.Errorf("HEAD has a.txt %q", got)
+	}
+	// The real index is untouched.
+	if out, err := exec.Command("git", "-C", dir, "diff", "--cached", "--quiet").CombinedOutput(); err != nil {
+		t.Errorf("the real index changed: %v %s", err, out)
+	}
+}
