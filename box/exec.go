@@ -65,6 +65,9 @@ type Command struct {
 	// Progress, if not nil, receives one line per phase when the box has to
 	// be woken first.
 	Progress io.Writer
+	// Started, if not nil, is called once the command runs, before any
+	// stdin is read: a terminal goes raw only then.
+	Started func()
 }
 
 // ExitStatus is how a remote command ended (session.proto Exit).
@@ -92,17 +95,20 @@ func (e *WriteError) Unwrap() error { return e.Err }
 func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st, err := c.start(ctx, cmd)
+	st, execID, err := c.start(ctx, cmd)
 	if notRunning(err) {
 		if _, err := c.Ensure(ctx, cmd.Box, cmd.Progress); err != nil {
 			return ExitStatus{}, err
 		}
-		st, err = c.start(ctx, cmd)
+		st, execID, err = c.start(ctx, cmd)
 	}
 	if err != nil {
 		return ExitStatus{}, c.wrap("exec in "+cmd.Box, err)
 	}
-	s := &stream{st: st}
+	if cmd.Started != nil {
+		cmd.Started()
+	}
+	s := &stream{st: st, c: c, execID: execID}
 	go s.pumpStdin(cmd.Stdin)
 	go s.pumpControl(ctx, cmd.Signals, cmd.Resizes)
 	return c.receive(st, cmd)
@@ -110,10 +116,10 @@ func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
 
 // start opens the stream, sends start and waits for started, so that no
 // stdin is consumed before the box is known to be running.
-func (c *Client) start(ctx context.Context, cmd *Command) (controlv1.Session_ExecClient, error) {
+func (c *Client) start(ctx context.Context, cmd *Command) (controlv1.Session_ExecClient, string, error) {
 	st, err := c.session.Exec(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	start := &controlv1.Start{Box: cmd.Box, Command: cmd.Line, Env: cmd.Env, Dir: cmd.Dir}
 	if t := cmd.TTY; t != nil {
@@ -123,16 +129,16 @@ func (c *Client) start(ctx context.Context, cmd *Command) (controlv1.Session_Exe
 		if err == io.EOF {
 			_, err = st.Recv()
 		}
-		return nil, err
+		return nil, "", err
 	}
 	r, err := st.Recv()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if r.GetStarted() == nil {
-		return nil, fmt.Errorf("protocol error: the server answered start with %T, not started", r.GetMsg())
+		return nil, "", fmt.Errorf("protocol error: the server answered start with %T, not started", r.GetMsg())
 	}
-	return st, nil
+	return st, r.GetStarted().GetExecId(), nil
 }
 
 func (c *Client) receive(st controlv1.Session_ExecClient, cmd *Command) (ExitStatus, error) {
@@ -177,6 +183,9 @@ func write(w io.Writer, b []byte) error {
 type stream struct {
 	mu sync.Mutex
 	st controlv1.Session_ExecClient
+	c  *Client
+	// execID names the Exec for Session.Signal; empty if the server gave none.
+	execID string
 }
 
 func (s *stream) send(r *controlv1.ExecRequest) error {
@@ -214,6 +223,12 @@ func (s *stream) pumpControl(ctx context.Context, signals <-chan string, resizes
 		case name, ok := <-signals:
 			if !ok {
 				signals = nil
+				continue
+			}
+			if s.execID != "" {
+				// Out of band: the stream may be held up behind stdin the
+				// command has not read, as ssh's channel requests are not.
+				go s.c.session.Signal(ctx, &controlv1.SignalRequest{ExecId: s.execID, Name: name})
 				continue
 			}
 			r = &controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Signal{Signal: &controlv1.Signal{Name: name}}}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLocalboxStopEndsTmux: `localbox stop` ends the boxes' tmux servers
@@ -39,7 +40,16 @@ func TestLocalboxStopEndsTmux(t *testing.T) {
 		t.Fatal("the command in tmux is not running")
 	}
 	run("cocoonbox", "localbox", "stop")
-	if out, err := exec.Command("pgrep", "-af", marker).Output(); err == nil {
-		t.Errorf("after stop, still running:\n%s", out)
+	// kill-server has signalled them when stop returns; give them a moment
+	// to exit.
+	for i := 0; ; i++ {
+		out, err := exec.Command("pgrep", "-af", marker).Output()
+		if err != nil {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("after stop, still running:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -168,24 +168,22 @@ func (r *registry) create(name string) (*box, error) {
 // skelDir holds the files a new user's home starts with.
 const skelDir = "/etc/skel"
 
-// copySkel gives a new box home the machine's /etc/skel files, as useradd
-// does, so a login shell in the box reads a .profile (Debian's puts
+// skelFiles are the files of skelDir a new box home gets. Not
+// .bash_logout: Debian's clears the screen when a login shell ends, which
+// an ssh-shaped `-T` login would print as stray bytes.
+var skelFiles = []string{".profile", ".bashrc"}
+
+// copySkel gives a new box home the machine's /etc/skel shell files, as
+// useradd does, so a login shell in the box reads a .profile (Debian's puts
 // ~/.local/bin, where CLI installers put themselves, on the PATH). A
 // missing skeleton leaves the home empty.
 func copySkel(home string) {
-	ents, err := os.ReadDir(skelDir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(skelDir, e.Name()))
+	for _, name := range skelFiles {
+		data, err := os.ReadFile(filepath.Join(skelDir, name))
 		if err != nil {
 			continue
 		}
-		dst := filepath.Join(home, e.Name())
+		dst := filepath.Join(home, name)
 		if _, err := os.Lstat(dst); err == nil {
 			continue
 		}

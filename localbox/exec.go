@@ -3,6 +3,8 @@ package localbox
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -46,6 +48,40 @@ const killDelay = 2 * time.Second
 type sessionService struct {
 	controlv1.UnimplementedSessionServer
 	s *Server
+
+	mu    sync.Mutex
+	execs map[string]*process // by exec_id, while they run
+}
+
+// track names p with a new exec_id for Signal; the returned func forgets it.
+func (x *sessionService) track(p *process) (string, func()) {
+	id := make([]byte, 16)
+	rand.Read(id)
+	key := hex.EncodeToString(id)
+	x.mu.Lock()
+	if x.execs == nil {
+		x.execs = map[string]*process{}
+	}
+	x.execs[key] = p
+	x.mu.Unlock()
+	return key, func() {
+		x.mu.Lock()
+		delete(x.execs, key)
+		x.mu.Unlock()
+	}
+}
+
+// Signal delivers a signal outside the Exec stream, so that stdin the
+// command has not read cannot hold it up.
+func (x *sessionService) Signal(_ context.Context, req *controlv1.SignalRequest) (*controlv1.SignalResponse, error) {
+	x.mu.Lock()
+	p := x.execs[req.GetExecId()]
+	x.mu.Unlock()
+	if p == nil {
+		return nil, status.Error(codes.NotFound, "no running exec with that id")
+	}
+	p.signal(req.GetName())
+	return &controlv1.SignalResponse{}, nil
 }
 
 type execStream = grpc.BidiStreamingServer[controlv1.ExecRequest, controlv1.ExecResponse]
@@ -88,7 +124,9 @@ func (x *sessionService) Exec(st execStream) error {
 		return err
 	}
 	out := &sender{st: st}
-	if err := out.send(&controlv1.ExecResponse{Msg: &controlv1.ExecResponse_Started{Started: &controlv1.Started{}}}); err != nil {
+	execID, forget := x.track(p)
+	defer forget()
+	if err := out.send(&controlv1.ExecResponse{Msg: &controlv1.ExecResponse_Started{Started: &controlv1.Started{ExecId: execID}}}); err != nil {
 		p.kill()
 		p.cmd.Wait()
 		return err

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cocoonbox/cocoonbox/box"
@@ -150,8 +151,10 @@ func (r *runner) plain(c *box.Client, cmd *box.Command) int {
 	defer cancel()
 	signals := make(chan string, 1)
 	cmd.Signals = signals
+	var started atomic.Bool
+	cmd.Started = func() { started.Store(true) }
 	done := make(chan int, 1)
-	go forwardSignals(ctx, signals, done)
+	go forwardSignals(ctx, signals, done, started.Load)
 
 	type result struct {
 		st  box.ExitStatus
@@ -166,7 +169,7 @@ func (r *runner) plain(c *box.Client, cmd *box.Command) int {
 	case x := <-res:
 		return r.status(x.st, x.err)
 	case code := <-done:
-		r.debugf(LogDebug1, "Killed by a second signal.")
+		r.debugf(LogDebug1, "Killed by a signal.")
 		return code
 	}
 }
@@ -196,7 +199,7 @@ func (r *runner) status(st box.ExitStatus, err error) int {
 // for a signal; SIGTERM ends it with 0, others with 255.
 func (r *runner) none(c *box.Client) int {
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	notifyUnignored(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(ch)
 	progress := r.log
 	if r.o.LogLevel < LogInfo {
@@ -213,10 +216,13 @@ func (r *runner) none(c *box.Client) int {
 }
 
 // forwardSignals forwards the first INT, TERM or HUP to the remote command
-// and ends the call with 255 on a second one.
-func forwardSignals(ctx context.Context, to chan<- string, done chan<- int) {
+// and ends the call with 255 on a second one, on QUIT, or on any of them
+// before the command has started (ssh exits then too, and the command must
+// not start after we were told to stop). A signal this process inherited
+// as ignored (nohup) stays ignored.
+func forwardSignals(ctx context.Context, to chan<- string, done chan<- int, started func() bool) {
 	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	notifyUnignored(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(ch)
 	sent := false
 	for {
@@ -224,26 +230,42 @@ func forwardSignals(ctx context.Context, to chan<- string, done chan<- int) {
 		case <-ctx.Done():
 			return
 		case s := <-ch:
-			if sent {
+			if sent || s == syscall.SIGQUIT || !started() {
 				done <- ExitFailure
 				return
 			}
 			sent = true
-			var name string
-			switch s {
-			case syscall.SIGINT:
-				name = "INT"
-			case syscall.SIGTERM:
-				name = "TERM"
-			case syscall.SIGHUP:
-				name = "HUP"
-			}
 			select {
-			case to <- name:
+			case to <- signalName(s.(syscall.Signal)):
 			default:
 			}
 		}
 	}
+}
+
+// notifyUnignored is signal.Notify for those of sigs not ignored when the
+// process started: Notify would undo nohup's and the shell's ignores.
+func notifyUnignored(ch chan<- os.Signal, sigs ...os.Signal) {
+	for _, s := range sigs {
+		if !signal.Ignored(s) {
+			signal.Notify(ch, s)
+		}
+	}
+}
+
+// signalName is a signal's name without SIG, as RFC 4254 section 6.9 names it.
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "INT"
+	case syscall.SIGTERM:
+		return "TERM"
+	case syscall.SIGHUP:
+		return "HUP"
+	case syscall.SIGQUIT:
+		return "QUIT"
+	}
+	return ""
 }
 
 // remoteEnv is what -o SendEnv and -o SetEnv send; nothing else of the

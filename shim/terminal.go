@@ -45,20 +45,31 @@ func (r *runner) terminal(c *box.Client, cmd *box.Command, fd int) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The terminal goes raw only once the command runs: while we connect
+	// or wake the box, Ctrl-C must still reach us as SIGINT, as with ssh.
+	var mu sync.Mutex
 	restore := func() {}
-	if fd >= 0 {
+	cmd.Started = func() {
+		if fd < 0 {
+			return
+		}
 		if st, err := term.MakeRaw(fd); err == nil {
+			mu.Lock()
 			r.raw = true
 			restore = sync.OnceFunc(func() {
 				term.Restore(fd, st)
 				r.raw = false
 			})
+			mu.Unlock()
 		}
 	}
-	defer restore()
-	if cmd.Progress != nil && r.raw {
-		cmd.Progress = crlfWriter{cmd.Progress}
+	restoreNow := func() {
+		mu.Lock()
+		f := restore
+		mu.Unlock()
+		f()
 	}
+	defer restoreNow()
 	var disconnected atomic.Bool
 	if r.o.EscapeChar != EscapeNone && cmd.Stdin != nil {
 		cmd.Stdin = &escapeReader{
@@ -83,7 +94,7 @@ func (r *runner) terminal(c *box.Client, cmd *box.Command, fd int) int {
 
 	st, err := c.Exec(ctx, cmd)
 	stop()
-	restore()
+	restoreNow()
 	if s := killedBy.Load(); s != nil {
 		r.debugf(LogDebug1, "Killed by signal %d.", s.(syscall.Signal))
 		return ExitFailure
@@ -116,7 +127,7 @@ func watchTerminal(ctx context.Context, fd int, resizes chan box.Size, kill func
 		signal.Notify(winch, syscall.SIGWINCH)
 	}
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	notifyUnignored(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -24,6 +24,97 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SignalRequest names an Exec and a signal.
+type SignalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// exec_id is from the Exec's started message.
+	ExecId string `protobuf:"bytes,1,opt,name=exec_id,json=execId,proto3" json:"exec_id,omitempty"`
+	// name is as in Signal.name: "INT", "TERM", "HUP", ...
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalRequest) Reset() {
+	*x = SignalRequest{}
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalRequest) ProtoMessage() {}
+
+func (x *SignalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalRequest.ProtoReflect.Descriptor instead.
+func (*SignalRequest) Descriptor() ([]byte, []int) {
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SignalRequest) GetExecId() string {
+	if x != nil {
+		return x.ExecId
+	}
+	return ""
+}
+
+func (x *SignalRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type SignalResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalResponse) Reset() {
+	*x = SignalResponse{}
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalResponse) ProtoMessage() {}
+
+func (x *SignalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalResponse.ProtoReflect.Descriptor instead.
+func (*SignalResponse) Descriptor() ([]byte, []int) {
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{1}
+}
+
 // ExecRequest is one message from the client.
 type ExecRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -41,7 +132,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[0]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +144,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[0]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +157,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{0}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ExecRequest) GetMsg() isExecRequest_Msg {
@@ -177,7 +268,7 @@ type Start struct {
 
 func (x *Start) Reset() {
 	*x = Start{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[1]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -189,7 +280,7 @@ func (x *Start) String() string {
 func (*Start) ProtoMessage() {}
 
 func (x *Start) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[1]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -202,7 +293,7 @@ func (x *Start) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Start.ProtoReflect.Descriptor instead.
 func (*Start) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{1}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Start) GetBox() string {
@@ -256,7 +347,7 @@ type Tty struct {
 
 func (x *Tty) Reset() {
 	*x = Tty{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[2]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -268,7 +359,7 @@ func (x *Tty) String() string {
 func (*Tty) ProtoMessage() {}
 
 func (x *Tty) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[2]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -281,7 +372,7 @@ func (x *Tty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tty.ProtoReflect.Descriptor instead.
 func (*Tty) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{2}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Tty) GetTerm() string {
@@ -321,7 +412,7 @@ type CloseStdin struct {
 
 func (x *CloseStdin) Reset() {
 	*x = CloseStdin{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[3]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +424,7 @@ func (x *CloseStdin) String() string {
 func (*CloseStdin) ProtoMessage() {}
 
 func (x *CloseStdin) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[3]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +437,7 @@ func (x *CloseStdin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseStdin.ProtoReflect.Descriptor instead.
 func (*CloseStdin) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{3}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 // Signal delivers a signal to the command's process group.
@@ -361,7 +452,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[4]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +464,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[4]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +477,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Signal) GetName() string {
@@ -407,7 +498,7 @@ type Resize struct {
 
 func (x *Resize) Reset() {
 	*x = Resize{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[5]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +510,7 @@ func (x *Resize) String() string {
 func (*Resize) ProtoMessage() {}
 
 func (x *Resize) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[5]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +523,7 @@ func (x *Resize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resize.ProtoReflect.Descriptor instead.
 func (*Resize) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Resize) GetRows() uint32 {
@@ -465,7 +556,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[6]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +568,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[6]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +581,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExecResponse) GetMsg() isExecResponse_Msg {
@@ -566,14 +657,17 @@ func (*ExecResponse_Exit) isExecResponse_Msg() {}
 
 // Started says the command is running.
 type Started struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// exec_id names this Exec for Session.Signal: 32 hex digits, unguessable,
+	// valid until the Exec ends; empty from a server without Signal.
+	ExecId        string `protobuf:"bytes,1,opt,name=exec_id,json=execId,proto3" json:"exec_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[7]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +679,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[7]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +692,14 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Started) GetExecId() string {
+	if x != nil {
+		return x.ExecId
+	}
+	return ""
 }
 
 // Exit is the last message: how the command ended.
@@ -617,7 +718,7 @@ type Exit struct {
 
 func (x *Exit) Reset() {
 	*x = Exit{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[8]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +730,7 @@ func (x *Exit) String() string {
 func (*Exit) ProtoMessage() {}
 
 func (x *Exit) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[8]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +743,7 @@ func (x *Exit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exit.ProtoReflect.Descriptor instead.
 func (*Exit) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Exit) GetCode() int32 {
@@ -670,7 +771,11 @@ var File_proto_cocoonbox_control_v1_session_proto protoreflect.FileDescriptor
 
 const file_proto_cocoonbox_control_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"(proto/cocoonbox/control/v1/session.proto\x12\x14cocoonbox.control.v1\"\x96\x02\n" +
+	"(proto/cocoonbox/control/v1/session.proto\x12\x14cocoonbox.control.v1\"<\n" +
+	"\rSignalRequest\x12\x17\n" +
+	"\aexec_id\x18\x01 \x01(\tR\x06execId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x10\n" +
+	"\x0eSignalResponse\"\x96\x02\n" +
 	"\vExecRequest\x123\n" +
 	"\x05start\x18\x01 \x01(\v2\x1b.cocoonbox.control.v1.StartH\x00R\x05start\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12C\n" +
@@ -705,14 +810,16 @@ const file_proto_cocoonbox_control_v1_session_proto_rawDesc = "" +
 	"\x06stdout\x18\x02 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x03 \x01(\fH\x00R\x06stderr\x120\n" +
 	"\x04exit\x18\x04 \x01(\v2\x1a.cocoonbox.control.v1.ExitH\x00R\x04exitB\x05\n" +
-	"\x03msg\"\t\n" +
-	"\aStarted\"H\n" +
+	"\x03msg\"\"\n" +
+	"\aStarted\x12\x17\n" +
+	"\aexec_id\x18\x01 \x01(\tR\x06execId\"H\n" +
 	"\x04Exit\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error2\\\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error2\xb1\x01\n" +
 	"\aSession\x12Q\n" +
-	"\x04Exec\x12!.cocoonbox.control.v1.ExecRequest\x1a\".cocoonbox.control.v1.ExecResponse(\x010\x01BEZCgithub.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1;controlv1b\x06proto3"
+	"\x04Exec\x12!.cocoonbox.control.v1.ExecRequest\x1a\".cocoonbox.control.v1.ExecResponse(\x010\x01\x12S\n" +
+	"\x06Signal\x12#.cocoonbox.control.v1.SignalRequest\x1a$.cocoonbox.control.v1.SignalResponseBEZCgithub.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1;controlv1b\x06proto3"
 
 var (
 	file_proto_cocoonbox_control_v1_session_proto_rawDescOnce sync.Once
@@ -726,35 +833,39 @@ func file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP() []byte {
 	return file_proto_cocoonbox_control_v1_session_proto_rawDescData
 }
 
-var file_proto_cocoonbox_control_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_proto_cocoonbox_control_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_proto_cocoonbox_control_v1_session_proto_goTypes = []any{
-	(*ExecRequest)(nil),  // 0: cocoonbox.control.v1.ExecRequest
-	(*Start)(nil),        // 1: cocoonbox.control.v1.Start
-	(*Tty)(nil),          // 2: cocoonbox.control.v1.Tty
-	(*CloseStdin)(nil),   // 3: cocoonbox.control.v1.CloseStdin
-	(*Signal)(nil),       // 4: cocoonbox.control.v1.Signal
-	(*Resize)(nil),       // 5: cocoonbox.control.v1.Resize
-	(*ExecResponse)(nil), // 6: cocoonbox.control.v1.ExecResponse
-	(*Started)(nil),      // 7: cocoonbox.control.v1.Started
-	(*Exit)(nil),         // 8: cocoonbox.control.v1.Exit
-	nil,                  // 9: cocoonbox.control.v1.Start.EnvEntry
+	(*SignalRequest)(nil),  // 0: cocoonbox.control.v1.SignalRequest
+	(*SignalResponse)(nil), // 1: cocoonbox.control.v1.SignalResponse
+	(*ExecRequest)(nil),    // 2: cocoonbox.control.v1.ExecRequest
+	(*Start)(nil),          // 3: cocoonbox.control.v1.Start
+	(*Tty)(nil),            // 4: cocoonbox.control.v1.Tty
+	(*CloseStdin)(nil),     // 5: cocoonbox.control.v1.CloseStdin
+	(*Signal)(nil),         // 6: cocoonbox.control.v1.Signal
+	(*Resize)(nil),         // 7: cocoonbox.control.v1.Resize
+	(*ExecResponse)(nil),   // 8: cocoonbox.control.v1.ExecResponse
+	(*Started)(nil),        // 9: cocoonbox.control.v1.Started
+	(*Exit)(nil),           // 10: cocoonbox.control.v1.Exit
+	nil,                    // 11: cocoonbox.control.v1.Start.EnvEntry
 }
 var file_proto_cocoonbox_control_v1_session_proto_depIdxs = []int32{
-	1, // 0: cocoonbox.control.v1.ExecRequest.start:type_name -> cocoonbox.control.v1.Start
-	3, // 1: cocoonbox.control.v1.ExecRequest.close_stdin:type_name -> cocoonbox.control.v1.CloseStdin
-	4, // 2: cocoonbox.control.v1.ExecRequest.signal:type_name -> cocoonbox.control.v1.Signal
-	5, // 3: cocoonbox.control.v1.ExecRequest.resize:type_name -> cocoonbox.control.v1.Resize
-	9, // 4: cocoonbox.control.v1.Start.env:type_name -> cocoonbox.control.v1.Start.EnvEntry
-	2, // 5: cocoonbox.control.v1.Start.tty:type_name -> cocoonbox.control.v1.Tty
-	7, // 6: cocoonbox.control.v1.ExecResponse.started:type_name -> cocoonbox.control.v1.Started
-	8, // 7: cocoonbox.control.v1.ExecResponse.exit:type_name -> cocoonbox.control.v1.Exit
-	0, // 8: cocoonbox.control.v1.Session.Exec:input_type -> cocoonbox.control.v1.ExecRequest
-	6, // 9: cocoonbox.control.v1.Session.Exec:output_type -> cocoonbox.control.v1.ExecResponse
-	9, // [9:10] is the sub-list for method output_type
-	8, // [8:9] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	3,  // 0: cocoonbox.control.v1.ExecRequest.start:type_name -> cocoonbox.control.v1.Start
+	5,  // 1: cocoonbox.control.v1.ExecRequest.close_stdin:type_name -> cocoonbox.control.v1.CloseStdin
+	6,  // 2: cocoonbox.control.v1.ExecRequest.signal:type_name -> cocoonbox.control.v1.Signal
+	7,  // 3: cocoonbox.control.v1.ExecRequest.resize:type_name -> cocoonbox.control.v1.Resize
+	11, // 4: cocoonbox.control.v1.Start.env:type_name -> cocoonbox.control.v1.Start.EnvEntry
+	4,  // 5: cocoonbox.control.v1.Start.tty:type_name -> cocoonbox.control.v1.Tty
+	9,  // 6: cocoonbox.control.v1.ExecResponse.started:type_name -> cocoonbox.control.v1.Started
+	10, // 7: cocoonbox.control.v1.ExecResponse.exit:type_name -> cocoonbox.control.v1.Exit
+	2,  // 8: cocoonbox.control.v1.Session.Exec:input_type -> cocoonbox.control.v1.ExecRequest
+	0,  // 9: cocoonbox.control.v1.Session.Signal:input_type -> cocoonbox.control.v1.SignalRequest
+	8,  // 10: cocoonbox.control.v1.Session.Exec:output_type -> cocoonbox.control.v1.ExecResponse
+	1,  // 11: cocoonbox.control.v1.Session.Signal:output_type -> cocoonbox.control.v1.SignalResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_proto_cocoonbox_control_v1_session_proto_init() }
@@ -762,14 +873,14 @@ func file_proto_cocoonbox_control_v1_session_proto_init() {
 	if File_proto_cocoonbox_control_v1_session_proto != nil {
 		return
 	}
-	file_proto_cocoonbox_control_v1_session_proto_msgTypes[0].OneofWrappers = []any{
+	file_proto_cocoonbox_control_v1_session_proto_msgTypes[2].OneofWrappers = []any{
 		(*ExecRequest_Start)(nil),
 		(*ExecRequest_Stdin)(nil),
 		(*ExecRequest_CloseStdin)(nil),
 		(*ExecRequest_Signal)(nil),
 		(*ExecRequest_Resize)(nil),
 	}
-	file_proto_cocoonbox_control_v1_session_proto_msgTypes[6].OneofWrappers = []any{
+	file_proto_cocoonbox_control_v1_session_proto_msgTypes[8].OneofWrappers = []any{
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Stdout)(nil),
 		(*ExecResponse_Stderr)(nil),
@@ -781,7 +892,7 @@ func file_proto_cocoonbox_control_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_cocoonbox_control_v1_session_proto_rawDesc), len(file_proto_cocoonbox_control_v1_session_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,7 +22,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Session_Exec_FullMethodName = "/cocoonbox.control.v1.Session/Exec"
+	Session_Exec_FullMethodName   = "/cocoonbox.control.v1.Session/Exec"
+	Session_Signal_FullMethodName = "/cocoonbox.control.v1.Session/Signal"
 )
 
 // SessionClient is the client API for Session service.
@@ -37,6 +38,11 @@ type SessionClient interface {
 	// stream with OK. A box that is not running fails the call with
 	// FAILED_PRECONDITION and an ErrorInfo whose reason is BOX_NOT_RUNNING.
 	Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecRequest, ExecResponse], error)
+	// Signal delivers a signal to a running Exec's process group, named by
+	// the exec_id its started message gave. Unlike the signal message in the
+	// Exec stream, it is not held up behind stdin the command has not read.
+	// An unknown or finished exec_id is NOT_FOUND.
+	Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*SignalResponse, error)
 }
 
 type sessionClient struct {
@@ -60,6 +66,16 @@ func (c *sessionClient) Exec(ctx context.Context, opts ...grpc.CallOption) (grpc
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Session_ExecClient = grpc.BidiStreamingClient[ExecRequest, ExecResponse]
 
+func (c *sessionClient) Signal(ctx context.Context, in *SignalRequest, opts ...grpc.CallOption) (*SignalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignalResponse)
+	err := c.cc.Invoke(ctx, Session_Signal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServer is the server API for Session service.
 // All implementations must embed UnimplementedSessionServer
 // for forward compatibility.
@@ -72,6 +88,11 @@ type SessionServer interface {
 	// stream with OK. A box that is not running fails the call with
 	// FAILED_PRECONDITION and an ErrorInfo whose reason is BOX_NOT_RUNNING.
 	Exec(grpc.BidiStreamingServer[ExecRequest, ExecResponse]) error
+	// Signal delivers a signal to a running Exec's process group, named by
+	// the exec_id its started message gave. Unlike the signal message in the
+	// Exec stream, it is not held up behind stdin the command has not read.
+	// An unknown or finished exec_id is NOT_FOUND.
+	Signal(context.Context, *SignalRequest) (*SignalResponse, error)
 	mustEmbedUnimplementedSessionServer()
 }
 
@@ -84,6 +105,9 @@ type UnimplementedSessionServer struct{}
 
 func (UnimplementedSessionServer) Exec(grpc.BidiStreamingServer[ExecRequest, ExecResponse]) error {
 	return status.Error(codes.Unimplemented, "method Exec not implemented")
+}
+func (UnimplementedSessionServer) Signal(context.Context, *SignalRequest) (*SignalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Signal not implemented")
 }
 func (UnimplementedSessionServer) mustEmbedUnimplementedSessionServer() {}
 func (UnimplementedSessionServer) testEmbeddedByValue()                 {}
@@ -113,13 +137,36 @@ func _Session_Exec_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Session_ExecServer = grpc.BidiStreamingServer[ExecRequest, ExecResponse]
 
+func _Session_Signal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SignalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServer).Signal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Session_Signal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServer).Signal(ctx, req.(*SignalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Session_ServiceDesc is the grpc.ServiceDesc for Session service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Session_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "cocoonbox.control.v1.Session",
 	HandlerType: (*SessionServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Signal",
+			Handler:    _Session_Signal_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Exec",
