@@ -117,10 +117,26 @@ func readRuntime(dir string) (runtimeInfo, bool) {
 	if err != nil || json.Unmarshal(b, &ri) != nil || ri.PID <= 0 {
 		return ri, false
 	}
-	if syscall.Kill(ri.PID, 0) != nil {
+	// The serving process holds the lock for its whole life; a file left
+	// by one that died (its pid perhaps reused since) is stale.
+	if syscall.Kill(ri.PID, 0) != nil || !lockHeld(dir) {
 		return ri, false
 	}
 	return ri, true
+}
+
+// lockHeld reports whether a serving local box holds dir's lock.
+func lockHeld(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, "localbox.lock"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
 }
 
 func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
@@ -227,15 +243,15 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		Stderr:      logf,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
-	os.Remove(runtimePath(dir))
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start the local box: %w", err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.After(startTimeout)
+	lost := false
 	for {
-		if ri, ok := readRuntime(dir); ok && ri.PID == cmd.Process.Pid {
+		if ri, ok := readRuntime(dir); ok && (ri.PID == cmd.Process.Pid || lost) {
 			if err := adopt(env, dir, ri.Endpoint); err == nil {
 				fmt.Fprintf(s.Err, "local box running at %s (pid %d); it is now the current endpoint\n", ri.Endpoint, ri.PID)
 				return nil
@@ -243,6 +259,12 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		}
 		select {
 		case err := <-exited:
+			// Another start may have won the race for the state's lock:
+			// then take its local box.
+			if lockHeld(dir) {
+				lost = true
+				continue
+			}
 			return fmt.Errorf("the local box exited at start (%v); its log is %s", err, logPath)
 		case <-deadline:
 			cmd.Process.Signal(syscall.SIGTERM)

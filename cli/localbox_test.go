@@ -1,10 +1,12 @@
 package cli_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -51,5 +53,49 @@ func TestLocalboxStopEndsTmux(t *testing.T) {
 			t.Fatalf("after stop, still running:\n%s", out)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestLocalboxStaleRuntimeFile: a localbox.json left by a local box that
+// died, naming a pid that now belongs to another process, neither stops
+// start nor makes stop signal that process.
+func TestLocalboxStaleRuntimeFile(t *testing.T) {
+	home, err := os.MkdirTemp("", "lb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	state := filepath.Join(home, ".local", "state", "cocoonbox", "localbox")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bystander := exec.Command("sleep", "60")
+	if err := bystander.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bystander.Process.Kill(); bystander.Wait() })
+	stale := fmt.Sprintf(`{"pid":%d,"endpoint":"unix://%s/localbox.sock"}`, bystander.Process.Pid, state)
+	if err := os.WriteFile(filepath.Join(state, "localbox.json"), []byte(stale), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name string, args ...string) (string, error) {
+		c := exec.Command(name, args...)
+		c.Env = env
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("cocoonbox", "localbox", "stop"); err != nil || !strings.Contains(out, "not running") {
+		t.Errorf("stop with a stale file: %v\n%s", err, out)
+	}
+	if bystander.ProcessState != nil || bystander.Process.Signal(syscall.Signal(0)) != nil {
+		t.Fatal("stop signalled the process the stale file named")
+	}
+	if out, err := run("cocoonbox", "localbox", "start"); err != nil {
+		t.Fatalf("start with a stale file: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { run("cocoonbox", "localbox", "stop") })
+	if out, err := run("cocoonbox-ssh", "main", "echo", "up"); err != nil || out != "up\n" {
+		t.Errorf("after start: %v %q", err, out)
 	}
 }
