@@ -72,7 +72,7 @@ type ModeError struct {
 }
 
 func (e *ModeError) Error() string {
-	return fmt.Sprintf("%s has mode %04o, readable by others; refusing to use it\nfix it with: chmod %04o %s", e.Path, e.Mode.Perm(), e.Want, e.Path)
+	return fmt.Sprintf("%s has mode %04o, readable by others, so it is not used; fix it with: chmod %04o %s", e.Path, e.Mode.Perm(), e.Want, e.Path)
 }
 
 func checkMode(path string, want fs.FileMode) error {

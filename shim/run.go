@@ -177,9 +177,13 @@ func (r *runner) plain(c *box.Client, cmd *box.Command) int {
 // status turns how a command ended into ssh's exit status.
 func (r *runner) status(st box.ExitStatus, err error) int {
 	if err != nil {
-		if _, ok := errors.AsType[*box.WriteError](err); ok {
-			// Our reader has gone (EPIPE): ssh exits 255 without a word.
-			return ExitFailure
+		if we, ok := errors.AsType[*box.WriteError](err); ok {
+			if errors.Is(we, syscall.EPIPE) {
+				// Our reader has gone: ssh exits 255 without a word.
+				return ExitFailure
+			}
+			// Any other failure to write (ENOSPC, EIO) is ours to report.
+			return r.fail(we)
 		}
 		return r.fail(err)
 	}
