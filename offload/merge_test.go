@@ -279,3 +279,181 @@ func TestBackBranchName(t *testing.T) {
 		t.Fail()
 	}
 }
+
+// backState is what back must leave alone when it takes the branch: the
+// files, the index file and HEAD.
+type backState struct {
+	files map[string]string
+	index string
+	head  string
+}
+
+func stateOf(t *testing.T, env []string, r *Repo) backState {
+	t.Helper()
+	return backState{files(t, r.Top), readFile(t, filepath.Join(r.GitDir, "index")), run(t, r.Top, env, "git", "rev-parse", "HEAD")}
+}
+
+// wantBranch checks that m is the branch outcome at S' and that nothing
+// else changed since before.
+func wantBranch(t *testing.T, env []string, r *Repo, m *MergeResult, sp string, before backState) {
+	t.Helper()
+	if m.Outcome != Branched || m.Reason == "" {
+		t.Fatalf("got %+v, want the branch", m)
+	}
+	t.Logf("reason: %s", m.Reason)
+	if got := run(t, r.Top, env, "git", "rev-parse", m.Branch); got != sp {
+		t.Errorf("the branch is at %s, want S' %s", got, sp)
+	}
+	after := stateOf(t, env, r)
+	if diff := cmp.Diff(before.files, after.files); diff != "" {
+		t.Errorf("the work tree changed (-before +after):\n%s", diff)
+	}
+	if after.index != before.index {
+		t.Error("the index changed")
+	}
+	if after.head != before.head {
+		t.Error("HEAD moved")
+	}
+	if out := run(t, r.Top, env, "git", "for-each-ref", "refs/cocoonbox/pre-back/", RefPreBackWork); out != "" {
+		t.Errorf("pre-back refs made: %s", out)
+	}
+}
+
+// boxCommit writes files in the box copy, force-adds them and commits.
+func boxCommit(t *testing.T, env []string, br *Repo, fs map[string]string, msg string) {
+	t.Helper()
+	writeFiles(t, br.Top, fs)
+	run(t, br.Top, env, "git", "add", "-f", "-A")
+	run(t, br.Top, env, "git", "commit", "-qm", msg)
+}
+
+func TestBackKeepsIgnoredFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		local  map[string]string // ignored here
+		box    map[string]string
+		commit bool // a local commit after the offload: a merge, not a fast-forward
+	}{
+		{name: "fast-forward over an ignored file", local: map[string]string{".env": "API_KEY=the real one\n"}, box: map[string]string{".env": "API_KEY=changeme\n"}},
+		{name: "fast-forward over an ignored directory", local: map[string]string{"data/big.csv": "precious\n"}, box: map[string]string{"data": "a file now\n"}},
+		{name: "fast-forward under an ignored file", local: map[string]string{"build.log": "the last build\n"}, box: map[string]string{"build.log/x": "a directory now\n"}},
+		{name: "merge over an ignored file", local: map[string]string{".env": "API_KEY=the real one\n"}, box: map[string]string{".env": "API_KEY=changeme\n"}, commit: true},
+		{name: "merge over an ignored directory", local: map[string]string{"data/big.csv": "precious\n"}, box: map[string]string{"data": "a file now\n"}, commit: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := testEnv(t)
+			r := newRepo(t, env, map[string]string{".gitignore": ".env\ndata/\n*.log\n", "a.txt": "a\n", "b.txt": "b\n"})
+			writeFiles(t, r.Top, tc.local)
+			s, br := offloadTo(t, env, r)
+			boxCommit(t, env, br, tc.box, "box: add what is ignored here")
+			sp := boxBack(t, env, r, br)
+			if tc.commit {
+				writeFiles(t, r.Top, map[string]string{"b.txt": "b committed here\n"})
+				run(t, r.Top, env, "git", "commit", "-qam", "here: b")
+			}
+			before := stateOf(t, env, r)
+
+			m, err := r.mergeBack(context.Background(), testID, s, RefBack+testID, backTime)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantBranch(t, env, r, m, sp, before)
+		})
+	}
+}
+
+func TestBackWritesIgnoredPathsThatAreAbsent(t *testing.T) {
+	env := testEnv(t)
+	r := newRepo(t, env, map[string]string{".gitignore": ".env\n", "a.txt": "a\n"})
+	s, br := offloadTo(t, env, r)
+	boxCommit(t, env, br, map[string]string{".env": "API_KEY=changeme\n"}, "box: a template .env")
+	boxBack(t, env, r, br)
+
+	m, err := r.mergeBack(context.Background(), testID, s, RefBack+testID, backTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Outcome != FastForward {
+		t.Fatalf("got %+v, want a fast-forward", m)
+	}
+	if got := readFile(t, filepath.Join(r.Top, ".env")); got != "API_KEY=changeme\n" {
+		t.Errorf(".env is %q", got)
+	}
+}
+
+// A file: secret that only the laptop's global excludes file ignores: the
+// box's S' holds the link to the box's tmpfs, which must never replace
+// the secret here.
+func TestBackFileSecretIgnoredOnlyHere(t *testing.T) {
+	env := testEnv(t)
+	home := strings.TrimPrefix(env[0], "HOME=")
+	writeFiles(t, home, map[string]string{".gitignore_global": ".env\n"})
+	run(t, home, env, "git", "config", "--global", "core.excludesFile", filepath.Join(home, ".gitignore_global"))
+	r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
+	writeFiles(t, r.Top, map[string]string{".env": "API_KEY=precious\n"})
+	boxEnv := testEnv(t)
+	s, br := offloadTo(t, boxEnv, r)
+	if err := os.Symlink("/run/cocoonbox-offload/secrets/0123/file-.env", filepath.Join(br.Top, ".env")); err != nil {
+		t.Fatal(err)
+	}
+	run(t, br.Top, boxEnv, "git", "add", "-A")
+	run(t, br.Top, boxEnv, "git", "commit", "-qm", "box: everything")
+	sp := boxBack(t, boxEnv, r, br)
+	before := stateOf(t, env, r)
+
+	m, err := r.mergeBack(context.Background(), testID, s, RefBack+testID, backTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBranch(t, env, r, m, sp, before)
+	if fi, err := os.Lstat(filepath.Join(r.Top, ".env")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf(".env is no longer the regular file: %v %v", fi, err)
+	}
+}
+
+func TestBackKeepsUntrackedFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		commit bool
+		want   string
+	}{
+		{name: "fast-forward", want: FastForward},
+		{name: "merge", commit: true, want: Merged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := testEnv(t)
+			r := newRepo(t, env, map[string]string{".gitignore": "*.log\n", "a.txt": "a\n", "b.txt": "b\n", "old.txt": "tracked\n"})
+			untracked := map[string]string{"scratch/notes.md": "my notes\n", "TODO.txt": "todo\n", "gone.txt": "the box removes it\n"}
+			writeFiles(t, r.Top, untracked)
+			s, br := offloadTo(t, env, r)
+			// The box starts ignoring two untracked files, removes
+			// another and a tracked one.
+			writeFiles(t, br.Top, map[string]string{".gitignore": "*.log\nscratch/\nTODO.txt\n"})
+			os.Remove(filepath.Join(br.Top, "gone.txt"))
+			run(t, br.Top, env, "git", "rm", "-q", "old.txt")
+			run(t, br.Top, env, "git", "commit", "-qam", "box: ignore scratch")
+			boxBack(t, env, r, br)
+			if tc.commit {
+				writeFiles(t, r.Top, map[string]string{"b.txt": "b committed here\n"})
+				run(t, r.Top, env, "git", "commit", "-qm", "here: b", "b.txt")
+			}
+
+			m, err := r.mergeBack(context.Background(), testID, s, RefBack+testID, backTime)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Outcome != tc.want {
+				t.Fatalf("got %+v, want %s", m, tc.want)
+			}
+			got := files(t, r.Top)
+			for p, content := range untracked {
+				if got[p] != "-rw-r--r-- "+content {
+					t.Errorf("%s: %q, want it kept", p, got[p])
+				}
+			}
+			if _, ok := got["old.txt"]; ok {
+				t.Error("old.txt, tracked and removed in the box, is still here")
+			}
+		})
+	}
+}
