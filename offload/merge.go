@@ -57,7 +57,7 @@ var ErrIndexLocked = errors.New("another git process holds the index lock")
 
 // errNotApplied is a merge that could not be applied without touching
 // what it must not; back then takes the branch.
-var errNotApplied = errors.New("the merge does not apply to the work tree")
+var errNotApplied = errors.New("the box's work does not apply here")
 
 // BackBranch is the branch name back makes at t.
 func BackBranch(t time.Time) string {
