@@ -103,7 +103,12 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 	b.logf("merge")
 	m, err := r.mergeBack(ctx, rec.ID, rec.Base, back, b.now())
 	if errors.Is(err, ErrIndexLocked) {
-		return nil, &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed; when no git is running here, remove " + r.GitDir + "/index.lock and run cocoonbox back again"}}
+		e := &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed; when no git is running here, remove " + r.GitDir + "/index.lock and run cocoonbox back again"}}
+		if ok, _ := r.git.ok(ctx, "rev-parse", "-q", "--verify", RefPreBackWork+rec.ID); ok {
+			e.Next = append(e.Next, "if an earlier cocoonbox back was killed while it changed the work tree, the lock is its: git restore --source="+
+				RefPreBackWork+rec.ID+" --worktree -- :/ puts back your files as they were before it")
+		}
+		return nil, e
 	}
 	var oe *Error
 	if errors.As(err, &oe) {

@@ -255,7 +255,7 @@ func (r *Repo) guard(ctx context.Context, p *backPlan, offIndex string) (string,
 		return "", err
 	}
 	if len(inWay) > 0 {
-		return "the box's work would overwrite " + pathList(inWay) + ", which git here ignores or does not track", nil
+		return "the box's work would overwrite " + pathList(inWay) + ", which git here ignores or does not track; git merge would too, so keep a copy first", nil
 	}
 
 	if p.moveTo == "" {

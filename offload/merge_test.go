@@ -469,11 +469,12 @@ func TestBackKeepsIndexFlags(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		setup func(t *testing.T, env []string, r *Repo)
-		// absent must stay out of the work tree.
-		absent string
 	}{
-		{name: "sparse checkout", absent: "out/o.txt", setup: func(t *testing.T, env []string, r *Repo) {
+		{name: "sparse checkout", setup: func(t *testing.T, env []string, r *Repo) {
 			run(t, r.Top, env, "git", "sparse-checkout", "set", "in")
+		}},
+		{name: "sparse index", setup: func(t *testing.T, env []string, r *Repo) {
+			run(t, r.Top, env, "git", "sparse-checkout", "set", "--sparse-index", "in")
 		}},
 		{name: "skip-worktree, assume-unchanged, intent-to-add", setup: func(t *testing.T, env []string, r *Repo) {
 			run(t, r.Top, env, "git", "update-index", "--skip-worktree", "config.local")
