@@ -79,13 +79,14 @@ type backPlan struct {
 // mergeBack brings S' (back) home against S (base), for offload id:
 // fast-forward when the laptop still equals S; else a clean merge-tree
 // applied uncommitted unless it would touch a path the user changed;
-// else the branch BackBranch(now) at S'. Whatever the way, no path the
-// user has is overwritten or removed unless it is tracked and as S had
-// it (or, merging, as HEAD has it): an ignored or untracked file, a
-// file the user changed, staged or told git to skip sends the box's work
-// to the branch. Files S had untracked are never removed. The index lock
-// is held from the start, so that the index the decisions read is the
-// one that is replaced.
+// else the branch BackBranch(now) at S'. Whatever the way, back writes
+// over or removes only files of the work tree's tree (tracked, or
+// untracked and not ignored) that are as S has them (a fast-forward) or
+// as HEAD has them (a merge); an ignored file in the way, a file changed
+// or staged since, a file git is told to skip, or an operation in
+// progress sends the box's work to the branch. Files S had untracked are
+// never removed. The index lock is held from the start, so that the
+// index the decisions read is the one that is replaced.
 func (r *Repo) mergeBack(ctx context.Context, id, base, back string, now time.Time) (*MergeResult, error) {
 	lock, err := r.lockIndex()
 	if err != nil {
@@ -269,7 +270,16 @@ func (r *Repo) guard(ctx context.Context, p *backPlan, offIndex string) (string,
 	if err != nil {
 		return "", err
 	}
-	if both := intersect(moved, nulList(out)); len(both) > 0 {
+	staged := intersect(moved, nulList(out))
+	if len(staged) == 0 {
+		return "", nil
+	}
+	// Staged as the box committed it: nothing of the user's is replaced.
+	out, err = r.git.run(ctx, nil, "diff-index", "--cached", "-z", "--name-only", "--no-renames", "--ita-invisible-in-index", p.moveTo)
+	if err != nil {
+		return "", err
+	}
+	if both := intersect(staged, nulList(out)); len(both) > 0 {
 		return "the box's commits change " + pathList(both) + ", which you staged since the offload", nil
 	}
 	return "", nil

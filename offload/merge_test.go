@@ -594,6 +594,26 @@ func TestBackStagedChanges(t *testing.T) {
 			t.Errorf("status:\n%s", got)
 		}
 	})
+	t.Run("staged since the offload as the box committed it", func(t *testing.T) {
+		env := testEnv(t)
+		r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
+		writeFiles(t, r.Top, map[string]string{"a.txt": "a edited\n"})
+		s, br := offloadTo(t, env, r)
+		run(t, br.Top, env, "git", "commit", "-qam", "box: commit a as it came")
+		boxBack(t, env, r, br)
+		run(t, r.Top, env, "git", "add", "a.txt")
+
+		m, err := r.mergeBack(context.Background(), testID, s, RefBack+testID, backTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Outcome != FastForward || m.Head == "" {
+			t.Fatalf("got %+v, want a fast-forward", m)
+		}
+		if got := run(t, r.Top, env, "git", "status", "--porcelain"); got != "" {
+			t.Errorf("status:\n%s", got)
+		}
+	})
 	t.Run("staged since the offload, changed by the box's commits", func(t *testing.T) {
 		env := testEnv(t)
 		r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
