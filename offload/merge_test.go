@@ -614,6 +614,23 @@ func TestBackStagedChanges(t *testing.T) {
 			t.Errorf("status:\n%s", got)
 		}
 	})
+	t.Run("a staged file where the box's commits make a directory", func(t *testing.T) {
+		env := testEnv(t)
+		r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
+		writeFiles(t, r.Top, map[string]string{"lib": "a staged file\n"})
+		run(t, r.Top, env, "git", "add", "lib")
+		s, br := offloadTo(t, env, r)
+		os.Remove(filepath.Join(br.Top, "lib"))
+		boxCommit(t, env, br, map[string]string{"lib/x.go": "package lib\n"}, "box: lib/x.go")
+		sp := boxBack(t, env, r, br)
+		before := stateOf(t, env, r)
+
+		m, err := r.mergeBack(context.Background(), testID, s, RefBack+testID, backTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantBranch(t, env, r, m, sp, before)
+	})
 	t.Run("staged since the offload, changed by the box's commits", func(t *testing.T) {
 		env := testEnv(t)
 		r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
