@@ -27,11 +27,12 @@ them without ever touching your uncommitted work:
                 cherry-pick is in progress: the box's work is on the branch
                 cocoonbox/back-<UTC time> and your tree is untouched
 
+The box agent's hand-over is printed on stdout and kept beside the record.
+refs/cocoonbox/pre-back/<id> names HEAD as it was before back moved it.
+
 Files that were untracked when you offloaded are never removed, even when the
-box's .gitignore now ignores them. The box agent's hand-over is printed on
-stdout and kept beside the record. refs/cocoonbox/pre-back/<id> names HEAD
-and refs/cocoonbox/pre-back-work/<id> your work tree as they were before
-back changed them.
+box's .gitignore now ignores them. refs/cocoonbox/pre-back-work/<id> names
+your work tree as it was before back changed it.
 
 Exit status: 0 done; 1 failed (nothing changed here, unless the message
 says what did and how to undo it); 3 refused.`,
