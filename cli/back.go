@@ -21,13 +21,21 @@ them without ever touching your uncommitted work:
                 moves to the box's, the branch to the box's commits
   merged        when you changed other files since: the box's changes are
                 applied uncommitted beside yours
-  branch        when both changed the same files: the box's work is on the
-                branch cocoonbox/back-<UTC time> and your tree is untouched
+  branch        when both changed the same files, or the box's work would
+                overwrite a file git ignores or does not track here, a file
+                you staged or told git to skip, or a merge, rebase or
+                cherry-pick is in progress: the box's work is on the branch
+                cocoonbox/back-<UTC time> and your tree is untouched
 
 The box agent's hand-over is printed on stdout and kept beside the record.
 refs/cocoonbox/pre-back/<id> names HEAD as it was before back moved it.
 
-Exit status: 0 done; 1 failed, nothing changed here; 3 refused.`,
+Files that were untracked when you offloaded are never removed, even when the
+box's .gitignore now ignores them. refs/cocoonbox/pre-back-work/<id> names
+your work tree as it was before back changed it.
+
+Exit status: 0 done; 1 failed (nothing changed here, unless the message
+says what did and how to undo it); 3 refused.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error { return offloadExit(s, runBack(env, s)) },
 	}
@@ -46,31 +54,41 @@ func runBack(env Env, s Streams) error {
 		Logf: progress(s), Progress: progressWriter(s),
 	}
 	res, err := b.Run(ctx)
-	if err != nil {
-		return err
+	if res != nil && res.Merge != nil {
+		printBack(s, res)
 	}
+	return err
+}
+
+// printBack prints the box agent's hand-over on stdout and what back did
+// on stderr, the box's text made printable.
+func printBack(s Streams, res *offload.BackResult) {
 	if res.Resent {
 		fmt.Fprintln(s.Err, "cocoonbox: BACK drew no answer for 60 s and was sent again with --interrupt")
 	}
-	fmt.Fprint(s.Out, strings.TrimRight(res.Body, "\n")+"\n")
+	fmt.Fprint(s.Out, offload.Printable(strings.TrimRight(res.Body, "\n"))+"\n")
 	m := res.Merge
+	box := offload.Printable(res.Record.BoxName)
 	switch m.Outcome {
 	case offload.FastForward:
-		fmt.Fprintf(s.Err, "cocoonbox: back from %s: fast-forward%s\n", res.Record.BoxName, movedTo(m))
+		fmt.Fprintf(s.Err, "cocoonbox: back from %s: fast-forward%s\n", box, movedTo(m))
 	case offload.Merged:
-		fmt.Fprintf(s.Err, "cocoonbox: back from %s: merged, uncommitted, beside your changes%s\n", res.Record.BoxName, movedTo(m))
+		fmt.Fprintf(s.Err, "cocoonbox: back from %s: merged, uncommitted, beside your changes%s\n", box, movedTo(m))
 	case offload.Branched:
-		fmt.Fprintf(s.Err, "cocoonbox: back from %s: on branch %s; your work tree is untouched (%s)\n", res.Record.BoxName, m.Branch, m.Reason)
+		fmt.Fprintf(s.Err, "cocoonbox: back from %s: on branch %s; your work tree is untouched (%s)\n", box, m.Branch, offload.Printable(m.Reason))
 		fmt.Fprintf(s.Err, "merge it when ready: git merge %s\n", m.Branch)
 	case offload.UpToDate:
-		fmt.Fprintf(s.Err, "cocoonbox: back from %s: already up to date\n", res.Record.BoxName)
+		fmt.Fprintf(s.Err, "cocoonbox: back from %s: already up to date\n", box)
 	}
-	return nil
 }
 
 func movedTo(m *offload.MergeResult) string {
 	if m.Head == "" {
 		return ""
 	}
-	return "; the branch is at the box's " + m.Head[:min(len(m.Head), 12)]
+	s := "; the branch is at the box's " + m.Head[:min(len(m.Head), 12)]
+	if m.MergeDone {
+		s += ", which commits the merge that was in progress here"
+	}
+	return s
 }

@@ -103,7 +103,16 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 	b.logf("merge")
 	m, err := r.mergeBack(ctx, rec.ID, rec.Base, back, b.now())
 	if errors.Is(err, ErrIndexLocked) {
-		return nil, &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed; when no git is running here, remove " + r.GitDir + "/index.lock and run cocoonbox back again"}}
+		e := &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed; when no git is running here, remove " + r.GitDir + "/index.lock and run cocoonbox back again"}}
+		if ok, _ := r.git.ok(ctx, "rev-parse", "-q", "--verify", RefPreBackWork+rec.ID); ok {
+			e.Next = append(e.Next, "if an earlier cocoonbox back was killed while it changed the work tree, the lock is its: git restore --source="+
+				RefPreBackWork+rec.ID+" --worktree -- :/ puts back your files as they were before it")
+		}
+		return nil, e
+	}
+	var oe *Error
+	if errors.As(err, &oe) {
+		return nil, oe
 	}
 	if err != nil {
 		return nil, &Error{Code: ExitFailed, Err: err}
@@ -111,6 +120,11 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 	res.Merge = m
 	if _, err := b.Store.EnsureRepoDir(r.Key); err == nil {
 		atomicfile.WriteFile(b.Store.BackPath(r.Key), []byte(entry.Body), 0o600)
+	}
+	if ctx.Err() != nil {
+		// Interrupted while the work tree changed, which it finished.
+		return res, &Error{Code: ExitFailed, Err: fmt.Errorf("interrupted: the box's work is here (%s), but the box session still runs", m.Outcome),
+			Next: []string{"run cocoonbox back again to end it"}}
 	}
 	b.logf("end")
 	if err := agent.End(ctx, r.Key); err != nil {
@@ -132,8 +146,9 @@ type backAgent interface {
 
 // waitBack sends BACK unless the outbox holds this offload's back, and
 // reads until the back entry comes, BackTimeout in all. A pasted BACK
-// that draws no hook for ResendAfter while the session says working is
-// sent once more with --interrupt; a queued one never is.
+// that draws no hook for ResendAfter while the session says working (its
+// hook time, on the box's clock, is where it was before BACK) is sent
+// once more with --interrupt; a queued one never is.
 func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult) (*Entry, error) {
 	start := b.now()
 	deadline := start.Add(BackTimeout)
@@ -154,6 +169,16 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	}
 	if e := find(rd); e != nil {
 		return e, nil
+	}
+	// The box's hook times are on the box's clock: they are compared only
+	// with each other.
+	ss, err := a.Status(ctx, rec.Repo)
+	if err != nil {
+		return nil, boxFailure(err)
+	}
+	hookBefore := int64(0)
+	if s := sessionOf(ss, rec); s != nil {
+		hookBefore = s.HookAtMS
 	}
 	b.logf("send BACK")
 	sent, err := a.SendBack(ctx, rec.Repo, false)
@@ -179,7 +204,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 				if err != nil {
 					return nil, boxFailure(err)
 				}
-				if s := sessionOf(ss, rec); s != nil && s.Status == "working" && s.HookAtMS < sentAt.UnixMilli() {
+				if s := sessionOf(ss, rec); s != nil && s.Status == "working" && s.HookAtMS <= hookBefore {
 					b.logf("BACK drew no hook in %d s; sending it again with --interrupt", int(ResendAfter/time.Second))
 					if sent, err = a.SendBack(ctx, rec.Repo, true); err != nil {
 						return nil, boxFailure(err)

@@ -11,14 +11,16 @@ import (
 
 // scriptedAgent is the box half as waitBack sees it, over a fake clock
 // that each long poll advances by its wait: the session posts back after
-// postAt, and hooks fire after a BACK only when hookOnPaste.
+// postAt, and hooks fire after a BACK only when hookOnPaste. The box's
+// clock is the laptop's plus boxAhead.
 type scriptedAgent struct {
 	now         time.Time
 	entries     []Entry
 	postAt      time.Time // zero: never
 	delivery    string
-	hookAt      time.Time
+	hookAt      time.Time // zero: no hook yet
 	hookOnPaste bool
+	boxAhead    time.Duration
 	calls       []string
 }
 
@@ -56,7 +58,11 @@ func (a *scriptedAgent) SendBack(_ context.Context, _ string, interrupt bool) (*
 
 func (a *scriptedAgent) Status(context.Context, string) ([]Session, error) {
 	a.calls = append(a.calls, "status")
-	return []Session{{Repo: "k", OffloadID: testID, Status: "working", HookAtMS: a.hookAt.UnixMilli()}}, nil
+	hook := int64(0)
+	if !a.hookAt.IsZero() {
+		hook = a.hookAt.Add(a.boxAhead).UnixMilli()
+	}
+	return []Session{{Repo: "k", OffloadID: testID, Status: "working", HookAtMS: hook}}, nil
 }
 
 func TestWaitBack(t *testing.T) {
@@ -76,34 +82,45 @@ func TestWaitBack(t *testing.T) {
 		{
 			name:      "a back of another offload does not count",
 			agent:     scriptedAgent{entries: []Entry{{Seq: 1, Kind: "back", OffloadID: "old"}}, delivery: "pasted", hookOnPaste: true, postAt: t0.Add(10 * time.Second)},
-			wantCalls: []string{"read", "back", "read"},
+			wantCalls: []string{"read", "status", "back", "read"},
 		},
 		{
 			name:       "a pasted BACK that draws no hook is sent again with --interrupt, once",
 			agent:      scriptedAgent{delivery: "pasted", postAt: t0.Add(90 * time.Second)},
-			wantCalls:  []string{"read", "back", "read", "status", "back --interrupt", "read"},
+			wantCalls:  []string{"read", "status", "back", "read", "status", "back --interrupt", "read"},
 			wantResent: true,
 		},
 		{
 			name:      "a pasted BACK that drew a hook is not sent again",
 			agent:     scriptedAgent{delivery: "pasted", hookOnPaste: true, postAt: t0.Add(90 * time.Second)},
-			wantCalls: []string{"read", "back", "read", "status", "read"},
+			wantCalls: []string{"read", "status", "back", "read", "status", "read"},
+		},
+		{
+			name:      "a hook drawn on a box clock an hour behind counts",
+			agent:     scriptedAgent{delivery: "pasted", hookOnPaste: true, boxAhead: -time.Hour, postAt: t0.Add(90 * time.Second)},
+			wantCalls: []string{"read", "status", "back", "read", "status", "read"},
+		},
+		{
+			name:       "an earlier hook on a box clock an hour ahead is no answer to BACK",
+			agent:      scriptedAgent{delivery: "pasted", hookAt: t0.Add(-5 * time.Second), boxAhead: time.Hour, postAt: t0.Add(90 * time.Second)},
+			wantCalls:  []string{"read", "status", "back", "read", "status", "back --interrupt", "read"},
+			wantResent: true,
 		},
 		{
 			name:      "a queued BACK is never sent again",
 			agent:     scriptedAgent{delivery: "queued", postAt: t0.Add(300 * time.Second)},
-			wantCalls: []string{"read", "back", "read"},
+			wantCalls: []string{"read", "status", "back", "read"},
 		},
 		{
 			name:      "no back in 600 s",
 			agent:     scriptedAgent{delivery: "queued"},
-			wantCalls: []string{"read", "back", "read"},
+			wantCalls: []string{"read", "status", "back", "read"},
 			wantErr:   true,
 		},
 		{
 			name:       "no back in 600 s after the resend",
 			agent:      scriptedAgent{delivery: "pasted"},
-			wantCalls:  []string{"read", "back", "read", "status", "back --interrupt", "read"},
+			wantCalls:  []string{"read", "status", "back", "read", "status", "back --interrupt", "read"},
 			wantResent: true,
 			wantErr:    true,
 		},

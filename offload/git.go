@@ -34,6 +34,8 @@ func (e *GitError) Unwrap() error { return e.Err }
 type git struct {
 	dir string
 	env []string
+	// prep, when set, adjusts each command before it starts.
+	prep func(*exec.Cmd)
 }
 
 // HostEnv filters a laptop environment for a child process: git's own
@@ -61,7 +63,7 @@ func HostEnv(environ []string, keepToken bool) []string {
 // with returns g with extra environment entries.
 func (g git) with(kv ...string) git {
 	env := append([]string(nil), g.env...)
-	return git{dir: g.dir, env: append(env, kv...)}
+	return git{dir: g.dir, env: append(env, kv...), prep: g.prep}
 }
 
 // cmd makes the git command; stdout and stdin are the caller's.
@@ -69,6 +71,9 @@ func (g git) cmd(ctx context.Context, args ...string) *exec.Cmd {
 	c := exec.CommandContext(ctx, "git", args...)
 	c.Dir = g.dir
 	c.Env = g.env
+	if g.prep != nil {
+		g.prep(c)
+	}
 	return c
 }
 
