@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
 // Exit statuses of offload and back beyond 0, and 2 for usage
@@ -366,8 +367,9 @@ func (o *Offloader) members(ctx context.Context, handover []byte, env *Environme
 	return append(ms, secrets...), nil
 }
 
+// writePrivate writes a file of the repo's directory atomically, 0600.
 func writePrivate(p string, b []byte) error {
-	return os.WriteFile(p, b, 0o600)
+	return atomicfile.WriteFile(p, b, 0o600)
 }
 
 // CheckFileSecrets refuses a file: entry whose file git does not ignore:

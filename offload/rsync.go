@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
 // remotePath is the copy's path for rsync and git over the shim. The
@@ -62,20 +64,24 @@ func rsyncPattern(rel string) string {
 	return b.String()
 }
 
-// writeExcludes writes rsync's --exclude-from file: every path anchored.
+// writeExcludes writes rsync's --exclude-from file, every path anchored,
+// atomically: rsync never reads half a list.
 func writeExcludes(path string, rels []string) error {
 	var b bytes.Buffer
 	for _, r := range rels {
 		b.WriteString(rsyncPattern(r))
 		b.WriteByte('\n')
 	}
-	return os.WriteFile(path, b.Bytes(), 0o600)
+	return atomicfile.WriteFile(path, b.Bytes(), 0o600)
 }
 
 // rsyncArgs are the contract's rsync arguments (contract "Offload, Mac
 // side" 2): no --delete-excluded, so the box's own ignored files stay.
+// git's lock files (index.lock, HEAD's, refs' and packed-refs' locks)
+// stay here: one a laptop git holds would lock the box agent's git out.
+// A plain exclude, which openrsync takes too.
 func rsyncArgs(excludeFile string, linked bool) []string {
-	args := []string{"-az", "--delete", "--exclude-from=" + excludeFile, "--exclude=/.git/objects/"}
+	args := []string{"-az", "--delete", "--exclude-from=" + excludeFile, "--exclude=/.git/objects/", "--exclude=/.git/**.lock"}
 	if linked {
 		args = append(args, "--exclude=/.git")
 	}
