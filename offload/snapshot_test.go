@@ -204,3 +204,17 @@ func TestSnapshotRacyEdit(t *testing.T) {
 		t.Errorf("S's a.txt is %q, want the edit %q", got, "b")
 	}
 }
+
+// TestSnapshotNestedRepoError: git's reason, not its summary, names the
+// cause of a failed snapshot.
+func TestSnapshotNestedRepoError(t *testing.T) {
+	env := testEnv(t)
+	r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
+	nested := filepath.Join(r.Top, "nested")
+	writeFiles(t, nested, map[string]string{"x.txt": "x\n"})
+	run(t, nested, env, "git", "init", "-q")
+	_, err := r.snapshot(context.Background(), "0123456789abcdef")
+	if err == nil || !strings.Contains(err.Error(), "'nested/' does not have a commit checked out") {
+		t.Errorf("got %v, want git's reason", err)
+	}
+}
