@@ -157,9 +157,12 @@ func readLimited(p string, max int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, max))
 }
 
-// Run offloads: hand-over, laptop preflight, begin, snapshot, rsync, the
-// record, send. A failure after begin removes the record, the bundle and
-// the refs it made; the box releases the copy itself.
+// Run offloads: hand-over, the repo's lock, laptop preflight, begin,
+// snapshot, rsync, the record, send. Laptop blocks refuse before the box
+// is asked; box blocks refuse next; then the warnings of both halves need
+// the go-ahead. A failure after begin removes the record, the bundle and
+// the refs it made, and gives back the copy begin took unless a box CLI
+// session started on it.
 func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	res := &Result{}
 	t0 := o.now()
@@ -173,8 +176,13 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := o.Store.Lock(r.Key)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if rec, err := o.Store.LoadRecord(r.Key); err == nil {
-		return nil, refused(fmt.Errorf("offload %s of this repository is still in box %s", rec.ID, rec.BoxName), "bring it back first: cocoonbox back")
+		return nil, refused(fmt.Errorf("offload %s of this repository is still in box %s", rec.ID, rec.BoxName), stillInBoxNext...)
 	} else if !errors.Is(err, ErrNoRecord) {
 		return nil, err
 	}
@@ -199,11 +207,10 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if _, err := exec.LookPath("rsync"); err != nil {
 		findings = append(findings, Finding{"tools", Block, "rsync is not installed on this laptop; install it"})
 	}
-	ignored, err := r.ignored(ctx)
+	excludes, err := r.ignored(ctx)
 	if err != nil {
 		return nil, err
 	}
-	excludes := ignored
 	if o.Preflight != nil {
 		p := *o.Preflight
 		p.Handover = handover
@@ -218,16 +225,6 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		return nil, &Error{Code: ExitRefused, Err: errors.New("the preflight found a block"), Findings: blocks}
 	}
 	warns := slices.DeleteFunc(slices.Clone(findings), func(f Finding) bool { return f.Outcome == Block })
-	if len(warns) > 0 && !o.Yes {
-		return nil, &Error{Code: ExitConfirm, Err: errors.New("the preflight found warnings"), Findings: warns,
-			Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name + " --yes"}}
-	}
-	if len(only(warns, Confirm)) > 0 {
-		if err := o.Store.UpdateSettings(r.Key, r.Top, func(s *RepoSettings) error { s.SizeOK = true; return nil }); err != nil {
-			return nil, err
-		}
-	}
-	res.Warnings = warns
 	env, err := DetectEnvironment(r.Top)
 	if err != nil {
 		return nil, refused(err, "fix it, then run offload again")
@@ -245,35 +242,59 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	id := NewID()
 	agent := &Agent{Exec: o.Client, Box: o.Box, Progress: o.Progress}
 	o.logf("begin in box %s", bx.Name)
-	begin, err := agent.Begin(ctx, r.Key, r.Name, o.Kind.Name, id)
+	begin, err := o.begin(ctx, agent, id)
 	if err != nil {
-		return nil, o.beginError(err)
+		return nil, err
 	}
-	res.Begin = begin
-	if bw := only(begin.Findings, Warn); len(bw) > 0 {
-		if !o.Yes {
-			return nil, &Error{Code: ExitConfirm, Err: errors.New("the box's preflight found warnings"), Findings: bw,
-				Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name + " --yes"}}
+	res.Begin = begin.BeginResult
+	warns = append(warns, only(begin.Findings, Warn)...)
+	if begin.CLI != nil && begin.CLI.HooksBlocked != "" && !slices.ContainsFunc(warns, func(f Finding) bool { return f.Check == "hooks" }) {
+		warns = append(warns, Finding{"hooks", Warn, begin.CLI.HooksBlocked + " in the box blocks hooks, so the box CLI's status will not be reported"})
+	}
+	if len(warns) > 0 && !o.Yes {
+		// Give back what begin took: the copy, and the directory it made.
+		if released, _ := o.release(ctx, agent, r.Key, id); released && begin.Copy == "absent" {
+			agent.Exec.Exec(ctx, &box.Command{Box: o.Box, Line: "rmdir -- " + ShellQuote(remotePath(begin.Dir, begin.name)) + " 2>/dev/null"})
 		}
-		res.Warnings = append(res.Warnings, bw...)
+		return nil, &Error{Code: ExitConfirm, Err: errors.New("the preflight found warnings"), Findings: warns,
+			Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name + " --yes"}}
 	}
-	if begin.CLI != nil && begin.CLI.HooksBlocked != "" {
-		res.Warnings = append(res.Warnings, Finding{"hooks", Warn, begin.CLI.HooksBlocked + " in the box blocks hooks, so the box CLI's status will not be reported"})
-	}
+	res.Warnings = warns
 	t = step("begin", t)
 
 	// Snapshot S; from here on a failure rolls back what it made.
-	o.logf("snapshot")
+	dir := o.Store.RepoDir(r.Key)
+	bpath := filepath.Join(dir, "offload.bundle")
 	rollback := func(err error) error {
-		r.dropRefs(context.WithoutCancel(ctx), id)
-		o.Store.RemoveRecord(r.Key)
-		os.Remove(filepath.Join(o.Store.RepoDir(r.Key), "offload.bundle"))
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		r.dropRefs(ctx, id)
+		o.Store.removeRecordOf(r.Key, id)
+		os.Remove(bpath)
 		var e *Error
-		if errors.As(err, &e) {
-			return err
+		if !errors.As(err, &e) {
+			e = &Error{Code: ExitFailed, Err: err}
 		}
-		return &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed here; the box released its copy. Run offload again when the cause is fixed"}}
+		next := "nothing changed here"
+		if released, _ := o.release(ctx, agent, r.Key, id); released {
+			next += "; the box gave back its copy"
+		} else {
+			next += "; the box may still hold its copy for this offload, which the next offload takes again"
+		}
+		if lock := heldLock(err); lock != "" {
+			next += fmt.Sprintf("\nanother git process holds %s; when none is running, remove it (rm '%s') and run offload again", lock, lock)
+		} else {
+			next += ". Run offload again when the cause is fixed"
+		}
+		e.Next = append([]string{next}, e.Next...)
+		return e
 	}
+	if len(only(warns, Confirm)) > 0 {
+		if err := o.Store.UpdateSettings(r.Key, r.Top, func(s *RepoSettings) error { s.SizeOK = true; return nil }); err != nil {
+			return nil, rollback(err)
+		}
+	}
+	o.logf("snapshot")
 	base, err := r.snapshot(ctx, id)
 	if err != nil {
 		return nil, rollback(err)
@@ -281,21 +302,18 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	t = step("snapshot", t)
 
 	// rsync the work tree and .git without objects.
-	dir, err := o.Store.EnsureRepoDir(r.Key)
+	if _, err := o.Store.EnsureRepoDir(r.Key); err != nil {
+		return nil, rollback(err)
+	}
+	boxIgnored, err := r.stillIgnored(ctx, begin.Ignored)
 	if err != nil {
 		return nil, rollback(err)
 	}
 	exFile := filepath.Join(dir, "excludes")
-	boxIgnored := make([]string, 0, len(begin.Ignored))
-	for _, p := range begin.Ignored {
-		if p = strings.TrimPrefix(p, "/"); p != "" {
-			boxIgnored = append(boxIgnored, p)
-		}
-	}
 	if err := writeExcludes(exFile, append(excludes, boxIgnored...)); err != nil {
 		return nil, rollback(err)
 	}
-	rpath := remotePath(begin.Dir, r.Name)
+	rpath := remotePath(begin.Dir, begin.name)
 	o.logf("rsync %s/ to %s:%s/", r.Top, bx.Name, rpath)
 	args := append(rsyncArgs(exFile, r.Linked), "-e", o.Shim, r.Top+"/", bx.Name+":"+rpath+"/")
 	_, err = runRsync(ctx, HostEnv(o.Environ, true), args)
@@ -307,7 +325,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 
 	// The record, then the stream.
 	rec := &Record{
-		ID: id, Repo: r.Key, Box: bx.ID, BoxName: bx.Name, Name: r.Name, Dir: begin.Dir,
+		ID: id, Repo: r.Key, Box: bx.ID, BoxName: bx.Name, Name: begin.name, Dir: begin.Dir,
 		Kind: o.Kind.Name, Base: base, Top: r.Top, StartedAtMS: o.now().UnixMilli(),
 	}
 	if err := o.Store.SaveRecord(rec); err != nil {
@@ -327,17 +345,123 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	}()
 	send, err := agent.Send(ctx, r.Key, o.Kind.Name, id, pr)
 	pr.CloseWithError(io.ErrClosedPipe)
-	os.Remove(filepath.Join(dir, "offload.bundle"))
+	os.Remove(bpath)
 	// A stream that broke on our side says why better than the box can.
 	if e := <-werr; err != nil && e != nil && !errors.Is(e, io.ErrClosedPipe) {
 		err = e
 	}
 	if err != nil {
+		// The answer may be lost after the box CLI started: then the
+		// offload is in flight, and its record stays.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		_, started := o.release(sctx, agent, r.Key, id)
+		cancel()
+		if started {
+			return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("send: %w; the box CLI session of offload %s started all the same", err, id),
+				Next: []string{"watch it with: cocoonbox offload inbox --wait 60", "bring it home with: cocoonbox back"}}
+		}
 		return nil, rollback(err)
 	}
 	step("send", t)
 	res.Record, res.Send = rec, send
 	return res, nil
+}
+
+// stillInBoxNext are the next steps of an offload refused because an
+// earlier one of the repository is in flight.
+var stillInBoxNext = []string{
+	"bring it home first: cocoonbox back",
+	"if its box session has stopped: cocoonbox offload restart starts it again, and cocoonbox offload abandon ends the offload, keeping the box's work in refs",
+}
+
+// begin picks the copy's name and runs begin. A name another repo's copy
+// (or a directory that is no copy) holds in the box is refused by the box;
+// then begin runs once more with the name made unique by the repo key.
+func (o *Offloader) begin(ctx context.Context, a *Agent, id string) (*beginAnswer, error) {
+	r := o.Repo
+	ss, _ := a.Status(ctx, "") // the inbox may be down: begin then says so
+	name, mine := pickName(ss, r.Key, r.Name)
+	for {
+		b, err := a.Begin(ctx, r.Key, name, o.Kind.Name, id)
+		if err == nil {
+			return &beginAnswer{BeginResult: b, name: name}, nil
+		}
+		var ae *AgentError
+		if !mine && name == r.Name && errors.As(err, &ae) && ae.Refused() && onlyCopyBlocks(ae.Findings) {
+			name = uniqueName(r.Name, r.Key)
+			continue
+		}
+		return nil, o.beginError(err, mine)
+	}
+}
+
+// beginAnswer is begin's answer and the name it was asked with.
+type beginAnswer struct {
+	*BeginResult
+	name string
+}
+
+func onlyCopyBlocks(fs []Finding) bool {
+	n := 0
+	for _, f := range fs {
+		if f.Outcome == Block {
+			if f.Check != "copy" {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
+}
+
+// pickName is the copy's name: the one the box keeps for this repo key
+// when its copy is there (mine), else the repository's name, else, when
+// another repo's copy has that, the name made unique by the repo key.
+func pickName(ss []Session, key, name string) (string, bool) {
+	taken := map[string]bool{}
+	for _, s := range ss {
+		if s.Copy == "" || s.Copy == "absent" {
+			continue
+		}
+		if s.Repo == key && s.Name != "" {
+			return s.Name, true
+		}
+		taken[s.Name] = true
+	}
+	if taken[name] {
+		return uniqueName(name, key), false
+	}
+	return name, false
+}
+
+// uniqueName is name, a '-' and the repo key's first 6 hex digits, within
+// the box's 100 characters.
+func uniqueName(name, key string) string {
+	suffix := "-" + key[:min(6, len(key))]
+	return name[:min(len(name), 100-len(suffix))] + suffix
+}
+
+// release gives back the copy begin took for offload id, unless a box CLI
+// session started on it. It reports whether the box holds no copy for id
+// now, and whether a session of id started.
+func (o *Offloader) release(ctx context.Context, a *Agent, key, id string) (released, started bool) {
+	ss, err := a.Status(ctx, key)
+	if err != nil {
+		return false, false
+	}
+	for _, s := range ss {
+		if s.Repo != key {
+			continue
+		}
+		if s.OffloadID != id {
+			return true, false
+		}
+		if s.Copy == "busy" || s.Copy == "unreturned" {
+			return false, true
+		}
+		return a.End(ctx, key) == nil, false
+	}
+	return true, false
 }
 
 // members are the send stream's members in the contract's order.
@@ -352,6 +476,9 @@ func (o *Offloader) members(ctx context.Context, handover []byte, env *Environme
 	}
 	ms := []Member{{Name: "handover.md", Data: handover}, {Name: "env.json", Data: ej}}
 	bpath := filepath.Join(o.Store.RepoDir(r.Key), "offload.bundle")
+	// Run holds the repo's lock, so a bundle lock is left from a run
+	// that died, and git would refuse to write the bundle.
+	os.Remove(bpath + ".lock")
 	o.logf("bundle")
 	if ok, err := r.bundle(ctx, bpath, boxRefs); err != nil {
 		return nil, err
@@ -426,8 +553,10 @@ func cbdeskVersion(image string) (int, bool) {
 }
 
 // beginError maps begin's failure: a refusal exits 3 with its findings
-// and, for the box CLI, the commands that fix it.
-func (o *Offloader) beginError(err error) error {
+// under one line of ours, and the commands that fix each: for the box CLI
+// of the kind asked for, for a copy in the way. mine says the box keeps a
+// copy for this repo key.
+func (o *Offloader) beginError(err error, mine bool) error {
 	var ae *AgentError
 	if !errors.As(err, &ae) {
 		return &Error{Code: ExitFailed, Err: err}
@@ -437,9 +566,12 @@ func (o *Offloader) beginError(err error) error {
 		if ae.Code == "usage" {
 			code = ExitRefused
 		}
-		return &Error{Code: code, Err: ae}
+		return &Error{Code: code, Err: fmt.Errorf("box %s: begin: %s", o.Box, ae.Msg)}
 	}
-	e := &Error{Code: ExitRefused, Err: ae, Findings: ae.Findings}
+	e := &Error{Code: ExitRefused, Err: fmt.Errorf("box %s refused the offload", o.Box), Findings: ae.Findings}
+	if len(ae.Findings) == 0 {
+		e.Err = fmt.Errorf("box %s refused the offload: %s", o.Box, ae.Msg)
+	}
 	k := o.Kind.Name
 	if cli := ae.CLI; cli != nil {
 		switch {
@@ -450,11 +582,22 @@ func (o *Offloader) beginError(err error) error {
 			e.Next = append(e.Next, fmt.Sprintf("sign in to %s in the box: cocoonbox offload sign-in --kind %s --box %s", o.Kind.Title, k, o.Box))
 		}
 	}
+	checks := map[string]bool{}
 	for _, f := range ae.Findings {
-		if f.Check == "copy" {
-			e.Next = append(e.Next, "bring the last offload back first: cocoonbox back")
-			break
+		if f.Outcome == Block {
+			checks[f.Check] = true
 		}
+	}
+	switch {
+	case checks["copy"] && mine:
+		// This laptop has no record (Run checked), yet the box holds an
+		// offload of the repository that did not come back.
+		e.Next = append(e.Next, "the box still holds an earlier offload of this repository that this laptop has no record of; end it, keeping its work in refs: cocoonbox offload abandon --box "+o.Box)
+	case checks["copy"]:
+		e.Next = append(e.Next, "move the directory the finding names out of the way in the box (cocoonbox rsh "+o.Box+" mv …), then offload again")
+	}
+	if checks["sessions"] {
+		e.Next = append(e.Next, "see them with: cocoonbox offload status --box "+o.Box)
 	}
 	return e
 }

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -158,4 +159,41 @@ func (r *Repo) rsyncMeasure(ctx context.Context, env []string, excludes []string
 		return 0, fmt.Errorf("rsync --stats printed no total size")
 	}
 	return strconv.ParseInt(strings.NewReplacer(",", "", ".", "").Replace(m[1]), 10, 64)
+}
+
+// stillIgnored keeps of the box copy's ignored directories (begin's
+// ignored, relative to the copy, ending in /) those this repository
+// ignores too and sends nothing under. Only those may stay out of rsync:
+// a directory the laptop no longer ignores must be synced, or the copy
+// keeps stale content where S has the laptop's.
+func (r *Repo) stillIgnored(ctx context.Context, boxIgnored []string) ([]string, error) {
+	var dirs []string
+	for _, p := range boxIgnored {
+		if p = strings.TrimPrefix(p, "/"); p != "" && !strings.Contains(p, "\n") {
+			dirs = append(dirs, p)
+		}
+	}
+	if len(dirs) == 0 {
+		return nil, nil
+	}
+	out, err := r.git.run(ctx, strings.NewReader(strings.Join(dirs, "\x00")+"\x00"), "check-ignore", "-z", "--stdin")
+	if err != nil && exitCode(err) != 1 { // 1: none is ignored
+		return nil, err
+	}
+	ignored := nulList(out)
+	if len(ignored) == 0 {
+		return nil, nil
+	}
+	files, err := r.worktreeFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var keep []string
+	for _, d := range ignored {
+		dir := strings.TrimSuffix(d, "/") + "/"
+		if !slices.ContainsFunc(files, func(f string) bool { return strings.HasPrefix(f, dir) }) {
+			keep = append(keep, d)
+		}
+	}
+	return keep, nil
 }
