@@ -326,7 +326,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	// The record, then the stream.
 	rec := &Record{
 		ID: id, Repo: r.Key, Box: bx.ID, BoxName: bx.Name, Name: begin.name, Dir: begin.Dir,
-		Kind: o.Kind.Name, Base: base, Top: r.Top, StartedAtMS: o.now().UnixMilli(),
+		Kind: o.Kind.Name, Base: base, Top: r.Top, StartedAtMS: o.now().UnixMilli(), Seen: begin.seen,
 	}
 	if err := o.Store.SaveRecord(rec); err != nil {
 		return nil, rollback(err)
@@ -381,10 +381,17 @@ func (o *Offloader) begin(ctx context.Context, a *Agent, id string) (*beginAnswe
 	r := o.Repo
 	ss, _ := a.Status(ctx, "") // the inbox may be down: begin then says so
 	name, mine := pickName(ss, r.Key, r.Name)
+	// The outbox keeps earlier offloads' entries; inbox starts after them.
+	var seen int64
+	for _, s := range ss {
+		if s.Repo == r.Key {
+			seen = s.OutboxSeq
+		}
+	}
 	for {
 		b, err := a.Begin(ctx, r.Key, name, o.Kind.Name, id)
 		if err == nil {
-			return &beginAnswer{BeginResult: b, name: name}, nil
+			return &beginAnswer{BeginResult: b, name: name, seen: seen}, nil
 		}
 		var ae *AgentError
 		if !mine && name == r.Name && errors.As(err, &ae) && ae.Refused() && onlyCopyBlocks(ae.Findings) {
@@ -395,10 +402,12 @@ func (o *Offloader) begin(ctx context.Context, a *Agent, id string) (*beginAnswe
 	}
 }
 
-// beginAnswer is begin's answer and the name it was asked with.
+// beginAnswer is begin's answer, the name it was asked with, and the
+// repo's last outbox seq before it.
 type beginAnswer struct {
 	*BeginResult
 	name string
+	seen int64
 }
 
 func onlyCopyBlocks(fs []Finding) bool {
@@ -610,4 +619,64 @@ func only(fs []Finding, outcome string) []Finding {
 		}
 	}
 	return out
+}
+
+// stoppedNext are the ways out of an offload whose box CLI session is not
+// running, so that back cannot ask it for its work.
+var stoppedNext = []string{
+	"start it again from its last hand-over: cocoonbox offload restart",
+	"or end the offload, keeping the box's work in refs here: cocoonbox offload abandon",
+}
+
+// stoppedError is the box's refusal of a message or BACK for want of a
+// running box CLI session, as an *Error (exit 3) whose next steps restart
+// the session or abandon the offload; nil for any other error.
+func stoppedError(err error) *Error {
+	var ae *AgentError
+	if !errors.As(err, &ae) || ae.Verb != "send" || !ae.Refused() {
+		return nil
+	}
+	return &Error{Code: ExitRefused, Err: errors.New("the box CLI session of this offload is not running"), Next: stoppedNext}
+}
+
+// MessageError maps a failure of `offload send`: a stopped session names
+// the ways out.
+func MessageError(err error) error {
+	if e := stoppedError(err); e != nil {
+		return e
+	}
+	return err
+}
+
+// StoppedNext are the next steps for an offload whose box CLI session has
+// stopped: restart it, or abandon the offload.
+func StoppedNext() []string { return slices.Clone(stoppedNext) }
+
+// Restart starts the box CLI session of the repository's offload afresh
+// from its last hand-over (contract "Verbs", restart), under the repo's
+// lock. A box that refuses (no session of it, as after end) is an *Error
+// naming abandon.
+func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, error) {
+	unlock, err := st.Lock(key)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	rec, err := st.LoadRecord(key)
+	if errors.Is(err, ErrNoRecord) {
+		return nil, refused(err, "offload it first: cocoonbox offload --kind KIND")
+	}
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{Exec: x, Box: rec.BoxName}
+	if err := a.Restart(ctx, key); err != nil {
+		var ae *AgentError
+		if errors.As(err, &ae) && ae.Refused() {
+			return nil, refused(fmt.Errorf("box %s refused the restart: %s", rec.BoxName, ae.Msg),
+				"if it has no session to restart, end the offload, keeping the box's work in refs here: cocoonbox offload abandon")
+		}
+		return nil, err
+	}
+	return rec, nil
 }
