@@ -270,7 +270,7 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		Listening: func(ctx context.Context) (map[int]bool, error) { return offload.ListeningPorts(ctx, runtime.GOOS) },
 		Resolve:   resolveIPs,
 		SplitDNS:  func(ctx context.Context) []string { return offload.SplitDNSDomains(ctx, runtime.GOOS) },
-		Docker:    func(ctx context.Context) []string { return offload.ComposeProjects(ctx, env.Environ) },
+		Docker:    func(ctx context.Context) ([]string, error) { return offload.ComposeProjects(ctx, env.Environ) },
 	}
 	off := &offload.Offloader{
 		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Kind: kind, Yes: o.Yes,
@@ -352,10 +352,10 @@ func ensureHandover(oe *offloadEnv) (string, error) {
 
 func runHandoverPrompt(env Env, s Streams, o offloadOptions) error {
 	kind := o.Kind
-	if kind == "" {
-		kind = strings.Join(offload.KindNames(), "|")
-	} else if _, err := offload.LookupKind(kind); err != nil {
-		return &UsageError{err}
+	if kind != "" {
+		if _, err := offload.LookupKind(kind); err != nil {
+			return &UsageError{err}
+		}
 	}
 	oe, err := openOffload(env)
 	if err != nil {
@@ -517,21 +517,37 @@ func runSecrets(env Env, s Streams, op string, args []string) error {
 		err := oe.store.UpdateSettings(oe.repo.Key, oe.repo.Top, func(rs *offload.RepoSettings) error {
 			if op == "add" {
 				rs.Secrets = append(rs.Secrets, args...)
-			} else {
-				rs.Secrets = slices.DeleteFunc(rs.Secrets, func(e string) bool { return slices.Contains(args, e) })
+				return nil
 			}
+			for _, a := range args {
+				if !slices.Contains(rs.Secrets, a) {
+					return &offload.Error{Code: offload.ExitRefused, Err: fmt.Errorf("secret %s is not opted in for this repository; nothing changed", a)}
+				}
+			}
+			rs.Secrets = slices.DeleteFunc(rs.Secrets, func(e string) bool { return slices.Contains(args, e) })
 			return nil
 		})
 		if err != nil {
 			return err
 		}
 	}
+	if op == "add" {
+		for _, a := range args {
+			if err := offload.CheckSecret(a, oe.repo.Top, env.Getenv("HOME")); err != nil {
+				fmt.Fprintf(s.Err, "cocoonbox: warning: %v; offload refuses until it is fixed\n", err)
+			}
+		}
+	}
 	all, err := oe.store.LoadSettings()
 	if err != nil {
 		return err
 	}
-	for _, e := range all[oe.repo.Key].Secrets {
+	list := all[oe.repo.Key].Secrets
+	for _, e := range list {
 		fmt.Fprintln(s.Out, e)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(s.Err, "cocoonbox: no secret is opted in for this repository")
 	}
 	return nil
 }

@@ -145,6 +145,10 @@ func ReadHandover(st Store, key string) ([]byte, error) {
 	if err := handover.Validate(b); err != nil {
 		return nil, refused(err, "fix "+p+", then run offload again")
 	}
+	if left := templateLeft(b); len(left) > 0 {
+		return nil, refused(fmt.Errorf("the hand-over at %s still holds the template's text in %s", p, strings.Join(left, ", ")),
+			"replace it with what the box agent needs to know (an empty section says none), then run offload again")
+	}
 	return b, nil
 }
 
