@@ -279,18 +279,16 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		if !errors.As(err, &e) {
 			e = &Error{Code: ExitFailed, Err: err}
 		}
-		next := "nothing changed here"
-		if released, _ := o.release(ctx, agent, r.Key, id); released {
-			next += "; the box gave back its copy"
-		} else {
-			next += "; the box may still hold its copy for this offload, which the next offload takes again"
+		next := []string{"nothing changed here; the box gave back its copy"}
+		if released, _ := o.release(ctx, agent, r.Key, id); !released {
+			next[0] = "nothing changed here; the box may still hold its copy for this offload, which the next offload takes again"
 		}
 		if lock := heldLock(err); lock != "" {
-			next += fmt.Sprintf("\nanother git process holds %s; when none is running, remove it (rm '%s') and run offload again", lock, lock)
+			next = append(next, fmt.Sprintf("another git process holds %s; when none is running, remove it (rm '%s') and run offload again", lock, lock))
 		} else {
-			next += ". Run offload again when the cause is fixed"
+			next = append(next, "run offload again when the cause is fixed")
 		}
-		e.Next = append([]string{next}, e.Next...)
+		e.Next = append(next, e.Next...)
 		return e
 	}
 	if len(only(warns, Confirm)) > 0 {

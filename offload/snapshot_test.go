@@ -218,3 +218,19 @@ func TestSnapshotNestedRepoError(t *testing.T) {
 		t.Errorf("got %v, want git's reason", err)
 	}
 }
+
+// TestGitLockClash: a lock another git holds is named, with git's own
+// line rather than its advice to remove the file.
+func TestGitLockClash(t *testing.T) {
+	env := testEnv(t)
+	r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
+	lock := filepath.Join(r.GitDir, "refs", "heads", "x.lock")
+	writeFiles(t, filepath.Dir(lock), map[string]string{"x.lock": ""})
+	_, err := r.git.run(context.Background(), nil, "update-ref", "refs/heads/x", "HEAD")
+	if got := heldLock(err); got != lock {
+		t.Errorf("heldLock = %q, want %q (%v)", got, lock, err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "Unable to create '"+lock+"': File exists") || strings.Contains(err.Error(), "manually") {
+		t.Errorf("the message: %v", err)
+	}
+}
