@@ -39,6 +39,7 @@ type offloadOptions struct {
 
 func newOffload(env Env, s Streams) *cobra.Command {
 	var o offloadOptions
+	var statusBox string
 	cmd := &cobra.Command{
 		Use:   "offload --kind claude|codex|cursor [--box BOX] [--yes]",
 		Short: "Move this repository's task into a box and start a coding agent there",
@@ -82,8 +83,9 @@ changed; 4 warnings that need --yes. See docs/offload.md.`,
 	hp := verb("handover-path", "Print where the hand-over goes, with a template there if none", cobra.NoArgs,
 		func([]string) error { return runHandoverPath(env, s) })
 	status := verb("status", "Show the box CLI sessions of a box", cobra.NoArgs,
-		func([]string) error { return runOffloadStatus(env, s, o) })
-	status.Flags().StringVar(&o.Box, "box", "", "the box (default: this repository's offload's, else main)")
+		func([]string) error { so := o; so.Box = statusBox; return runOffloadStatus(env, s, so) })
+	// Its own variable: the verbs that share o.Box set its default to main.
+	status.Flags().StringVar(&statusBox, "box", "", "the box (default: this repository's offload's, else main)")
 	status.Flags().BoolVar(&o.JSON, "json", false, "print the sessions as JSON")
 	inbox := verb("inbox", "Show what the box agent posted since you last looked", cobra.NoArgs,
 		func([]string) error { return runOffloadInbox(env, s, o) })
