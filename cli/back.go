@@ -27,6 +27,9 @@ them without ever touching your uncommitted work:
                 cherry-pick is in progress: the box's work is on the branch
                 cocoonbox/back-<UTC time> and your tree is untouched
 
+Uncommitted and untracked work travels with the offload: the box agent
+starts from it, so it may come back inside the box agent's commits.
+
 The box agent's hand-over is printed on stdout and kept beside the record.
 refs/cocoonbox/pre-back/<id> names HEAD as it was before back moved it.
 

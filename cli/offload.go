@@ -39,6 +39,7 @@ type offloadOptions struct {
 
 func newOffload(env Env, s Streams) *cobra.Command {
 	var o offloadOptions
+	var statusBox string
 	cmd := &cobra.Command{
 		Use:   "offload --kind claude|codex|cursor [--box BOX] [--yes]",
 		Short: "Move this repository's task into a box and start a coding agent there",
@@ -63,8 +64,8 @@ changed; 4 warnings that need --yes. See docs/offload.md.`,
 			if o.HandoverPrompt {
 				return offloadExit(s, runHandoverPrompt(env, s, o))
 			}
-			if o.Kind == "" {
-				return &UsageError{errors.New("--kind is required: claude, codex or cursor")}
+			if _, err := kindFlag(o.Kind); err != nil {
+				return err
 			}
 			return offloadExit(s, runOffload(env, s, o))
 		},
@@ -82,14 +83,37 @@ changed; 4 warnings that need --yes. See docs/offload.md.`,
 	hp := verb("handover-path", "Print where the hand-over goes, with a template there if none", cobra.NoArgs,
 		func([]string) error { return runHandoverPath(env, s) })
 	status := verb("status", "Show the box CLI sessions of a box", cobra.NoArgs,
-		func([]string) error { return runOffloadStatus(env, s, o) })
-	status.Flags().StringVar(&o.Box, "box", "", "the box (default: this repository's offload's, else main)")
+		func([]string) error { so := o; so.Box = statusBox; return runOffloadStatus(env, s, so) })
+	// Its own variable: the verbs that share o.Box set its default to main.
+	status.Flags().StringVar(&statusBox, "box", "", "the box (default: this repository's offload's, else main)")
 	status.Flags().BoolVar(&o.JSON, "json", false, "print the sessions as JSON")
 	inbox := verb("inbox", "Show what the box agent posted since you last looked", cobra.NoArgs,
 		func([]string) error { return runOffloadInbox(env, s, o) })
 	inbox.Flags().IntVar(&o.Wait, "wait", 0, "wait up to this many seconds (at most 600) for a new entry")
 	send := verb("send TEXT", "Send a message to the box agent of this repository's offload", cobra.ExactArgs(1),
 		func(a []string) error { return runOffloadSend(env, s, a[0]) })
+	restart := verb("restart", "Start this offload's stopped box CLI session again from its last hand-over", cobra.NoArgs,
+		func([]string) error { return runOffloadRestart(env, s) })
+	restart.Long = `restart starts the box CLI session of this repository's offload afresh, from
+the box agent's last hand-over (else the one it started from), when it
+stopped before back: the CLI exited, or it crashed. Then bring the work home
+with cocoonbox back.`
+	abandon := verb("abandon", "End this repository's offload without merging, keeping the box's work in refs", cobra.NoArgs,
+		func([]string) error { return runOffloadAbandon(env, s, o) })
+	abandon.Long = `abandon ends this repository's offload when back cannot (its box CLI session
+stopped, or end was run by hand in the box), or ends an offload the box
+holds that this laptop has no record of. Your work tree, index and branches
+do not change. The box copy's work comes home as refs only, so nothing of
+it is lost:
+
+  refs/cocoonbox/abandoned/<id>  the box copy's work tree, uncommitted and
+                                 untracked files included, on its HEAD
+  refs/cocoonbox/box/*           the box copy's branches
+
+Then the box session ends (its secrets are wiped) and the record goes.
+A session still running needs --yes.`
+	abandon.Flags().StringVar(&o.Box, "box", defaultBox, "the box to look in when this laptop has no record of the offload")
+	abandon.Flags().BoolVarP(&o.Yes, "yes", "y", false, "end a box session that is still running")
 	secrets := &cobra.Command{Use: "secrets", Short: "Opt secrets in or out for this repository's offloads", Args: usageArgs(cobra.NoArgs),
 		Long: `secrets lists, adds and removes the secrets that travel with this repository's
 offloads: file:PATH (a git-ignored file in the repository), aws
@@ -110,7 +134,7 @@ never through argv, the environment, a log or rsync.`}
 		c.Flags().StringVar(&o.Kind, "kind", "", "the coding-agent CLI: claude, codex or cursor")
 		c.Flags().StringVar(&o.Box, "box", defaultBox, "the box")
 	}
-	cmd.AddCommand(hp, status, inbox, send, secrets, install, signin)
+	cmd.AddCommand(hp, status, inbox, send, restart, abandon, secrets, install, signin)
 	return cmd
 }
 
@@ -248,7 +272,7 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		Listening: func(ctx context.Context) (map[int]bool, error) { return offload.ListeningPorts(ctx, runtime.GOOS) },
 		Resolve:   resolveIPs,
 		SplitDNS:  func(ctx context.Context) []string { return offload.SplitDNSDomains(ctx, runtime.GOOS) },
-		Docker:    func(ctx context.Context) []string { return offload.ComposeProjects(ctx, env.Environ) },
+		Docker:    func(ctx context.Context) ([]string, error) { return offload.ComposeProjects(ctx, env.Environ) },
 	}
 	off := &offload.Offloader{
 		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Kind: kind, Yes: o.Yes,
@@ -330,10 +354,10 @@ func ensureHandover(oe *offloadEnv) (string, error) {
 
 func runHandoverPrompt(env Env, s Streams, o offloadOptions) error {
 	kind := o.Kind
-	if kind == "" {
-		kind = strings.Join(offload.KindNames(), "|")
-	} else if _, err := offload.LookupKind(kind); err != nil {
-		return &UsageError{err}
+	if kind != "" {
+		if _, err := offload.LookupKind(kind); err != nil {
+			return &UsageError{err}
+		}
 	}
 	oe, err := openOffload(env)
 	if err != nil {
@@ -405,7 +429,7 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCLI\tSTATUS\tCOPY\tOFFLOAD\tOUTBOX")
 	for _, x := range ss {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", x.Name, x.CLI, x.Status, x.Copy, x.OffloadID, x.OutboxSeq)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", printable(x.Name), printable(x.CLI), printable(x.Status), printable(x.Copy), printable(x.OffloadID), x.OutboxSeq)
 	}
 	return tw.Flush()
 }
@@ -427,18 +451,29 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 		return err
 	}
 	seen := rec.Seen
+	shown := 0
 	for _, e := range rd.Entries {
+		seen = max(seen, e.Seq)
+		if e.OffloadID != "" && e.OffloadID != rec.ID {
+			continue // an earlier offload's, which its back showed
+		}
+		shown++
 		t := time.UnixMilli(e.TimeMS).Format("15:04:05")
-		fmt.Fprintf(s.Out, "#%d %s %s\n%s\n", e.Seq, e.Kind, t, strings.TrimRight(e.Body, "\n"))
+		fmt.Fprintf(s.Out, "#%d %s %s\n%s\n", e.Seq, offload.Printable(e.Kind), t, offload.Printable(strings.TrimRight(e.Body, "\n")))
 		if e.Kind != "back" {
 			fmt.Fprintln(s.Out)
 		}
-		seen = max(seen, e.Seq)
 	}
-	if len(rd.Entries) == 0 {
+	if shown == 0 {
 		fmt.Fprintln(s.Out, "no new entry")
 	}
-	fmt.Fprintf(s.Out, "session: %s\n", rd.Status)
+	fmt.Fprintf(s.Out, "session: %s\n", offload.Printable(rd.Status))
+	if rd.Status == "stopped" {
+		fmt.Fprintln(s.Err, "cocoonbox: the box CLI session has stopped, so back cannot ask it for its work")
+		for _, n := range offload.StoppedNext() {
+			fmt.Fprintln(s.Err, n)
+		}
+	}
 	if seen != rec.Seen {
 		rec.Seen = seen
 		return f.store.SaveRecord(rec)
@@ -459,7 +494,7 @@ func runOffloadSend(env Env, s Streams, text string) error {
 	defer stop()
 	m, err := f.agent.Message(ctx, f.rec.Repo, text)
 	if err != nil {
-		return err
+		return offload.MessageError(err)
 	}
 	fmt.Fprintf(s.Out, "message #%d %s\n", m.Seq, m.Delivery)
 	return nil
@@ -484,29 +519,58 @@ func runSecrets(env Env, s Streams, op string, args []string) error {
 		err := oe.store.UpdateSettings(oe.repo.Key, oe.repo.Top, func(rs *offload.RepoSettings) error {
 			if op == "add" {
 				rs.Secrets = append(rs.Secrets, args...)
-			} else {
-				rs.Secrets = slices.DeleteFunc(rs.Secrets, func(e string) bool { return slices.Contains(args, e) })
+				return nil
 			}
+			for _, a := range args {
+				if !slices.Contains(rs.Secrets, a) {
+					return &offload.Error{Code: offload.ExitRefused, Err: fmt.Errorf("secret %s is not opted in for this repository; nothing changed", a)}
+				}
+			}
+			rs.Secrets = slices.DeleteFunc(rs.Secrets, func(e string) bool { return slices.Contains(args, e) })
 			return nil
 		})
 		if err != nil {
 			return err
 		}
 	}
+	if op == "add" {
+		for _, a := range args {
+			if err := offload.CheckSecret(a, oe.repo.Top, env.Getenv("HOME")); err != nil {
+				fmt.Fprintf(s.Err, "cocoonbox: warning: %v; offload refuses until it is fixed\n", err)
+			}
+		}
+	}
 	all, err := oe.store.LoadSettings()
 	if err != nil {
 		return err
 	}
-	for _, e := range all[oe.repo.Key].Secrets {
+	list := all[oe.repo.Key].Secrets
+	for _, e := range list {
 		fmt.Fprintln(s.Out, e)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(s.Err, "cocoonbox: no secret is opted in for this repository")
 	}
 	return nil
 }
 
-func runInstallCLI(env Env, s Streams, o offloadOptions) error {
-	kind, err := offload.LookupKind(o.Kind)
+// kindFlag is the --kind of a verb that needs one: missing or unknown is
+// a usage error naming the kinds.
+func kindFlag(name string) (offload.Kind, error) {
+	if name == "" {
+		return offload.Kind{}, &UsageError{fmt.Errorf("--kind is required: %s", strings.Join(offload.KindNames(), ", "))}
+	}
+	kind, err := offload.LookupKind(name)
 	if err != nil {
-		return &UsageError{err}
+		return offload.Kind{}, &UsageError{err}
+	}
+	return kind, nil
+}
+
+func runInstallCLI(env Env, s Streams, o offloadOptions) error {
+	kind, err := kindFlag(o.Kind)
+	if err != nil {
+		return err
 	}
 	c, err := env.dial("")
 	if err != nil {
@@ -535,4 +599,57 @@ func exitText(st box.ExitStatus) string {
 		return "killed by SIG" + st.Signal
 	}
 	return fmt.Sprintf("exit status %d", st.Code)
+}
+
+func runOffloadRestart(env Env, s Streams) error {
+	oe, err := openOffload(env)
+	if err != nil {
+		return err
+	}
+	c, err := env.dial("")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, stop := signalContext()
+	defer stop()
+	rec, err := offload.Restart(ctx, oe.store, oe.repo.Key, c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "restarted the box CLI session in box %s from its last hand-over\n", rec.BoxName)
+	fmt.Fprintf(s.Out, "watch:  cocoonbox offload inbox --wait 60\n")
+	fmt.Fprintf(s.Out, "home:   cocoonbox back\n")
+	return nil
+}
+
+func runOffloadAbandon(env Env, s Streams, o offloadOptions) error {
+	oe, err := connect(env)
+	if err != nil {
+		return err
+	}
+	defer oe.client.Close()
+	ctx, stop := signalContext()
+	defer stop()
+	a := &offload.Abandoner{
+		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Yes: o.Yes,
+		Environ: env.Environ, Shim: oe.shim, Logf: progress(s),
+	}
+	res, err := a.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if res.Gone != "" {
+		fmt.Fprintf(s.Out, "abandoned offload %s: %s, so none of its work could be kept\n", res.ID, res.Gone)
+		return nil
+	}
+	fmt.Fprintf(s.Out, "abandoned offload %s in box %s; your work tree is untouched, and the box's work is kept in:\n", res.ID, res.BoxName)
+	for _, r := range res.Kept {
+		fmt.Fprintf(s.Out, "  %s\n", r)
+	}
+	if res.Base != "" {
+		fmt.Fprintf(s.Out, "what the box changed: git diff %s%s %s%s\n", offload.RefOffload, res.ID, offload.RefAbandoned, res.ID)
+	}
+	fmt.Fprintf(s.Out, "its commits:          git log %s%s\n", offload.RefAbandoned, res.ID)
+	return nil
 }

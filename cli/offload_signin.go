@@ -26,9 +26,9 @@ func signalContext() (context.Context, context.CancelFunc) {
 // to ours, opens the first link on the vendor's own hosts once, and
 // leaves the login in the box.
 func runSignIn(env Env, s Streams, o offloadOptions) error {
-	kind, err := offload.LookupKind(o.Kind)
+	kind, err := kindFlag(o.Kind)
 	if err != nil {
-		return &UsageError{err}
+		return err
 	}
 	in, ok := s.In.(*os.File)
 	if !ok || !term.IsTerminal(int(in.Fd())) {

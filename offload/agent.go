@@ -204,6 +204,12 @@ func (a *Agent) End(ctx context.Context, key string) error {
 	return a.call(ctx, nil, nil, "end", "--repo", key)
 }
 
+// Restart runs restart: the inbox starts the repo's CLI session afresh
+// from its last hand-over (the box agent's, else the one it started from).
+func (a *Agent) Restart(ctx context.Context, key string) error {
+	return a.call(ctx, nil, nil, "restart", "--repo", key)
+}
+
 // call runs one verb, decodes its JSON line into out and turns
 // {"ok":false} into an *AgentError.
 func (a *Agent) call(ctx context.Context, stdin io.Reader, out any, args ...string) error {

@@ -91,12 +91,15 @@ func TestAgentErrors(t *testing.T) {
 		t.Fatalf("got %#v", err)
 	}
 	o := &Offloader{Kind: kinds[0], Box: "main"}
-	e := o.beginError(err).(*Error)
+	e := o.beginError(err, false).(*Error)
+	if e.Error() != "box main refused the offload" {
+		t.Errorf("a refusal says %q, want one line of ours above the findings", e.Error())
+	}
 	if e.Code != ExitRefused || len(e.Next) != 1 || !strings.Contains(e.Next[0], "cocoonbox offload sign-in --kind claude") {
 		t.Errorf("a signed-out CLI: %+v", e)
 	}
 	ae.CLI.Version = ""
-	e = o.beginError(err).(*Error)
+	e = o.beginError(err, false).(*Error)
 	if len(e.Next) != 2 || !strings.Contains(e.Next[0], "cocoonbox offload install-cli --kind claude") {
 		t.Errorf("a missing CLI: %+v", e)
 	}

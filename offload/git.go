@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"regexp"
 	"strings"
 )
 
@@ -17,15 +18,40 @@ type GitError struct {
 	Err    error
 }
 
+// Error is the command and one line of its stderr: the first error: or
+// fatal: line, which names the cause (git add's "error: 'sub/' does not
+// have a commit checked out" before its "fatal: adding files failed"; a
+// lock clash's "fatal: Unable to create '….lock': File exists." before
+// its advice), else the last line.
 func (e *GitError) Error() string {
-	msg := strings.TrimSpace(e.Stderr)
-	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-		msg = msg[i+1:]
+	msg := ""
+	for _, l := range strings.Split(e.Stderr, "\n") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		if strings.HasPrefix(l, "error: ") || strings.HasPrefix(l, "fatal: ") {
+			msg = l
+			break
+		}
+		msg = l
 	}
 	if msg == "" {
 		msg = e.Err.Error()
 	}
 	return fmt.Sprintf("git %s: %s", strings.Join(e.Args, " "), msg)
+}
+
+var lockClashRE = regexp.MustCompile(`Unable to create '([^'\n]+\.lock)': File exists`)
+
+// heldLock returns the lock file that made git fail, or "".
+func heldLock(err error) string {
+	var ge *GitError
+	if errors.As(err, &ge) {
+		if m := lockClashRE.FindStringSubmatch(ge.Stderr); m != nil {
+			return m[1]
+		}
+	}
+	return ""
 }
 
 func (e *GitError) Unwrap() error { return e.Err }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
 // Exit statuses of offload and back beyond 0, and 2 for usage
@@ -144,6 +145,10 @@ func ReadHandover(st Store, key string) ([]byte, error) {
 	if err := handover.Validate(b); err != nil {
 		return nil, refused(err, "fix "+p+", then run offload again")
 	}
+	if left := templateLeft(b); len(left) > 0 {
+		return nil, refused(fmt.Errorf("the hand-over at %s still holds the template's text in %s", p, strings.Join(left, ", ")),
+			"replace it with what the box agent needs to know (an empty section says none), then run offload again")
+	}
 	return b, nil
 }
 
@@ -156,9 +161,12 @@ func readLimited(p string, max int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, max))
 }
 
-// Run offloads: hand-over, laptop preflight, begin, snapshot, rsync, the
-// record, send. A failure after begin removes the record, the bundle and
-// the refs it made; the box releases the copy itself.
+// Run offloads: hand-over, the repo's lock, laptop preflight, begin,
+// snapshot, rsync, the record, send. Laptop blocks refuse before the box
+// is asked; box blocks refuse next; then the warnings of both halves need
+// the go-ahead. A failure after begin removes the record, the bundle and
+// the refs it made, and gives back the copy begin took unless a box CLI
+// session started on it.
 func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	res := &Result{}
 	t0 := o.now()
@@ -172,8 +180,13 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := o.Store.Lock(r.Key)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if rec, err := o.Store.LoadRecord(r.Key); err == nil {
-		return nil, refused(fmt.Errorf("offload %s of this repository is still in box %s", rec.ID, rec.BoxName), "bring it back first: cocoonbox back")
+		return nil, refused(fmt.Errorf("offload %s of this repository is still in box %s", rec.ID, rec.BoxName), stillInBoxNext...)
 	} else if !errors.Is(err, ErrNoRecord) {
 		return nil, err
 	}
@@ -198,11 +211,10 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if _, err := exec.LookPath("rsync"); err != nil {
 		findings = append(findings, Finding{"tools", Block, "rsync is not installed on this laptop; install it"})
 	}
-	ignored, err := r.ignored(ctx)
+	excludes, err := r.ignored(ctx)
 	if err != nil {
 		return nil, err
 	}
-	excludes := ignored
 	if o.Preflight != nil {
 		p := *o.Preflight
 		p.Handover = handover
@@ -217,16 +229,6 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		return nil, &Error{Code: ExitRefused, Err: errors.New("the preflight found a block"), Findings: blocks}
 	}
 	warns := slices.DeleteFunc(slices.Clone(findings), func(f Finding) bool { return f.Outcome == Block })
-	if len(warns) > 0 && !o.Yes {
-		return nil, &Error{Code: ExitConfirm, Err: errors.New("the preflight found warnings"), Findings: warns,
-			Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name + " --yes"}}
-	}
-	if len(only(warns, Confirm)) > 0 {
-		if err := o.Store.UpdateSettings(r.Key, r.Top, func(s *RepoSettings) error { s.SizeOK = true; return nil }); err != nil {
-			return nil, err
-		}
-	}
-	res.Warnings = warns
 	env, err := DetectEnvironment(r.Top)
 	if err != nil {
 		return nil, refused(err, "fix it, then run offload again")
@@ -244,35 +246,57 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	id := NewID()
 	agent := &Agent{Exec: o.Client, Box: o.Box, Progress: o.Progress}
 	o.logf("begin in box %s", bx.Name)
-	begin, err := agent.Begin(ctx, r.Key, r.Name, o.Kind.Name, id)
+	begin, err := o.begin(ctx, agent, id)
 	if err != nil {
-		return nil, o.beginError(err)
+		return nil, err
 	}
-	res.Begin = begin
-	if bw := only(begin.Findings, Warn); len(bw) > 0 {
-		if !o.Yes {
-			return nil, &Error{Code: ExitConfirm, Err: errors.New("the box's preflight found warnings"), Findings: bw,
-				Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name + " --yes"}}
+	res.Begin = begin.BeginResult
+	warns = append(warns, only(begin.Findings, Warn)...)
+	if begin.CLI != nil && begin.CLI.HooksBlocked != "" && !slices.ContainsFunc(warns, func(f Finding) bool { return f.Check == "hooks" }) {
+		warns = append(warns, Finding{"hooks", Warn, begin.CLI.HooksBlocked + " in the box blocks hooks, so the box CLI's status will not be reported"})
+	}
+	if len(warns) > 0 && !o.Yes {
+		// Give back what begin took: the copy, and the directory it made.
+		if released, _ := o.release(ctx, agent, r.Key, id); released && begin.Copy == "absent" {
+			agent.Exec.Exec(ctx, &box.Command{Box: o.Box, Line: "rmdir -- " + ShellQuote(remotePath(begin.Dir, begin.name)) + " 2>/dev/null"})
 		}
-		res.Warnings = append(res.Warnings, bw...)
+		return nil, &Error{Code: ExitConfirm, Err: errors.New("the preflight found warnings"), Findings: warns,
+			Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name + " --yes"}}
 	}
-	if begin.CLI != nil && begin.CLI.HooksBlocked != "" {
-		res.Warnings = append(res.Warnings, Finding{"hooks", Warn, begin.CLI.HooksBlocked + " in the box blocks hooks, so the box CLI's status will not be reported"})
-	}
+	res.Warnings = warns
 	t = step("begin", t)
 
 	// Snapshot S; from here on a failure rolls back what it made.
-	o.logf("snapshot")
+	dir := o.Store.RepoDir(r.Key)
+	bpath := filepath.Join(dir, "offload.bundle")
 	rollback := func(err error) error {
-		r.dropRefs(context.WithoutCancel(ctx), id)
-		o.Store.RemoveRecord(r.Key)
-		os.Remove(filepath.Join(o.Store.RepoDir(r.Key), "offload.bundle"))
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		r.dropRefs(ctx, id)
+		o.Store.removeRecordOf(r.Key, id)
+		os.Remove(bpath)
 		var e *Error
-		if errors.As(err, &e) {
-			return err
+		if !errors.As(err, &e) {
+			e = &Error{Code: ExitFailed, Err: err}
 		}
-		return &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed here; the box released its copy. Run offload again when the cause is fixed"}}
+		next := []string{"nothing changed here; the box gave back its copy"}
+		if released, _ := o.release(ctx, agent, r.Key, id); !released {
+			next[0] = "nothing changed here; the box may still hold its copy for this offload, which the next offload takes again"
+		}
+		if lock := heldLock(err); lock != "" {
+			next = append(next, fmt.Sprintf("another git process holds %s; when none is running, remove it (rm '%s') and run offload again", lock, lock))
+		} else {
+			next = append(next, "run offload again when the cause is fixed")
+		}
+		e.Next = append(next, e.Next...)
+		return e
 	}
+	if len(only(warns, Confirm)) > 0 {
+		if err := o.Store.UpdateSettings(r.Key, r.Top, func(s *RepoSettings) error { s.SizeOK = true; return nil }); err != nil {
+			return nil, rollback(err)
+		}
+	}
+	o.logf("snapshot")
 	base, err := r.snapshot(ctx, id)
 	if err != nil {
 		return nil, rollback(err)
@@ -280,21 +304,18 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	t = step("snapshot", t)
 
 	// rsync the work tree and .git without objects.
-	dir, err := o.Store.EnsureRepoDir(r.Key)
+	if _, err := o.Store.EnsureRepoDir(r.Key); err != nil {
+		return nil, rollback(err)
+	}
+	boxIgnored, err := r.stillIgnored(ctx, begin.Ignored)
 	if err != nil {
 		return nil, rollback(err)
 	}
 	exFile := filepath.Join(dir, "excludes")
-	boxIgnored := make([]string, 0, len(begin.Ignored))
-	for _, p := range begin.Ignored {
-		if p = strings.TrimPrefix(p, "/"); p != "" {
-			boxIgnored = append(boxIgnored, p)
-		}
-	}
 	if err := writeExcludes(exFile, append(excludes, boxIgnored...)); err != nil {
 		return nil, rollback(err)
 	}
-	rpath := remotePath(begin.Dir, r.Name)
+	rpath := remotePath(begin.Dir, begin.name)
 	o.logf("rsync %s/ to %s:%s/", r.Top, bx.Name, rpath)
 	args := append(rsyncArgs(exFile, r.Linked), "-e", o.Shim, r.Top+"/", bx.Name+":"+rpath+"/")
 	_, err = runRsync(ctx, HostEnv(o.Environ, true), args)
@@ -306,8 +327,8 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 
 	// The record, then the stream.
 	rec := &Record{
-		ID: id, Repo: r.Key, Box: bx.ID, BoxName: bx.Name, Name: r.Name, Dir: begin.Dir,
-		Kind: o.Kind.Name, Base: base, Top: r.Top, StartedAtMS: o.now().UnixMilli(),
+		ID: id, Repo: r.Key, Box: bx.ID, BoxName: bx.Name, Name: begin.name, Dir: begin.Dir,
+		Kind: o.Kind.Name, Base: base, Top: r.Top, StartedAtMS: o.now().UnixMilli(), Seen: begin.seen,
 	}
 	if err := o.Store.SaveRecord(rec); err != nil {
 		return nil, rollback(err)
@@ -326,17 +347,132 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	}()
 	send, err := agent.Send(ctx, r.Key, o.Kind.Name, id, pr)
 	pr.CloseWithError(io.ErrClosedPipe)
-	os.Remove(filepath.Join(dir, "offload.bundle"))
+	os.Remove(bpath)
 	// A stream that broke on our side says why better than the box can.
 	if e := <-werr; err != nil && e != nil && !errors.Is(e, io.ErrClosedPipe) {
 		err = e
 	}
 	if err != nil {
+		// The answer may be lost after the box CLI started: then the
+		// offload is in flight, and its record stays.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		_, started := o.release(sctx, agent, r.Key, id)
+		cancel()
+		if started {
+			return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("send: %w; the box CLI session of offload %s started all the same", err, id),
+				Next: []string{"watch it with: cocoonbox offload inbox --wait 60", "bring it home with: cocoonbox back"}}
+		}
 		return nil, rollback(err)
 	}
 	step("send", t)
 	res.Record, res.Send = rec, send
 	return res, nil
+}
+
+// stillInBoxNext are the next steps of an offload refused because an
+// earlier one of the repository is in flight.
+var stillInBoxNext = []string{
+	"bring it home first: cocoonbox back",
+	"if its box session has stopped: cocoonbox offload restart starts it again, and cocoonbox offload abandon ends the offload, keeping the box's work in refs",
+}
+
+// begin picks the copy's name and runs begin. A name another repo's copy
+// (or a directory that is no copy) holds in the box is refused by the box;
+// then begin runs once more with the name made unique by the repo key.
+func (o *Offloader) begin(ctx context.Context, a *Agent, id string) (*beginAnswer, error) {
+	r := o.Repo
+	ss, _ := a.Status(ctx, "") // the inbox may be down: begin then says so
+	name, mine := pickName(ss, r.Key, r.Name)
+	// The outbox keeps earlier offloads' entries; inbox starts after them.
+	var seen int64
+	for _, s := range ss {
+		if s.Repo == r.Key {
+			seen = s.OutboxSeq
+		}
+	}
+	for {
+		b, err := a.Begin(ctx, r.Key, name, o.Kind.Name, id)
+		if err == nil {
+			return &beginAnswer{BeginResult: b, name: name, seen: seen}, nil
+		}
+		var ae *AgentError
+		if !mine && name == r.Name && errors.As(err, &ae) && ae.Refused() && onlyCopyBlocks(ae.Findings) {
+			name = uniqueName(r.Name, r.Key)
+			continue
+		}
+		return nil, o.beginError(err, mine)
+	}
+}
+
+// beginAnswer is begin's answer, the name it was asked with, and the
+// repo's last outbox seq before it.
+type beginAnswer struct {
+	*BeginResult
+	name string
+	seen int64
+}
+
+func onlyCopyBlocks(fs []Finding) bool {
+	n := 0
+	for _, f := range fs {
+		if f.Outcome == Block {
+			if f.Check != "copy" {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
+}
+
+// pickName is the copy's name: the one the box keeps for this repo key
+// when its copy is there (mine), else the repository's name, else, when
+// another repo's copy has that, the name made unique by the repo key.
+func pickName(ss []Session, key, name string) (string, bool) {
+	taken := map[string]bool{}
+	for _, s := range ss {
+		if s.Copy == "" || s.Copy == "absent" {
+			continue
+		}
+		if s.Repo == key && s.Name != "" {
+			return s.Name, true
+		}
+		taken[s.Name] = true
+	}
+	if taken[name] {
+		return uniqueName(name, key), false
+	}
+	return name, false
+}
+
+// uniqueName is name, a '-' and the repo key's first 6 hex digits, within
+// the box's 100 characters.
+func uniqueName(name, key string) string {
+	suffix := "-" + key[:min(6, len(key))]
+	return name[:min(len(name), 100-len(suffix))] + suffix
+}
+
+// release gives back the copy begin took for offload id, unless a box CLI
+// session started on it. It reports whether the box holds no copy for id
+// now, and whether a session of id started.
+func (o *Offloader) release(ctx context.Context, a *Agent, key, id string) (released, started bool) {
+	ss, err := a.Status(ctx, key)
+	if err != nil {
+		return false, false
+	}
+	for _, s := range ss {
+		if s.Repo != key {
+			continue
+		}
+		if s.OffloadID != id {
+			return true, false
+		}
+		if s.Copy == "busy" || s.Copy == "unreturned" {
+			return false, true
+		}
+		return a.End(ctx, key) == nil, false
+	}
+	return true, false
 }
 
 // members are the send stream's members in the contract's order.
@@ -351,6 +487,9 @@ func (o *Offloader) members(ctx context.Context, handover []byte, env *Environme
 	}
 	ms := []Member{{Name: "handover.md", Data: handover}, {Name: "env.json", Data: ej}}
 	bpath := filepath.Join(o.Store.RepoDir(r.Key), "offload.bundle")
+	// Run holds the repo's lock, so a bundle lock is left from a run
+	// that died, and git would refuse to write the bundle.
+	os.Remove(bpath + ".lock")
 	o.logf("bundle")
 	if ok, err := r.bundle(ctx, bpath, boxRefs); err != nil {
 		return nil, err
@@ -366,8 +505,9 @@ func (o *Offloader) members(ctx context.Context, handover []byte, env *Environme
 	return append(ms, secrets...), nil
 }
 
+// writePrivate writes a file of the repo's directory atomically, 0600.
 func writePrivate(p string, b []byte) error {
-	return os.WriteFile(p, b, 0o600)
+	return atomicfile.WriteFile(p, b, 0o600)
 }
 
 // CheckFileSecrets refuses a file: entry whose file git does not ignore:
@@ -424,8 +564,10 @@ func cbdeskVersion(image string) (int, bool) {
 }
 
 // beginError maps begin's failure: a refusal exits 3 with its findings
-// and, for the box CLI, the commands that fix it.
-func (o *Offloader) beginError(err error) error {
+// under one line of ours, and the commands that fix each: for the box CLI
+// of the kind asked for, for a copy in the way. mine says the box keeps a
+// copy for this repo key.
+func (o *Offloader) beginError(err error, mine bool) error {
 	var ae *AgentError
 	if !errors.As(err, &ae) {
 		return &Error{Code: ExitFailed, Err: err}
@@ -435,9 +577,12 @@ func (o *Offloader) beginError(err error) error {
 		if ae.Code == "usage" {
 			code = ExitRefused
 		}
-		return &Error{Code: code, Err: ae}
+		return &Error{Code: code, Err: fmt.Errorf("box %s: begin: %s", o.Box, ae.Msg)}
 	}
-	e := &Error{Code: ExitRefused, Err: ae, Findings: ae.Findings}
+	e := &Error{Code: ExitRefused, Err: fmt.Errorf("box %s refused the offload", o.Box), Findings: ae.Findings}
+	if len(ae.Findings) == 0 {
+		e.Err = fmt.Errorf("box %s refused the offload: %s", o.Box, ae.Msg)
+	}
 	k := o.Kind.Name
 	if cli := ae.CLI; cli != nil {
 		switch {
@@ -448,11 +593,22 @@ func (o *Offloader) beginError(err error) error {
 			e.Next = append(e.Next, fmt.Sprintf("sign in to %s in the box: cocoonbox offload sign-in --kind %s --box %s", o.Kind.Title, k, o.Box))
 		}
 	}
+	checks := map[string]bool{}
 	for _, f := range ae.Findings {
-		if f.Check == "copy" {
-			e.Next = append(e.Next, "bring the last offload back first: cocoonbox back")
-			break
+		if f.Outcome == Block {
+			checks[f.Check] = true
 		}
+	}
+	switch {
+	case checks["copy"] && mine:
+		// This laptop has no record (Run checked), yet the box holds an
+		// offload of the repository that did not come back.
+		e.Next = append(e.Next, "the box still holds an earlier offload of this repository that this laptop has no record of; end it, keeping its work in refs: cocoonbox offload abandon --box "+o.Box)
+	case checks["copy"]:
+		e.Next = append(e.Next, "move the directory the finding names out of the way in the box (cocoonbox rsh "+o.Box+" mv …), then offload again")
+	}
+	if checks["sessions"] {
+		e.Next = append(e.Next, "see them with: cocoonbox offload status --box "+o.Box)
 	}
 	return e
 }
@@ -465,4 +621,64 @@ func only(fs []Finding, outcome string) []Finding {
 		}
 	}
 	return out
+}
+
+// stoppedNext are the ways out of an offload whose box CLI session is not
+// running, so that back cannot ask it for its work.
+var stoppedNext = []string{
+	"start it again from its last hand-over: cocoonbox offload restart",
+	"or end the offload, keeping the box's work in refs here: cocoonbox offload abandon",
+}
+
+// stoppedError is the box's refusal of a message or BACK for want of a
+// running box CLI session, as an *Error (exit 3) whose next steps restart
+// the session or abandon the offload; nil for any other error.
+func stoppedError(err error) *Error {
+	var ae *AgentError
+	if !errors.As(err, &ae) || ae.Verb != "send" || !ae.Refused() {
+		return nil
+	}
+	return &Error{Code: ExitRefused, Err: errors.New("the box CLI session of this offload is not running"), Next: stoppedNext}
+}
+
+// MessageError maps a failure of `offload send`: a stopped session names
+// the ways out.
+func MessageError(err error) error {
+	if e := stoppedError(err); e != nil {
+		return e
+	}
+	return err
+}
+
+// StoppedNext are the next steps for an offload whose box CLI session has
+// stopped: restart it, or abandon the offload.
+func StoppedNext() []string { return slices.Clone(stoppedNext) }
+
+// Restart starts the box CLI session of the repository's offload afresh
+// from its last hand-over (contract "Verbs", restart), under the repo's
+// lock. A box that refuses (no session of it, as after end) is an *Error
+// naming abandon.
+func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, error) {
+	unlock, err := st.Lock(key)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	rec, err := st.LoadRecord(key)
+	if errors.Is(err, ErrNoRecord) {
+		return nil, refused(err, "offload it first: cocoonbox offload --kind KIND")
+	}
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{Exec: x, Box: rec.BoxName}
+	if err := a.Restart(ctx, key); err != nil {
+		var ae *AgentError
+		if errors.As(err, &ae) && ae.Refused() {
+			return nil, refused(fmt.Errorf("box %s refused the restart: %s", rec.BoxName, ae.Msg),
+				"if it has no session to restart, end the offload, keeping the box's work in refs here: cocoonbox offload abandon")
+		}
+		return nil, err
+	}
+	return rec, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -52,7 +53,8 @@ type Preflight struct {
 	// SizeOK is the user's kept yes to the size confirm.
 	SizeOK bool
 	// Docker lists running compose projects' config files; nil skips it.
-	Docker func(ctx context.Context) []string
+	// Its error becomes a warning.
+	Docker func(ctx context.Context) ([]string, error)
 }
 
 // Run runs every check on r and returns the findings, blocks first.
@@ -357,7 +359,11 @@ func (p *Preflight) localServices(ctx context.Context, r *Repo, files []envFile)
 		}
 	}
 	if p.Docker != nil {
-		for _, cfg := range p.Docker(ctx) {
+		cfgs, err := p.Docker(ctx)
+		if err != nil {
+			fs = append(fs, Finding{"local_services", Warn, "docker compose ls failed, so running compose projects were not checked: " + err.Error()})
+		}
+		for _, cfg := range cfgs {
 			if rel, err := filepath.Rel(r.Top, cfg); err == nil && !strings.HasPrefix(rel, "..") {
 				fs = append(fs, Finding{"local_services", Warn, fmt.Sprintf("a docker compose project of this repository is running here (%s); the box cannot reach it", rel)})
 			}
@@ -473,16 +479,8 @@ func (p *Preflight) secrets(ctx context.Context, r *Repo) []Finding {
 			}
 		}
 	}
-	for _, l := range strings.Split(string(p.Handover), "\n") {
-		_, after, ok := strings.Cut(strings.ToLower(l), "secrets needed")
-		if !ok {
-			continue
-		}
-		names := strings.Trim(strings.TrimSpace(strings.TrimLeft(after, ":*_ ")), ".")
-		if names != "" && names != "none" && len(p.Secrets) == 0 {
-			fs = append(fs, Finding{"secrets", Warn, "the hand-over says secrets are needed (" + strings.TrimSpace(l[len(l)-len(after):]) + ") and none is opted in; see: cocoonbox offload secrets add"})
-		}
-		break
+	if names := secretsNeeded(p.Handover); names != "" && len(p.Secrets) == 0 {
+		fs = append(fs, Finding{"secrets", Warn, "the hand-over says secrets are needed (" + names + ") and none is opted in; see: cocoonbox offload secrets add"})
 	}
 	if len(p.Environ) > 0 {
 		set := map[string]bool{}
@@ -509,6 +507,25 @@ func (p *Preflight) secrets(ctx context.Context, r *Repo) []Finding {
 		}
 	}
 	return fs
+}
+
+// secretsNeeded returns the names of the hand-over's first line that
+// starts "Secrets needed:" (list and emphasis marks aside), or "" when
+// there is none or it says none.
+func secretsNeeded(h []byte) string {
+	for _, l := range strings.Split(string(h), "\n") {
+		t := strings.TrimLeft(strings.TrimSpace(l), "-*_>` \t")
+		if len(t) < len("secrets needed") || !strings.EqualFold(t[:len("secrets needed")], "secrets needed") {
+			continue
+		}
+		names := strings.TrimSpace(strings.TrimLeft(t[len("secrets needed"):], ":*_` \t"))
+		names = strings.TrimSpace(strings.TrimRight(names, ". \t"))
+		if strings.EqualFold(names, "none") {
+			return ""
+		}
+		return names
+	}
+	return ""
 }
 
 // lfsSubmodules warns that LFS content and submodules are not carried.
@@ -586,28 +603,45 @@ func SplitDNSDomains(ctx context.Context, goos string) []string {
 }
 
 // ComposeProjects returns the config files of the running docker compose
-// projects, or nothing when docker is absent or fails.
-func ComposeProjects(ctx context.Context, environ []string) []string {
+// projects. No docker, a docker without the compose plugin, or a docker
+// daemon that is not running, is none running: nil and no error. Any other failure of docker compose ls (a
+// timeout, an answer that does not parse) is an error, which the
+// preflight reports as a warning.
+func ComposeProjects(ctx context.Context, environ []string) ([]string, error) {
 	if _, err := exec.LookPath("docker"); err != nil {
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
+	var errb bytes.Buffer
 	c := exec.CommandContext(ctx, "docker", "compose", "ls", "--format", "json")
 	c.Env = HostEnv(environ, false)
+	c.Stderr = &errb
 	out, err := c.Output()
 	if err != nil {
-		return nil
+		msg := strings.TrimSpace(errb.String())
+		first, _, _ := strings.Cut(msg, "\n")
+		switch {
+		case strings.Contains(msg, "Cannot connect to the Docker daemon") || strings.Contains(msg, "docker daemon running"):
+			return nil, nil
+		case strings.Contains(first, "is not a docker command") || strings.HasPrefix(first, "unknown flag"):
+			return nil, nil // no compose plugin: docker takes "compose" for an unknown word
+		case ctx.Err() != nil:
+			return nil, errors.New("no answer in 3 s")
+		case first == "":
+			return nil, err
+		}
+		return nil, errors.New(first)
 	}
 	var ps []struct {
 		ConfigFiles string `json:"ConfigFiles"`
 	}
-	if json.Unmarshal(out, &ps) != nil {
-		return nil
+	if err := json.Unmarshal(out, &ps); err != nil {
+		return nil, fmt.Errorf("its answer does not parse: %w", err)
 	}
 	var files []string
 	for _, p := range ps {
 		files = append(files, strings.Split(p.ConfigFiles, ",")...)
 	}
-	return files
+	return files, nil
 }

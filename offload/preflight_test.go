@@ -2,6 +2,7 @@ package offload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -117,7 +118,19 @@ func TestPreflight(t *testing.T) {
 			files:    map[string]string{"a": "a"},
 			p:        Preflight{Handover: validHandover("make", "Secrets needed: STRIPE_KEY")},
 			want:     []string{"warn secrets"},
-			contains: "STRIPE_KEY",
+			contains: "secrets are needed (STRIPE_KEY) and",
+		},
+		{
+			name:     "the hand-over needs secrets, in a list",
+			files:    map[string]string{"a": "a"},
+			p:        Preflight{Handover: validHandover("make", "- **Secrets needed:** DB_PASSWORD, API_KEY.")},
+			want:     []string{"warn secrets"},
+			contains: "secrets are needed (DB_PASSWORD, API_KEY) and",
+		},
+		{
+			name:  "the template's hint is no need",
+			files: map[string]string{"a": "a"},
+			p:     Preflight{Handover: validHandover("make", templateHints[7])},
 		},
 		{
 			name:  "the hand-over needs none",
@@ -130,6 +143,13 @@ func TestPreflight(t *testing.T) {
 			p:        Preflight{Environ: []string{"OPENAI_API_KEY=sk-do-not-print", "HOME=/h"}},
 			want:     []string{"warn secrets"},
 			contains: "OPENAI_API_KEY",
+		},
+		{
+			name:     "docker compose ls fails",
+			files:    map[string]string{"a": "a"},
+			p:        Preflight{Docker: func(context.Context) ([]string, error) { return nil, errors.New("unknown flag: --format") }},
+			want:     []string{"warn local_services"},
+			contains: "docker compose ls failed, so running compose projects were not checked: unknown flag: --format",
 		},
 		{
 			name:  "LFS and submodules",

@@ -11,7 +11,8 @@ import (
 	"strings"
 )
 
-// ErrNotRepo is returned by OpenRepo outside a git work tree.
+// ErrNotRepo is returned by OpenRepo outside a git work tree, such as
+// inside a git directory.
 var ErrNotRepo = errors.New("not a git repository")
 
 // Repo is a git work tree on the laptop, as offload sees it.
@@ -41,7 +42,8 @@ func OpenRepo(ctx context.Context, dir string, environ []string) (*Repo, error) 
 	out, err := g.line(ctx, "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir")
 	if err != nil {
 		var ge *GitError
-		if errors.As(err, &ge) && strings.Contains(ge.Stderr, "not a git repository") {
+		// Inside .git, or a bare repository: no work tree.
+		if errors.As(err, &ge) && (strings.Contains(ge.Stderr, "not a git repository") || strings.Contains(ge.Stderr, "must be run in a work tree")) {
 			return nil, ErrNotRepo
 		}
 		return nil, err

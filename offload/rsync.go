@@ -9,8 +9,11 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
 // remotePath is the copy's path for rsync and git over the shim. The
@@ -62,20 +65,24 @@ func rsyncPattern(rel string) string {
 	return b.String()
 }
 
-// writeExcludes writes rsync's --exclude-from file: every path anchored.
+// writeExcludes writes rsync's --exclude-from file, every path anchored,
+// atomically: rsync never reads half a list.
 func writeExcludes(path string, rels []string) error {
 	var b bytes.Buffer
 	for _, r := range rels {
 		b.WriteString(rsyncPattern(r))
 		b.WriteByte('\n')
 	}
-	return os.WriteFile(path, b.Bytes(), 0o600)
+	return atomicfile.WriteFile(path, b.Bytes(), 0o600)
 }
 
 // rsyncArgs are the contract's rsync arguments (contract "Offload, Mac
 // side" 2): no --delete-excluded, so the box's own ignored files stay.
+// git's lock files (index.lock, HEAD's, refs' and packed-refs' locks)
+// stay here: one a laptop git holds would lock the box agent's git out.
+// A plain exclude, which openrsync takes too.
 func rsyncArgs(excludeFile string, linked bool) []string {
-	args := []string{"-az", "--delete", "--exclude-from=" + excludeFile, "--exclude=/.git/objects/"}
+	args := []string{"-az", "--delete", "--exclude-from=" + excludeFile, "--exclude=/.git/objects/", "--exclude=/.git/**.lock"}
 	if linked {
 		args = append(args, "--exclude=/.git")
 	}
@@ -152,4 +159,41 @@ func (r *Repo) rsyncMeasure(ctx context.Context, env []string, excludes []string
 		return 0, fmt.Errorf("rsync --stats printed no total size")
 	}
 	return strconv.ParseInt(strings.NewReplacer(",", "", ".", "").Replace(m[1]), 10, 64)
+}
+
+// stillIgnored keeps of the box copy's ignored directories (begin's
+// ignored, relative to the copy, ending in /) those this repository
+// ignores too and sends nothing under. Only those may stay out of rsync:
+// a directory the laptop no longer ignores must be synced, or the copy
+// keeps stale content where S has the laptop's.
+func (r *Repo) stillIgnored(ctx context.Context, boxIgnored []string) ([]string, error) {
+	var dirs []string
+	for _, p := range boxIgnored {
+		if p = strings.TrimPrefix(p, "/"); p != "" && !strings.Contains(p, "\n") {
+			dirs = append(dirs, p)
+		}
+	}
+	if len(dirs) == 0 {
+		return nil, nil
+	}
+	out, err := r.git.run(ctx, strings.NewReader(strings.Join(dirs, "\x00")+"\x00"), "check-ignore", "-z", "--stdin")
+	if err != nil && exitCode(err) != 1 { // 1: none is ignored
+		return nil, err
+	}
+	ignored := nulList(out)
+	if len(ignored) == 0 {
+		return nil, nil
+	}
+	files, err := r.worktreeFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var keep []string
+	for _, d := range ignored {
+		dir := strings.TrimSuffix(d, "/") + "/"
+		if !slices.ContainsFunc(files, func(f string) bool { return strings.HasPrefix(f, dir) }) {
+			keep = append(keep, d)
+		}
+	}
+	return keep, nil
 }

@@ -108,3 +108,33 @@ func TestMeasure(t *testing.T) {
 		t.Errorf("file sizes: %d, %v; want 9", n, err)
 	}
 }
+
+// TestRsyncGitLocks: git's lock files never travel, so the box's git is
+// not locked out by a lock a laptop git holds.
+func TestRsyncGitLocks(t *testing.T) {
+	ctx := context.Background()
+	env := testEnv(t)
+	r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
+	writeFiles(t, r.GitDir, map[string]string{"index.lock": "held", "refs/heads/main.lock": "held", "HEAD.lock": "held"})
+	dest := filepath.Join(t.TempDir(), "copy")
+	ex := filepath.Join(t.TempDir(), "excludes")
+	if err := writeExcludes(ex, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runRsync(ctx, env, append(rsyncArgs(ex, false), r.Top+"/", dest+"/")); err != nil {
+		t.Fatal(err)
+	}
+	var locks []string
+	filepath.WalkDir(dest, func(p string, d os.DirEntry, err error) error {
+		if err == nil && filepath.Ext(p) == ".lock" {
+			locks = append(locks, p)
+		}
+		return nil
+	})
+	if len(locks) > 0 {
+		t.Errorf("lock files in the copy: %v", locks)
+	}
+	if _, err := os.Stat(filepath.Join(dest, ".git", "HEAD")); err != nil {
+		t.Errorf(".git should travel: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -68,6 +69,9 @@ func (e SecretEntry) secretMember(top, home string) (Member, error) {
 		p = filepath.Join(home, ".config", "gcloud", "application_default_credentials.json")
 	}
 	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Member{}, fmt.Errorf("secret %s: %s does not exist", e, p)
+	}
 	if err != nil {
 		return Member{}, fmt.Errorf("secret %s: %w", e, err)
 	}
@@ -121,4 +125,16 @@ func secretMembers(entries []string, top, home string) ([]Member, error) {
 		return nil, fmt.Errorf("the opted-in secrets are %d bytes, over %d MiB", total, MaxSecrets>>20)
 	}
 	return all, nil
+}
+
+// CheckSecret reports what offload would refuse in the entry's file now:
+// missing, not a regular file, too large. Adding an entry whose file does
+// not exist yet is allowed; this says so.
+func CheckSecret(entry, top, home string) error {
+	e, err := ParseSecret(entry)
+	if err != nil {
+		return err
+	}
+	_, err = e.secretMember(top, home)
+	return err
 }

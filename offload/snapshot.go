@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Refs offload and back keep in the laptop repository, per offload id.
@@ -64,6 +65,11 @@ func (g git) head(ctx context.Context) (string, error) {
 // to a temporary file in the git directory and returns git with
 // GIT_INDEX_FILE set to it, its path, and a func that removes it. With
 // from set, it holds that tree instead. The real index is never written.
+//
+// The copy keeps the index file's modification time: git trusts an
+// entry's stat data only when the entry is older than the index file, and
+// re-reads a "racily clean" one. A copy with a fresh time would make a
+// same-size edit in the second of the last index write look unchanged.
 func (r *Repo) tempIndex(ctx context.Context, from string) (git, string, func(), error) {
 	f, err := os.CreateTemp(r.GitDir, "cocoonbox-index-*")
 	if err != nil {
@@ -73,9 +79,14 @@ func (r *Repo) tempIndex(ctx context.Context, from string) (git, string, func(),
 	cleanup := func() { os.Remove(name); os.Remove(name + ".lock") }
 	g := r.git.with("GIT_INDEX_FILE=" + name)
 	if from == "" {
+		var mtime time.Time
 		src, err := os.Open(filepath.Join(r.GitDir, "index"))
 		if err == nil {
-			_, err = io.Copy(f, src)
+			var fi os.FileInfo
+			if fi, err = src.Stat(); err == nil {
+				mtime = fi.ModTime()
+				_, err = io.Copy(f, src)
+			}
 			src.Close()
 		} else if errors.Is(err, fs.ErrNotExist) {
 			err = nil
@@ -83,6 +94,9 @@ func (r *Repo) tempIndex(ctx context.Context, from string) (git, string, func(),
 		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
+		}
+		if err == nil && !mtime.IsZero() {
+			err = os.Chtimes(name, mtime, mtime)
 		}
 		if err != nil {
 			cleanup()

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSnapshot(t *testing.T) {
@@ -169,5 +170,67 @@ func TestOpenRepo(t *testing.T) {
 		if got := copyName(in); got != want {
 			t.Errorf("copyName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestSnapshotRacyEdit is a same-size edit made in the same second as the
+// index was written: its stat data matches the index entry, and only git's
+// racy-clean check (an entry not older than the index file) makes git read
+// the file again. S must hold the edit.
+func TestSnapshotRacyEdit(t *testing.T) {
+	ctx := context.Background()
+	env := testEnv(t)
+	r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
+	// The commit's index holds a.txt with this mtime; the same-size edit
+	// keeps it, and the index file itself was written in that second.
+	when := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+	p := filepath.Join(r.Top, "a.txt")
+	if err := os.Chtimes(p, when, when); err != nil {
+		t.Fatal(err)
+	}
+	run(t, r.Top, env, "git", "add", "a.txt")
+	writeFiles(t, r.Top, map[string]string{"a.txt": "b\n"})
+	for _, f := range []string{p, filepath.Join(r.GitDir, "index")} {
+		if err := os.Chtimes(f, when, when); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s, err := r.snapshot(ctx, "0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, r.Top, env, "git", "show", s+":a.txt"); got != "b" {
+		t.Errorf("S's a.txt is %q, want the edit %q", got, "b")
+	}
+}
+
+// TestSnapshotNestedRepoError: git's reason, not its summary, names the
+// cause of a failed snapshot.
+func TestSnapshotNestedRepoError(t *testing.T) {
+	env := testEnv(t)
+	r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
+	nested := filepath.Join(r.Top, "nested")
+	writeFiles(t, nested, map[string]string{"x.txt": "x\n"})
+	run(t, nested, env, "git", "init", "-q")
+	_, err := r.snapshot(context.Background(), "0123456789abcdef")
+	if err == nil || !strings.Contains(err.Error(), "'nested/' does not have a commit checked out") {
+		t.Errorf("got %v, want git's reason", err)
+	}
+}
+
+// TestGitLockClash: a lock another git holds is named, with git's own
+// line rather than its advice to remove the file.
+func TestGitLockClash(t *testing.T) {
+	env := testEnv(t)
+	r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
+	lock := filepath.Join(r.GitDir, "refs", "heads", "x.lock")
+	writeFiles(t, filepath.Dir(lock), map[string]string{"x.lock": ""})
+	_, err := r.git.run(context.Background(), nil, "update-ref", "refs/heads/x", "HEAD")
+	if got := heldLock(err); got != lock {
+		t.Errorf("heldLock = %q, want %q (%v)", got, lock, err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "Unable to create '"+lock+"': File exists") || strings.Contains(err.Error(), "manually") {
+		t.Errorf("the message: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
@@ -138,6 +139,62 @@ func (s Store) RemoveRecord(key string) error {
 	return err
 }
 
+// removeRecordOf removes offload.json only when it is offload id's, so a
+// rollback never removes another offload's record.
+func (s Store) removeRecordOf(key, id string) error {
+	if rec, err := s.LoadRecord(key); err != nil || rec.ID != id {
+		return nil
+	}
+	return s.RemoveRecord(key)
+}
+
+// LockPath is the repo's lock file, <repo key>/lock.
+func (s Store) LockPath(key string) string { return filepath.Join(s.RepoDir(key), "lock") }
+
+// Lock takes the repo's lock for the length of an offload, a back or an
+// abandon: an exclusive flock of LockPath, released by the returned func
+// or when the process ends. It never waits: a lock another process holds
+// is an *Error with ExitRefused naming the lock, and nothing changes.
+func (s Store) Lock(key string) (func(), error) {
+	if _, err := s.EnsureRepoDir(key); err != nil {
+		return nil, err
+	}
+	p := s.LockPath(key)
+	unlock, err := flock(p, false)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, refused(fmt.Errorf("another cocoonbox offload, back or abandon of this repository is running (it holds %s); wait for it to end", p))
+	}
+	return unlock, err
+}
+
+// flock takes an exclusive flock of p (created 0600), waiting for it when
+// wait is set, and returns its release. The file stays: removing a lock
+// file would let two processes lock different files.
+func flock(p string, wait bool) (func(), error) {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	how := syscall.LOCK_EX
+	if !wait {
+		how |= syscall.LOCK_NB
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), how)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	return func() { f.Close() }, nil
+}
+
 // RepoSettings are one repo's entry in repos.json.
 type RepoSettings struct {
 	// Top is the work tree, for a reader of the file.
@@ -186,11 +243,18 @@ func (s Store) LoadSettings() (Settings, error) {
 }
 
 // UpdateSettings applies f to the repo's settings and writes repos.json
-// atomically, 0600 in the 0700 offload directory.
+// atomically, 0600 in the 0700 offload directory. The read, f and the
+// write run under an flock of repos.lock, so concurrent updates (parallel
+// `offload secrets add`) each keep their change.
 func (s Store) UpdateSettings(key, top string, f func(*RepoSettings) error) error {
 	if _, err := s.EnsureRepoDir(key); err != nil {
 		return err
 	}
+	unlock, err := flock(filepath.Join(s.Dir, "repos.lock"), true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	all, err := s.LoadSettings()
 	if err != nil {
 		return err

@@ -2,9 +2,12 @@ package offload
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -132,5 +135,55 @@ func TestReadHandover(t *testing.T) {
 	os.Symlink("/etc/passwd", st.HandoverPath("k"))
 	if _, err := ReadHandover(st, "k"); code(err) != ExitRefused {
 		t.Errorf("a symlink: %v", err)
+	}
+}
+
+// TestUpdateSettingsConcurrent runs many read-modify-writes of repos.json
+// at once, as parallel `offload secrets add` and `remove` do: every change
+// is kept.
+func TestUpdateSettingsConcurrent(t *testing.T) {
+	st := Store{Dir: filepath.Join(t.TempDir(), "offload")}
+	if err := st.UpdateSettings("shared", "/src/shared", func(s *RepoSettings) error {
+		s.Secrets = []string{"aws", "kube"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 24
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for i := range n {
+		wg.Go(func() {
+			key := fmt.Sprintf("repo%02d", i)
+			errs <- st.UpdateSettings(key, "/src/"+key, func(s *RepoSettings) error {
+				s.Secrets = append(s.Secrets, "aws")
+				return nil
+			})
+		})
+		wg.Go(func() {
+			errs <- st.UpdateSettings("shared", "/src/shared", func(s *RepoSettings) error {
+				s.Secrets = append(s.Secrets, fmt.Sprintf("ssh:key%02d", i))
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := st.LoadSettings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if key := fmt.Sprintf("repo%02d", i); !slices.Equal(all[key].Secrets, []string{"aws"}) {
+			t.Errorf("%s: secrets %v, want [aws]", key, all[key].Secrets)
+		}
+	}
+	if got := len(all["shared"].Secrets); got != n+2 {
+		t.Errorf("shared: %d secrets, want %d: %v", got, n+2, all["shared"].Secrets)
 	}
 }

@@ -113,14 +113,21 @@ none
 ## Open questions
 none
 EOF
-echo "(wrote the hand-over to $handover)"
+echo "(the hand-over your local coding agent would write, here written by the demo to $handover:)"
+sed 's/^/    /' "$handover"
 run cocoonbox offload --kind claude
-run cocoonbox offload inbox --wait 60
+# The box agent posts a whole hand-over as its progress; its title and
+# Current state say enough here.
+brief() { sed -n '1,2p;/^## Current state/,/^$/p;/^session:/p'; echo "    (the rest of the hand-over left out)"; }
+show cocoonbox offload inbox --wait 60
+cocoonbox offload inbox --wait 60 | brief
 
-step "Bring it back: the box's commits come home"
-run cocoonbox back
+step "Bring it back: the box's commits come home (its hand-over on stdout, shortened)"
+show cocoonbox back
+cocoonbox back | brief
 run git log --oneline -3
 run git status --short
+echo "(README.md's uncommitted line travelled with the offload and came back inside the box agent's commit)"
 cd "$top"
 
 step "Stop the local box"
