@@ -67,6 +67,12 @@ func (b *Backer) logf(format string, args ...any) {
 // changes nothing that it cannot account for.
 func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 	r := b.Repo
+	// One of offload, back and abandon at a time for a repo.
+	unlock, err := b.Store.Lock(r.Key)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	rec, err := b.Store.LoadRecord(r.Key)
 	if errors.Is(err, ErrNoRecord) {
 		e := &Error{Code: ExitFailed, Err: err}
@@ -182,6 +188,9 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	}
 	b.logf("send BACK")
 	sent, err := a.SendBack(ctx, rec.Repo, false)
+	if e := stoppedError(err); e != nil {
+		return nil, e
+	}
 	if err != nil {
 		return nil, boxFailure(err)
 	}
@@ -207,6 +216,9 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 				if s := sessionOf(ss, rec); s != nil && s.Status == "working" && s.HookAtMS <= hookBefore {
 					b.logf("BACK drew no hook in %d s; sending it again with --interrupt", int(ResendAfter/time.Second))
 					if sent, err = a.SendBack(ctx, rec.Repo, true); err != nil {
+						if e := stoppedError(err); e != nil {
+							return nil, e
+						}
 						return nil, boxFailure(err)
 					}
 					res.Resent = true
