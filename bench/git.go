@@ -94,7 +94,9 @@ func (g *gitWork) clone(ours bool) func() (time.Duration, int64, error) {
 		dst := g.cloneDir(ours)
 		os.RemoveAll(dst)
 		c := g.cmd(ours, "git", "clone", "-q", g.url(ours), dst)
-		return timed(c)
+		// git's own RSS says nothing of our client's.
+		d, _, err := timed(c)
+		return d, 0, err
 	}
 }
 

@@ -108,6 +108,9 @@ func (s *Server) init() error {
 			}),
 			experimental.BufferPool(bufpool.Shared),
 			grpc.ForceServerCodecV2(bufpool.Codec{}),
+			// Stop waits for the Exec handlers, which end their commands'
+			// process groups: none may outlive the server.
+			grpc.WaitForHandlers(true),
 			grpc.ReadBufferSize(256<<10),
 			grpc.WriteBufferSize(256<<10),
 			grpc.InitialWindowSize(4<<20),
