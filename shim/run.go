@@ -329,7 +329,10 @@ func (r *runner) debugf(level LogLevel, format string, args ...any) {
 }
 
 func (r *runner) fail(err error) int {
-	fmt.Fprintf(r.log, "%s: %v%s", r.env.Prog, err, r.eol())
+	// -q (LogLevel QUIET) silences even fatal errors, as ssh's does.
+	if r.o == nil || r.o.LogLevel > LogQuiet {
+		fmt.Fprintf(r.log, "%s: %v%s", r.env.Prog, err, r.eol())
+	}
 	return ExitFailure
 }
 
