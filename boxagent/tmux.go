@@ -47,10 +47,13 @@ func (c *Config) tmuxAlive(session string) bool {
 // tmuxStart starts session: a login shell in dir with env, then types
 // line into it (contract: started with send-keys).
 func (c *Config) tmuxStart(session, dir string, env []string, line string) error {
-	if c.tmuxAlive(session) {
-		c.tmux(nil, "kill-session", "-t", "="+session)
-	}
+	// A live session gets its pane respawned rather than the session
+	// killed and made again: killing a server's last session makes it exit,
+	// and a new-session that races the exit fails.
 	args := []string{"new-session", "-d", "-s", session, "-c", dir, "-x", "200", "-y", "50"}
+	if c.tmuxAlive(session) {
+		args = []string{"respawn-pane", "-k", "-t", target(session), "-c", dir}
+	}
 	for _, e := range env {
 		args = append(args, "-e", e)
 	}
