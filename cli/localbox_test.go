@@ -35,7 +35,11 @@ func TestLocalboxStopEndsTmux(t *testing.T) {
 		return string(out)
 	}
 	run("cocoonbox", "localbox", "start")
-	t.Cleanup(func() { exec.Command("cocoonbox", "localbox", "stop").Run() })
+	t.Cleanup(func() {
+		c := exec.Command("cocoonbox", "localbox", "stop")
+		c.Env = env
+		c.Run()
+	})
 	marker := "sleep 4243" + filepath.Base(home)[2:]
 	run("cocoonbox-ssh", "main", "tmux new-session -d -s keep '"+marker+"'")
 	if exec.Command("pgrep", "-f", marker).Run() != nil {

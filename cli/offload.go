@@ -203,7 +203,7 @@ func openOffload(env Env) (*offloadEnv, error) {
 	if errors.Is(err, offload.ErrNotRepo) {
 		return nil, &offload.Error{Code: offload.ExitRefused,
 			Findings: []offload.Finding{{Check: "git", Outcome: offload.Block, Detail: wd + " is not in a git work tree"}},
-			Err:      errors.New("offload works on git repositories only"), Next: []string{"cd into the repository, or git init and commit"}}
+			Err:      errors.New("offload and back work on git repositories only"), Next: []string{"cd into the repository, or git init and commit"}}
 	}
 	if err != nil {
 		return nil, err

@@ -183,7 +183,7 @@ func Parse(args []string) (*Options, error) {
 		return o, nil
 	}
 	if len(rest) == 0 {
-		return nil, &UsageError{Msg: "no box named", Synopsis: true}
+		return nil, &UsageError{Msg: "no box given", Synopsis: true}
 	}
 	if err := o.setHost(rest[0]); err != nil {
 		return nil, err
