@@ -320,6 +320,13 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	args := append(rsyncArgs(exFile, r.Linked), "-e", o.Shim, r.Top+"/", bx.Name+":"+rpath+"/")
 	_, err = runRsync(ctx, HostEnv(o.Environ, true), args)
 	os.Remove(exFile)
+	if fi, serr := os.Stat(filepath.Join(r.Top, ".git")); err == nil && serr == nil && fi.IsDir() {
+		// rsync's quick check (size and mtime) skips a ref or HEAD rewritten
+		// in the same second at the same size, and the copy's refs must be
+		// ours: .git's small files go again, compared by content.
+		_, err = runRsync(ctx, HostEnv(o.Environ, true), []string{"-a", "--checksum",
+			"--exclude=/objects/", "--exclude=**.lock", "-e", o.Shim, r.Top + "/.git/", bx.Name + ":" + rpath + "/.git/"})
+	}
 	if err != nil {
 		return nil, rollback(err)
 	}
