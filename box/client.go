@@ -5,11 +5,11 @@ package box
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -55,6 +55,8 @@ type Client struct {
 	boxes    controlv1.BoxesClient
 	session  controlv1.SessionClient
 	account  controlv1.AccountClient
+	// certErr is the last refused server certificate, if any.
+	certErr *atomic.Pointer[CertError]
 }
 
 // DialOption changes how Dial connects.
@@ -79,8 +81,13 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		f(&do)
 	}
 	var tc credentials.TransportCredentials
+	certErr := new(atomic.Pointer[CertError])
 	if ep.TLS {
-		tc = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+		cfg, err := TLSConfig(ep)
+		if err != nil {
+			return nil, err
+		}
+		tc = explainedCreds{credentials.NewTLS(cfg), ep, certErr}
 	} else {
 		tc = insecure.NewCredentials()
 	}
@@ -112,6 +119,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		boxes:    controlv1.NewBoxesClient(conn),
 		session:  controlv1.NewSessionClient(conn),
 		account:  controlv1.NewAccountClient(conn),
+		certErr:  certErr,
 	}, nil
 }
 
@@ -232,6 +240,9 @@ func (c *Client) wrap(op string, err error) error {
 	case codes.NotFound:
 		return fmt.Errorf("%s: %w: %s", op, ErrNotFound, msg)
 	case codes.Unavailable:
+		if ce := c.certErr.Load(); ce != nil {
+			return fmt.Errorf("%s: %w", op, ce)
+		}
 		hint := ""
 		if strings.HasPrefix(c.endpoint.URL, "unix://") {
 			hint = "; is the local box running? (cocoonbox localbox start)"

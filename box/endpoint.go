@@ -28,6 +28,9 @@ type Endpoint struct {
 	Target string
 	// TLS is true for https endpoints.
 	TLS bool
+	// CAFile, if not empty, is a PEM file of the CAs an https endpoint's
+	// certificate must chain to, in place of the system's roots (WithCA).
+	CAFile string
 }
 
 // ParseEndpoint parses s into an Endpoint. Plaintext to an address that is
@@ -133,7 +136,8 @@ func SaveConfig(dir string, c Config) error {
 }
 
 // ResolveEndpoint picks the endpoint: flag if set, else $COCOONBOX_ENDPOINT,
-// else the config file's current endpoint, else DefaultEndpoint.
+// else the config file's current endpoint, else DefaultEndpoint; with the
+// CA to trust for it (WithCA).
 func ResolveEndpoint(flag string, getenv func(string) string) (Endpoint, error) {
 	s := flag
 	if s == "" {
@@ -153,5 +157,9 @@ func ResolveEndpoint(flag string, getenv func(string) string) (Endpoint, error) 
 	if s == "" {
 		s = DefaultEndpoint
 	}
-	return ParseEndpoint(s)
+	ep, err := ParseEndpoint(s)
+	if err != nil {
+		return ep, err
+	}
+	return WithCA(ep, getenv), nil
 }

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -25,8 +27,35 @@ import (
 
 // localboxOptions are the flags of `cocoonbox localbox start|serve`.
 type localboxOptions struct {
-	// Listen is "" (the unix socket), "unix:PATH" or a loopback HOST:PORT.
+	// Listen is "" (the unix socket), "unix:PATH" or a loopback HOST:PORT;
+	// with TLS any HOST:PORT.
 	Listen string
+	// TLSCert and TLSKey are a PEM certificate (with its chain) and key.
+	TLSCert, TLSKey string
+	// TLS is "" or "self-signed": make (or reuse) a pair in the state
+	// directory.
+	TLS string
+	// TLSNames are more names for the self-signed certificate.
+	TLSNames []string
+}
+
+// tls reports whether the options ask for TLS, and checks them.
+func (o localboxOptions) tls() (bool, error) {
+	switch {
+	case o.TLS != "" && o.TLS != "self-signed":
+		return false, &UsageError{fmt.Errorf("--tls %q: the only value is self-signed; for your own certificate give --tls-cert FILE --tls-key FILE", o.TLS)}
+	case o.TLS != "" && (o.TLSCert != "" || o.TLSKey != ""):
+		return false, &UsageError{errors.New("--tls self-signed and --tls-cert/--tls-key exclude each other: give one")}
+	case (o.TLSCert == "") != (o.TLSKey == ""):
+		return false, &UsageError{errors.New("--tls-cert and --tls-key go together: give both")}
+	case len(o.TLSNames) > 0 && o.TLS == "":
+		return false, &UsageError{errors.New("--tls-name is for --tls self-signed; a certificate you give has its own names")}
+	}
+	on := o.TLS != "" || o.TLSCert != ""
+	if on && (o.Listen == "" || strings.HasPrefix(o.Listen, "unix:")) {
+		return false, &UsageError{errors.New("TLS needs a TCP listener: add --listen HOST:PORT (0.0.0.0:PORT for every address)")}
+	}
+	return on, nil
 }
 
 // runtimeInfo is STATE/localbox.json, written by a serving local box and
@@ -34,6 +63,11 @@ type localboxOptions struct {
 type runtimeInfo struct {
 	PID      int    `json:"pid"`
 	Endpoint string `json:"endpoint"`
+	// Fingerprint is the SHA-256 of the TLS certificate; empty without TLS.
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// CA is the self-signed certificate, which clients on this machine pin;
+	// empty otherwise.
+	CA string `json:"ca,omitempty"`
 }
 
 const startTimeout = 15 * time.Second
@@ -51,7 +85,11 @@ no account.`,
 		Args: usageArgs(cobra.NoArgs),
 	}
 	listen := func(c *cobra.Command) {
-		c.Flags().StringVar(&o.Listen, "listen", "", "unix:PATH or a loopback HOST:PORT (default: a unix socket in the state directory)")
+		c.Flags().StringVar(&o.Listen, "listen", "", "unix:PATH or a loopback HOST:PORT; with TLS any HOST:PORT (default: a unix socket in the state directory)")
+		c.Flags().StringVar(&o.TLSCert, "tls-cert", "", "serve TLS with this PEM certificate (and chain); needs --tls-key")
+		c.Flags().StringVar(&o.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
+		c.Flags().StringVar(&o.TLS, "tls", "", "self-signed: serve TLS with a certificate made (or kept) in the state directory")
+		c.Flags().StringSliceVar(&o.TLSNames, "tls-name", nil, "another DNS name or IP address for the self-signed certificate (repeatable)")
 	}
 	serve := &cobra.Command{
 		Use:   "serve",
@@ -150,6 +188,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	// One local box per state directory: the lock is held while this
 	// process lives, so a second serve is refused and only the holder
 	// writes and removes localbox.json.
+	logger := log.New(s.Err, "localbox: ", log.LstdFlags)
 	lock, err := os.OpenFile(filepath.Join(dir, "localbox.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
@@ -162,17 +201,37 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		}
 		return fmt.Errorf("a local box already serves %s (%s)\nstop it first with: cocoonbox localbox stop", dir, pid)
 	}
-	lis, url, err := localbox.Listen(dir, o.Listen)
+	ri := runtimeInfo{PID: os.Getpid()}
+	var tc *tls.Config
+	if on, err := o.tls(); err != nil {
+		return err
+	} else if on {
+		if tc, ri.CA, err = serverTLS(dir, o, logger); err != nil {
+			return err
+		}
+		ri.Fingerprint = localbox.Fingerprint(tc)
+	}
+	var lis net.Listener
+	if tc != nil {
+		host := "localhost"
+		if ri.CA == "" {
+			host = localbox.CertNames(tc)[0]
+		}
+		lis, ri.Endpoint, err = localbox.ListenTLS(o.Listen, host)
+	} else {
+		lis, ri.Endpoint, err = localbox.Listen(dir, o.Listen)
+	}
 	if err != nil {
 		return err
 	}
+	url := ri.Endpoint
 	exe, err := os.Executable()
 	if err != nil {
+		lis.Close()
 		return err
 	}
-	logger := log.New(s.Err, "localbox: ", log.LstdFlags)
-	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf}
-	info, _ := json.Marshal(runtimeInfo{PID: os.Getpid(), Endpoint: url})
+	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc}
+	info, _ := json.Marshal(ri)
 	if err := atomicfile.WriteFile(runtimePath(dir), info, 0o600); err != nil {
 		lis.Close()
 		return err
@@ -197,7 +256,13 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		<-stopped
 	}()
 	logger.Printf("endpoint %s, state %s", url, dir)
-	if strings.HasPrefix(url, "http://") {
+	if ri.Fingerprint != "" {
+		logger.Printf("TLS certificate for %s, SHA-256 fingerprint %s", strings.Join(localbox.CertNames(tc), ", "), ri.Fingerprint)
+		if ri.CA != "" {
+			logger.Printf("a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s", url, ri.CA)
+		}
+	}
+	if !strings.HasPrefix(url, "unix://") {
 		logger.Printf("browser sign-in: cocoonbox login --endpoint %s; the owner's code is in %s", url, localbox.SignInCodePath(dir))
 	}
 	return srv.Serve(lis)
@@ -209,10 +274,10 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		return err
 	}
 	if ri, ok := readRuntime(dir); ok {
-		if want := listenURL(dir, o.Listen); want != "" && want != ri.Endpoint {
+		if want := listenURL(dir, o); want != "" && want != ri.Endpoint {
 			return fmt.Errorf("a local box already runs at %s, not %s\nto move it, stop it first: cocoonbox localbox stop", ri.Endpoint, want)
 		}
-		if err := adopt(env, dir, ri.Endpoint); err != nil {
+		if err := adopt(env, dir, ri); err != nil {
 			return err
 		}
 		fmt.Fprintf(s.Err, "local box already running at %s (pid %d); it is the current endpoint\n", ri.Endpoint, ri.PID)
@@ -231,9 +296,27 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		return err
 	}
 	defer logf.Close()
+	if _, err := o.tls(); err != nil {
+		return err
+	}
 	args := []string{"cocoonbox", "localbox", "serve"}
 	if o.Listen != "" {
 		args = append(args, "--listen", o.Listen)
+	}
+	for flag, file := range map[string]string{"--tls-cert": o.TLSCert, "--tls-key": o.TLSKey} {
+		if file != "" {
+			abs, err := filepath.Abs(file)
+			if err != nil {
+				return err
+			}
+			args = append(args, flag, abs)
+		}
+	}
+	if o.TLS != "" {
+		args = append(args, "--tls", o.TLS)
+	}
+	for _, n := range o.TLSNames {
+		args = append(args, "--tls-name", n)
 	}
 	cmd := &exec.Cmd{
 		Path:        exe,
@@ -252,8 +335,14 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	lost := false
 	for {
 		if ri, ok := readRuntime(dir); ok && (ri.PID == cmd.Process.Pid || lost) {
-			if err := adopt(env, dir, ri.Endpoint); err == nil {
+			if err := adopt(env, dir, ri); err == nil {
 				fmt.Fprintf(s.Err, "local box running at %s (pid %d); it is now the current endpoint\n", ri.Endpoint, ri.PID)
+				if ri.Fingerprint != "" {
+					fmt.Fprintf(s.Err, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
+				}
+				if ri.CA != "" {
+					fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint URL --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", ri.CA)
+				}
 				return nil
 			}
 		}
@@ -275,8 +364,16 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 }
 
 // listenURL is the endpoint --listen asks for, or "" when it cannot be
-// known before listening (port 0).
-func listenURL(dir, listen string) string {
+// known before listening (port 0, or TLS on an unspecified address).
+func listenURL(dir string, o localboxOptions) string {
+	listen := o.Listen
+	if on, _ := o.tls(); on {
+		h, p, err := net.SplitHostPort(listen)
+		if ip := net.ParseIP(h); err != nil || p == "0" || h == "" || (ip != nil && ip.IsUnspecified()) {
+			return ""
+		}
+		return "https://" + listen
+	}
 	switch {
 	case listen == "":
 		return "unix://" + localbox.SocketPath(dir)
@@ -288,10 +385,11 @@ func listenURL(dir, listen string) string {
 	return "http://" + listen
 }
 
-// adopt makes the local box at endpoint the current endpoint, with a token
-// it accepts saved for it, and checks that it answers.
-func adopt(env Env, dir, endpoint string) error {
-	ep, err := box.ParseEndpoint(endpoint)
+// adopt makes the local box ri the current endpoint, with a token it
+// accepts saved for it (and its self-signed certificate pinned), and checks
+// that it answers.
+func adopt(env Env, dir string, ri runtimeInfo) error {
+	ep, err := localEndpoint(env, ri)
 	if err != nil {
 		return err
 	}
@@ -305,6 +403,49 @@ func adopt(env Env, dir, endpoint string) error {
 		return err
 	}
 	return box.SaveConfig(cfgDir, box.Config{Endpoint: ep.URL})
+}
+
+// localEndpoint is the endpoint of the local box ri, with its self-signed
+// certificate pinned in the configuration directory, so that every client
+// of this user trusts it.
+func localEndpoint(env Env, ri runtimeInfo) (box.Endpoint, error) {
+	ep, err := box.ParseEndpoint(ri.Endpoint)
+	if err != nil {
+		return ep, err
+	}
+	if ri.CA != "" && env.Getenv("COCOONBOX_CA_FILE") == "" {
+		pem, err := os.ReadFile(ri.CA)
+		if err != nil {
+			return ep, err
+		}
+		cfgDir, err := env.configDir()
+		if err != nil {
+			return ep, err
+		}
+		if _, err := box.PinCA(cfgDir, ep, pem); err != nil {
+			return ep, err
+		}
+	}
+	return box.WithCA(ep, env.Getenv), nil
+}
+
+// serverTLS is the TLS configuration o asks for, with the self-signed
+// certificate's path (empty for one the user gave).
+func serverTLS(dir string, o localboxOptions, logger *log.Logger) (*tls.Config, string, error) {
+	if o.TLS == "" {
+		tc, err := localbox.LoadTLS(o.TLSCert, o.TLSKey)
+		return tc, "", err
+	}
+	host, _, _ := net.SplitHostPort(o.Listen)
+	cert, key, made, err := localbox.SelfSigned(dir, localbox.SelfSignedNames(host, o.TLSNames))
+	if err != nil {
+		return nil, "", fmt.Errorf("make a self-signed certificate in %s: %w", dir, err)
+	}
+	if made {
+		logger.Printf("made a new self-signed certificate %s; clients that pinned an older one must pin this one", cert)
+	}
+	tc, err := localbox.LoadTLS(cert, key)
+	return tc, cert, err
 }
 
 // localClient dials the local box at ep with the token saved for it, or a
@@ -379,7 +520,7 @@ func running(env Env) (*box.Client, error) {
 	if !ok {
 		return nil, errors.New("the local box is not running\nstart it with: cocoonbox localbox start")
 	}
-	ep, err := box.ParseEndpoint(ri.Endpoint)
+	ep, err := localEndpoint(env, ri)
 	if err != nil {
 		return nil, err
 	}
@@ -395,6 +536,9 @@ func runLocalboxStatus(env Env, s Streams) error {
 	dir, _ := localboxDir(env)
 	ri, _ := readRuntime(dir)
 	fmt.Fprintf(s.Out, "running at %s (pid %d), state in %s\n", ri.Endpoint, ri.PID, dir)
+	if ri.Fingerprint != "" {
+		fmt.Fprintf(s.Out, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	boxes, err := c.List(ctx)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -28,6 +29,9 @@ type loginOptions struct {
 	Token     string
 	Invite    string
 	NoBrowser bool
+	// CA is a PEM file of the CA to trust for an https endpoint, pinned
+	// for it once the sign-in works.
+	CA string
 }
 
 func newLogin(env Env, s Streams) *cobra.Command {
@@ -53,6 +57,7 @@ sign-in code first: login prints it. See docs/login.md.`,
 	c.Flags().StringVar(&o.Token, "token", "", "- reads a personal key from stdin instead of signing in through the browser")
 	c.Flags().StringVar(&o.Invite, "invite", "", "an invite code for signing up")
 	c.Flags().BoolVar(&o.NoBrowser, "no-browser", false, "print the sign-in link instead of opening the browser")
+	c.Flags().StringVar(&o.CA, "ca", "", "trust this PEM CA (or self-signed certificate) for the https endpoint, and pin it for it")
 	return c
 }
 
@@ -61,6 +66,20 @@ func runLogin(env Env, s Streams, o loginOptions) error {
 		return &UsageError{errors.New("--token takes only -: a token is never an argument\ngive it on stdin: cocoonbox login --token - < FILE")}
 	}
 	ep, err := box.ResolveEndpoint(o.Endpoint, env.Getenv)
+	if err != nil {
+		return err
+	}
+	var caPEM []byte
+	if o.CA != "" {
+		if !ep.TLS {
+			return &UsageError{fmt.Errorf("--ca is for an https endpoint, and %s is not one", ep.URL)}
+		}
+		if caPEM, err = os.ReadFile(o.CA); err != nil {
+			return fmt.Errorf("--ca: %w", err)
+		}
+		ep.CAFile = o.CA
+	}
+	hc, err := box.HTTPClient(ep, 30*time.Second)
 	if err != nil {
 		return err
 	}
@@ -101,7 +120,7 @@ func runLogin(env Env, s Streams, o loginOptions) error {
 	} else {
 		host, _ := os.Hostname()
 		name := auth.DeviceName(host)
-		tok, err := browserLogin(ctx, env, s, ep, name, o)
+		tok, err := browserLogin(ctx, env, s, ep, name, o, hc)
 		if err != nil {
 			return err
 		}
@@ -109,6 +128,17 @@ func runLogin(env Env, s Streams, o loginOptions) error {
 		done = fmt.Sprintf("signed in to %s as device %q", ep.URL, name)
 	}
 
+	if caPEM != nil {
+		dir, err := env.configDir()
+		if err != nil {
+			return err
+		}
+		p, err := box.PinCA(dir, ep, caPEM)
+		if err != nil {
+			return fmt.Errorf("pin the CA: %w", err)
+		}
+		fmt.Fprintf(s.Err, "pinned the CA for %s in %s\n", ep.URL, p)
+	}
 	if err := st.Put(ep.URL, cred); err != nil {
 		return fmt.Errorf("save the token: %w", err)
 	}
@@ -124,7 +154,7 @@ func runLogin(env Env, s Streams, o loginOptions) error {
 	fmt.Fprintln(s.Err, done)
 	// A new login replaces the browser token it revokes (seeds/001).
 	if old.Source == auth.SourceBrowser && old.Token != cred.Token {
-		if err := auth.Revoke(ctx, nil, ep.URL, old.Token); err != nil {
+		if err := auth.Revoke(ctx, hc, ep.URL, old.Token); err != nil {
 			fmt.Fprintf(s.Err, "cocoonbox: warning: the token this login replaces was not revoked: %s\nrevoke it with: cocoonbox devices revoke ID\n", redactTokens(err.Error()))
 		}
 	}
@@ -135,11 +165,20 @@ func runLogin(env Env, s Streams, o loginOptions) error {
 }
 
 // browserLogin runs the sign-in through the browser and returns the token.
-func browserLogin(ctx context.Context, env Env, s Streams, ep box.Endpoint, name string, o loginOptions) (string, error) {
+func browserLogin(ctx context.Context, env Env, s Streams, ep box.Endpoint, name string, o loginOptions, hc *http.Client) (string, error) {
 	if strings.HasPrefix(ep.URL, "unix://") {
 		return "", fmt.Errorf("%s is a unix socket, which a browser cannot reach\nstart the local box on loopback TCP (cocoonbox localbox start --listen 127.0.0.1:PORT), or give a key: cocoonbox login --token -", ep.URL)
 	}
-	f, err := auth.Start(ep.URL, name, auth.FlowOptions{Invite: o.Invite})
+	if ep.TLS {
+		// A certificate this computer refuses is said in one line before a
+		// browser shows its own warning.
+		if resp, err := hc.Get(ep.URL + "/.well-known/oauth-authorization-server"); err == nil {
+			resp.Body.Close()
+		} else if ce, ok := errors.AsType[*box.CertError](err); ok {
+			return "", ce
+		}
+	}
+	f, err := auth.Start(ep.URL, name, auth.FlowOptions{Invite: o.Invite, HTTPClient: hc})
 	if err != nil {
 		return "", err
 	}

@@ -73,7 +73,11 @@ func runLogout(env Env, s Streams, o logoutOptions) error {
 	}
 	var rerr error
 	if cred.Source == auth.SourceBrowser {
-		rerr = auth.Revoke(ctx, nil, ep.URL, cred.Token)
+		hc, err := box.HTTPClient(ep, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		rerr = auth.Revoke(ctx, hc, ep.URL, cred.Token)
 	}
 	if err := st.Delete(ep.URL); err != nil {
 		return err

@@ -2,6 +2,7 @@ package localbox
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -22,6 +23,7 @@ const sniffTimeout = 10 * time.Second
 // each connection's own goroutine, so a slow client holds up no other.
 type mux struct {
 	lis  net.Listener
+	tls  *tls.Config // if not nil, every connection is TLS (tls.go)
 	grpc *subListener
 	http *subListener
 
@@ -29,8 +31,8 @@ type mux struct {
 	done chan struct{}
 }
 
-func newMux(lis net.Listener) *mux {
-	m := &mux{lis: lis, done: make(chan struct{})}
+func newMux(lis net.Listener, tc *tls.Config) *mux {
+	m := &mux{lis: lis, tls: tc, done: make(chan struct{})}
 	m.grpc = &subListener{m: m, conns: make(chan net.Conn)}
 	m.http = &subListener{m: m, conns: make(chan net.Conn)}
 	return m
@@ -59,6 +61,24 @@ func (m *mux) serve() {
 }
 
 func (m *mux) sniff(c net.Conn) {
+	if m.tls != nil {
+		tc := tls.Server(c, m.tls)
+		c.SetDeadline(time.Now().Add(sniffTimeout))
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return
+		}
+		c.SetDeadline(time.Time{})
+		switch tc.ConnectionState().NegotiatedProtocol {
+		case "h2":
+			m.deliver(m.grpc, tc)
+			return
+		case "http/1.1":
+			m.deliver(m.http, tc)
+			return
+		}
+		c = tc
+	}
 	c.SetReadDeadline(time.Now().Add(sniffTimeout))
 	buf := make([]byte, len(http2Preface))
 	n := 0
@@ -75,8 +95,13 @@ func (m *mux) sniff(c net.Conn) {
 	if string(buf[:n]) == http2Preface {
 		to = m.grpc
 	}
+	m.deliver(to, &prefixConn{Conn: c, prefix: buf[:n]})
+}
+
+// deliver hands c to one side, or closes it when the mux is closed.
+func (m *mux) deliver(to *subListener, c net.Conn) {
 	select {
-	case to.conns <- &prefixConn{Conn: c, prefix: buf[:n]}:
+	case to.conns <- c:
 	case <-m.done:
 		c.Close()
 	}

@@ -98,9 +98,12 @@ func (o *oauthServer) handler() http.Handler {
 // issuerKey carries the issuer of a request in its context.
 type issuerKey struct{}
 
-// guard refuses a Host that is not this server on a loopback name, which
-// stops DNS rebinding: a web page cannot reach these routes under a name
-// of its own. It sets the headers every answer carries.
+// guard refuses a Host that is not this server, which stops DNS
+// rebinding: a web page cannot reach these routes under a name of its own.
+// Without TLS the server answers only on a loopback name; with TLS also on
+// the names of its certificate (a page under another name fails the
+// browser's certificate check first). It sets the headers every answer
+// carries.
 func (o *oauthServer) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -111,7 +114,11 @@ func (o *oauthServer) guard(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		iss, ok := o.issuer(r.Host)
 		if !ok {
-			http.Error(w, "this server answers only at 127.0.0.1, localhost or [::1] on its own port", http.StatusMisdirectedRequest)
+			msg := "this server answers only at 127.0.0.1, localhost or [::1] on its own port"
+			if o.s.TLS != nil {
+				msg = "this server answers only at the names of its certificate (" + strings.Join(CertNames(o.s.TLS), ", ") + ") on its own port"
+			}
+			http.Error(w, msg, http.StatusMisdirectedRequest)
 			return
 		}
 		if r.Body != nil {
@@ -122,17 +129,35 @@ func (o *oauthServer) guard(next http.Handler) http.Handler {
 }
 
 // issuer returns the issuer URL for a request to host: the local box's
-// endpoint as the client named it, on a loopback name and its own port.
+// endpoint as the client named it (in the client's canonical form), on a
+// name it answers at and its own port.
 func (o *oauthServer) issuer(host string) (string, bool) {
+	port := strconv.Itoa(o.s.httpPort())
 	h, p, err := net.SplitHostPort(host)
-	if err != nil || p != strconv.Itoa(o.s.httpPort()) {
+	if err != nil && o.s.TLS != nil && port == "443" {
+		// A browser leaves out https's default port.
+		h, p, err = strings.Trim(host, "[]"), port, nil
+	}
+	if err != nil || p != port {
 		return "", false
 	}
-	switch h {
-	case "127.0.0.1", "localhost", "::1":
+	ok := h == "127.0.0.1" || h == "localhost" || h == "::1"
+	if o.s.TLS != nil && !ok {
+		ok = certFor(o.s.TLS, h)
+	}
+	if !ok {
+		return "", false
+	}
+	if o.s.TLS == nil {
 		return "http://" + net.JoinHostPort(h, p), true
 	}
-	return "", false
+	if p == "443" {
+		if strings.Contains(h, ":") {
+			h = "[" + h + "]"
+		}
+		return "https://" + h, true
+	}
+	return "https://" + net.JoinHostPort(h, p), true
 }
 
 func (o *oauthServer) metadata(w http.ResponseWriter, r *http.Request) {

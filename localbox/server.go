@@ -6,6 +6,7 @@ package localbox
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +45,9 @@ type Server struct {
 	BinDir string
 	// Logf, if not nil, receives one line per notable event.
 	Logf func(format string, args ...any)
+	// TLS, if not nil, holds the certificate: every connection to a TCP
+	// listener is then TLS (LoadTLS, SelfSigned; docs/self-hosting.md).
+	TLS *tls.Config
 
 	once  sync.Once
 	err   error
@@ -135,8 +139,15 @@ func (s *Server) Serve(lis net.Listener) error {
 		return err
 	}
 	s.logf("serving on %s", lis.Addr())
+	var tc *tls.Config
+	if s.TLS != nil {
+		if len(s.TLS.Certificates) == 0 {
+			return errNoCert
+		}
+		tc = serverTLS(s.TLS)
+	}
 	if a, ok := lis.Addr().(*net.TCPAddr); ok {
-		m := newMux(lis)
+		m := newMux(lis, tc)
 		hs := &http.Server{
 			Handler:           s.oauth.handler(),
 			ReadHeaderTimeout: 10 * time.Second,
@@ -199,7 +210,8 @@ func (s *Server) CreateBox(name string) error {
 
 // Listen opens the listener for addr: "" or "unix:PATH" for a unix socket
 // (mode 0600; default DIR/localbox.sock), or "HOST:PORT" on a loopback
-// address. Other addresses are refused: the local box serves no TLS.
+// address. Other addresses are refused: plaintext stays on this machine
+// (ListenTLS serves any address).
 func Listen(dir, addr string) (net.Listener, string, error) {
 	if addr == "" || strings.HasPrefix(addr, "unix:") {
 		p := strings.TrimPrefix(strings.TrimPrefix(addr, "unix:"), "//")
@@ -229,7 +241,7 @@ func Listen(dir, addr string) (net.Listener, string, error) {
 		return nil, "", fmt.Errorf("listen address %q: want HOST:PORT or unix:PATH", addr)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, "", fmt.Errorf("listen address %q refused: the local box serves plaintext, so only on loopback", addr)
+		return nil, "", fmt.Errorf("listen address %q refused: plaintext only on loopback; for another address serve TLS: --tls self-signed, or --tls-cert FILE --tls-key FILE", addr)
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -1,0 +1,195 @@
+package box
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/credentials"
+
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+)
+
+// How a client trusts an https endpoint (docs/self-hosting.md): the CAs in
+// $COCOONBOX_CA_FILE if set, else the CA pinned for that endpoint in the
+// configuration directory (ca/HOST_PORT.pem, written by PinCA), else the
+// system's roots (on Linux, $SSL_CERT_FILE and $SSL_CERT_DIR name them).
+// A pinned or named CA replaces the system's roots for that endpoint.
+
+// caPath is the pin of ep's CA under the configuration directory dir.
+func caPath(dir string, ep Endpoint) string {
+	name := strings.NewReplacer(":", "_", "[", "", "]", "").Replace(ep.Target)
+	return filepath.Join(dir, "ca", name+".pem")
+}
+
+// WithCA returns ep with CAFile set for an https endpoint: $COCOONBOX_CA_FILE
+// when set, else the CA pinned for ep under the configuration directory
+// when there is one, else "" (the system's roots). getenv reads the
+// environment.
+func WithCA(ep Endpoint, getenv func(string) string) Endpoint {
+	if !ep.TLS {
+		return ep
+	}
+	if f := getenv("COCOONBOX_CA_FILE"); f != "" {
+		ep.CAFile = f
+		return ep
+	}
+	if dir, err := ConfigDir(getenv); err == nil {
+		if p := caPath(dir, ep); fileExists(p) {
+			ep.CAFile = p
+		}
+	}
+	return ep
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// PinCA checks that pem holds at least one PEM certificate and saves it as
+// the CA of ep under the configuration directory dir (0600), so that
+// WithCA finds it. It returns the path written.
+func PinCA(dir string, ep Endpoint, pem []byte) (string, error) {
+	if !ep.TLS {
+		return "", fmt.Errorf("%s is not an https endpoint; only those take a CA", ep.URL)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+		return "", errors.New("the CA file holds no PEM certificate (want -----BEGIN CERTIFICATE-----)")
+	}
+	p := caPath(dir, ep)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return "", err
+	}
+	return p, atomicfile.WriteFile(p, pem, 0o600)
+}
+
+// TLSConfig is the client TLS configuration for ep: TLS 1.2 or later,
+// with the roots that CAFile names, else the system's.
+func TLSConfig(ep Endpoint) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ep.CAFile != "" {
+		b, err := os.ReadFile(ep.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("the CA for %s: %w", ep.URL, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("the CA for %s: %s holds no PEM certificate", ep.URL, ep.CAFile)
+		}
+		c.RootCAs = pool
+	}
+	return c, nil
+}
+
+// HTTPClient is an HTTP client for ep's sign-in pages and token endpoint
+// that trusts what Dial trusts, with the given overall timeout. Its TLS
+// errors read like Dial's (see TLSError).
+func HTTPClient(ep Endpoint, timeout time.Duration) (*http.Client, error) {
+	tc, err := TLSConfig(ep)
+	if err != nil {
+		return nil, err
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = tc
+	return &http.Client{Timeout: timeout, Transport: explainedTransport{t, ep}}, nil
+}
+
+// explainedTransport turns a certificate failure into TLSError's one line.
+type explainedTransport struct {
+	rt http.RoundTripper
+	ep Endpoint
+}
+
+func (e explainedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := e.rt.RoundTrip(r)
+	if err != nil {
+		if te := TLSError(e.ep, err); te != nil {
+			return nil, te
+		}
+	}
+	return resp, err
+}
+
+// TLSError returns the one-line error, naming the fix, for a certificate
+// that err (from a handshake with ep) says is untrusted, expired or for
+// another name; nil when err is no such failure.
+func TLSError(ep Endpoint, err error) error {
+	var (
+		ua  x509.UnknownAuthorityError
+		inv x509.CertificateInvalidError
+		hn  x509.HostnameError
+	)
+	fix := "trust its CA with `cocoonbox login --endpoint " + ep.URL + " --ca FILE` or COCOONBOX_CA_FILE=FILE (docs/self-hosting.md)"
+	if ep.CAFile != "" {
+		fix = "this computer trusts only the CA in " + ep.CAFile + " for it (COCOONBOX_CA_FILE, else the pin of `cocoonbox login --ca`); give the server's CA there (docs/self-hosting.md)"
+	}
+	switch {
+	case errors.As(err, &ua):
+		return &CertError{fmt.Sprintf("%s: its certificate is not signed by a CA this computer trusts; %s", ep.URL, fix)}
+	case errors.As(err, &inv) && inv.Reason == x509.Expired:
+		when := ""
+		if inv.Cert != nil {
+			now := time.Now()
+			if now.Before(inv.Cert.NotBefore) {
+				return &CertError{fmt.Sprintf("%s: its certificate is valid only from %s; check this computer's clock, or the server's certificate", ep.URL, inv.Cert.NotBefore.UTC().Format(time.RFC3339))}
+			}
+			when = " on " + inv.Cert.NotAfter.UTC().Format(time.RFC3339)
+		}
+		return &CertError{fmt.Sprintf("%s: its certificate expired%s; the server must renew it (cocoonbox localbox start --tls self-signed makes a new one; docs/self-hosting.md)", ep.URL, when)}
+	case errors.As(err, &hn):
+		names := "no name"
+		if hn.Certificate != nil {
+			var all []string
+			all = append(all, hn.Certificate.DNSNames...)
+			for _, ip := range hn.Certificate.IPAddresses {
+				all = append(all, ip.String())
+			}
+			if len(all) > 0 {
+				names = strings.Join(all, ", ")
+			}
+		}
+		return &CertError{fmt.Sprintf("%s: its certificate is for %s, not %s; use one of those names in the endpoint, or give the server a certificate with this one (--tls-name)", ep.URL, names, hn.Host)}
+	case errors.As(err, &inv):
+		return &CertError{fmt.Sprintf("%s: its certificate is not valid here (%v); %s", ep.URL, inv, fix)}
+	}
+	return nil
+}
+
+// CertError is a refused server certificate: one line that names the fix.
+type CertError struct{ msg string }
+
+func (e *CertError) Error() string { return e.msg }
+
+// explainedCreds is gRPC's TLS credentials, keeping the last certificate
+// failure so that the client can report it in one line: gRPC passes on
+// only its text, wrapped in its own.
+type explainedCreds struct {
+	credentials.TransportCredentials
+	ep   Endpoint
+	last *atomic.Pointer[CertError]
+}
+
+func (c explainedCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	nc, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, conn)
+	var ce *CertError
+	if err != nil && errors.As(TLSError(c.ep, err), &ce) {
+		c.last.Store(ce)
+	} else {
+		c.last.Store(nil)
+	}
+	return nc, info, err
+}
+
+func (c explainedCreds) Clone() credentials.TransportCredentials {
+	return explainedCreds{c.TransportCredentials.Clone(), c.ep, c.last}
+}
