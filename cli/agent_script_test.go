@@ -32,12 +32,10 @@ func TestAgentScripts(t *testing.T) {
 		e.Setenv("BOX_RUN", filepath.Join(boxDir, "run"))
 		return nil
 	}
-	p.Cmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
-		"standin":    func(ts *testscript.TestScript, neg bool, args []string) { cmdStandin(ts, neg, args, standin) },
-		"snapshot":   cmdSnapshot,
-		"waitstatus": cmdWaitStatus,
-		"jsonline":   cmdJSONLine,
-	}
+	p.Cmds["standin"] = func(ts *testscript.TestScript, neg bool, args []string) { cmdStandin(ts, neg, args, standin) }
+	p.Cmds["snapshot"] = cmdSnapshot
+	p.Cmds["waitstatus"] = cmdWaitStatus
+	p.Cmds["jsonline"] = cmdJSONLine
 	testscript.Run(t, p)
 }
 

@@ -30,9 +30,7 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 	p := params(t, "testdata/browser")
-	p.Cmds = map[string]func(*testscript.TestScript, bool, []string){
-		"stdoutvar": stdoutvar,
-	}
+	p.Cmds["stdoutvar"] = stdoutvar
 	testscript.Run(t, p)
 }
 

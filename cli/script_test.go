@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -109,10 +110,15 @@ func params(t *testing.T, dir string) testscript.Params {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ca := newTestCA(t)
 	return testscript.Params{
 		Dir:                 dir,
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
+		Cmds: map[string]func(*testscript.TestScript, bool, []string){
+			"mkcert": ca.mkcert,
+			"tlsbox": tlsbox,
+		},
 		Setup: func(e *testscript.Env) error {
 			home := filepath.Join(e.WorkDir, "home")
 			state := filepath.Join(e.WorkDir, ".box")
@@ -124,7 +130,17 @@ func params(t *testing.T, dir string) testscript.Params {
 				return err
 			}
 			srv := &localbox.Server{Dir: state, BinDir: filepath.Dir(bin)}
-			lis, url, err := localbox.Listen(state, "127.0.0.1:0")
+			var lis net.Listener
+			var url string
+			// A script named *_tls gets its local box over TLS.
+			if strings.HasSuffix(filepath.Base(e.WorkDir), "_tls") {
+				if srv.TLS, err = ca.tlsServer(e); err != nil {
+					return err
+				}
+				lis, url, err = localbox.ListenTLS("127.0.0.1:0", "")
+			} else {
+				lis, url, err = localbox.Listen(state, "127.0.0.1:0")
+			}
 			if err != nil {
 				return err
 			}
