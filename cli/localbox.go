@@ -318,6 +318,8 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	for _, n := range o.TLSNames {
 		args = append(args, "--tls-name", n)
 	}
+	// The server gets our stdio's replacements and nothing else of ours.
+	localbox.CloseInherited()
 	cmd := &exec.Cmd{
 		Path:        exe,
 		Args:        args,

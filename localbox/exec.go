@@ -123,6 +123,9 @@ func (x *sessionService) Exec(st execStream) error {
 	if err != nil {
 		return err
 	}
+	pid := p.cmd.Process.Pid
+	x.s.recordProc(pid)
+	defer x.s.forgetProc(pid)
 	out := &sender{st: st}
 	execID, forget := x.track(p)
 	defer forget()

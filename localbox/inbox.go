@@ -2,6 +2,7 @@ package localbox
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +68,16 @@ func (s *Server) startInbox(b *box) {
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
 	}
+	// An inbox this server did not start (one left by a local box killed
+	// before sweep could end it) keeps the socket: say so rather than start
+	// one that exits at once. A socket nobody listens on is stale.
+	sock := filepath.Join(b.run(), "cocoonbox", "offload.sock")
+	if c, err := net.Dial("unix", sock); err == nil {
+		c.Close()
+		s.logf("box %s: an inbox this server did not start listens on %s; end it, then restart the local box", b.Name, sock)
+		return
+	}
+	os.Remove(sock)
 	logf, err := os.OpenFile(filepath.Join(b.run(), "inbox.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		s.logf("box %s: inbox: %v", b.Name, err)
@@ -89,8 +100,10 @@ func (s *Server) startInbox(b *box) {
 	p := &inboxProc{cmd: cmd, exited: make(chan struct{})}
 	s.inbox.cmds[b.Name] = p
 	exited := p.exited
+	s.recordProc(cmd.Process.Pid)
 	go func() {
 		cmd.Wait()
+		s.forgetProc(cmd.Process.Pid)
 		close(exited)
 		s.inbox.mu.Lock()
 		if s.inbox.cmds[b.Name] == p {
@@ -98,7 +111,6 @@ func (s *Server) startInbox(b *box) {
 		}
 		s.inbox.mu.Unlock()
 	}()
-	sock := filepath.Join(b.run(), "cocoonbox", "offload.sock")
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		if _, err := os.Stat(sock); err == nil {
@@ -134,14 +146,39 @@ func (s *Server) stopInbox(b *box) {
 }
 
 // powerOff stops every inbox and ends the boxes' tmux servers, with the
-// box CLI sessions in them: the server is going away.
+// box CLI sessions in them, and what is left of the box commands: the
+// server is going away.
 func (s *Server) powerOff() {
 	for _, b := range s.reg.list() {
 		s.stopInbox(b)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		cmd := exec.CommandContext(ctx, "tmux", "kill-server")
-		cmd.Env = s.environ(b, &controlv1.Start{})
-		cmd.Run()
-		cancel()
+		s.killTmux(b)
+	}
+	if n := s.sweep(killDelay); n > 0 {
+		s.logf("ended %d process groups left by box commands", n)
+	}
+}
+
+// killTmux ends box b's tmux server, if its socket is there.
+func (s *Server) killTmux(b *box) {
+	socks, _ := filepath.Glob(filepath.Join(b.run(), "tmux-*", "*"))
+	if len(socks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "tmux", "kill-server")
+	cmd.Env = s.environ(b, &controlv1.Start{})
+	cmd.Run()
+}
+
+// cleanUp ends what a local box that died without stopping (kill -9, a
+// crash) left behind on this state: its box commands and inboxes, by the
+// records in DIR/procs, and the boxes' tmux servers.
+func (s *Server) cleanUp() {
+	if n := s.sweep(0); n > 0 {
+		s.logf("ended %d process groups a previous local box left behind", n)
+	}
+	for _, b := range s.reg.list() {
+		s.killTmux(b)
 	}
 }

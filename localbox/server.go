@@ -35,6 +35,16 @@ import (
 // DefaultBox is the box every local box has from its first start.
 const DefaultBox = "main"
 
+// The server's own keepalive (docs/cocoonbox.md "Keepalive"): after
+// KeepaliveTime without a frame from a client it pings, and when no answer
+// comes KeepaliveTimeout later it drops the connection, which ends that
+// client's commands (SIGHUP to each process group, SIGKILL 2 s later). A
+// dead or frozen client's commands so end within 47 s.
+const (
+	KeepaliveTime    = 30 * time.Second
+	KeepaliveTimeout = 15 * time.Second
+)
+
 // Server serves the cocoonbox API for the boxes under Dir. Set the fields,
 // then call Serve; a Server serves one listener at a time.
 type Server struct {
@@ -48,6 +58,9 @@ type Server struct {
 	// TLS, if not nil, holds the certificate: every connection to a TCP
 	// listener is then TLS (LoadTLS, SelfSigned; docs/self-hosting.md).
 	TLS *tls.Config
+	// KeepaliveTime and KeepaliveTimeout replace the constants of those
+	// names when not zero (gRPC raises either to at least 1 s).
+	KeepaliveTime, KeepaliveTimeout time.Duration
 
 	once  sync.Once
 	err   error
@@ -105,11 +118,23 @@ func (s *Server) init() error {
 		if s.BinDir != "" && !slices.Contains(filepath.SplitList(s.path), s.BinDir) {
 			s.path = s.BinDir + string(os.PathListSeparator) + s.path
 		}
+		// Box commands get nothing of this process but their stdio: a
+		// descriptor inherited from whoever started it would reach each.
+		CloseInherited()
+		s.cleanUp()
+		kp := keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}
+		if s.KeepaliveTime > 0 {
+			kp.Time = s.KeepaliveTime
+		}
+		if s.KeepaliveTimeout > 0 {
+			kp.Timeout = s.KeepaliveTimeout
+		}
 		s.grpc = grpc.NewServer(
 			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 				MinTime:             10 * time.Second,
 				PermitWithoutStream: true,
 			}),
+			grpc.KeepaliveParams(kp),
 			experimental.BufferPool(bufpool.Shared),
 			grpc.ForceServerCodecV2(bufpool.Codec{}),
 			// Stop waits for the Exec handlers, which end their commands'

@@ -1,0 +1,100 @@
+package localbox
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Every box command and inbox leads a session (and process group) of its
+// own. Its leader's pid is recorded in DIR/procs/PID while the group may
+// live, with a token of the leader's start time where the platform gives
+// one, so that a local box killed with kill -9 leaves a list the next
+// start sweeps: the groups it finds still alive are killed. A record stays
+// after the leader exits while others of its group live (a command left in
+// the background), so that stop and the next start end those too.
+
+func (s *Server) procsDir() string { return filepath.Join(s.Dir, "procs") }
+
+// recordProc notes the process group led by pid.
+func (s *Server) recordProc(pid int) {
+	dir := s.procsDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		s.logf("record pid %d: %v", pid, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(pid)), []byte(startToken(pid)+"\n"), 0o600); err != nil {
+		s.logf("record pid %d: %v", pid, err)
+	}
+}
+
+// forgetProc drops pid's record once nothing of its group lives.
+func (s *Server) forgetProc(pid int) {
+	if !groupAlive(pid) {
+		os.Remove(filepath.Join(s.procsDir(), strconv.Itoa(pid)))
+	}
+}
+
+// sweep ends every recorded process group still alive: SIGTERM, then
+// SIGKILL after grace (at once when grace is 0), and drops the records.
+// It returns how many groups it ended.
+func (s *Server) sweep(grace time.Duration) int {
+	ents, err := os.ReadDir(s.procsDir())
+	if err != nil {
+		return 0
+	}
+	var live []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		p := filepath.Join(s.procsDir(), e.Name())
+		if err != nil || pid <= 1 {
+			os.Remove(p)
+			continue
+		}
+		tok, _ := os.ReadFile(p)
+		if ours(pid, strings.TrimSpace(string(tok))) {
+			live = append(live, pid)
+		} else {
+			os.Remove(p)
+		}
+	}
+	if len(live) == 0 {
+		return 0
+	}
+	if grace > 0 {
+		for _, pid := range live {
+			killGroup(pid, false)
+		}
+		for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			alive := false
+			for _, pid := range live {
+				alive = alive || groupAlive(pid)
+			}
+			if !alive {
+				break
+			}
+		}
+	}
+	for _, pid := range live {
+		killGroup(pid, true)
+		os.Remove(filepath.Join(s.procsDir(), strconv.Itoa(pid)))
+	}
+	return len(live)
+}
+
+// ours reports whether the recorded group pid is still alive and still the
+// one recorded: a leader that lives must have the recorded start token (a
+// pid reused since fails); a group whose leader has exited keeps its
+// number while any member lives, so it cannot have been reused.
+func ours(pid int, tok string) bool {
+	if !groupAlive(pid) {
+		return false
+	}
+	if !procAlive(pid) {
+		return true
+	}
+	now := startToken(pid)
+	return now == tok && isGroupLeader(pid)
+}

@@ -1,0 +1,27 @@
+package localbox
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// startToken is pid's start time in clock ticks since boot (field 22 of
+// /proc/PID/stat), or "" when pid is gone.
+func startToken(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
