@@ -1,10 +1,13 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,4 +105,113 @@ func TestLocalboxStaleRuntimeFile(t *testing.T) {
 	if out, err := run("cocoonbox-ssh", "main", "echo", "up"); err != nil || out != "up\n" {
 		t.Errorf("after start: %v %q", err, out)
 	}
+}
+
+// TestLocalboxKill9: a local box killed with kill -9 leaves a box command
+// that writes nothing and the offload inbox running; the next start ends
+// both and starts an inbox that stays up. A command left in the background
+// does not outlive stop. Box commands get no descriptor but their stdio,
+// even from a start that had more open (as a shell may pass).
+func TestLocalboxKill9(t *testing.T) {
+	home, err := os.MkdirTemp("", "lb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	state := filepath.Join(home, ".local", "state", "cocoonbox", "localbox")
+	ws := filepath.Join(state, "boxes", "main", "workspace")
+	run := func(name string, args ...string) string {
+		t.Helper()
+		c := exec.Command(name, args...)
+		c.Env = env
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	// start with an extra descriptor open, not close-on-exec.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	start := exec.Command("cocoonbox", "localbox", "start")
+	start.Env, start.ExtraFiles = env, []*os.File{r, w}
+	if out, err := start.CombinedOutput(); err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		c := exec.Command("cocoonbox", "localbox", "stop")
+		c.Env = env
+		c.Run()
+	})
+	if fds := run("cocoonbox-ssh", "main", "ls /proc/$$/fd; true"); fds != "0\n1\n2\n" {
+		t.Errorf("a box command's descriptors:\n%s want only 0, 1 and 2", fds)
+	}
+
+	server := serverPID(t, state)
+	inbox := inboxPID(t, state, 1)
+	sleeper := exec.Command("cocoonbox-ssh", "main", "echo $$ > sleep.pid; exec sleep 600")
+	sleeper.Env = env
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	sleep := waitPID(t, filepath.Join(ws, "sleep.pid"))
+	if err := syscall.Kill(server, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	sleeper.Wait()
+	if !alive(sleep) || !alive(inbox) {
+		t.Fatalf("after kill -9 of the server: box command alive %v, inbox alive %v; want both (else this test shows nothing)", alive(sleep), alive(inbox))
+	}
+
+	run("cocoonbox", "localbox", "start")
+	if alive(sleep) {
+		t.Errorf("after the next start, the box command (pid %d) the dead server left still runs", sleep)
+	}
+	if alive(inbox) {
+		t.Errorf("after the next start, the inbox (pid %d) the dead server left still runs", inbox)
+	}
+	log := readFile(t, filepath.Join(state, "localbox.log"))
+	if !strings.Contains(log, "ended 2 process groups a previous local box left behind") {
+		t.Errorf("the log does not say what start ended:\n%s", log)
+	}
+	if inbox2 := inboxPID(t, state, 2); !alive(inbox2) {
+		t.Errorf("the new inbox (pid %d) exited:\n%s", inbox2, readFile(t, filepath.Join(state, "boxes", "main", "run", "inbox.log")))
+	}
+
+	run("cocoonbox-ssh", "main", "sleep 600 </dev/null >/dev/null 2>&1 & echo $! > bg.pid")
+	bg := waitPID(t, filepath.Join(ws, "bg.pid"))
+	if !alive(bg) {
+		t.Fatal("the background command is not running")
+	}
+	run("cocoonbox", "localbox", "stop")
+	if alive(bg) {
+		t.Errorf("after stop, the background command (pid %d) still runs", bg)
+	}
+}
+
+// serverPID is the pid of the local box serving state.
+func serverPID(t *testing.T, state string) int {
+	t.Helper()
+	var ri struct{ PID int }
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(state, "localbox.json"))), &ri); err != nil || ri.PID <= 0 {
+		t.Fatalf("localbox.json: %v", err)
+	}
+	return ri.PID
+}
+
+// inboxPID is the pid of the nth "inbox started" in the local box's log.
+func inboxPID(t *testing.T, state string, n int) int {
+	t.Helper()
+	m := regexp.MustCompile(`box main: inbox started \(pid (\d+)\)`).FindAllStringSubmatch(readFile(t, filepath.Join(state, "localbox.log")), -1)
+	if len(m) < n {
+		t.Fatalf("the log has %d inbox starts, want %d:\n%s", len(m), n, readFile(t, filepath.Join(state, "localbox.log")))
+	}
+	pid, _ := strconv.Atoi(m[n-1][1])
+	return pid
 }

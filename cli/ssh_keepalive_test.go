@@ -3,12 +3,20 @@ package cli_test
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
 // freezer is a TCP proxy that can stop forwarding while keeping its
@@ -118,4 +126,80 @@ func TestSSHKeepalive(t *testing.T) {
 	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") {
 		t.Errorf("stderr %q, want one line naming the keepalive", msg)
 	}
+}
+
+// TestServerKeepalive: when a client's link freezes, the server's own
+// keepalive (shortened here to 1 s + 1 s) drops that client and ends its
+// command, one that writes nothing, while the client itself still waits
+// on its much longer keepalive.
+func TestServerKeepalive(t *testing.T) {
+	t.Parallel()
+	b := startBox(t, func(s *localbox.Server) { s.KeepaliveTime, s.KeepaliveTimeout = time.Second, time.Second })
+	f := startFreezer(t, b.Addr)
+	shim, err := exec.LookPath("cocoonbox-ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(shim, "main", "echo $$ > sleep.pid; echo started; exec sleep 600")
+	cmd.Env = append(append([]string{}, b.Env...), "COCOONBOX_ENDPOINT=http://"+f.lis.Addr().String(), "COCOONBOX_KEEPALIVE=600s,600s")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, stdout)
+		cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	pid := waitPID(t, filepath.Join(b.Workspace, "sleep.pid"))
+	if !alive(pid) {
+		t.Fatalf("the box command (pid %d) is not running", pid)
+	}
+	f.freeze()
+	for deadline := time.Now().Add(time.Minute); alive(pid); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the link froze, the box command (pid %d) still runs", pid)
+		}
+	}
+	select {
+	case <-exited:
+		t.Fatal("the client gave up first: this test shows nothing of the server's keepalive")
+	default:
+	}
+}
+
+// waitPID reads the pid a box command wrote to file, waiting for it.
+func waitPID(t *testing.T, file string) int {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile(file)
+		if pid, err2 := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && err2 == nil && strings.HasSuffix(string(b), "\n") {
+			return pid
+		}
+	}
+	t.Fatalf("%s did not appear", file)
+	return 0
+}
+
+// alive reports whether process pid runs: it exists and is no zombie (an
+// orphan's parent may be slow to reap it).
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || !strings.HasPrefix(s[i+1:], " Z")
 }

@@ -196,8 +196,9 @@ type testBox struct {
 	srv       *localbox.Server
 }
 
-// startBox starts a local box for the test and stops it when the test ends.
-func startBox(t testing.TB) *testBox {
+// startBox starts a local box for the test and stops it when the test ends;
+// each option may set fields of its Server first.
+func startBox(t testing.TB, options ...func(*localbox.Server)) *testBox {
 	t.Helper()
 	bin, err := exec.LookPath("cocoonbox")
 	if err != nil {
@@ -210,6 +211,9 @@ func startBox(t testing.TB) *testBox {
 		t.Fatal(err)
 	}
 	srv := &localbox.Server{Dir: state, BinDir: filepath.Dir(bin)}
+	for _, o := range options {
+		o(srv)
+	}
 	lis, url, err := localbox.Listen(state, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

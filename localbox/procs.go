@@ -3,6 +3,7 @@ package localbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +81,13 @@ func (s *Server) sweep(grace time.Duration) int {
 	for _, pid := range live {
 		killGroup(pid, true)
 		os.Remove(filepath.Join(s.procsDir(), strconv.Itoa(pid)))
+	}
+	// SIGKILL takes a moment: wait (briefly) until the leaders are gone, so
+	// that what they held (the inbox's socket) is free.
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if !slices.ContainsFunc(live, func(pid int) bool { return !exited(pid) }) {
+			break
+		}
 	}
 	return len(live)
 }

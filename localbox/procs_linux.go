@@ -25,3 +25,15 @@ func startToken(pid int) string {
 	}
 	return f[19]
 }
+
+// exited reports whether pid is gone or a zombie (an orphan's reaper may
+// be slow, or absent in a container).
+func exited(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && strings.HasPrefix(s[i+1:], " Z")
+}
