@@ -203,3 +203,54 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || !strings.HasPrefix(s[i+1:], " Z")
 }
+
+// TestSSHKeepaliveUpload: the same holds while stdin is being sent (the
+// client blocked on flow control, the box silent): 255 and one line. It
+// may come sooner, from the kernel: gRPC sets TCP_USER_TIMEOUT to the
+// keepalive's TIMEOUT, which also bounds data left unacknowledged.
+func TestSSHKeepaliveUpload(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	f := startFreezer(t, b.Addr)
+	shim, err := exec.LookPath("cocoonbox-ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(shim, "main", "head -c 1 && echo started && cat > /dev/null")
+	cmd.Env = append(append([]string{}, b.Env...), "COCOONBOX_ENDPOINT=http://"+f.lis.Addr().String(), "COCOONBOX_KEEPALIVE=10s,1s")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		zeros := make([]byte, 64<<10)
+		for {
+			if _, err := stdin.Write(zeros); err != nil {
+				return
+			}
+		}
+	}()
+	r := bufio.NewReader(stdout)
+	if line, err := r.ReadString('\n'); line != "\x00started\n" {
+		t.Fatalf("first line %q, %v; stderr: %s", line, err, stderr.String())
+	}
+	f.freeze()
+	io.Copy(io.Discard, r)
+	cmd.Wait()
+	stdin.Close()
+	if code := cmd.ProcessState.ExitCode(); code != 255 {
+		t.Errorf("exit status %d, want 255", code)
+	}
+	if msg := stderr.String(); strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "keepalive") && !strings.Contains(msg, "connection timed out") {
+		t.Errorf("stderr %q, want one line naming the keepalive or the timeout", msg)
+	}
+}
