@@ -27,16 +27,7 @@ func TestLocalboxStopEndsTmux(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
-	run := func(name string, args ...string) string {
-		t.Helper()
-		c := exec.Command(name, args...)
-		c.Env = env
-		out, err := c.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	run := runner(t, env)
 	run("cocoonbox", "localbox", "start")
 	t.Cleanup(func() {
 		c := exec.Command("cocoonbox", "localbox", "stop")
@@ -121,16 +112,7 @@ func TestLocalboxKill9(t *testing.T) {
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 	state := filepath.Join(home, ".local", "state", "cocoonbox", "localbox")
 	ws := filepath.Join(state, "boxes", "main", "workspace")
-	run := func(name string, args ...string) string {
-		t.Helper()
-		c := exec.Command(name, args...)
-		c.Env = env
-		out, err := c.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	run := runner(t, env)
 	// start with an extra descriptor open, not close-on-exec.
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -214,4 +196,19 @@ func inboxPID(t *testing.T, state string, n int) int {
 	}
 	pid, _ := strconv.Atoi(m[n-1][1])
 	return pid
+}
+
+// runner returns a func that runs a command with env and returns its
+// output, failing the test if it fails.
+func runner(t *testing.T, env []string) func(name string, args ...string) string {
+	return func(name string, args ...string) string {
+		t.Helper()
+		c := exec.Command(name, args...)
+		c.Env = env
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
 }

@@ -89,6 +89,18 @@ func (f *freezer) freeze() {
 	f.mu.Unlock()
 }
 
+// shim is cocoonbox-ssh main LINE, through f, with COCOONBOX_KEEPALIVE=keepalive.
+func (f *freezer) shim(t *testing.T, b *testBox, line, keepalive string) *exec.Cmd {
+	t.Helper()
+	shim, err := exec.LookPath("cocoonbox-ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(shim, "main", line)
+	cmd.Env = append(append([]string{}, b.Env...), "COCOONBOX_ENDPOINT=http://"+f.lis.Addr().String(), "COCOONBOX_KEEPALIVE="+keepalive)
+	return cmd
+}
+
 // TestSSHKeepalive: when the connection stops answering mid-command, the
 // gRPC keepalive (shortened with COCOONBOX_KEEPALIVE) ends cocoonbox-ssh
 // with 255 and one line instead of a hang.
@@ -96,12 +108,7 @@ func TestSSHKeepalive(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
 	f := startFreezer(t, b.Addr)
-	shim, err := exec.LookPath("cocoonbox-ssh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(shim, "main", "echo started; exec sleep 600")
-	cmd.Env = append(append([]string{}, b.Env...), "COCOONBOX_ENDPOINT=http://"+f.lis.Addr().String(), "COCOONBOX_KEEPALIVE=10s,1s")
+	cmd := f.shim(t, b, "echo started; exec sleep 600", "10s,1s")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -136,12 +143,7 @@ func TestServerKeepalive(t *testing.T) {
 	t.Parallel()
 	b := startBox(t, func(s *localbox.Server) { s.KeepaliveTime, s.KeepaliveTimeout = time.Second, time.Second })
 	f := startFreezer(t, b.Addr)
-	shim, err := exec.LookPath("cocoonbox-ssh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(shim, "main", "echo $$ > sleep.pid; echo started; exec sleep 600")
-	cmd.Env = append(append([]string{}, b.Env...), "COCOONBOX_ENDPOINT=http://"+f.lis.Addr().String(), "COCOONBOX_KEEPALIVE=600s,600s")
+	cmd := f.shim(t, b, "echo $$ > sleep.pid; echo started; exec sleep 600", "600s,600s")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -212,12 +214,7 @@ func TestSSHKeepaliveUpload(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
 	f := startFreezer(t, b.Addr)
-	shim, err := exec.LookPath("cocoonbox-ssh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(shim, "main", "head -c 1 && echo started && cat > /dev/null")
-	cmd.Env = append(append([]string{}, b.Env...), "COCOONBOX_ENDPOINT=http://"+f.lis.Addr().String(), "COCOONBOX_KEEPALIVE=10s,1s")
+	cmd := f.shim(t, b, "head -c 1 && echo started && cat > /dev/null", "10s,1s")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
