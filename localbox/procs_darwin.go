@@ -1,0 +1,25 @@
+package localbox
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// startToken is pid's start time from the kernel's process table, or ""
+// when pid is gone.
+func startToken(pid int) string {
+	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
+	if err != nil || kp.Proc.P_pid != int32(pid) {
+		return ""
+	}
+	t := kp.Proc.P_starttime
+	return fmt.Sprintf("%d.%06d", t.Sec, t.Usec)
+}
+
+// exited reports whether pid is gone or a zombie.
+func exited(pid int) bool {
+	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
+	const zombie = 5 // SZOMB, sys/proc.h
+	return err != nil || kp.Proc.P_pid != int32(pid) || kp.Proc.P_stat == zombie
+}
