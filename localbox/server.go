@@ -46,7 +46,9 @@ const (
 )
 
 // Server serves the cocoonbox API for the boxes under Dir. Set the fields,
-// then call Serve; a Server serves one listener at a time.
+// then call Serve; a Server serves one listener at a time. Only one Server
+// may use a Dir at a time: when it starts, it ends the process groups the
+// records in Dir/procs name, as a previous one that died left them.
 type Server struct {
 	// Dir is the state directory: boxes/, tokens.json, the socket.
 	Dir string

@@ -157,6 +157,9 @@ func LoadTLS(certFile, keyFile string) (*tls.Config, error) {
 	if c.Leaf == nil {
 		return nil, fmt.Errorf("TLS certificate %s: no certificate", certFile)
 	}
+	if len(c.Leaf.DNSNames) == 0 && len(c.Leaf.IPAddresses) == 0 {
+		return nil, fmt.Errorf("TLS certificate %s names no host (no DNS or IP subject alternative names), so clients refuse it; make one with its host names", certFile)
+	}
 	now := time.Now()
 	if now.After(c.Leaf.NotAfter) {
 		return nil, fmt.Errorf("TLS certificate %s expired on %s; renew it (or use --tls self-signed)", certFile, c.Leaf.NotAfter.UTC().Format(time.RFC3339))
