@@ -354,16 +354,26 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	o.logf("send")
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
+	xctx, xcancel := context.WithCancel(ctx)
+	defer xcancel()
 	go func() {
 		err := WriteStream(pw, members)
-		pw.CloseWithError(err)
+		if err != nil {
+			// The Exec closes the box's stdin at any end of its own, and
+			// a tar cut at a member's end reads as a whole one: the box
+			// would start on a stream without the rest. So the Exec is
+			// cut instead, and the box never sees the stream end.
+			xcancel()
+		} else {
+			pw.Close()
+		}
 		werr <- err
 	}()
-	send, err := agent.Send(ctx, r.Key, o.Kind.Name, id, pr)
+	send, err := agent.Send(xctx, r.Key, o.Kind.Name, id, pr)
 	pr.CloseWithError(io.ErrClosedPipe)
 	os.Remove(bpath)
 	// A stream that broke on our side says why better than the box can.
-	if e := <-werr; err != nil && e != nil && !errors.Is(e, io.ErrClosedPipe) {
+	if e := <-werr; e != nil && !errors.Is(e, io.ErrClosedPipe) {
 		err = e
 	}
 	if err != nil {
