@@ -18,6 +18,9 @@ import (
 type Env struct {
 	Getenv  func(string) string
 	Environ []string
+	// GOOS is the platform the commands act for; "" is runtime.GOOS.
+	// Tests set it to run another platform's paths (platform.go).
+	GOOS string
 }
 
 // SystemEnv returns the process's own environment.
