@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -100,5 +102,51 @@ func TestAgentWindowsRefusal(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(home); len(ents) != 0 {
 		t.Errorf("the refusal wrote %v under HOME", ents)
+	}
+}
+
+// The contract's Mac paths: on macOS (Env.GOOS darwin) offload keeps its
+// files under ~/Library/Application Support/CocoonBox/offload/<repo key>/
+// (0700, the hand-over 0600) whatever XDG_DATA_HOME says; on Linux under
+// $XDG_DATA_HOME/cocoonbox/offload/.
+func TestOffloadDataDirByPlatform(t *testing.T) {
+	repo := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	t.Chdir(repo)
+	for goos, base := range map[string]string{
+		"darwin": filepath.Join("HOME", "Library", "Application Support", "CocoonBox", "offload"),
+		"linux":  filepath.Join("XDG", "cocoonbox", "offload"),
+	} {
+		t.Run(goos, func(t *testing.T) {
+			root := t.TempDir()
+			vars := map[string]string{"HOME": filepath.Join(root, "HOME"), "XDG_DATA_HOME": filepath.Join(root, "XDG"),
+				"GIT_CONFIG_GLOBAL": os.DevNull, "GIT_CONFIG_NOSYSTEM": "1"}
+			var environ []string
+			for k, v := range vars {
+				environ = append(environ, k+"="+v)
+			}
+			env := cli.Env{GOOS: goos, Getenv: func(k string) string { return vars[k] }, Environ: environ}
+			var out, errb bytes.Buffer
+			if code := cli.Cocoonbox([]string{"offload", "handover-path"}, env, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb}); code != 0 {
+				t.Fatalf("offload handover-path: exit %d, stderr %q", code, errb.String())
+			}
+			p := strings.TrimSuffix(out.String(), "\n")
+			offloadDir := filepath.Join(root, base)
+			rel, err := filepath.Rel(offloadDir, p)
+			if err != nil || strings.HasPrefix(rel, "..") || strings.Count(rel, string(filepath.Separator)) != 1 || filepath.Base(p) != "handover.md" {
+				t.Fatalf("hand-over at %s, want %s/<repo key>/handover.md", p, offloadDir)
+			}
+			for path, want := range map[string]os.FileMode{offloadDir: 0o700, filepath.Dir(p): 0o700, p: 0o600} {
+				if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {
+					t.Errorf("%s: %v, %v; want mode %v", path, fi.Mode().Perm(), err, want)
+				}
+			}
+			other := map[string]string{"darwin": "XDG", "linux": "HOME"}[goos]
+			if _, err := os.Stat(filepath.Join(root, other)); err == nil {
+				t.Errorf("%s: offload wrote under %s too", goos, other)
+			}
+		})
 	}
 }
