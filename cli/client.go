@@ -24,7 +24,7 @@ type Env struct {
 }
 
 // SystemEnv returns the process's own environment.
-func SystemEnv() Env { return Env{Getenv: os.Getenv, Environ: os.Environ()} }
+func SystemEnv() Env { return Env{Getenv: systemGetenv, Environ: os.Environ()} }
 
 // errNoToken is returned when no token is known for the endpoint.
 var errNoToken = errors.New("not signed in")
