@@ -194,7 +194,7 @@ func waitPID(t *testing.T, file string) int {
 // alive reports whether process pid runs: it exists and is no zombie (an
 // orphan's parent may be slow to reap it).
 func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
+	if p, err := os.FindProcess(pid); err != nil || p.Signal(syscall.Signal(0)) != nil {
 		return false
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
