@@ -261,7 +261,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	if ri.Fingerprint != "" {
 		logger.Printf("TLS certificate for %s, SHA-256 fingerprint %s", strings.Join(localbox.CertNames(tc), ", "), ri.Fingerprint)
 		if ri.CA != "" {
-			logger.Printf("a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s", url, ri.CA)
+			logger.Printf("a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s", laptopURL(url), ri.CA)
 		}
 	}
 	if !strings.HasPrefix(url, "unix://") {
@@ -345,7 +345,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 					fmt.Fprintf(s.Err, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
 				}
 				if ri.CA != "" {
-					fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint URL --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", ri.CA)
+					fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", laptopURL(ri.Endpoint), ri.CA)
 				}
 				return nil
 			}
@@ -431,6 +431,23 @@ func localEndpoint(env Env, ri runtimeInfo) (box.Endpoint, error) {
 		}
 	}
 	return box.WithCA(ep, env.Getenv), nil
+}
+
+// laptopURL is how another machine names the endpoint u of this one: with
+// this machine's host name in place of a loopback name.
+func laptopURL(u string) string {
+	ep, err := box.ParseEndpoint(u)
+	h, p, err2 := net.SplitHostPort(ep.Target)
+	name, err3 := os.Hostname()
+	if err != nil || err2 != nil || err3 != nil || name == "" || !isLoopbackName(h) {
+		return u
+	}
+	return "https://" + net.JoinHostPort(name, p)
+}
+
+func isLoopbackName(h string) bool {
+	ip := net.ParseIP(h)
+	return h == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // serverTLS is the TLS configuration o asks for, with the self-signed
