@@ -6,7 +6,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
 // Every box command and inbox leads a session (and process group) of its
@@ -100,9 +103,21 @@ func ours(pid int, tok string) bool {
 	if !groupAlive(pid) {
 		return false
 	}
-	if !procAlive(pid) {
+	if !proc.Alive(pid) {
 		return true
 	}
 	now := startToken(pid)
 	return now == tok && isGroupLeader(pid)
+}
+
+// groupAlive reports whether any process of group pgid lives.
+func groupAlive(pgid int) bool { return proc.SignalGroup(pgid, 0) == nil }
+
+// killGroup sends SIGTERM, or SIGKILL when hard, to group pgid.
+func killGroup(pgid int, hard bool) {
+	sig := syscall.SIGTERM
+	if hard {
+		sig = syscall.SIGKILL
+	}
+	proc.SignalGroup(pgid, sig)
 }

@@ -2,9 +2,11 @@
 
 package localbox
 
+import "github.com/cocoonbox/cocoonbox/internal/proc"
+
 // startToken is "" where the platform gives no cheap start time: a live
 // recorded pid is then taken as ours when it still leads its group.
 func startToken(int) string { return "" }
 
 // exited reports whether pid is gone.
-func exited(pid int) bool { return !procAlive(pid) }
+func exited(pid int) bool { return !proc.Alive(pid) }

@@ -5,30 +5,14 @@ package localbox
 import (
 	"os"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
-
-// groupAlive reports whether any process of group pgid lives.
-func groupAlive(pgid int) bool { return syscall.Kill(-pgid, 0) != syscall.ESRCH }
-
-// procAlive reports whether process pid lives.
-func procAlive(pid int) bool { return syscall.Kill(pid, 0) != syscall.ESRCH }
 
 // isGroupLeader reports whether pid leads its process group.
 func isGroupLeader(pid int) bool {
 	g, err := unix.Getpgid(pid)
 	return err == nil && g == pid
-}
-
-// killGroup sends SIGTERM, or SIGKILL when hard, to group pgid.
-func killGroup(pgid int, hard bool) {
-	sig := syscall.SIGTERM
-	if hard {
-		sig = syscall.SIGKILL
-	}
-	syscall.Kill(-pgid, sig)
 }
 
 // CloseInherited marks every descriptor of this process above stderr

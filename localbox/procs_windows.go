@@ -1,12 +1,8 @@
 package localbox
 
-// The local box runs no commands on Windows: these
-// stand in for the unix process-group calls.
-
-func groupAlive(int) bool    { return false }
-func procAlive(int) bool     { return false }
+// isGroupLeader stands in for the unix call: Windows has no process groups
+// to lead.
 func isGroupLeader(int) bool { return false }
-func killGroup(int, bool)    {}
 
 // CloseInherited does nothing on Windows, where a handle passes to a child
 // only when asked for.
