@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -215,17 +216,24 @@ func (c *Client) Hibernate(ctx context.Context, box string) (Box, error) {
 	return fromProto(r.GetBox()), nil
 }
 
+// maxEcho is how many runes of a value given by the caller an error
+// message repeats.
+const maxEcho = 80
+
 // wrap turns a gRPC error into one line that names what failed, wrapping the
 // sentinel a caller may branch on.
 func (c *Client) wrap(op string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
+	// op names what the caller gave (a box name, a device id) and msg is
+	// the server's text: neither may drive the terminal or flood it.
+	op = printable.Line(op, maxEcho)
 	st, ok := status.FromError(err)
 	if !ok {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	msg := st.Message()
+	msg := printable.Line(st.Message(), 4*maxEcho)
 	switch st.Code() {
 	case codes.Unauthenticated, codes.PermissionDenied:
 		return fmt.Errorf("%s: %w at %s: %s; sign in with `cocoonbox login`", op, ErrUnauthenticated, c.endpoint.URL, msg)

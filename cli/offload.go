@@ -20,6 +20,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/offload"
 )
 
@@ -429,7 +430,7 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCLI\tSTATUS\tCOPY\tOFFLOAD\tOUTBOX")
 	for _, x := range ss {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", printable(x.Name), printable(x.CLI), printable(x.Status), printable(x.Copy), printable(x.OffloadID), x.OutboxSeq)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", printable.Line(x.Name, 0), printable.Line(x.CLI, 0), printable.Line(x.Status, 0), printable.Line(x.Copy, 0), printable.Line(x.OffloadID, 0), x.OutboxSeq)
 	}
 	return tw.Flush()
 }
@@ -459,7 +460,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 		}
 		shown++
 		t := time.UnixMilli(e.TimeMS).Format("15:04:05")
-		fmt.Fprintf(s.Out, "#%d %s %s\n%s\n", e.Seq, offload.Printable(e.Kind), t, offload.Printable(strings.TrimRight(e.Body, "\n")))
+		fmt.Fprintf(s.Out, "#%d %s %s\n%s\n", e.Seq, printable.Text(e.Kind), t, printable.Text(strings.TrimRight(e.Body, "\n")))
 		if e.Kind != "back" {
 			fmt.Fprintln(s.Out)
 		}
@@ -467,7 +468,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	if shown == 0 {
 		fmt.Fprintln(s.Out, "no new entry")
 	}
-	fmt.Fprintf(s.Out, "session: %s\n", offload.Printable(rd.Status))
+	fmt.Fprintf(s.Out, "session: %s\n", printable.Text(rd.Status))
 	if rd.Status == "stopped" {
 		fmt.Fprintln(s.Err, "cocoonbox: the box CLI session has stopped, so back cannot ask it for its work")
 		for _, n := range offload.StoppedNext() {
