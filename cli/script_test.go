@@ -28,6 +28,8 @@ func TestMain(m *testing.M) {
 		"waitfile":             waitfile,
 		"browse":               browse,
 		"mktree":               mktree,
+		"blackhole":            blackhole,
+		"pasteback":            pasteback,
 	})
 }
 
