@@ -53,6 +53,7 @@ var (
 type Client struct {
 	conn     *grpc.ClientConn
 	endpoint Endpoint
+	signIn   string // the next step when the token is refused
 	boxes    controlv1.BoxesClient
 	session  controlv1.SessionClient
 	account  controlv1.AccountClient
@@ -63,6 +64,14 @@ type DialOption func(*dialOptions)
 
 type dialOptions struct {
 	keepaliveTime, keepaliveTimeout time.Duration
+	signIn                          string
+}
+
+// WithSignIn replaces the next step an UNAUTHENTICATED error names, "sign
+// in with `cocoonbox login`", with hint: the caller knows better when the
+// endpoint is a local box, where login may not be the way back in.
+func WithSignIn(hint string) DialOption {
+	return func(o *dialOptions) { o.signIn = hint }
 }
 
 // WithKeepalive replaces KeepaliveTime and KeepaliveTimeout: a ping after
@@ -75,7 +84,7 @@ func WithKeepalive(time, timeout time.Duration) DialOption {
 // Dial makes a client for ep that sends token (which may be empty) with
 // every call. The connection is made lazily by the first call.
 func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
-	do := dialOptions{keepaliveTime: KeepaliveTime, keepaliveTimeout: KeepaliveTimeout}
+	do := dialOptions{keepaliveTime: KeepaliveTime, keepaliveTimeout: KeepaliveTimeout, signIn: "sign in with `cocoonbox login`"}
 	for _, f := range options {
 		f(&do)
 	}
@@ -110,6 +119,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	return &Client{
 		conn:     conn,
 		endpoint: ep,
+		signIn:   do.signIn,
 		boxes:    controlv1.NewBoxesClient(conn),
 		session:  controlv1.NewSessionClient(conn),
 		account:  controlv1.NewAccountClient(conn),
@@ -236,7 +246,7 @@ func (c *Client) wrap(op string, err error) error {
 	msg := printable.Line(st.Message(), 4*maxEcho)
 	switch st.Code() {
 	case codes.Unauthenticated, codes.PermissionDenied:
-		return fmt.Errorf("%s: %w at %s: %s; sign in with `cocoonbox login`", op, ErrUnauthenticated, c.endpoint.URL, msg)
+		return fmt.Errorf("%s: %w at %s: %s; %s", op, ErrUnauthenticated, c.endpoint.URL, msg, c.signIn)
 	case codes.NotFound:
 		return fmt.Errorf("%s: %w: %s", op, ErrNotFound, msg)
 	case codes.Unavailable:

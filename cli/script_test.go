@@ -12,6 +12,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/cli"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
@@ -130,7 +131,7 @@ func params(t *testing.T, dir string) testscript.Params {
 			if err != nil {
 				return err
 			}
-			tok, err := localbox.IssueToken(state, "test", "cli")
+			tok, err := localbox.IssueToken(state, "test", auth.ClientID)
 			if err != nil {
 				return err
 			}
