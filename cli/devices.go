@@ -33,10 +33,11 @@ created and last used (kept to the minute). * marks the one this CLI uses.
 	c.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per device")
 	revoke := &cobra.Command{
-		Use:   "revoke ID",
-		Short: "Revoke a device's token; its open calls end",
-		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE:  func(_ *cobra.Command, a []string) error { return runDevicesRevoke(env, s, o, a[0]) },
+		Use:               "revoke ID",
+		Short:             "Revoke a device's token; its open calls end",
+		Args:              usageArgs(cobra.ExactArgs(1)),
+		RunE:              func(_ *cobra.Command, a []string) error { return runDevicesRevoke(env, s, o, a[0]) },
+		ValidArgsFunction: deviceIDs(env, &o.Endpoint),
 	}
 	revoke.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
 	c.AddCommand(revoke)

@@ -67,6 +67,7 @@ no account.`,
 		RunE:  func(*cobra.Command, []string) error { return runLocalboxStart(env, s, o) },
 	}
 	listen(start)
+	localBoxes := onlyFirst(boxNamesAt(func() (*box.Client, error) { return running(env) }))
 	lb.AddCommand(serve, start,
 		&cobra.Command{
 			Use:   "stop",
@@ -81,17 +82,19 @@ no account.`,
 			RunE:  func(*cobra.Command, []string) error { return runLocalboxStatus(env, s) },
 		},
 		&cobra.Command{
-			Use:   "sleep BOX",
-			Short: "Hibernate a box of the local box; the next command wakes it",
-			Args:  usageArgs(cobra.ExactArgs(1)),
+			Use:               "sleep BOX",
+			ValidArgsFunction: localBoxes,
+			Short:             "Hibernate a box of the local box; the next command wakes it",
+			Args:              usageArgs(cobra.ExactArgs(1)),
 			RunE: func(_ *cobra.Command, a []string) error {
 				return withClient(running(env))(func(c *box.Client) error { return sleepBox(c, s, a[0]) })
 			},
 		},
 		&cobra.Command{
-			Use:   "wake BOX",
-			Short: "Wake a box of the local box",
-			Args:  usageArgs(cobra.ExactArgs(1)),
+			Use:               "wake BOX",
+			ValidArgsFunction: localBoxes,
+			Short:             "Wake a box of the local box",
+			Args:              usageArgs(cobra.ExactArgs(1)),
 			RunE: func(_ *cobra.Command, a []string) error {
 				return withClient(running(env))(func(c *box.Client) error { return wakeBox(c, s, a[0]) })
 			},

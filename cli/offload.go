@@ -135,6 +135,12 @@ never through argv, the environment, a log or rsync.`}
 		c.Flags().StringVar(&o.Kind, "kind", "", "the coding-agent CLI: claude, codex or cursor")
 		c.Flags().StringVar(&o.Box, "box", defaultBox, "the box")
 	}
+	for _, c := range []*cobra.Command{cmd, status, abandon, install, signin} {
+		c.RegisterFlagCompletionFunc("box", boxNames(env, nil))
+	}
+	for _, c := range []*cobra.Command{cmd, install, signin} {
+		c.RegisterFlagCompletionFunc("kind", kinds)
+	}
 	cmd.AddCommand(hp, status, inbox, send, restart, abandon, secrets, install, signin)
 	return cmd
 }
