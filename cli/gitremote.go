@@ -26,8 +26,12 @@ func GitRemote(args []string, env Env, s Streams) int {
 		fmt.Fprintf(s.Err, "%s: %v\n", gitRemoteProg, err)
 		return ExitFailure
 	}
+	if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {
+		fmt.Fprint(s.Out, gitRemotePage.Help())
+		return ExitOK
+	}
 	if len(args) != 2 {
-		return fail(errors.New("usage: git-remote-cocoonbox REMOTE URL; git runs it for cocoonbox:: URLs, as in git clone cocoonbox::main/app"))
+		return fail(errors.New("usage: git-remote-cocoonbox REMOTE URL; git runs it for cocoonbox:: URLs, as in git clone cocoonbox::main/app; see: git-remote-cocoonbox --help"))
 	}
 	var client *box.Client
 	h := &remote.Helper{

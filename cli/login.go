@@ -39,16 +39,27 @@ func newLogin(env Env, s Streams) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "login",
 		Short: "Sign in through the browser, or with a personal key (--token -)",
-		Long: `login signs this computer in at the endpoint. It opens the endpoint's
-consent page in your browser; after you click Allow there, the CLI gets a
-device token of its own, saved in credentials.json (0600) for the endpoint.
+		Long: `login signs this computer in at the endpoint. It checks first that the
+endpoint answers (5 s), then opens the endpoint's consent page in your
+browser; after you click Allow there, the CLI gets a device token of its
+own, saved in credentials.json (0600) for the endpoint. It waits --timeout
+(10 minutes) for the answer; Ctrl-C gives up.
+
+With no browser here (--no-browser, no $DISPLAY or $BROWSER, or an opener
+that fails) login prints the link: open it in a browser on any computer,
+click Allow, and paste the address that browser ends on
+(http://127.0.0.1:PORT/callback?code=...) back here. Its state and issuer
+are checked as at the loopback port.
+
 --token - reads a personal key from stdin, or from a hidden prompt on a
 terminal, instead. A token is never an argument and never printed.
 
-A local box (cocoonbox localbox start --listen 127.0.0.1:PORT) asks for its
-sign-in code first: login prints it. See docs/login.md.`,
+A local box needs no login: localbox start saves a token for it. On
+loopback TCP (localbox start --listen 127.0.0.1:PORT) it takes a browser
+sign-in too, and asks for its sign-in code first: login prints it.`,
 		Example: `  cocoonbox login
-  cocoonbox login --endpoint http://127.0.0.1:7300 --no-browser
+  cocoonbox login --no-browser
+  cocoonbox login --endpoint http://127.0.0.1:7300
   cocoonbox login --token - < key.txt`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error { return runLogin(env, s, o) },

@@ -55,7 +55,7 @@ template there); offload --handover-prompt prints a request to paste into a
 coding agent that has no cocoonbox plugin.
 
 Exit status: 0 done; 1 failed, rolled back; 2 usage; 3 refused, nothing
-changed; 4 warnings that need --yes. See docs/offload.md.`,
+changed; 4 warnings that need --yes.`,
 		Example: `  cocoonbox offload handover-path
   cocoonbox offload --kind claude
   cocoonbox offload inbox --wait 60
