@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log"
 	"os"
@@ -236,6 +237,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		return err
 	}
 	defer logf.Close()
+	logStart, _ := logf.Seek(0, io.SeekEnd)
 	args := []string{"cocoonbox", "localbox", "serve"}
 	if o.Listen != "" {
 		args = append(args, "--listen", o.Listen)
@@ -270,6 +272,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 				lost = true
 				continue
 			}
+			if why := lastLine(logPath, logStart); why != "" {
+				return fmt.Errorf("the local box did not start: %s\nits log is %s", why, logPath)
+			}
 			return fmt.Errorf("the local box exited at start (%v); its log is %s", err, logPath)
 		case <-deadline:
 			cmd.Process.Signal(syscall.SIGTERM)
@@ -277,6 +282,19 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// lastLine is the last line written to the log at path after offset: the
+// error a serve that failed printed, without its "cocoonbox: ".
+func lastLine(path string, offset int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.NewSectionReader(f, offset, 64<<10))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimPrefix(lines[len(lines)-1], "cocoonbox: ")
 }
 
 // listenURL is the endpoint --listen asks for, or "" when it cannot be
