@@ -186,11 +186,10 @@ func browserLogin(ctx context.Context, env Env, s Streams, ep box.Endpoint, name
 		fmt.Fprintln(s.Err, "no browser here (no $DISPLAY or $BROWSER): finish in a browser on any computer")
 		paste = true
 	default:
+		fmt.Fprintf(s.Err, "opening the browser to sign in at %s\nif it does not open, visit:\n  %s\n", ep.URL, link)
 		if err := auth.Launch(link, env.Getenv, env.Environ); err != nil {
 			fmt.Fprintf(s.Err, "cocoonbox: %v; open the link yourself\n", err)
 			paste = true
-		} else {
-			fmt.Fprintf(s.Err, "opened the browser to sign in at %s\nif it did not open, visit:\n  %s\n", ep.URL, link)
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, o.Timeout)
