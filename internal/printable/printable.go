@@ -27,31 +27,36 @@ func Text(s string) string {
 // of more than max runes is cut to max and ends in "…". max <= 0 means no
 // cut.
 func Line(s string, max int) string {
-	s = strings.Map(func(r rune) rune {
+	return cut(strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return '?'
 		}
 		return r
-	}, s)
-	if max > 0 && utf8.RuneCountInString(s) > max {
-		i, n := 0, 0
-		for i = range s {
-			if n == max {
-				break
-			}
-			n++
-		}
-		s = s[:i] + "…"
-	}
-	return s
+	}, s), max)
 }
 
 // Lines is Text with each line cut as Line cuts a value, so that a
-// message of several lines keeps them and no line floods the terminal.
+// message of several lines keeps them, and its tabs, and no line floods
+// the terminal.
 func Lines(s string, max int) string {
 	lines := strings.Split(Text(s), "\n")
 	for i, l := range lines {
-		lines[i] = Line(l, max)
+		lines[i] = cut(l, max)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// cut keeps the first max runes of s, and "…" when there were more.
+func cut(s string, max int) string {
+	if max <= 0 || utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == max {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
 }

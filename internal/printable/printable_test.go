@@ -42,8 +42,8 @@ func TestLine(t *testing.T) {
 }
 
 func TestLines(t *testing.T) {
-	in := "no box \"" + strings.Repeat("b", 500) + "\"\n\x1b[31mnext: cocoonbox boxes list"
-	want := "no box \"" + strings.Repeat("b", 92) + "…\n?[31mnext: cocoonbox boxes list"
+	in := "no box \"" + strings.Repeat("b", 500) + "\"\n\x1b[31mnext:\tcocoonbox boxes list"
+	want := "no box \"" + strings.Repeat("b", 92) + "…\n?[31mnext:\tcocoonbox boxes list"
 	if got := Lines(in, 100); got != want {
 		t.Errorf("Lines = %q, want %q", got, want)
 	}
