@@ -159,7 +159,7 @@ const defaultLoginTimeout = 10 * time.Minute
 // prints the link and takes the address the browser ended on from stdin.
 func browserLogin(ctx context.Context, env Env, s Streams, ep box.Endpoint, name string, o loginOptions) (string, error) {
 	if strings.HasPrefix(ep.URL, "unix://") {
-		return "", fmt.Errorf("%s is a unix socket, which a browser cannot reach\nstart the local box on loopback TCP (cocoonbox localbox start --listen 127.0.0.1:PORT), or give a key: cocoonbox login --token -", ep.URL)
+		return "", fmt.Errorf("%s is a unix socket, which a browser cannot reach\na local box needs no login: cocoonbox localbox start saves a token for it; for a browser sign-in, start it on loopback TCP (cocoonbox localbox start --listen 127.0.0.1:PORT), or give a key: cocoonbox login --token -", ep.URL)
 	}
 	switch {
 	case o.Timeout < 0:
