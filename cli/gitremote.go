@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/remote"
 )
 
@@ -23,7 +24,7 @@ func GitRemote(args []string, env Env, s Streams) int {
 	// git closing our stdout must be an EPIPE error, not a death by signal.
 	signal.Ignore(syscall.SIGPIPE)
 	fail := func(err error) int {
-		fmt.Fprintf(s.Err, "%s: %v\n", gitRemoteProg, err)
+		fmt.Fprintf(s.Err, "%s: %s\n", gitRemoteProg, printable.Lines(err.Error(), maxLine))
 		return ExitFailure
 	}
 	if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {
