@@ -253,6 +253,8 @@ func (c *Client) wrap(op string, err error) error {
 		hint := ""
 		if strings.HasPrefix(c.endpoint.URL, "unix://") {
 			hint = "; is the local box running? (cocoonbox localbox start)"
+		} else if h, ok := strings.CutPrefix(c.endpoint.URL, "http://"); ok && (strings.HasPrefix(h, "127.0.0.1:") || strings.HasPrefix(h, "localhost:") || strings.HasPrefix(h, "[::1]:")) {
+			hint = "; is the local box running? (cocoonbox localbox start --listen " + h + ")"
 		}
 		return fmt.Errorf("%s: %w: %s: %s%s", op, ErrUnavailable, c.endpoint.URL, dialReason(msg), hint)
 	case codes.DeadlineExceeded:
