@@ -1,14 +1,19 @@
 # The two commands a newcomer runs: `make demo` and `make test`.
 GO ?= go
 PACKAGES ?= ./...
+# VERSION is what --version prints on every binary: a tag, or git describe's
+# TAG-N-gHASH / HASH with -dirty for uncommitted changes. A plain `go build`
+# or `go install` falls back to the module's build information.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS = -X github.com/cocoonbox/cocoonbox/internal/version.stamp=$(VERSION)
 
-.PHONY: build install test demo deps proto bench vet
+.PHONY: build install test demo deps proto bench vet dist dist-smoke
 
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
 install:
-	$(GO) install ./cmd/...
+	$(GO) install -ldflags '$(LDFLAGS)' ./cmd/...
 
 deps:
 	@scripts/deps.sh test
@@ -20,6 +25,16 @@ test: deps
 demo: build
 	@scripts/deps.sh demo
 	@scripts/demo.sh
+
+# Release archives in dist/: cocoonbox_VERSION_OS_ARCH.tar.gz for each target
+# (the four binaries, README.md, docs/) and SHA256SUMS; see docs/install.md.
+dist:
+	@VERSION='$(VERSION)' GO='$(GO)' scripts/dist.sh
+
+# Unpacks this machine's archive from dist/ into a temporary prefix and runs
+# its binaries from there against a local box.
+dist-smoke: dist
+	@VERSION='$(VERSION)' scripts/dist-smoke.sh
 
 # Regenerates proto/cocoonbox/control/v1/*.pb.go with Debian's protoc and the
 # plugins pinned in go.mod's tool block.

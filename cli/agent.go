@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cocoonbox/cocoonbox/boxagent"
+	"github.com/cocoonbox/cocoonbox/internal/version"
 )
 
 // Agent is cocoonbox-agent, the box half of offload: args without the
@@ -123,7 +124,8 @@ and out of the box and talk to its inbox; each prints one JSON line.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// Help only on -h or --help: anything else prints the one line.
-		Args: cobra.ArbitraryArgs,
+		Args:    cobra.ArbitraryArgs,
+		Version: version.String(),
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return a.fail(usage(fmt.Sprintf("unknown command %q; see: cocoonbox-agent --help", args[0])))
@@ -131,6 +133,7 @@ and out of the box and talk to its inbox; each prints one JSON line.`,
 			return a.fail(usage("give a command: offload; see: cocoonbox-agent --help"))
 		},
 	}
+	root.SetVersionTemplate(versionTemplate)
 	root.SetIn(a.s.In)
 	root.SetOut(a.s.Out)
 	root.SetErr(a.s.Err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cocoonbox/cocoonbox/internal/version"
 )
 
 // Exit statuses of cocoonbox (docs/cli.md); rsh passes the remote status
@@ -141,6 +143,7 @@ cocoonbox-ssh.`,
 		newBack(env, s),
 	)
 	groupsRefuseUnknown(root)
-	root.Version = version()
+	root.Version = version.String()
+	root.SetVersionTemplate(versionTemplate)
 	return root
 }

@@ -26,6 +26,9 @@ func GitRemote(args []string, env Env, s Streams) int {
 		fmt.Fprintf(s.Err, "%s: %v\n", gitRemoteProg, err)
 		return ExitFailure
 	}
+	if isVersion(args) {
+		return printVersion(s.Out, gitRemoteProg)
+	}
 	if len(args) != 2 {
 		return fail(errors.New("usage: git-remote-cocoonbox REMOTE URL; git runs it for cocoonbox:: URLs, as in git clone cocoonbox::main/app"))
 	}
