@@ -22,8 +22,8 @@ test: deps
 	$(GO) vet $(PACKAGES)
 	$(GO) test -count=1 -timeout 15m $(PACKAGES)
 
+# demo.sh checks (and as root installs) what its steps run before the first.
 demo: build
-	@scripts/deps.sh demo
 	@scripts/demo.sh
 
 # Release archives in dist/: cocoonbox_VERSION_OS_ARCH.tar.gz for each target

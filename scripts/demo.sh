@@ -3,6 +3,12 @@
 # it on real input, each step narrated. Later features add their steps here.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+# Before the first step: every program a step runs, here and in the box
+# (scripts/deps.sh demo installs them as root, else names them), and ours.
+"$top/scripts/deps.sh" demo
+for b in cocoonbox cocoonbox-ssh git-remote-cocoonbox cocoonbox-agent; do
+  [ -x "$top/bin/$b" ] || { echo "demo: $top/bin/$b is missing; run make demo, which builds it" >&2; exit 1; }
+done
 export PATH="$top/bin:$PATH"
 demo=$(mktemp -d /tmp/cocoonbox-demo.XXXXXX)
 export HOME="$demo/home"
@@ -11,7 +17,9 @@ unset XDG_CONFIG_HOME XDG_STATE_HOME XDG_DATA_HOME COCOONBOX_ENDPOINT COCOONBOX_
 cleanup() { cocoonbox localbox stop >/dev/null 2>&1 || true; rm -rf "$demo"; }
 trap cleanup EXIT
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# step is a heading, bold only on a terminal.
+if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
+step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
 # show prints a command as it would be typed: words with shell characters
 # single-quoted, so a line pasted from the transcript runs the same.
 show() {

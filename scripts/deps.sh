@@ -15,13 +15,17 @@ check python3 python3
 check npm npm
 check ssh openssh-client
 check sftp openssh-client
+# The demo's sftp step runs the box's sftp-server, where Debian puts it.
+[ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
 check tput ncurses-bin
+# The rest of what the demo's steps run, here and in the box: part of every
+# Debian, checked so a trimmed image names them too.
+for p in tar:tar find:findutils diff:diffutils sed:sed hostname:hostname; do check "${p%%:*}" "${p#*:}"; done
 if [ "$profile" = test ]; then
 	check chromium chromium
 	check scp openssh-client
 	check ssh-keygen openssh-client
 	[ -x /usr/sbin/sshd ] || need+=(openssh-server)
-	[ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
 fi
 need+=("$@")
 mise=$(command -v mise >/dev/null 2>&1 && echo yes || echo no)
