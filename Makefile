@@ -38,8 +38,9 @@ demo: build
 
 # Release archives in dist/: cocoonbox_VERSION_OS_ARCH.tar.gz for each target
 # (the four binaries, README.md, docs/) and SHA256SUMS; see docs/install.md.
+DIST_TARGETS ?= $(PLATFORMS)
 dist:
-	@VERSION='$(VERSION)' GO='$(GO)' scripts/dist.sh
+	@VERSION='$(VERSION)' GO='$(GO)' DIST_TARGETS='$(DIST_TARGETS)' scripts/dist.sh
 
 # Unpacks this machine's archive from dist/ into a temporary prefix and runs
 # its binaries from there against a local box.
