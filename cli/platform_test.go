@@ -107,8 +107,8 @@ func TestAgentWindowsRefusal(t *testing.T) {
 
 // The contract's Mac paths: on macOS (Env.GOOS darwin) offload keeps its
 // files under ~/Library/Application Support/CocoonBox/offload/<repo key>/
-// (0700, the hand-over 0600) whatever XDG_DATA_HOME says; on Linux under
-// $XDG_DATA_HOME/cocoonbox/offload/.
+// (0700, the hand-over 0600) and repos.json (0600) beside them, whatever
+// XDG_DATA_HOME says; on Linux under $XDG_DATA_HOME/cocoonbox/offload/.
 func TestOffloadDataDirByPlatform(t *testing.T) {
 	repo := t.TempDir()
 	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
@@ -134,11 +134,15 @@ func TestOffloadDataDirByPlatform(t *testing.T) {
 			}
 			p := strings.TrimSuffix(out.String(), "\n")
 			offloadDir := filepath.Join(root, base)
+			errb.Reset()
+			if code := cli.Cocoonbox([]string{"offload", "secrets", "add", "aws"}, env, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb}); code != 0 {
+				t.Fatalf("offload secrets add aws: exit %d, stderr %q", code, errb.String())
+			}
 			rel, err := filepath.Rel(offloadDir, p)
 			if err != nil || strings.HasPrefix(rel, "..") || strings.Count(rel, string(filepath.Separator)) != 1 || filepath.Base(p) != "handover.md" {
 				t.Fatalf("hand-over at %s, want %s/<repo key>/handover.md", p, offloadDir)
 			}
-			for path, want := range map[string]os.FileMode{offloadDir: 0o700, filepath.Dir(p): 0o700, p: 0o600} {
+			for path, want := range map[string]os.FileMode{offloadDir: 0o700, filepath.Dir(p): 0o700, p: 0o600, filepath.Join(offloadDir, "repos.json"): 0o600} {
 				if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {
 					t.Errorf("%s: %v, %v; want mode %v", path, fi.Mode().Perm(), err, want)
 				}
