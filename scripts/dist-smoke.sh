@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make dist-smoke (CI, after make dist): checks dist/SHA256SUMS, unpacks this
 # machine's archive into a temporary prefix as docs/install.md says, and runs
-# its binaries from there with nothing else of ours on the PATH: --version of
+# its binaries from there with nothing else of ours on the PATH (after
+# checking every archive holds the four binaries and the docs): --version of
 # each (the stamped VERSION), a local box in a throw-away HOME, one rsh, one
 # cocoonbox-ssh, one git ls-remote cocoonbox::…, then stops the box.
 # Environment: VERSION (default: git describe --tags --always --dirty).
@@ -29,6 +30,16 @@ trap cleanup EXIT
 
 echo "dist-smoke: checking SHA256SUMS" >&2
 (cd "$top/dist" && sha256sum --check --quiet SHA256SUMS) || fail "an archive does not match dist/SHA256SUMS"
+# Every archive listed holds the four binaries and the docs, under its name.
+while read -r _ a; do
+	n=${a%.tar.gz} exe=
+	case $n in *_windows_*) exe=.exe ;; esac
+	list=$(tar -tzf "$top/dist/$a")
+	for f in bin/cocoonbox bin/cocoonbox-ssh bin/git-remote-cocoonbox bin/cocoonbox-agent; do
+		grep -qx "$n/$f$exe" <<<"$list" || fail "$a has no $n/$f$exe"
+	done
+	grep -qx "$n/share/doc/cocoonbox/README.md" <<<"$list" || fail "$a has no $n/share/doc/cocoonbox/README.md"
+done <"$top/dist/SHA256SUMS"
 tar -xzf "$archive" -C "$prefix" --strip-components=1
 # Only the archive's binaries: the PATH has none of ./bin, GOPATH/bin or Go.
 export PATH="$prefix/bin:/usr/local/bin:/usr/bin:/bin"
