@@ -29,7 +29,9 @@ cleanup() { "$prefix/bin/cocoonbox" localbox stop >/dev/null 2>&1 || true; rm -r
 trap cleanup EXIT
 
 echo "dist-smoke: checking SHA256SUMS" >&2
-(cd "$top/dist" && sha256sum --check --quiet SHA256SUMS) || fail "an archive does not match dist/SHA256SUMS"
+sum=sha256sum
+command -v sha256sum >/dev/null 2>&1 || sum='shasum -a 256'
+(cd "$top/dist" && $sum --check --quiet SHA256SUMS) || fail "an archive does not match dist/SHA256SUMS"
 # Every archive listed holds the four binaries and the docs, under its name.
 while read -r _ a; do
 	n=${a%.tar.gz} exe=

@@ -52,5 +52,8 @@ for t in $targets; do
 		--mtime="@$epoch" --mode='u+rwX,go+rX,go-w' -C "$stage" -cf - "$name" |
 		gzip -9n >"dist/$name.tar.gz"
 done
-(cd dist && sha256sum cocoonbox_*.tar.gz >SHA256SUMS)
+# sha256sum's lines, which shasum -a 256 (a Mac's) writes alike.
+sum=sha256sum
+command -v sha256sum >/dev/null 2>&1 || sum='shasum -a 256'
+(cd dist && $sum cocoonbox_*.tar.gz >SHA256SUMS)
 echo "dist: $(ls dist/cocoonbox_*.tar.gz | wc -l) archives and SHA256SUMS in $top/dist" >&2
