@@ -7,13 +7,24 @@ PACKAGES ?= ./...
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS = -X github.com/cocoonbox/cocoonbox/internal/version.stamp=$(VERSION)
 
-.PHONY: build install test demo deps proto bench vet dist dist-smoke
+.PHONY: build install man test demo deps proto bench vet dist dist-smoke
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
-install:
+# Man pages go where man finds them from PATH: beside $(go env GOPATH)/bin.
+PREFIX ?= $(shell $(GO) env GOPATH)
+MANDIR ?= $(PREFIX)/share/man/man1
+
+install: man
 	$(GO) install -ldflags '$(LDFLAGS)' ./cmd/...
+	install -d $(DESTDIR)$(MANDIR)
+	install -m 644 man/man1/*.1 $(DESTDIR)$(MANDIR)
+
+# The four binaries' man pages, generated from the text of their --help.
+man:
+	rm -rf man/man1
+	$(GO) run ./internal/genman man/man1
 
 deps:
 	@scripts/deps.sh test
@@ -37,7 +48,8 @@ demo: build
 	@scripts/demo.sh
 
 # Release archives in dist/: cocoonbox_VERSION_OS_ARCH.tar.gz for each target
-# (the four binaries, README.md, docs/) and SHA256SUMS; see docs/install.md.
+# (the four binaries, man pages, README.md, docs/) and SHA256SUMS; see
+# docs/install.md.
 DIST_TARGETS ?= $(PLATFORMS)
 dist:
 	@VERSION='$(VERSION)' GO='$(GO)' DIST_TARGETS='$(DIST_TARGETS)' scripts/dist.sh

@@ -32,7 +32,8 @@ echo "dist-smoke: checking SHA256SUMS" >&2
 sum=sha256sum
 command -v sha256sum >/dev/null 2>&1 || sum='shasum -a 256'
 (cd "$top/dist" && $sum --check --quiet SHA256SUMS) || fail "an archive does not match dist/SHA256SUMS"
-# Every archive listed holds the four binaries and the docs, under its name.
+# Every archive listed holds the four binaries, the man pages and the docs,
+# under its name.
 while read -r _ a; do
 	n=${a%.tar.gz} exe=
 	case $n in *_windows_*) exe=.exe ;; esac
@@ -40,7 +41,9 @@ while read -r _ a; do
 	for f in bin/cocoonbox bin/cocoonbox-ssh bin/git-remote-cocoonbox bin/cocoonbox-agent; do
 		grep -qx "$n/$f$exe" <<<"$list" || fail "$a has no $n/$f$exe"
 	done
-	grep -qx "$n/share/doc/cocoonbox/README.md" <<<"$list" || fail "$a has no $n/share/doc/cocoonbox/README.md"
+	for f in share/doc/cocoonbox/README.md share/man/man1/cocoonbox.1 share/man/man1/git-remote-cocoonbox.1; do
+		grep -qx "$n/$f" <<<"$list" || fail "$a has no $n/$f"
+	done
 done <"$top/dist/SHA256SUMS"
 tar -xzf "$archive" -C "$prefix" --strip-components=1
 # Only the archive's binaries: the PATH has none of ./bin, GOPATH/bin or Go.

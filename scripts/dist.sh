@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make dist: release archives in dist/. For each target a
 # cocoonbox_VERSION_OS_ARCH.tar.gz holding one directory of that name with
-# bin/ (the four binaries) and share/doc/cocoonbox/ (README.md, docs/), so
+# bin/ (the four binaries), share/man/man1/ (their man pages) and
+# share/doc/cocoonbox/ (README.md, docs/), so
 # `tar -xzf ARCHIVE -C PREFIX --strip-components=1` installs into PREFIX;
 # then dist/SHA256SUMS. Builds are -trimpath, CGO_ENABLED=0, and the archives
 # carry the commit's time and no owner, so the same commit and Go give the
@@ -36,16 +37,19 @@ stage=$(mktemp -d "${TMPDIR:-/tmp}/cocoonbox-dist.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 mkdir -p dist
 rm -f dist/cocoonbox_*.tar.gz dist/SHA256SUMS
+# The man pages are the same for every target: made once, on this machine.
+"$GO" run ./internal/genman "$stage/man1"
 
 for t in $targets; do
 	os=${t%/*} arch=${t#*/}
 	name=cocoonbox_${VERSION}_${os}_${arch}
 	root=$stage/$name
-	mkdir -p "$root/bin" "$root/share/doc/cocoonbox"
+	mkdir -p "$root/bin" "$root/share/doc/cocoonbox" "$root/share/man"
 	echo "dist: building $name" >&2
 	CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath \
 		-ldflags "-s -w -X github.com/cocoonbox/cocoonbox/internal/version.stamp=$VERSION" \
 		-o "$root/bin/" ./cmd/...
+	cp -R "$stage/man1" "$root/share/man/"
 	cp README.md "$root/share/doc/cocoonbox/"
 	cp -R docs "$root/share/doc/cocoonbox/"
 	"$TAR" --sort=name --format=gnu --owner=0 --group=0 --numeric-owner \
