@@ -6,9 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cocoonbox/cocoonbox/sshserve"
@@ -111,18 +113,19 @@ func TestSSHStdioExitCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.command, func(t *testing.T) {
-			c := s.cmd("-vvv", "main.cocoonbox", tt.command)
-			var stderr strings.Builder
-			c.Stderr = &stderr
+			// ssh's log apart from the remote stderr, which may hold anything.
+			logFile := filepath.Join(t.TempDir(), "ssh.log")
+			c := s.cmd("-vvv", "-E", logFile, "main.cocoonbox", tt.command)
 			err := c.Run()
 			if _, ok := err.(*exec.ExitError); err != nil && !ok {
 				t.Fatal(err)
 			}
+			log := readFile(t, logFile)
 			if got := c.ProcessState.ExitCode(); got != tt.code {
-				t.Errorf("exit status %d, want %d; ssh -vvv says:\n%s", got, tt.code, stderr.String())
+				t.Errorf("exit status %d, want %d; ssh -vvv says:\n%s", got, tt.code, log)
 			}
 			var frames []string
-			for _, m := range frameRE.FindAllStringSubmatch(stderr.String(), -1) {
+			for _, m := range frameRE.FindAllStringSubmatch(log, -1) {
 				frames = append(frames, m[1]+m[2])
 			}
 			if diff := cmp.Diff(tt.frames, frames); diff != "" {
@@ -199,5 +202,288 @@ func TestSSHStdioHostKey(t *testing.T) {
 	out, _ = c.CombinedOutput()
 	if c.ProcessState.ExitCode() != 255 || !strings.Contains(string(out), "REMOTE HOST IDENTIFICATION HAS CHANGED") {
 		t.Errorf("wrong key pinned: exit %d, output %q; want ssh's refusal", c.ProcessState.ExitCode(), out)
+	}
+}
+
+// TestSSHStdioTerminal: OpenSSH's ssh on a PTY the test made, through
+// cocoonbox-ssh --stdio: the box gets a terminal of the PTY's size, TERM
+// and the local terminfo, a resize, raw bytes; the exit code comes back and
+// ssh gives the terminal back as it found it.
+func TestSSHStdioTerminal(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	env := append(append([]string{}, s.Env...), "TERM=xterm-256color")
+	p := startProgOnPTY(t, "ssh", env, "-F", s.Config, "-t", "main.cocoonbox",
+		`stty size; echo "TERM=$TERM"; test -s ~/.terminfo/x/xterm-256color && echo TERMINFO-OK; tty >/dev/null && echo TTY-OK; `+
+			`trap 'stty size; stty raw -echo; echo READY2; head -c 3 | od -An -tx1; stty sane; exit 7' WINCH; echo READY; while :; do sleep 0.1; done`)
+	p.waitFor("24 80\r\n")
+	p.waitFor("TERM=xterm-256color\r\n")
+	p.waitFor("TERMINFO-OK\r\n")
+	p.waitFor("TTY-OK\r\n")
+	p.waitFor("READY")
+	if err := pty.Setsize(p.ptmx, &pty.Winsize{Rows: 40, Cols: 100}); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor("40 100\r\n")
+	p.waitFor("READY2")
+	// Ctrl-C, NUL, Ctrl-D: bytes for the box, not signals or EOF here.
+	p.write("\x03\x00\x04")
+	p.waitFor(" 03 00 04")
+	p.wantExit(7)
+	p.waitFor("Connection to main.cocoonbox closed.")
+}
+
+// TestSSHStdioTerminalEscape: OpenSSH's own ~. ends the session; the
+// command in the box is ended with it, ssh exits 255.
+func TestSSHStdioTerminalEscape(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	env := append(append([]string{}, s.Env...), "TERM=xterm")
+	p := startProgOnPTY(t, "ssh", env, "-F", s.Config, "-t", "main.cocoonbox", `echo READY; sed -u 's/^/got:/'`)
+	p.waitFor("READY")
+	p.write("abc\r")
+	p.waitFor("got:abc")
+	p.write("\r~.")
+	p.wantExit(255)
+}
+
+// runOK runs c and fails the test unless it succeeds; it returns stdout.
+func runOK(t *testing.T, c *exec.Cmd) string {
+	t.Helper()
+	var stdout, stderr strings.Builder
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err != nil {
+		t.Fatalf("%q: %v\nstdout:\n%s\nstderr:\n%s", c.Args, err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+// inEnv is c with env as its environment.
+func inEnv(c *exec.Cmd, env []string) *exec.Cmd {
+	c.Env = env
+	return c
+}
+
+// TestSSHStdioTools: OpenSSH's scp (SFTP and -O), sftp in batch mode,
+// rsync -e ssh, and git clone and push, all through main.cocoonbox as a
+// user's ssh_config makes them, byte for byte.
+func TestSSHStdioTools(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"scp", "sftp", "rsync", "git"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%v: scripts/deps.sh installs it", err)
+		}
+	}
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	local := t.TempDir()
+	data := make([]byte, 3<<20+17)
+	for i := range data {
+		data[i] = byte(i * 7 % 251)
+	}
+	src := filepath.Join(local, "a file")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	same := func(what, path string) {
+		t.Helper()
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if string(got) != string(data) {
+			t.Errorf("%s: %d bytes differ from the %d sent", what, len(got), len(data))
+		}
+	}
+
+	t.Run("scp", func(t *testing.T) {
+		runOK(t, inEnv(exec.Command("scp", "-q", "-F", s.Config, src, "main.cocoonbox:via-sftp"), s.Env))
+		same("scp (SFTP) up", filepath.Join(b.Workspace, "via-sftp"))
+		runOK(t, inEnv(exec.Command("scp", "-q", "-O", "-F", s.Config, "main.cocoonbox:via-sftp", filepath.Join(local, "down-O")), s.Env))
+		same("scp -O down", filepath.Join(local, "down-O"))
+		runOK(t, inEnv(exec.Command("scp", "-q", "-O", "-F", s.Config, src, "main.cocoonbox:via-O"), s.Env))
+		same("scp -O up", filepath.Join(b.Workspace, "via-O"))
+		runOK(t, inEnv(exec.Command("scp", "-q", "-F", s.Config, "main.cocoonbox:via-O", filepath.Join(local, "down-sftp")), s.Env))
+		same("scp (SFTP) down", filepath.Join(local, "down-sftp"))
+	})
+
+	t.Run("sftp", func(t *testing.T) {
+		batch := filepath.Join(local, "batch")
+		write(t, batch, fmt.Sprintf("mkdir sdir\nput %q sdir/put\nls sdir\nget sdir/put %q\nrename sdir/put sdir/moved\nls -1 sdir\n", src, filepath.Join(local, "got")))
+		out := runOK(t, inEnv(exec.Command("sftp", "-F", s.Config, "-b", batch, "main.cocoonbox"), s.Env))
+		if !strings.Contains(out, "sftp> ls -1 sdir\nsdir/moved\n") {
+			t.Errorf("sftp batch output:\n%s", out)
+		}
+		same("sftp put", filepath.Join(b.Workspace, "sdir", "moved"))
+		same("sftp get", filepath.Join(local, "got"))
+	})
+
+	t.Run("rsync", func(t *testing.T) {
+		tree := filepath.Join(local, "tree")
+		for _, f := range []string{"x/1", "x/2 two", "y/ü/3"} {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(tree, f)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(tree, f), f+"\n")
+		}
+		if err := os.WriteFile(filepath.Join(tree, "big"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rsh := "ssh -F " + s.Config
+		runOK(t, inEnv(exec.Command("rsync", "-a", "-e", rsh, tree+"/", "main.cocoonbox:tree/"), s.Env))
+		same("rsync up", filepath.Join(b.Workspace, "tree", "big"))
+		if got := readFile(t, filepath.Join(b.Workspace, "tree", "y", "ü", "3")); got != "y/ü/3\n" {
+			t.Errorf("rsync up: y/ü/3 holds %q", got)
+		}
+		back := filepath.Join(local, "back")
+		runOK(t, inEnv(exec.Command("rsync", "-a", "-e", rsh, "main.cocoonbox:tree/", back+"/"), s.Env))
+		same("rsync down", filepath.Join(back, "big"))
+		// A no-op re-run sends no file.
+		out := runOK(t, inEnv(exec.Command("rsync", "-ai", "-e", rsh, tree+"/", "main.cocoonbox:tree/"), s.Env))
+		if out != "" {
+			t.Errorf("rsync re-run itemized changes:\n%s", out)
+		}
+	})
+
+	t.Run("git", func(t *testing.T) {
+		env := append(append([]string{}, s.Env...), "GIT_SSH_COMMAND=ssh -F "+s.Config,
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		runOK(t, inEnv(s.cmd("main.cocoonbox", "git init -q --bare -b main repo.git"), env))
+		repo := filepath.Join(local, "repo")
+		runOK(t, inEnv(exec.Command("git", "init", "-q", "-b", "main", repo), env))
+		write(t, filepath.Join(repo, "f"), "one\n")
+		runOK(t, inEnv(exec.Command("git", "-C", repo, "add", "f"), env))
+		runOK(t, inEnv(exec.Command("git", "-C", repo, "commit", "-q", "-m", "first"), env))
+		runOK(t, inEnv(exec.Command("git", "-C", repo, "push", "-q", "main.cocoonbox:repo.git", "main"), env))
+		clone := filepath.Join(local, "clone")
+		runOK(t, inEnv(exec.Command("git", "clone", "-q", "main.cocoonbox:repo.git", clone), env))
+		write(t, filepath.Join(clone, "f"), "two\n")
+		runOK(t, inEnv(exec.Command("git", "-C", clone, "commit", "-q", "-am", "second"), env))
+		runOK(t, inEnv(exec.Command("git", "-C", clone, "push", "-q"), env))
+		runOK(t, inEnv(exec.Command("git", "-C", repo, "pull", "-q", "main.cocoonbox:repo.git", "main"), env))
+		if got := readFile(t, filepath.Join(repo, "f")); got != "two\n" {
+			t.Errorf("after clone, push and pull: f holds %q", got)
+		}
+		if out := runOK(t, inEnv(exec.Command("git", "-C", filepath.Join(b.Workspace, "repo.git"), "log", "--format=%s", "main"), env)); out != "second\nfirst\n" {
+			t.Errorf("the box's repository has %q", out)
+		}
+	})
+}
+
+// TestSSHStdioControlMaster: with ControlMaster, one connection (one
+// ProxyCommand) carries three sessions that run at the same time.
+func TestSSHStdioControlMaster(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	shim, err := exec.LookPath("cocoonbox-ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	starts := filepath.Join(dir, "starts")
+	// A ProxyCommand that counts its starts.
+	s := newStdioSSH(t, b)
+	cfg := readFile(t, s.Config)
+	cfg = strings.Replace(cfg, fmt.Sprintf("  ProxyCommand %q --stdio %%n", shim),
+		fmt.Sprintf("  ProxyCommand sh -c 'echo start >>%s; exec %s --stdio %%n'", starts, shim), 1)
+	cfg = strings.Replace(cfg, "  ControlMaster no\n", fmt.Sprintf("  ControlMaster auto\n  ControlPath %s/cm-%%C\n  ControlPersist yes\n", dir), 1)
+	write(t, s.Config, cfg)
+	runOK(t, s.cmd("-fN", "main.cocoonbox"))
+	t.Cleanup(func() { s.cmd("-O", "exit", "main.cocoonbox").Run() })
+	runOK(t, s.cmd("-O", "check", "main.cocoonbox"))
+
+	// Each waits until all three have started: they only finish if the
+	// master runs them side by side.
+	errs := make(chan error, 3)
+	outs := make(chan string, 3)
+	for i := range 3 {
+		go func() {
+			c := s.cmd("main.cocoonbox", fmt.Sprintf(`touch cm-%d; n=0; while [ "$(ls cm-* | wc -l)" -lt 3 ]; do sleep 0.05; n=$((n+1)); [ $n -lt 400 ] || exit 9; done; cat; echo " session %d" >&2; exit %d`, i, i, 40+i))
+			c.Stdin = strings.NewReader(fmt.Sprintf("stdin %d", i))
+			var stdout, stderr strings.Builder
+			c.Stdout, c.Stderr = &stdout, &stderr
+			c.Run()
+			if code := c.ProcessState.ExitCode(); code != 40+i {
+				errs <- fmt.Errorf("session %d: exit %d, want %d; stderr %q", i, code, 40+i, stderr.String())
+				return
+			}
+			outs <- stdout.String() + stderr.String()
+			errs <- nil
+		}()
+	}
+	var got []string
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	close(outs)
+	for o := range outs {
+		got = append(got, o)
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff([]string{"stdin 0 session 0\n", "stdin 1 session 1\n", "stdin 2 session 2\n"}, got); diff != "" {
+		t.Errorf("sessions' output (-want +got):\n%s", diff)
+	}
+	if n := strings.Count(readFile(t, starts), "start"); n != 1 {
+		t.Errorf("the ProxyCommand started %d times, want once for the master", n)
+	}
+}
+
+// paramikoScript drives Paramiko over cocoonbox-ssh --stdio as its
+// ProxyCommand: the host key checked against known_hosts, auth none, two
+// sessions on one connection (stdin, EOF, stderr apart, exit codes), and
+// an SFTP round trip.
+const paramikoScript = `
+import io, sys, paramiko
+shim, known = sys.argv[1], sys.argv[2]
+t = paramiko.Transport(paramiko.ProxyCommand("'%s' --stdio main.cocoonbox" % shim))
+t.start_client()
+if not paramiko.HostKeys(known).check("main.cocoonbox", t.get_remote_server_key()):
+    sys.exit("host key not the pinned one")
+t.auth_none("user")
+for i in range(2):
+    ch = t.open_session()
+    ch.exec_command("cat; echo err %d >&2; exit %d" % (i, 40 + i))
+    ch.sendall(b"in %d\n" % i)
+    ch.shutdown_write()
+    out = ch.makefile("rb").read()
+    err = ch.makefile_stderr("rb").read()
+    print(out, err, ch.recv_exit_status())
+sftp = paramiko.SFTPClient.from_transport(t)
+sftp.putfo(io.BytesIO(b"x" * 300000), "paramiko.bin")
+b = io.BytesIO()
+sftp.getfo("paramiko.bin", b)
+print(len(b.getvalue()), sftp.stat("paramiko.bin").st_size)
+t.close()
+`
+
+// TestSSHStdioParamiko: Paramiko (Debian's python3-paramiko) through the
+// ProxyCommand, as Fabric and Ansible's paramiko connection use it.
+func TestSSHStdioParamiko(t *testing.T) {
+	t.Parallel()
+	const python = "/usr/bin/python3"
+	if out, err := exec.Command(python, "-c", "import paramiko").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s: install python3-paramiko (scripts/deps.sh)", err, out)
+	}
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	shim, err := exec.LookPath("cocoonbox-ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := sshserve.HostKey(filepath.Join(envValue(b.Env, "HOME"), ".local", "state", "cocoonbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := filepath.Join(s.Dir, "paramiko_known_hosts")
+	// Paramiko matches no wildcards: the host itself is pinned.
+	write(t, known, sshserve.KnownHostsLine("main.cocoonbox", key.PublicKey())+"\n")
+	out := runOK(t, inEnv(exec.Command(python, "-c", paramikoScript, shim, known), s.Env))
+	want := "b'in 0\\n' b'err 0\\n' 40\nb'in 1\\n' b'err 1\\n' 41\n300000 300000\n"
+	if out != want {
+		t.Errorf("paramiko printed:\n%s\nwant:\n%s", out, want)
 	}
 }
