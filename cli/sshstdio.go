@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/relay"
 	"github.com/cocoonbox/cocoonbox/shim"
 	"github.com/cocoonbox/cocoonbox/sshserve"
 )
@@ -105,7 +106,9 @@ func sshStdio(args []string, env Env, s Streams) int {
 }
 
 // stdioDial is how --stdio reaches HOST:PORT inside box for direct-tcpip
-// channels; nil until the box relay exists.
+// channels (ssh -L, -D, -W, ProxyJump): one relay Exec each.
 func stdioDial(c *box.Client, boxName string) func(context.Context, string, uint32) (sshserve.Conn, error) {
-	return nil
+	return func(ctx context.Context, host string, port uint32) (sshserve.Conn, error) {
+		return relay.Dial(ctx, c, boxName, host, port)
+	}
 }

@@ -2,6 +2,9 @@ package cli_test
 
 import (
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
@@ -486,4 +490,112 @@ func TestSSHStdioParamiko(t *testing.T) {
 	if out != want {
 		t.Errorf("paramiko printed:\n%s\nwant:\n%s", out, want)
 	}
+}
+
+// waitListening waits until something accepts on 127.0.0.1:port, or
+// the process that should listen there has exited.
+func waitListening(t *testing.T, port string, exited <-chan struct{}, stderr *strings.Builder) {
+	t.Helper()
+	for {
+		if c, err := net.Dial("tcp", "127.0.0.1:"+port); err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-exited:
+			t.Fatalf("ssh exited before it listened on %s; stderr:\n%s", port, stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// TestSSHStdioForwarding: ssh's -L, -D, -W and ProxyJump through
+// direct-tcpip channels reach what listens inside the box (the local box
+// shares this machine's loopback, so an HTTP server of the test's on
+// 127.0.0.1 stands for one started in the box).
+func TestSSHStdioForwarding(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello from %s", r.URL.Path)
+	}))
+	t.Cleanup(web.Close)
+	_, webPort, _ := net.SplitHostPort(web.Listener.Addr().String())
+
+	// background runs ssh -N with args until the test ends, once it
+	// listens on port.
+	background := func(t *testing.T, port string, args ...string) {
+		t.Helper()
+		c := s.cmd(append([]string{"-N", "-o", "ExitOnForwardFailure=yes"}, args...)...)
+		var stderr strings.Builder
+		c.Stderr = &stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() {
+			c.Wait()
+			close(exited)
+		}()
+		t.Cleanup(func() {
+			c.Process.Kill()
+			<-exited
+		})
+		waitListening(t, port, exited, &stderr)
+	}
+	curl := func(t *testing.T, args ...string) string {
+		t.Helper()
+		return runOK(t, exec.Command("curl", append([]string{"-sS", "--noproxy", "*"}, args...)...))
+	}
+
+	t.Run("-L", func(t *testing.T) {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		background(t, port, "-L", port+":localhost:"+webPort, "main.cocoonbox")
+		if got := curl(t, "http://127.0.0.1:"+port+"/via-L"); got != "hello from /via-L" {
+			t.Errorf("curl through -L: %q", got)
+		}
+	})
+	t.Run("-D", func(t *testing.T) {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		background(t, port, "-D", "127.0.0.1:"+port, "main.cocoonbox")
+		if got := curl(t, "--socks5-hostname", "127.0.0.1:"+port, "http://localhost:"+webPort+"/via-D"); got != "hello from /via-D" {
+			t.Errorf("curl through -D: %q", got)
+		}
+	})
+	t.Run("-W", func(t *testing.T) {
+		c := s.cmd("-W", "127.0.0.1:"+webPort, "main.cocoonbox")
+		c.Stdin = strings.NewReader("GET /via-W HTTP/1.0\r\nHost: x\r\n\r\n")
+		if got := runOK(t, c); !strings.HasSuffix(got, "\r\n\r\nhello from /via-W") {
+			t.Errorf("HTTP through -W: %q", got)
+		}
+	})
+	t.Run("-W refused", func(t *testing.T) {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := s.cmd("-W", "127.0.0.1:"+port, "main.cocoonbox")
+		out, _ := c.CombinedOutput()
+		if c.ProcessState.ExitCode() != 255 || !strings.Contains(string(out), "connect to 127.0.0.1") {
+			t.Errorf("-W to a closed port: exit %d, %q; want 255 and why", c.ProcessState.ExitCode(), out)
+		}
+	})
+	t.Run("ProxyJump", func(t *testing.T) {
+		d := startSSHD(t)
+		// The box block first: ssh_config's first value wins.
+		cfg := filepath.Join(t.TempDir(), "ssh_config")
+		write(t, cfg, readFile(t, s.Config)+readFile(t, d.Config))
+		c := exec.Command("ssh", "-F", cfg, "-J", "main.cocoonbox", "-p", d.Port, d.User+"@127.0.0.1", "echo jumped")
+		c.Env = s.Env
+		if got := runOK(t, c); got != "jumped\n" {
+			t.Errorf("ssh -J main.cocoonbox: %q", got)
+		}
+	})
 }
