@@ -34,8 +34,8 @@ type stdioSSH struct {
 
 // newStdioSSH pins the host key cocoonbox-ssh --stdio will use with box b
 // (created here, in the state directory under b's HOME) and writes the
-// ssh_config; extra lines go into the Host block.
-func newStdioSSH(t *testing.T, b *testBox, extra ...string) *stdioSSH {
+// ssh_config.
+func newStdioSSH(t *testing.T, b *testBox) *stdioSSH {
 	t.Helper()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Fatalf("%v: install openssh-client (scripts/deps.sh)", err)
@@ -63,8 +63,8 @@ func newStdioSSH(t *testing.T, b *testBox, extra ...string) *stdioSSH {
 		"  IdentityAgent none",
 		"  ControlMaster no",
 	}
-	for _, l := range extra {
-		lines = append(lines, "  "+l)
+	if c := sshserve.PreferredCiphers(); c != "" {
+		lines = append(lines, "  Ciphers "+c)
 	}
 	write(t, cfg, strings.Join(lines, "\n")+"\n")
 	return &stdioSSH{Config: cfg, Env: append(cleanEnv(t), b.Env...), Dir: dir}
