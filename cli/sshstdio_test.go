@@ -1,7 +1,9 @@
 package cli_test
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/cocoonbox/cocoonbox/sshserve"
 )
@@ -598,4 +601,112 @@ func TestSSHStdioForwarding(t *testing.T) {
 			t.Errorf("ssh -J main.cocoonbox: %q", got)
 		}
 	})
+}
+
+// goClient is x/crypto/ssh's client (as Go tools use it) over a
+// cocoonbox-ssh --stdio process's stdin and stdout, the host key checked
+// against the pinned one.
+func goClient(t *testing.T, b *testBox) *ssh.Client {
+	t.Helper()
+	shim, err := exec.LookPath("cocoonbox-ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStdioSSH(t, b)
+	key, err := sshserve.HostKey(filepath.Join(envValue(b.Env, "HOME"), ".local", "state", "cocoonbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := net.Pipe()
+	cmd := exec.Command(shim, "--stdio", "main.cocoonbox")
+	cmd.Env = s.Env
+	cmd.Stdin, cmd.Stdout = c2, c2
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c1.Close()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("cocoonbox-ssh --stdio stderr:\n%s", stderr.String())
+		}
+	})
+	conn, chans, reqs, err := ssh.NewClientConn(c1, "main.cocoonbox", &ssh.ClientConfig{
+		User:            "user",
+		HostKeyCallback: ssh.FixedHostKey(key.PublicKey()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ssh.NewClient(conn, chans, reqs)
+}
+
+// TestSSHStdioGoClient: what OpenSSH's client never sends, through Go's
+// SSH client: a signal request reaches the command, keepalive and unknown
+// global requests get a reply, tcpip-forward and unknown channel types are
+// refused, and no-more-sessions is honoured.
+func TestSSHStdioGoClient(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	c := goClient(t, b)
+
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sess.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Start(`trap 'echo got TERM; exit 3' TERM; echo ready; while :; do sleep 0.1; done`); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	if l, err := r.ReadString('\n'); l != "ready\n" {
+		t.Fatalf("read %q, %v; want ready", l, err)
+	}
+	if err := sess.Signal(ssh.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(r)
+	err = sess.Wait()
+	if ee, ok := err.(*ssh.ExitError); !ok || ee.ExitStatus() != 3 || string(rest) != "got TERM\n" {
+		t.Errorf("after a TERM signal request: %v, output %q; want exit 3 and got TERM", err, rest)
+	}
+
+	for _, req := range []string{"keepalive@openssh.com", "no-such-request@example.com"} {
+		if ok, _, err := c.SendRequest(req, true, nil); err != nil || ok {
+			t.Errorf("global request %s: %v, %v; want a failure reply", req, ok, err)
+		}
+	}
+	if _, err := c.Listen("tcp", "127.0.0.1:0"); err == nil {
+		t.Error("tcpip-forward (ssh -R) was accepted")
+	}
+	if _, _, err := c.OpenChannel("x11", nil); err == nil {
+		t.Error("an x11 channel was accepted")
+	}
+	if _, _, err := c.SendRequest("no-more-sessions@openssh.com", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The request has no reply; a global request that has one shows it
+	// was read before the session is asked for.
+	c.SendRequest("keepalive@openssh.com", true, nil)
+	if _, err := c.NewSession(); err == nil {
+		t.Error("a session after no-more-sessions was accepted")
+	}
+}
+
+// TestSSHStdioServerAlive: OpenSSH's ServerAliveInterval keepalives are
+// answered: with one missed reply allowed, a session longer than two
+// intervals would otherwise end with "Timeout, server not responding".
+func TestSSHStdioServerAlive(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	c := s.cmd("-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=1", "main.cocoonbox", "sleep 3; echo alive")
+	if out := runOK(t, c); out != "alive\n" {
+		t.Errorf("output %q", out)
+	}
 }
