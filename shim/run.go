@@ -95,9 +95,21 @@ func (r *runner) run() int {
 	}
 	defer c.Close()
 	r.debugf(LogDebug1, "Connecting to box %s at %s", o.Box(), c.Endpoint().URL)
-	if o.Session == SessionNone {
-		return r.none(c)
+	if o.StdioHost != "" {
+		return r.stdioForward(c)
 	}
+	fw, err := r.startForwards(c)
+	if err != nil {
+		return r.fail(err)
+	}
+	if o.Session == SessionNone {
+		code := r.none(c)
+		fw.stop()
+		return code
+	}
+	// As ssh, the run ends when the session has and no forwarded
+	// connection is left open.
+	defer fw.wait()
 	cmd := &box.Command{
 		Box:      o.Box(),
 		Line:     line,
