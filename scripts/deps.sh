@@ -22,6 +22,8 @@ if [ "$profile" = test ]; then
 	check ssh-keygen openssh-client
 	[ -x /usr/sbin/sshd ] || need+=(openssh-server)
 	[ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
+	# Debian's own python3 for Paramiko, whatever python3 is first on the PATH.
+	/usr/bin/python3 -c 'import paramiko' >/dev/null 2>&1 || need+=(python3-paramiko)
 fi
 need+=("$@")
 mise=$(command -v mise >/dev/null 2>&1 && echo yes || echo no)
