@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,8 +73,9 @@ func TestSSHForwardLocal(t *testing.T) {
 	tb := startBox(t)
 	httpPort := boxHTTP(t, tb)
 	lp, _ := freePort()
+	sock := filepath.Join(t.TempDir(), "http.sock")
 	// The command starts only once the forwards listen.
-	ready, stderr := startLine(t, shimCmd(tb, "-o", "ExitOnForwardFailure=yes", "-L", lp+":localhost:"+httpPort, "main", "echo ready; exec sleep 600"))
+	ready, stderr := startLine(t, shimCmd(tb, "-o", "ExitOnForwardFailure=yes", "-L", lp+":localhost:"+httpPort, "-L", sock+":127.0.0.1:"+httpPort, "main", "echo ready; exec sleep 600"))
 	if ready != "ready" {
 		t.Fatalf("got %q", ready)
 	}
@@ -82,6 +84,10 @@ func TestSSHForwardLocal(t *testing.T) {
 		if err != nil || got != "hello from the box\n" {
 			t.Fatalf("curl through -L: %q, %v; shim stderr: %s", got, err, stderr)
 		}
+	}
+	// The unix-socket form: a local socket to the box's port.
+	if got, err := curl(t, "--unix-socket", sock, "http://box/hello.txt"); err != nil || got != "hello from the box\n" {
+		t.Errorf("curl through -L SOCKET:host:port: %q, %v; shim stderr: %s", got, err, stderr)
 	}
 
 	// A forward to a port nothing listens on: the connection is closed and

@@ -1,7 +1,10 @@
 package shim
 
 import (
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -114,5 +117,56 @@ func TestForwardOptions(t *testing.T) {
 	}
 	if o.StdioHost != "h" || o.StdioPort != 22 || o.Session != SessionNone || o.TTY != TTYNever || !o.ExitOnForwardFailure || len(o.ActiveForwards()) != 0 {
 		t.Errorf("-W: got %+v", o)
+	}
+}
+
+// TestListenAddresses binds as ssh's channel_setup_fwd_listener does:
+// loopback by default, every address with GatewayPorts or "*".
+func TestListenAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		fw      Forward
+		gateway bool
+		want    []string // the hosts of the listeners' addresses
+	}{
+		{Forward{}, false, []string{"127.0.0.1", "::1"}},
+		{Forward{ListenHost: "localhost", Explicit: true}, true, []string{"127.0.0.1", "::1"}},
+		{Forward{ListenHost: "127.0.0.1", Explicit: true}, true, []string{"127.0.0.1"}},
+		{Forward{}, true, []string{"::"}},
+		{Forward{ListenHost: "*", Explicit: true}, false, []string{"::"}},
+		{Forward{ListenHost: "", Explicit: true}, false, []string{"::"}},
+	} {
+		l0, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.fw.ListenPort = l0.Addr().(*net.TCPAddr).Port
+		l0.Close()
+		ls, err := listen(tc.fw, tc.gateway)
+		if err != nil {
+			t.Errorf("%+v gateway %v: %v", tc.fw, tc.gateway, err)
+			continue
+		}
+		var got []string
+		for _, l := range ls {
+			ip := l.Addr().(*net.TCPAddr).IP.String()
+			if ip == "0.0.0.0" {
+				ip = "::" // every address, on a machine without IPv6
+			}
+			got = append(got, ip)
+			l.Close()
+		}
+		if !slices.Equal(got, tc.want) && !(len(tc.want) == 2 && slices.Equal(got, tc.want[:1])) {
+			// (a machine without IPv6 has only 127.0.0.1)
+			t.Errorf("%+v gateway %v: listens on %q, want %q", tc.fw, tc.gateway, got, tc.want)
+		}
+	}
+	sock := filepath.Join(t.TempDir(), "fwd.sock")
+	ls, err := listen(Forward{ListenPath: sock}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls[0].Close()
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("unix socket: %v, mode %v; want 0600", err, fi.Mode().Perm())
 	}
 }
