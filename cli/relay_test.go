@@ -134,8 +134,8 @@ func TestRelayDial(t *testing.T) {
 			l.Close()
 			_, err := relay.Dial(ctx, b.c, localbox.DefaultBox, "127.0.0.1", port)
 			de, ok := errors.AsType[*relay.DialError](err)
-			if !ok || !strings.Contains(de.Reason, "refused") {
-				t.Errorf("got %v, want a *relay.DialError saying refused", err)
+			if !ok || strings.ToLower(de.Reason) != "connection refused" {
+				t.Errorf("got %v, want a *relay.DialError saying connection refused", err)
 			}
 		})
 	}
