@@ -23,23 +23,12 @@ import (
 // client of it.
 func relayBox(t *testing.T, binDir string) *box.Client {
 	t.Helper()
-	state := filepath.Join(t.TempDir(), "state")
-	srv := &localbox.Server{Dir: state, BinDir: binDir}
-	lis, url, err := localbox.Listen(state, "127.0.0.1:0")
+	tb := startBoxWith(t, binDir)
+	ep, err := box.ParseEndpoint(tb.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := localbox.IssueToken(state, "test", "cli")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	ep, err := box.ParseEndpoint(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := box.Dial(ep, tok)
+	c, err := box.Dial(ep, tb.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +134,8 @@ func TestRelayDial(t *testing.T) {
 			l.Close()
 			_, err := relay.Dial(ctx, b.c, localbox.DefaultBox, "127.0.0.1", port)
 			de, ok := errors.AsType[*relay.DialError](err)
-			if !ok || !strings.Contains(de.Reason, "refused") {
-				t.Errorf("got %v, want a *relay.DialError saying refused", err)
+			if !ok || strings.ToLower(de.Reason) != "connection refused" {
+				t.Errorf("got %v, want a *relay.DialError saying connection refused", err)
 			}
 		})
 	}

@@ -14,9 +14,14 @@ import (
 //  3. bash's /dev/tcp, which cannot half-close: the target sees the
 //     client's EOF only when the connection ends;
 //
-// and else prints one refusal line and exits ExitNoRelay. Every part is
+// and else prints one refusal line and exits ExitNoRelay. It runs under
+// /bin/sh whatever the user's shell (fish, csh); every part is
 // single-quoted: host comes from the user.
 func Command(host string, port uint32) string {
+	return "exec /bin/sh -c " + quote(script(host, port))
+}
+
+func script(host string, port uint32) string {
 	h, p := quote(host), strconv.FormatUint(uint64(port), 10)
 	return "if cocoonbox-agent relay --check >/dev/null 2>&1; then exec cocoonbox-agent relay --ready -- " + h + " " + p + "; fi; " +
 		"if command -v python3 >/dev/null 2>&1; then exec python3 -c " + quote(pythonRelay) + " " + h + " " + p + "; fi; " +

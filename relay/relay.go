@@ -153,10 +153,7 @@ func statusError(boxName, addr string, st box.ExitStatus, line string) error {
 	case st.Error != "":
 		return fmt.Errorf("relay to %s in box %s: %s", addr, boxName, st.Error)
 	case st.Code == ExitConnect:
-		if line == "" {
-			line = "connection failed"
-		}
-		return &DialError{Box: boxName, Addr: addr, Reason: line}
+		return &DialError{Box: boxName, Addr: addr, Reason: connectReason(line)}
 	case st.Code == ExitNoRelay:
 		return fmt.Errorf("box %s: %w", boxName, ErrNoRelay)
 	}
@@ -164,6 +161,21 @@ func statusError(boxName, addr string, st box.ExitStatus, line string) error {
 		line = "exit status " + strconv.Itoa(st.Code)
 	}
 	return fmt.Errorf("relay to %s in box %s: %s", addr, boxName, line)
+}
+
+// connectReason is the reason in the box half's line, without the
+// program's name and the "connect HOST:PORT: " every half starts it with.
+func connectReason(line string) string {
+	line = strings.TrimPrefix(line, "cocoonbox-agent: ")
+	if rest, ok := strings.CutPrefix(line, "connect "); ok {
+		if i := strings.Index(rest, ": "); i >= 0 {
+			line = rest[i+2:]
+		}
+	}
+	if line == "" {
+		return "connection failed"
+	}
+	return line
 }
 
 // conn is the laptop end: reads come from the Exec's stdout pipe, writes

@@ -20,6 +20,7 @@ if [ "$profile" = test ]; then
 	check chromium chromium
 	check scp openssh-client
 	check ssh-keygen openssh-client
+	check curl curl
 	[ -x /usr/sbin/sshd ] || need+=(openssh-server)
 	[ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
 	# Debian's own python3 for Paramiko, whatever python3 is first on the PATH.
