@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +35,10 @@ type stdioSSH struct {
 	Env []string
 	// Dir holds Config and the known_hosts file; tests may put more there.
 	Dir string
+	// Shim is the cocoonbox-ssh the ProxyCommand runs.
+	Shim string
+	// Key is the server's host key, as pinned.
+	Key ssh.PublicKey
 }
 
 // newStdioSSH pins the host key cocoonbox-ssh --stdio will use with box b
@@ -70,7 +76,7 @@ func newStdioSSH(t *testing.T, b *testBox) *stdioSSH {
 		lines = append(lines, "  Ciphers "+c)
 	}
 	write(t, cfg, strings.Join(lines, "\n")+"\n")
-	return &stdioSSH{Config: cfg, Env: append(cleanEnv(t), b.Env...), Dir: dir}
+	return &stdioSSH{Config: cfg, Env: append(cleanEnv(t), b.Env...), Dir: dir, Shim: shim, Key: key.PublicKey()}
 }
 
 // cmd is ssh -F Config ARGS in Env.
@@ -248,12 +254,24 @@ func TestSSHStdioTerminalEscape(t *testing.T) {
 	b := startBox(t)
 	s := newStdioSSH(t, b)
 	env := append(append([]string{}, s.Env...), "TERM=xterm")
-	p := startProgOnPTY(t, "ssh", env, "-F", s.Config, "-t", "main.cocoonbox", `echo READY; sed -u 's/^/got:/'`)
+	p := startProgOnPTY(t, "ssh", env, "-F", s.Config, "-t", "main.cocoonbox", `echo $$ >esc.pid; echo READY; sed -u 's/^/got:/'`)
 	p.waitFor("READY")
 	p.write("abc\r")
 	p.waitFor("got:abc")
 	p.write("\r~.")
 	p.wantExit(255)
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(b.Workspace, "esc.pid"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The box ends the command once the connection has gone; wait for it,
+	// but not for ever.
+	for i := 0; syscall.Kill(pid, 0) == nil; i++ {
+		if i == 3000 {
+			t.Fatalf("the command in the box (pid %d) outlived the connection", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // runOK runs c and fails the test unless it succeeds; it returns stdout.
@@ -384,14 +402,11 @@ func TestSSHStdioTools(t *testing.T) {
 func TestSSHStdioControlMaster(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
-	shim, err := exec.LookPath("cocoonbox-ssh")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	starts := filepath.Join(dir, "starts")
 	// A ProxyCommand that counts its starts.
 	s := newStdioSSH(t, b)
+	shim := s.Shim
 	cfg := readFile(t, s.Config)
 	cfg = strings.Replace(cfg, fmt.Sprintf("  ProxyCommand %q --stdio %%n", shim),
 		fmt.Sprintf("  ProxyCommand sh -c 'echo start >>%s; exec %s --stdio %%n'", starts, shim), 1)
@@ -477,18 +492,10 @@ func TestSSHStdioParamiko(t *testing.T) {
 	}
 	b := startBox(t)
 	s := newStdioSSH(t, b)
-	shim, err := exec.LookPath("cocoonbox-ssh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := sshserve.HostKey(filepath.Join(envValue(b.Env, "HOME"), ".local", "state", "cocoonbox"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	known := filepath.Join(s.Dir, "paramiko_known_hosts")
 	// Paramiko matches no wildcards: the host itself is pinned.
-	write(t, known, sshserve.KnownHostsLine("main.cocoonbox", key.PublicKey())+"\n")
-	out := runOK(t, inEnv(exec.Command(python, "-c", paramikoScript, shim, known), s.Env))
+	write(t, known, sshserve.KnownHostsLine("main.cocoonbox", s.Key)+"\n")
+	out := runOK(t, inEnv(exec.Command(python, "-c", paramikoScript, s.Shim, known), s.Env))
 	want := "b'in 0\\n' b'err 0\\n' 40\nb'in 1\\n' b'err 1\\n' 41\n300000 300000\n"
 	if out != want {
 		t.Errorf("paramiko printed:\n%s\nwant:\n%s", out, want)
@@ -608,17 +615,9 @@ func TestSSHStdioForwarding(t *testing.T) {
 // against the pinned one.
 func goClient(t *testing.T, b *testBox) *ssh.Client {
 	t.Helper()
-	shim, err := exec.LookPath("cocoonbox-ssh")
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := newStdioSSH(t, b)
-	key, err := sshserve.HostKey(filepath.Join(envValue(b.Env, "HOME"), ".local", "state", "cocoonbox"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	c1, c2 := net.Pipe()
-	cmd := exec.Command(shim, "--stdio", "main.cocoonbox")
+	cmd := exec.Command(s.Shim, "--stdio", "main.cocoonbox")
 	cmd.Env = s.Env
 	cmd.Stdin, cmd.Stdout = c2, c2
 	var stderr strings.Builder
@@ -635,7 +634,7 @@ func goClient(t *testing.T, b *testBox) *ssh.Client {
 	})
 	conn, chans, reqs, err := ssh.NewClientConn(c1, "main.cocoonbox", &ssh.ClientConfig{
 		User:            "user",
-		HostKeyCallback: ssh.FixedHostKey(key.PublicKey()),
+		HostKeyCallback: ssh.FixedHostKey(s.Key),
 	})
 	if err != nil {
 		t.Fatal(err)
