@@ -711,3 +711,17 @@ func TestSSHStdioServerAlive(t *testing.T) {
 		t.Errorf("output %q", out)
 	}
 }
+
+// TestSSHStdioLoginShell: plain `ssh main.cocoonbox` on a terminal is a
+// login shell on a terminal; what is typed runs, and its exit code is ssh's.
+func TestSSHStdioLoginShell(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	env := append(append([]string{}, s.Env...), "TERM=xterm")
+	p := startProgOnPTY(t, "ssh", env, "-F", s.Config, "main.cocoonbox")
+	p.write("tty >/dev/null && echo ON-A-TTY; shopt -q login_shell 2>/dev/null || case $0 in -*) true;; *) false;; esac && echo LOGIN-SHELL; exit 5\r")
+	p.waitFor("ON-A-TTY\r\n")
+	p.waitFor("LOGIN-SHELL\r\n")
+	p.wantExit(5)
+}
