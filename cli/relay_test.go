@@ -85,12 +85,18 @@ func TestRelayDial(t *testing.T) {
 	write(t, filepath.Join(old, "cocoonbox-agent"), "#!/bin/sh\necho '{\"ok\":false,\"code\":\"usage\",\"error\":\"unknown command\"}'\nexit 2\n")
 	os.Chmod(filepath.Join(old, "cocoonbox-agent"), 0o755)
 	oldBox := relayBox(t, old)
+	// A box with no agent: what /bin/sh (dash) says and exits for a
+	// command it cannot find.
+	none := t.TempDir()
+	write(t, filepath.Join(none, "cocoonbox-agent"), "#!/bin/sh\necho 'sh: 1: cocoonbox-agent: not found' >&2\nexit 127\n")
+	os.Chmod(filepath.Join(none, "cocoonbox-agent"), 0o755)
+	noneBox := relayBox(t, none)
 	ctx := context.Background()
 
 	for _, b := range []struct {
 		name string
 		c    *box.Client
-	}{{"agent", agentBox}, {"python3", oldBox}} {
+	}{{"agent", agentBox}, {"python3", oldBox}, {"no agent", noneBox}} {
 		t.Run(b.name+"/half-close", func(t *testing.T) {
 			host, port := listen(t, answerAtEOF)
 			c, err := relay.Dial(ctx, b.c, localbox.DefaultBox, host, port)
@@ -177,4 +183,91 @@ func TestRelayDial(t *testing.T) {
 func sum(b []byte) []byte {
 	h := sha256.Sum256(b)
 	return h[:]
+}
+
+// BenchmarkRelayDial is one connection's setup and teardown through the
+// box's agent: the Exec, the verb check, the connect, the ready byte.
+func BenchmarkRelayDial(b *testing.B) {
+	bin, err := exec.LookPath("cocoonbox-agent")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tb := startBoxWith(b, filepath.Dir(bin))
+	ep, _ := box.ParseEndpoint(tb.URL)
+	c, err := box.Dial(ep, tb.Token)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	port := uint32(l.Addr().(*net.TCPAddr).Port)
+	for b.Loop() {
+		rc, err := relay.Dial(context.Background(), c, localbox.DefaultBox, "127.0.0.1", port)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, rc)
+		rc.Close()
+	}
+}
+
+// BenchmarkRelayDownload moves 256 MiB from a target in the box to here.
+func BenchmarkRelayDownload(b *testing.B) {
+	bin, err := exec.LookPath("cocoonbox-agent")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tb := startBoxWith(b, filepath.Dir(bin))
+	ep, _ := box.ParseEndpoint(tb.URL)
+	c, err := box.Dial(ep, tb.Token)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	const size = 256 << 20
+	chunk := make([]byte, 1<<20)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				for range size / len(chunk) {
+					conn.Write(chunk)
+				}
+				conn.Close()
+			}()
+		}
+	}()
+	port := uint32(l.Addr().(*net.TCPAddr).Port)
+	b.SetBytes(size)
+	for b.Loop() {
+		rc, err := relay.Dial(context.Background(), c, localbox.DefaultBox, "127.0.0.1", port)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, err := io.Copy(io.Discard, rc); err != nil || n != size {
+			b.Fatalf("got %d bytes, %v", n, err)
+		}
+		rc.Close()
+	}
 }
