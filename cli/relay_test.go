@@ -21,7 +21,7 @@ import (
 
 // relayBox starts a local box whose PATH starts with binDir and returns a
 // client of it.
-func relayBox(t *testing.T, binDir string) *box.Client {
+func relayBox(t testing.TB, binDir string) *box.Client {
 	t.Helper()
 	tb := startBoxWith(t, binDir)
 	ep, err := box.ParseEndpoint(tb.URL)
@@ -37,7 +37,7 @@ func relayBox(t *testing.T, binDir string) *box.Client {
 }
 
 // listen serves each connection on loopback with serve.
-func listen(t *testing.T, serve func(net.Conn)) (string, uint32) {
+func listen(t testing.TB, serve func(net.Conn)) (string, uint32) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -185,37 +185,22 @@ func sum(b []byte) []byte {
 	return h[:]
 }
 
-// BenchmarkRelayDial is one connection's setup and teardown through the
-// box's agent: the Exec, the verb check, the connect, the ready byte.
-func BenchmarkRelayDial(b *testing.B) {
+// agentClient is a client of a local box with our agent.
+func agentClient(b *testing.B) *box.Client {
 	bin, err := exec.LookPath("cocoonbox-agent")
 	if err != nil {
 		b.Fatal(err)
 	}
-	tb := startBoxWith(b, filepath.Dir(bin))
-	ep, _ := box.ParseEndpoint(tb.URL)
-	c, err := box.Dial(ep, tb.Token)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conn.Close()
-		}
-	}()
-	port := uint32(l.Addr().(*net.TCPAddr).Port)
+	return relayBox(b, filepath.Dir(bin))
+}
+
+// BenchmarkRelayDial is one connection's setup and teardown through the
+// box's agent: the Exec, the connect, the ready byte.
+func BenchmarkRelayDial(b *testing.B) {
+	c := agentClient(b)
+	host, port := listen(b, func(net.Conn) {})
 	for b.Loop() {
-		rc, err := relay.Dial(context.Background(), c, localbox.DefaultBox, "127.0.0.1", port)
+		rc, err := relay.Dial(context.Background(), c, localbox.DefaultBox, host, port)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -226,42 +211,17 @@ func BenchmarkRelayDial(b *testing.B) {
 
 // BenchmarkRelayDownload moves 256 MiB from a target in the box to here.
 func BenchmarkRelayDownload(b *testing.B) {
-	bin, err := exec.LookPath("cocoonbox-agent")
-	if err != nil {
-		b.Fatal(err)
-	}
-	tb := startBoxWith(b, filepath.Dir(bin))
-	ep, _ := box.ParseEndpoint(tb.URL)
-	c, err := box.Dial(ep, tb.Token)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := agentClient(b)
 	const size = 256 << 20
 	chunk := make([]byte, 1<<20)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				for range size / len(chunk) {
-					conn.Write(chunk)
-				}
-				conn.Close()
-			}()
+	host, port := listen(b, func(conn net.Conn) {
+		for range size / len(chunk) {
+			conn.Write(chunk)
 		}
-	}()
-	port := uint32(l.Addr().(*net.TCPAddr).Port)
+	})
 	b.SetBytes(size)
 	for b.Loop() {
-		rc, err := relay.Dial(context.Background(), c, localbox.DefaultBox, "127.0.0.1", port)
+		rc, err := relay.Dial(context.Background(), c, localbox.DefaultBox, host, port)
 		if err != nil {
 			b.Fatal(err)
 		}
