@@ -21,7 +21,7 @@ import (
 
 // relayBox starts a local box whose PATH starts with binDir and returns a
 // client of it.
-func relayBox(t *testing.T, binDir string) *box.Client {
+func relayBox(t testing.TB, binDir string) *box.Client {
 	t.Helper()
 	tb := startBoxWith(t, binDir)
 	ep, err := box.ParseEndpoint(tb.URL)
@@ -37,7 +37,7 @@ func relayBox(t *testing.T, binDir string) *box.Client {
 }
 
 // listen serves each connection on loopback with serve.
-func listen(t *testing.T, serve func(net.Conn)) (string, uint32) {
+func listen(t testing.TB, serve func(net.Conn)) (string, uint32) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -85,12 +85,18 @@ func TestRelayDial(t *testing.T) {
 	write(t, filepath.Join(old, "cocoonbox-agent"), "#!/bin/sh\necho '{\"ok\":false,\"code\":\"usage\",\"error\":\"unknown command\"}'\nexit 2\n")
 	os.Chmod(filepath.Join(old, "cocoonbox-agent"), 0o755)
 	oldBox := relayBox(t, old)
+	// A box with no agent: what /bin/sh (dash) says and exits for a
+	// command it cannot find.
+	none := t.TempDir()
+	write(t, filepath.Join(none, "cocoonbox-agent"), "#!/bin/sh\necho 'sh: 1: cocoonbox-agent: not found' >&2\nexit 127\n")
+	os.Chmod(filepath.Join(none, "cocoonbox-agent"), 0o755)
+	noneBox := relayBox(t, none)
 	ctx := context.Background()
 
 	for _, b := range []struct {
 		name string
 		c    *box.Client
-	}{{"agent", agentBox}, {"python3", oldBox}} {
+	}{{"agent", agentBox}, {"python3", oldBox}, {"no agent", noneBox}} {
 		t.Run(b.name+"/half-close", func(t *testing.T) {
 			host, port := listen(t, answerAtEOF)
 			c, err := relay.Dial(ctx, b.c, localbox.DefaultBox, host, port)
@@ -177,4 +183,51 @@ func TestRelayDial(t *testing.T) {
 func sum(b []byte) []byte {
 	h := sha256.Sum256(b)
 	return h[:]
+}
+
+// agentClient is a client of a local box with our agent.
+func agentClient(b *testing.B) *box.Client {
+	bin, err := exec.LookPath("cocoonbox-agent")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return relayBox(b, filepath.Dir(bin))
+}
+
+// BenchmarkRelayDial is one connection's setup and teardown through the
+// box's agent: the Exec, the connect, the ready byte.
+func BenchmarkRelayDial(b *testing.B) {
+	c := agentClient(b)
+	host, port := listen(b, func(net.Conn) {})
+	for b.Loop() {
+		rc, err := relay.Dial(context.Background(), c, localbox.DefaultBox, host, port)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, rc)
+		rc.Close()
+	}
+}
+
+// BenchmarkRelayDownload moves 256 MiB from a target in the box to here.
+func BenchmarkRelayDownload(b *testing.B) {
+	c := agentClient(b)
+	const size = 256 << 20
+	chunk := make([]byte, 1<<20)
+	host, port := listen(b, func(conn net.Conn) {
+		for range size / len(chunk) {
+			conn.Write(chunk)
+		}
+	})
+	b.SetBytes(size)
+	for b.Loop() {
+		rc, err := relay.Dial(context.Background(), c, localbox.DefaultBox, host, port)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, err := io.Copy(io.Discard, rc); err != nil || n != size {
+			b.Fatalf("got %d bytes, %v", n, err)
+		}
+		rc.Close()
+	}
 }

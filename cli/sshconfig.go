@@ -157,23 +157,34 @@ func sshConfigBlock(state string, o sshConfigOptions) (string, error) {
 }
 
 // findSSH is cocoonbox-ssh beside this binary (as an install puts them),
-// else the one on the PATH.
+// else the one on the PATH. When the PATH's is the same file by another
+// name (a package manager's link into a versioned directory), the PATH's
+// name is kept: it outlives an upgrade.
 func findSSH() (string, error) {
 	name := "cocoonbox-ssh"
 	if filepath.Separator == '\\' {
 		name += ".exe"
 	}
+	onPath, pathErr := exec.LookPath(name)
 	if self, err := os.Executable(); err == nil {
 		p := filepath.Join(filepath.Dir(self), name)
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			if pathErr == nil && sameFile(onPath, p) {
+				return onPath, nil
+			}
 			return p, nil
 		}
 	}
-	p, err := exec.LookPath(name)
-	if err != nil {
+	if pathErr != nil {
 		return "", errors.New("cocoonbox-ssh is neither beside cocoonbox nor on the PATH\ninstall it (docs/install.md), or name it with: cocoonbox ssh-config --ssh-path PATH")
 	}
-	return p, nil
+	return onPath, nil
+}
+
+func sameFile(a, b string) bool {
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
 // sshConfigPath is the file to change: file, or ~/.ssh/config; a symbolic

@@ -9,8 +9,9 @@ import (
 )
 
 // TestSSHConfigOpenSSH writes the block with cocoonbox ssh-config and
-// reaches the box with the real OpenSSH client through it: the
-// ProxyCommand's path has a space and a %, the host key is pinned with
+// reaches the box through it with the real OpenSSH tools: ssh, scp (SFTP
+// and -O), sftp, rsync -e ssh, git push and clone, ssh -L with curl. The
+// ProxyCommand's path has a space and a %; the host key is pinned with
 // StrictHostKeyChecking on, so a wrong pin is refused.
 func TestSSHConfigOpenSSH(t *testing.T) {
 	tb := startBox(t)
@@ -47,6 +48,50 @@ func TestSSHConfigOpenSSH(t *testing.T) {
 	out, errs, err := run("ssh", "-F", cfg, "main.cocoonbox", "echo", "ok", "from", `"$COCOONBOX_BOX"`)
 	if err != nil || out != "ok from main\n" || errs != "" {
 		t.Errorf("ssh main.cocoonbox: %q, stderr %q, %v", out, errs, err)
+	}
+
+	// The tools of the issue, each through the block.
+	src := t.TempDir()
+	write(t, filepath.Join(src, "f.txt"), "a file\n")
+	sshCmd := "ssh -F '" + cfg + "'"
+	for _, step := range []struct {
+		name string
+		argv []string
+	}{
+		{"scp", []string{"scp", "-F", cfg, filepath.Join(src, "f.txt"), "main.cocoonbox:"}},
+		{"scp -O", []string{"scp", "-O", "-F", cfg, filepath.Join(src, "f.txt"), "main.cocoonbox:g.txt"}},
+		{"sftp", []string{"sh", "-c", "echo 'get f.txt " + filepath.Join(src, "back.txt") + "' | sftp -q -F '" + cfg + "' -b - main.cocoonbox"}},
+		{"rsync", []string{"rsync", "-a", "-e", sshCmd, src + "/", "main.cocoonbox:tree/"}},
+		{"git init", []string{"ssh", "-F", cfg, "main.cocoonbox", "git init -q --bare repo.git"}},
+		{"git push", []string{"sh", "-c", "cd '" + src + "' && git init -q && git add f.txt && git -c user.name=T -c user.email=t@example.com commit -qm one && GIT_SSH_COMMAND=\"" + sshCmd + "\" git push -q main.cocoonbox:repo.git HEAD:refs/heads/main"}},
+		{"git clone", []string{"sh", "-c", "GIT_SSH_COMMAND=\"" + sshCmd + "\" git clone -q -b main main.cocoonbox:repo.git '" + filepath.Join(src, "clone") + "'"}},
+	} {
+		if out, errs, err := run(step.argv[0], step.argv[1:]...); err != nil {
+			t.Fatalf("%s: %v\n%s%s", step.name, err, out, errs)
+		}
+	}
+	for name, want := range map[string]string{
+		filepath.Join(tb.Workspace, "f.txt"):         "a file\n",
+		filepath.Join(tb.Workspace, "g.txt"):         "a file\n",
+		filepath.Join(src, "back.txt"):               "a file\n",
+		filepath.Join(tb.Workspace, "tree", "f.txt"): "a file\n",
+		filepath.Join(src, "clone", "f.txt"):         "a file\n",
+	} {
+		if got := readFile(t, name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+
+	// ssh -L to an HTTP server in the box, fetched with curl.
+	httpPort := boxHTTP(t, tb)
+	lp, _ := freePort()
+	fwd := exec.Command("ssh", "-F", cfg, "-o", "ExitOnForwardFailure=yes", "-L", lp+":localhost:"+httpPort, "main.cocoonbox", "echo ready; exec sleep 600")
+	fwd.Env = tb.Env
+	if ready, _ := startLine(t, fwd); ready != "ready" {
+		t.Fatalf("ssh -L: %q", ready)
+	}
+	if got, err := curl(t, "http://127.0.0.1:"+lp+"/hello.txt"); err != nil || got != "hello from the box\n" {
+		t.Errorf("curl through ssh -L: %q, %v", got, err)
 	}
 
 	// Another key in our known_hosts: OpenSSH refuses the box.

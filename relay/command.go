@@ -6,7 +6,8 @@ import (
 )
 
 // Command is the line the box user's shell runs for one relay to
-// host:port, which CheckTarget must have accepted. It tries, in order:
+// host:port, which CheckTarget must have accepted, once Dial has found
+// that the agent alone does not do. It tries, in order:
 //
 //  1. `cocoonbox-agent relay --ready`, if the agent on the PATH has the
 //     verb (`relay --check` exits 0);

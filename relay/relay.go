@@ -86,9 +86,47 @@ func CheckTarget(host string, port uint32) error {
 // connection the box could not make is a *DialError, a box with no relay
 // wraps ErrNoRelay. ctx bounds only the dial, as net.Dialer's does; the
 // returned Conn lives until Close or the end of the stream.
+//
+// The first try runs the box's agent alone (one process); a box whose
+// agent lacks the verb, or that has none, is remembered, and it and later
+// dials run Command's fallbacks instead.
 func Dial(ctx context.Context, c *box.Client, boxName, host string, port uint32) (Conn, error) {
 	if err := CheckTarget(host, port); err != nil {
 		return nil, err
+	}
+	key := fallbackKey{c, boxName}
+	if _, ok := needsFallback.Load(key); !ok {
+		rc, err := dial(ctx, c, boxName, host, port, true)
+		if !errors.Is(err, errNoAgent) {
+			return rc, err
+		}
+		needsFallback.Store(key, true)
+	}
+	return dial(ctx, c, boxName, host, port, false)
+}
+
+// needsFallback holds the fallbackKeys of the boxes whose agent has no
+// relay verb.
+var needsFallback sync.Map
+
+type fallbackKey struct {
+	c   *box.Client
+	box string
+}
+
+// errNoAgent is an agent-only dial that found no agent with the verb.
+var errNoAgent = errors.New("relay: the box's agent has no relay verb")
+
+// agentCommand runs the box's agent alone: an older agent answers with
+// its usage JSON line, a box without one with the shell's 127.
+func agentCommand(host string, port uint32) string {
+	return "exec cocoonbox-agent relay --ready -- " + quote(host) + " " + strconv.FormatUint(uint64(port), 10)
+}
+
+func dial(ctx context.Context, c *box.Client, boxName, host string, port uint32, agentOnly bool) (Conn, error) {
+	line := Command(host, port)
+	if agentOnly {
+		line = agentCommand(host, port)
 	}
 	execCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stdinR, stdinW := io.Pipe()
@@ -100,7 +138,7 @@ func Dial(ctx context.Context, c *box.Client, boxName, host string, port uint32)
 		var stderr limitedBuffer
 		st, err := c.Exec(execCtx, &box.Command{
 			Box:    boxName,
-			Line:   Command(host, port),
+			Line:   line,
 			Stdin:  stdinR,
 			Stdout: stdoutW,
 			Stderr: &stderr,
@@ -110,6 +148,8 @@ func Dial(ctx context.Context, c *box.Client, boxName, host string, port uint32)
 		switch {
 		case err != nil:
 			stdoutW.CloseWithError(err)
+		case agentOnly && st.Code == 127:
+			stdoutW.CloseWithError(errNoAgent)
 		case st.Code == 0 && st.Signal == "" && st.Error == "":
 			stdoutW.Close()
 		default:
@@ -128,7 +168,11 @@ func Dial(ctx context.Context, c *box.Client, boxName, host string, port uint32)
 	}()
 	var b [1]byte
 	_, err := io.ReadFull(stdoutR, b[:])
-	if err == nil && b[0] != Ready {
+	switch {
+	case err == nil && b[0] != Ready && agentOnly:
+		// An older agent's usage line.
+		err = errNoAgent
+	case err == nil && b[0] != Ready:
 		err = fmt.Errorf("relay to %s in box %s: the box answered %q before connecting, not the ready byte", addr, boxName, b[0])
 	}
 	if err != nil {

@@ -189,12 +189,13 @@ func (f Forward) listenString() string {
 }
 
 // String is the forward as ssh -G prints it: "localforward LISTEN
-// [host]:port" or "dynamicforward LISTEN".
+// [host]:port" or "dynamicforward LISTEN", each word quoted only if it
+// must be to read back as one.
 func (f Forward) String() string {
 	if f.Dynamic {
-		return "dynamicforward " + f.listenString()
+		return "dynamicforward " + quoteWord(f.listenString())
 	}
-	return fmt.Sprintf("localforward %s [%s]:%d", f.listenString(), f.ConnectHost, f.ConnectPort)
+	return "localforward " + quoteWord(f.listenString()) + " " + quoteWord(fmt.Sprintf("[%s]:%d", f.ConnectHost, f.ConnectPort))
 }
 
 // addForward records a -L or -D; an -o LocalForward's "LISTEN CONNECT"

@@ -135,10 +135,10 @@ func (f *forwarder) accept(l net.Listener, fw Forward) {
 
 // handle forwards one accepted connection.
 func (f *forwarder) handle(conn net.Conn, fw Forward) {
-	box := f.r.o.Box()
+	boxName := f.r.o.Box()
 	if fw.Dynamic {
 		rc, err := socksConnect(conn, func(host string, port int) (relay.Conn, error) {
-			return relay.Dial(f.ctx, f.c, box, host, uint32(port))
+			return relay.Dial(f.ctx, f.c, boxName, host, uint32(port))
 		})
 		if err != nil {
 			f.r.logf(LogInfo, "%s: %s: %v", f.r.env.Prog, flagOf(fw), err)
@@ -147,7 +147,7 @@ func (f *forwarder) handle(conn net.Conn, fw Forward) {
 		splice(conn, rc)
 		return
 	}
-	rc, err := relay.Dial(f.ctx, f.c, box, fw.ConnectHost, uint32(fw.ConnectPort))
+	rc, err := relay.Dial(f.ctx, f.c, boxName, fw.ConnectHost, uint32(fw.ConnectPort))
 	if err != nil {
 		// As ssh's "channel N: open failed": the run goes on.
 		f.r.logf(LogInfo, "%s: %s: %v", f.r.env.Prog, flagOf(fw), err)
