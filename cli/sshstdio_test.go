@@ -653,3 +653,26 @@ func TestSSHStdioLoginShell(t *testing.T) {
 	p.waitFor("LOGIN-SHELL\r\n")
 	p.wantExit(5)
 }
+
+// TestSSHStdioSuffix: --suffix names the suffix a Host block of another
+// name uses; -v logs the requests on the ProxyCommand's stderr, which ssh
+// passes on.
+func TestSSHStdioSuffix(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	cfg := readFile(t, s.Config)
+	cfg = strings.Replace(cfg, "Host *.cocoonbox", "Host *.box", 1)
+	cfg = strings.Replace(cfg, " --stdio %n", " --stdio -v --suffix .box %n", 1)
+	write(t, s.Config, cfg)
+	write(t, filepath.Join(s.Dir, "known_hosts"), sshserve.KnownHostsLine("*.box", s.Key)+"\n")
+	c := s.cmd("main.box", "echo ok")
+	var stdout, stderr strings.Builder
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err != nil || stdout.String() != "ok\n" {
+		t.Fatalf("ssh main.box: %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "cocoonbox-ssh: debug: session request exec") {
+		t.Errorf("-v: stderr %q lacks the exec request", stderr.String())
+	}
+}
