@@ -190,18 +190,46 @@ func TestSSHStdioTerminalEscape(t *testing.T) {
 	p.waitFor("got:abc")
 	p.write("\r~.")
 	p.wantExit(255)
-	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(b.Workspace, "esc.pid"))))
+	waitGone(t, filepath.Join(b.Workspace, "esc.pid"))
+}
+
+// waitGone waits until the process whose pid is in file has ended: the
+// box ends a command once its connection has gone. It fails the test if
+// that takes more than half a minute.
+func waitGone(t *testing.T, file string) {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, file)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The box ends the command once the connection has gone; wait for it,
-	// but not for ever.
 	for i := 0; syscall.Kill(pid, 0) == nil; i++ {
 		if i == 3000 {
 			t.Fatalf("the command in the box (pid %d) outlived the connection", pid)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestSSHStdioClientKilled: when ssh dies (SIGKILL: no goodbye), the
+// server sees its stdin end, and the command in the box ends with it.
+func TestSSHStdioClientKilled(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	c := s.cmd("main.cocoonbox", "echo $$ >killed.pid; echo READY; sleep 600")
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := bufio.NewReader(out).ReadString('\n'); l != "READY\n" {
+		t.Fatalf("read %q, %v", l, err)
+	}
+	c.Process.Kill()
+	c.Wait()
+	waitGone(t, filepath.Join(b.Workspace, "killed.pid"))
 }
 
 // runOK runs c and fails the test unless it succeeds; it returns stdout.
