@@ -25,7 +25,8 @@ type stdioOptions struct {
 	// Box is the box: HOST without Suffix.
 	Box string
 	// Suffix is taken off HOST's end: ".cocoonbox" unless --suffix.
-	Suffix  string
+	Suffix string
+	// Verbose is -v: debug lines on stderr.
 	Verbose bool
 }
 
@@ -63,6 +64,10 @@ func sshStdio(args []string, env Env, s Streams) int {
 		return shim.ExitFailure
 	}
 	o, err := parseStdio(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(s.Out, stdioUsage)
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintf(s.Err, "%s: %v\n%s", prog, err, stdioUsage)
 		return shim.ExitFailure

@@ -97,6 +97,12 @@ func TestSSHStdioErrors(t *testing.T) {
 		t.Errorf("an unknown subsystem: exit %d, output %q; want 255 and ssh's refusal", c.ProcessState.ExitCode(), out)
 	}
 
+	// -h: the usage on stdout, 0.
+	c = exec.Command(s.Shim, "--stdio", "-h")
+	if out, err := c.Output(); err != nil || !strings.HasPrefix(string(out), "usage: cocoonbox-ssh --stdio") {
+		t.Errorf("--stdio -h: %v, stdout %q; want the usage and 0", err, out)
+	}
+
 	// A bad command line of --stdio itself: one line, the usage, 255.
 	shim, err := exec.LookPath("cocoonbox-ssh")
 	if err != nil {
