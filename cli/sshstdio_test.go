@@ -1,9 +1,11 @@
-//go:build linux || darwin
+//go:build unix
 
 package cli_test
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,12 +14,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/cocoonbox/cocoonbox/sshserve"
 )
@@ -32,12 +37,16 @@ type stdioSSH struct {
 	Env []string
 	// Dir holds Config and the known_hosts file; tests may put more there.
 	Dir string
+	// Shim is the cocoonbox-ssh the ProxyCommand runs.
+	Shim string
+	// Key is the server's host key, as pinned.
+	Key ssh.PublicKey
 }
 
 // newStdioSSH pins the host key cocoonbox-ssh --stdio will use with box b
 // (created here, in the state directory under b's HOME) and writes the
-// ssh_config; extra lines go into the Host block.
-func newStdioSSH(t *testing.T, b *testBox, extra ...string) *stdioSSH {
+// ssh_config.
+func newStdioSSH(t *testing.T, b *testBox) *stdioSSH {
 	t.Helper()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Fatalf("%v: install openssh-client (scripts/deps.sh)", err)
@@ -65,11 +74,11 @@ func newStdioSSH(t *testing.T, b *testBox, extra ...string) *stdioSSH {
 		"  IdentityAgent none",
 		"  ControlMaster no",
 	}
-	for _, l := range extra {
-		lines = append(lines, "  "+l)
+	if c := sshserve.PreferredCiphers(); c != "" {
+		lines = append(lines, "  Ciphers "+c)
 	}
 	write(t, cfg, strings.Join(lines, "\n")+"\n")
-	return &stdioSSH{Config: cfg, Env: append(cleanEnv(t), b.Env...), Dir: dir}
+	return &stdioSSH{Config: cfg, Env: append(cleanEnv(t), b.Env...), Dir: dir, Shim: shim, Key: key.PublicKey()}
 }
 
 // cmd is ssh -F Config ARGS in Env.
@@ -247,12 +256,24 @@ func TestSSHStdioTerminalEscape(t *testing.T) {
 	b := startBox(t)
 	s := newStdioSSH(t, b)
 	env := append(append([]string{}, s.Env...), "TERM=xterm")
-	p := startProgOnPTY(t, "ssh", env, "-F", s.Config, "-t", "main.cocoonbox", `echo READY; sed -u 's/^/got:/'`)
+	p := startProgOnPTY(t, "ssh", env, "-F", s.Config, "-t", "main.cocoonbox", `echo $$ >esc.pid; echo READY; sed -u 's/^/got:/'`)
 	p.waitFor("READY")
 	p.write("abc\r")
 	p.waitFor("got:abc")
 	p.write("\r~.")
 	p.wantExit(255)
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(b.Workspace, "esc.pid"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The box ends the command once the connection has gone; wait for it,
+	// but not for ever.
+	for i := 0; syscall.Kill(pid, 0) == nil; i++ {
+		if i == 3000 {
+			t.Fatalf("the command in the box (pid %d) outlived the connection", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // runOK runs c and fails the test unless it succeeds; it returns stdout.
@@ -383,14 +404,11 @@ func TestSSHStdioTools(t *testing.T) {
 func TestSSHStdioControlMaster(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
-	shim, err := exec.LookPath("cocoonbox-ssh")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	starts := filepath.Join(dir, "starts")
 	// A ProxyCommand that counts its starts.
 	s := newStdioSSH(t, b)
+	shim := s.Shim
 	cfg := readFile(t, s.Config)
 	cfg = strings.Replace(cfg, fmt.Sprintf("  ProxyCommand %q --stdio %%n", shim),
 		fmt.Sprintf("  ProxyCommand sh -c 'echo start >>%s; exec %s --stdio %%n'", starts, shim), 1)
@@ -476,18 +494,10 @@ func TestSSHStdioParamiko(t *testing.T) {
 	}
 	b := startBox(t)
 	s := newStdioSSH(t, b)
-	shim, err := exec.LookPath("cocoonbox-ssh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := sshserve.HostKey(filepath.Join(envValue(b.Env, "HOME"), ".local", "state", "cocoonbox"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	known := filepath.Join(s.Dir, "paramiko_known_hosts")
 	// Paramiko matches no wildcards: the host itself is pinned.
-	write(t, known, sshserve.KnownHostsLine("main.cocoonbox", key.PublicKey())+"\n")
-	out := runOK(t, inEnv(exec.Command(python, "-c", paramikoScript, shim, known), s.Env))
+	write(t, known, sshserve.KnownHostsLine("main.cocoonbox", s.Key)+"\n")
+	out := runOK(t, inEnv(exec.Command(python, "-c", paramikoScript, s.Shim, known), s.Env))
 	want := "b'in 0\\n' b'err 0\\n' 40\nb'in 1\\n' b'err 1\\n' 41\n300000 300000\n"
 	if out != want {
 		t.Errorf("paramiko printed:\n%s\nwant:\n%s", out, want)
@@ -600,4 +610,118 @@ func TestSSHStdioForwarding(t *testing.T) {
 			t.Errorf("ssh -J main.cocoonbox: %q", got)
 		}
 	})
+}
+
+// goClient is x/crypto/ssh's client (as Go tools use it) over a
+// cocoonbox-ssh --stdio process's stdin and stdout, the host key checked
+// against the pinned one.
+func goClient(t *testing.T, b *testBox) *ssh.Client {
+	t.Helper()
+	s := newStdioSSH(t, b)
+	c1, c2 := net.Pipe()
+	cmd := exec.Command(s.Shim, "--stdio", "main.cocoonbox")
+	cmd.Env = s.Env
+	cmd.Stdin, cmd.Stdout = c2, c2
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c1.Close()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("cocoonbox-ssh --stdio stderr:\n%s", stderr.String())
+		}
+	})
+	conn, chans, reqs, err := ssh.NewClientConn(c1, "main.cocoonbox", &ssh.ClientConfig{
+		User:            "user",
+		HostKeyCallback: ssh.FixedHostKey(s.Key),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ssh.NewClient(conn, chans, reqs)
+}
+
+// TestSSHStdioGoClient: what OpenSSH's client never sends, through Go's
+// SSH client: a signal request reaches the command, keepalive and unknown
+// global requests get a reply, tcpip-forward and unknown channel types are
+// refused, and no-more-sessions is honoured.
+func TestSSHStdioGoClient(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	c := goClient(t, b)
+
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sess.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Start(`trap 'echo got TERM; exit 3' TERM; echo ready; while :; do sleep 0.1; done`); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	if l, err := r.ReadString('\n'); l != "ready\n" {
+		t.Fatalf("read %q, %v; want ready", l, err)
+	}
+	if err := sess.Signal(ssh.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(r)
+	err = sess.Wait()
+	if ee, ok := err.(*ssh.ExitError); !ok || ee.ExitStatus() != 3 || string(rest) != "got TERM\n" {
+		t.Errorf("after a TERM signal request: %v, output %q; want exit 3 and got TERM", err, rest)
+	}
+
+	for _, req := range []string{"keepalive@openssh.com", "no-such-request@example.com"} {
+		if ok, _, err := c.SendRequest(req, true, nil); err != nil || ok {
+			t.Errorf("global request %s: %v, %v; want a failure reply", req, ok, err)
+		}
+	}
+	if _, err := c.Listen("tcp", "127.0.0.1:0"); err == nil {
+		t.Error("tcpip-forward (ssh -R) was accepted")
+	}
+	if _, _, err := c.OpenChannel("x11", nil); err == nil {
+		t.Error("an x11 channel was accepted")
+	}
+	if _, _, err := c.SendRequest("no-more-sessions@openssh.com", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The request has no reply; a global request that has one shows it
+	// was read before the session is asked for.
+	c.SendRequest("keepalive@openssh.com", true, nil)
+	if _, err := c.NewSession(); err == nil {
+		t.Error("a session after no-more-sessions was accepted")
+	}
+}
+
+// TestSSHStdioServerAlive: OpenSSH's ServerAliveInterval keepalives are
+// answered: with one missed reply allowed, a session longer than two
+// intervals would otherwise end with "Timeout, server not responding".
+func TestSSHStdioServerAlive(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	c := s.cmd("-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=1", "main.cocoonbox", "sleep 3; echo alive")
+	if out := runOK(t, c); out != "alive\n" {
+		t.Errorf("output %q", out)
+	}
+}
+
+// TestSSHStdioLoginShell: plain `ssh main.cocoonbox` on a terminal is a
+// login shell on a terminal; what is typed runs, and its exit code is ssh's.
+func TestSSHStdioLoginShell(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	env := append(append([]string{}, s.Env...), "TERM=xterm")
+	p := startProgOnPTY(t, "ssh", env, "-F", s.Config, "main.cocoonbox")
+	p.write("tty >/dev/null && echo ON-A-TTY; shopt -q login_shell 2>/dev/null || case $0 in -*) true;; *) false;; esac && echo LOGIN-SHELL; exit 5\r")
+	p.waitFor("ON-A-TTY\r\n")
+	p.waitFor("LOGIN-SHELL\r\n")
+	p.wantExit(5)
 }

@@ -158,6 +158,3 @@ func (c *connState) globalRequests(reqs <-chan *ssh.Request) {
 		}
 	}
 }
-
-// ciphers is the server's cipher list; nil is x/crypto/ssh's default.
-func ciphers() []string { return nil }
