@@ -2,14 +2,12 @@ package shim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"strconv"
 	"sync"
-	"syscall"
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/relay"
@@ -216,7 +214,7 @@ func (r *runner) stdioForward(c *box.Client) int {
 		rc.CloseWrite()
 	}
 	if _, err := io.Copy(r.env.Stdout, rc); err != nil {
-		if errors.Is(err, syscall.EPIPE) {
+		if brokenPipe(err) {
 			return ExitFailure
 		}
 		return r.fail(fmt.Errorf("stdio forwarding: %w", err))
