@@ -96,7 +96,7 @@ func sshStdio(args []string, env Env, s Streams) int {
 		Terminfo: func(term string) []byte { return shim.Terminfo(term, env.Getenv) },
 		Progress: s.Err,
 		Prog:     prog,
-		Version:  "cocoonbox_" + strings.TrimPrefix(version(), "v"),
+		Version:  sshSoftwareVersion(version()),
 		Dial:     stdioDial(c, o.Box),
 	}
 	if o.Verbose {
@@ -116,4 +116,17 @@ func stdioDial(c *box.Client, boxName string) func(context.Context, string, uint
 	return func(ctx context.Context, host string, port uint32) (sshserve.Conn, error) {
 		return relay.Dial(ctx, c, boxName, host, port)
 	}
+}
+
+// sshSoftwareVersion is the software part of our SSH version line for
+// module version v, such as "cocoonbox_1.2.0_rc1": RFC 4253 section 4.2
+// allows no white space and no minus sign there.
+func sshSoftwareVersion(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	return "cocoonbox_" + strings.Map(func(r rune) rune {
+		if r <= ' ' || r == '-' || r > '~' {
+			return '_'
+		}
+		return r
+	}, v)
 }
