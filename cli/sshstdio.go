@@ -104,6 +104,7 @@ func sshStdio(args []string, env Env, s Streams) int {
 			fmt.Fprintf(s.Err, "%s: debug: %s\r\n", prog, fmt.Sprintf(format, args...))
 		}
 	}
+	growPipes(s.In, s.Out)
 	if err := srv.Serve(sshserve.StdioConn(s.In, s.Out)); err != nil {
 		return fail(err)
 	}
