@@ -147,6 +147,7 @@ cocoonbox-ssh.`,
 		newDevices(env, s),
 		newOffload(env, s),
 		newBack(env, s),
+		newSSHConfig(env, s),
 	)
 	groupsRefuseUnknown(root)
 	root.Version = version.String()

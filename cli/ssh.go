@@ -14,9 +14,14 @@ import (
 
 // SSH is cocoonbox-ssh: args are ssh(1)'s, without the program name. It
 // returns the remote command's exit status, or 255 for a failure of ours.
+// With --stdio first it is instead an SSH server on its stdio, for ssh's
+// ProxyCommand (sshStdio).
 func SSH(args []string, env Env, s Streams) int {
 	if isVersion(args) {
 		return printVersion(s.Out, "cocoonbox-ssh")
+	}
+	if len(args) > 0 && args[0] == "--stdio" {
+		return sshStdio(args[1:], env, s)
 	}
 	return runShim("cocoonbox-ssh", args, env, s)
 }

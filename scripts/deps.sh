@@ -25,7 +25,10 @@ if [ "$profile" = test ]; then
 	check chromium chromium
 	check scp openssh-client
 	check ssh-keygen openssh-client
+	check curl curl
 	[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+	# Debian's own python3 for Paramiko, whatever python3 is first on the PATH.
+	/usr/bin/python3 -c 'import paramiko' >/dev/null 2>&1 || need+=(python3-paramiko)
 fi
 need+=("$@")
 mise=$(command -v mise >/dev/null 2>&1 && echo yes || echo no)
