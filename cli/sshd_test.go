@@ -189,8 +189,9 @@ type testBox struct {
 	// Env is what a client needs to reach it: COCOONBOX_ENDPOINT and
 	// COCOONBOX_TOKEN, and a HOME of its own.
 	Env []string
-	// Addr is the address it listens on.
-	Addr string
+	// Addr is the address it listens on, URL its endpoint, Token a token
+	// it accepts.
+	Addr, URL, Token string
 	// Workspace is box main's workspace directory.
 	Workspace string
 	srv       *localbox.Server
@@ -204,13 +205,20 @@ func startBox(t testing.TB, options ...func(*localbox.Server)) *testBox {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startBoxWith(t, filepath.Dir(bin), options...)
+}
+
+// startBoxWith is startBox with binDir first on the box's PATH instead of
+// the directory of our binaries.
+func startBoxWith(t testing.TB, binDir string, options ...func(*localbox.Server)) *testBox {
+	t.Helper()
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	home := filepath.Join(dir, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	srv := &localbox.Server{Dir: state, BinDir: filepath.Dir(bin)}
+	srv := &localbox.Server{Dir: state, BinDir: binDir}
 	for _, o := range options {
 		o(srv)
 	}
@@ -225,6 +233,8 @@ func startBox(t testing.TB, options ...func(*localbox.Server)) *testBox {
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	return &testBox{
+		URL:       url,
+		Token:     tok,
 		Env:       []string{"COCOONBOX_ENDPOINT=" + url, "COCOONBOX_TOKEN=" + tok, "HOME=" + home, "PATH=" + os.Getenv("PATH")},
 		Addr:      lis.Addr().String(),
 		Workspace: filepath.Join(state, "boxes", localbox.DefaultBox, "workspace"),
