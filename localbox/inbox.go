@@ -63,6 +63,10 @@ func (s *Server) startInbox(b *box) {
 	if s.inbox.cmds[b.Name] != nil {
 		return
 	}
+	if err := s.chownBox(b); err != nil {
+		s.logf("box %s: inbox: %v", b.Name, err)
+		return
+	}
 	if err := os.MkdirAll(filepath.Join(b.run(), "cocoonbox"), 0o700); err != nil {
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
@@ -80,8 +84,9 @@ func (s *Server) startInbox(b *box) {
 		Env:         s.environ(b, &controlv1.Start{}),
 		Stdout:      logf,
 		Stderr:      logf,
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		SysProcAttr: s.sysProcAttr(),
 	}
+	cmd.SysProcAttr.Setsid = true
 	if err := cmd.Start(); err != nil {
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
@@ -141,6 +146,7 @@ func (s *Server) powerOff() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		cmd := exec.CommandContext(ctx, "tmux", "kill-server")
 		cmd.Env = s.environ(b, &controlv1.Start{})
+		cmd.SysProcAttr = s.sysProcAttr()
 		cmd.Run()
 		cancel()
 	}
