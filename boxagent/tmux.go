@@ -82,9 +82,16 @@ func (c *Config) tmuxPaste(session, body string, escFirst bool) error {
 	if _, err := c.tmux(nil, "paste-buffer", "-p", "-d", "-b", buf, "-t", target(session)); err != nil {
 		return err
 	}
+	// Claude Code takes an Enter that reaches it in the same read as the
+	// end of a paste as part of the paste, and the text then sits at its
+	// prompt unsent (seen with 2.1.197): the Enter goes on its own.
+	time.Sleep(pasteSettle)
 	_, err := c.tmux(nil, "send-keys", "-t", target(session), "Enter")
 	return err
 }
+
+// pasteSettle is the pause between a paste and its Enter.
+const pasteSettle = 300 * time.Millisecond
 
 // tmuxType types text and Enter, as a user would at the prompt.
 func (c *Config) tmuxType(session, text string) error {

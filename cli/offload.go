@@ -295,9 +295,7 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 	}
 	who := kind.Title
 	if cli := res.Begin.CLI; cli != nil {
-		if cli.Version != "" {
-			who += " " + cli.Version
-		}
+		who = kind.Named(cli.Version)
 		if cli.Account != "" {
 			who += ", signed in as " + cli.Account
 		}

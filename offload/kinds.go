@@ -64,3 +64,20 @@ func LookupKind(name string) (Kind, error) {
 	}
 	return kinds[i], nil
 }
+
+// Named is the CLI's name with the version its --version printed, once:
+// "Claude Code 2.1.197" for "2.1.197 (Claude Code)", "Codex CLI 0.171.0"
+// for "codex-cli 0.171.0". A version with no word that starts with a digit
+// is kept whole; an empty one gives the title alone.
+func (k Kind) Named(version string) string {
+	f := strings.Fields(version)
+	for _, w := range f {
+		if w = strings.TrimPrefix(w, "v"); w != "" && w[0] >= '0' && w[0] <= '9' {
+			return k.Title + " " + w
+		}
+	}
+	if len(f) == 0 {
+		return k.Title
+	}
+	return k.Title + " " + strings.Join(f, " ")
+}

@@ -183,16 +183,9 @@ var (
 // hand-over path for progress).
 func planOf(text string, prompts []string) []string {
 	var plan []string
-	if strings.HasPrefix(strings.TrimSpace(text), "BACK:") {
+	back := strings.HasPrefix(strings.TrimSpace(text), "BACK:")
+	if back {
 		plan = append(plan, "git add -A && { git diff --cached --quiet || git commit -q -m 'model: work left at BACK'; }")
-		if m := backToRE.FindStringSubmatch(text); m != nil {
-			plan = append(plan, writeHandover(shellQuote(m[1]), "brought back"))
-		}
-		defer func() {
-			if m := backPostRE.FindStringSubmatch(text); m != nil {
-				plan = append(plan, m[1])
-			}
-		}()
 	}
 	for _, l := range strings.Split(text, "\n") {
 		l = strings.TrimSpace(l)
@@ -211,6 +204,14 @@ func planOf(text string, prompts []string) []string {
 					break
 				}
 			}
+		}
+	}
+	if back {
+		if m := backToRE.FindStringSubmatch(text); m != nil {
+			plan = append(plan, writeHandover(shellQuote(m[1]), "brought back"))
+		}
+		if m := backPostRE.FindStringSubmatch(text); m != nil {
+			plan = append(plan, m[1])
 		}
 	}
 	return plan
@@ -251,4 +252,37 @@ func (e *sse) event(name string, data any) {
 	if e.f != nil {
 		e.f.Flush()
 	}
+}
+
+// Prompt is the latest user text of a main request (one that offers the
+// CLI's shell tool): what the model was asked at that step. It is "" for
+// other requests.
+func (r Request) Prompt() string {
+	if len(r.Body) == 0 {
+		return ""
+	}
+	if strings.HasPrefix(r.Answer, "tool:") || r.Answer == "text" {
+		var m messagesRequest
+		if strings.HasPrefix(r.Path, "/v1/messages") && json.Unmarshal(r.Body, &m) == nil {
+			for i := len(m.Messages) - 1; i >= 0; i-- {
+				if m.Messages[i].Role == "user" {
+					if t := userText(blocks(m.Messages[i].Content)); t != "" {
+						return t
+					}
+				}
+			}
+			return ""
+		}
+		var o responsesRequest
+		if json.Unmarshal(r.Body, &o) == nil {
+			for i := len(o.Input) - 1; i >= 0; i-- {
+				if o.Input[i].Role == "user" {
+					if t := inputText(o.Input[i].Content); t != "" {
+						return t
+					}
+				}
+			}
+		}
+	}
+	return ""
 }
