@@ -98,9 +98,7 @@ func TestRealCLIScripts(t *testing.T) {
 		models[e.WorkDir] = m
 		e.Setenv("MODEL_URL", m.URL)
 		e.Setenv("MODEL_LOG", filepath.Join(e.WorkDir, "model.log"))
-		boxDir := filepath.Join(e.Getenv("BOX_STATE"), "boxes", "main")
-		e.Setenv("BOX_HOME", filepath.Join(boxDir, "home"))
-		e.Setenv("BOX_RUN", filepath.Join(boxDir, "run"))
+		e.Setenv("BOX_RUN", filepath.Join(srv.Dir, "boxes", localbox.DefaultBox, "run"))
 		for k, c := range clis {
 			e.Setenv(strings.ToUpper(k)+"_VERSION", c.version)
 		}
