@@ -66,10 +66,15 @@ func (ib *Inbox) Listen() (net.Listener, error) {
 	return lis, nil
 }
 
+// PaneCheckEvery is how often the inbox looks for a session whose CLI has
+// exited.
+const PaneCheckEvery = time.Second
+
 // Serve runs the restart check, then answers connections on lis until ctx
 // ends.
 func (ib *Inbox) Serve(ctx context.Context, lis net.Listener) error {
 	ib.restartCheck()
+	go ib.watchPanes(ctx, PaneCheckEvery)
 	go func() {
 		<-ctx.Done()
 		lis.Close()
@@ -256,6 +261,64 @@ func (c *Config) checkPane(r *record) paneState {
 	return paneNotYet
 }
 
+// markExited marks r's session stopped because its CLI has exited, and
+// keeps the pane's last lines (what the CLI said as it went).
+func (c *Config) markExited(r *record) {
+	c.logf("the %s session of %s has exited: marked stopped", r.CLI, r.Repo)
+	r.Status, r.Question, r.Queue = StatusStopped, false, nil
+	r.ExitLines = c.tmuxLastLines(SessionName(r.Repo, r.CLI), exitLines)
+}
+
+// exitLines is how many of the pane's last lines an exited session keeps.
+const exitLines = 8
+
+// watchPanes looks at every running session's pane each interval until
+// ctx ends: a session whose tmux session is gone, or whose CLI no longer
+// holds its pane's terminal after it was seen there, has exited (a crash,
+// a kill, a CLI that quit without a hook) and is marked stopped, so that
+// status, send, read and back say so within seconds.
+func (ib *Inbox) watchPanes(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		recs, err := ib.cfg.records()
+		if err != nil {
+			continue
+		}
+		for _, r0 := range recs {
+			if !r0.running() {
+				continue
+			}
+			var line *WatchLine
+			ib.cfg.update(r0.Repo, func(r *record) (*record, error) {
+				if r == nil || !r.running() || r.CLI != r0.CLI || r.StartedAtMS != r0.StartedAtMS {
+					return nil, nil
+				}
+				session := SessionName(r.Repo, r.CLI)
+				if !ib.cfg.tmuxAlive(session) {
+					ib.cfg.logf("the tmux session %s is gone: marked stopped", session)
+					r.Status, r.Question, r.Queue = StatusStopped, false, nil
+				} else if before := r.CLIPid; ib.cfg.checkPane(r) == paneExited {
+					ib.cfg.markExited(r)
+				} else if r.CLIPid == before {
+					return nil, nil
+				}
+				line = statusLine(r)
+				if r.Status != StatusStopped {
+					line = nil
+				}
+				return r, nil
+			})
+			ib.notify(line)
+		}
+	}
+}
+
 // send stores a message, or BACK, for the repo's running session and
 // delivers it: pasted when the session is at its prompt (or interrupt),
 // else queued until its next idle. A session whose CLI has exited (it
@@ -276,8 +339,7 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 		}
 		pane := ib.cfg.checkPane(r)
 		if pane == paneExited {
-			ib.cfg.logf("the %s session of %s has exited: marked stopped", r.CLI, r.Repo)
-			r.Status, r.Question, r.Queue = StatusStopped, false, nil
+			ib.cfg.markExited(r)
 			exited, line = r, statusLine(r)
 			return r, nil
 		}
@@ -411,7 +473,7 @@ func (ib *Inbox) startSession(r *record, prompt string) error {
 		return failedf("start the %s session: %v", r.CLI, err)
 	}
 	r.Started, r.Status, r.Question, r.Queue = true, StatusWorking, false, nil
-	r.StartedAtMS, r.HookAtMS, r.TranscriptPath, r.CLIPid = nowMS(), 0, "", 0
+	r.StartedAtMS, r.HookAtMS, r.TranscriptPath, r.CLIPid, r.ExitLines = nowMS(), 0, "", 0, nil
 	r.InboxSeq++
 	return appendLine(c.inboxPath(r.Repo), map[string]any{
 		"seq": r.InboxSeq, "kind": "start", "offload_id": r.OffloadID, "time_ms": nowMS(), "body": prompt, "delivery": "started",
@@ -441,6 +503,12 @@ func (ib *Inbox) commandLine(r *record, promptPath string) (string, error) {
 	default:
 		return "", refusedf("%s sessions are not supported by this box's agent", r.CLI)
 	}
+	// After the CLI, however it ended, the login shell tells the inbox.
+	agent := self
+	if !ib.selfOnLoginPATH() {
+		agent = shellQuote(c.Self)
+	}
+	fmt.Fprintf(&b, "; %s offload event --repo %s --cli %s --hook exit </dev/null >/dev/null 2>&1", agent, r.Repo, r.CLI)
 	return b.String(), nil
 }
 
@@ -536,7 +604,9 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 		}
 		before := r.Status
 		pane := ib.cfg.checkPane(r)
-		r.HookAtMS = nowMS()
+		if req.Hook != "exit" {
+			r.HookAtMS = nowMS()
+		}
 		if payload.TranscriptPath != "" && filepath.IsAbs(payload.TranscriptPath) {
 			r.TranscriptPath = payload.TranscriptPath
 		}
@@ -561,6 +631,9 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 				return r, nil
 			}
 			r.Status, r.Queue = StatusStopped, nil
+		case "claude/exit", "codex/exit":
+			// The login shell ran our line after the CLI: it has exited.
+			ib.cfg.markExited(r)
 		default:
 			return nil, usagef("unknown hook %s of %s", req.Hook, req.CLI)
 		}
@@ -695,6 +768,7 @@ func (c *Config) sessions(k string) ([]Session, error) {
 		s := Session{
 			Repo: r.Repo, Name: r.Name, CLI: r.CLI, OffloadID: r.OffloadID, Status: r.Status,
 			Copy: r.copyState(), HookAtMS: r.HookAtMS, InboxSeq: r.InboxSeq, OutboxSeq: r.OutboxSeq,
+			ExitLines: r.ExitLines,
 		}
 		if s.Status == "" {
 			s.Status = StatusStopped

@@ -27,6 +27,10 @@ type SendResult struct {
 	Accepted  bool             `json:"accepted"`
 	Tmux      string           `json:"tmux"`
 	TimingsMS map[string]int64 `json:"timings_ms"`
+	// Exited says the CLI exited before it took the first prompt;
+	// ExitLines are its pane's last lines.
+	Exited    bool     `json:"exited,omitempty"`
+	ExitLines []string `json:"exit_lines,omitempty"`
 }
 
 // AcceptWait is how long send waits for the CLI to take its first prompt.
@@ -201,6 +205,11 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 
 	c.logf("waiting for %s to take the prompt", cliBinary(o.Kind))
 	res.Accepted = c.waitAccepted(o.Repo, start)
+	if !res.Accepted {
+		if s, err := c.sessions(o.Repo); err == nil && len(s) == 1 && s[0].Status == StatusStopped {
+			res.Exited, res.ExitLines = true, s[0].ExitLines
+		}
+	}
 	step("accept")
 	return res, nil
 }

@@ -102,6 +102,22 @@ func (c *Config) tmuxType(session, text string) error {
 	return err
 }
 
+// tmuxLastLines are the last n lines of the session's pane that are not
+// blank, or nil when it is gone.
+func (c *Config) tmuxLastLines(session string, n int) []string {
+	out, err := c.tmux(nil, "capture-pane", "-p", "-J", "-S", "-200", "-t", target(session))
+	if err != nil {
+		return nil
+	}
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimRight(l, " \t"); strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines[max(0, len(lines)-n):]
+}
+
 // tmuxWindowActivity is the session's last window activity, in ms since
 // the epoch, or 0.
 func (c *Config) tmuxWindowActivity(session string) int64 {

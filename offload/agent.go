@@ -102,6 +102,11 @@ type SendResult struct {
 	Accepted  bool             `json:"accepted"`
 	Tmux      string           `json:"tmux"`
 	TimingsMS map[string]int64 `json:"timings_ms"`
+	// Exited says the box CLI exited before it took the first prompt;
+	// ExitLines are the last lines of its pane (box text: print through
+	// Printable).
+	Exited    bool     `json:"exited,omitempty"`
+	ExitLines []string `json:"exit_lines,omitempty"`
 }
 
 // MessageResult is the answer of send with --message or --back.
@@ -141,6 +146,8 @@ type Session struct {
 	WindowActivityMS  int64  `json:"window_activity_ms"`
 	InboxSeq          int64  `json:"inbox_seq"`
 	OutboxSeq         int64  `json:"outbox_seq"`
+	// ExitLines are the pane's last lines when the CLI was found exited.
+	ExitLines []string `json:"exit_lines,omitempty"`
 }
 
 // Begin runs begin: the box half of the preflight, then takes the copy.

@@ -2,12 +2,16 @@ package offload
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
 func TestKinds(t *testing.T) {
-	if got := KindNames(); !slices.Equal(got, []string{"claude", "codex", "cursor"}) {
+	if got := KindNames(); !slices.Equal(got, []string{"claude", "codex"}) {
 		t.Errorf("kinds %v", got)
+	}
+	if _, err := LookupKind("cursor"); err == nil || !strings.Contains(err.Error(), "--kind cursor is not supported yet: Cursor CLI sessions are not built into the box agent yet; use claude or codex") {
+		t.Errorf("cursor: %v", err)
 	}
 	for _, n := range KindNames() {
 		k, err := LookupKind(n)

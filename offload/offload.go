@@ -373,7 +373,25 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	}
 	step("send", t)
 	res.Record, res.Send = rec, send
+	if send.Exited {
+		// The offload is in flight on a stopped session: restart and
+		// abandon take it from here, so the record stays.
+		return nil, exitedError(o.Kind, o.Box, send.ExitLines)
+	}
 	return res, nil
+}
+
+// exitedError reports a box CLI that exited before it took its first
+// prompt, with its last lines as findings.
+func exitedError(k Kind, box string, lines []string) *Error {
+	e := &Error{Code: ExitFailed, Err: fmt.Errorf("%s exited in box %s before it took the first prompt", k.Title, box), Next: StoppedNext()}
+	for _, l := range lines {
+		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: Printable(l)})
+	}
+	if len(lines) == 0 {
+		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: "(its pane showed nothing)"})
+	}
+	return e
 }
 
 // stillInBoxNext are the next steps of an offload refused because an
