@@ -133,7 +133,6 @@ func hostOf(url string) string {
 	return h
 }
 
-
 // tee is w, and Log too.
 func (in *Installer) tee(w io.Writer) io.Writer {
 	if in.Log == nil {
