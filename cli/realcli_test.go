@@ -132,6 +132,10 @@ func cmdRealCLI(ts *testscript.TestScript, neg bool, args []string, clis map[str
 	url := ts.Getenv("MODEL_URL")
 	var sh strings.Builder
 	fmt.Fprintf(&sh, "set -e\nmkdir -p ~/.local/bin\nln -sfn %s ~/.local/bin/%s\n", filepath.Join(c.dir, "bin", c.kind), c.kind)
+	// A real box has cocoonbox-agent on every login PATH; the local box
+	// puts it on the PATH of the commands it starts only, and codex's
+	// shell tool runs a login shell, whose /etc/profile resets PATH.
+	sh.WriteString("ln -sfn \"$(command -v cocoonbox-agent)\" ~/.local/bin/cocoonbox-agent\n")
 	sh.WriteString("git config --global user.name 'Box User'\ngit config --global user.email box-user@example.com\n")
 	sh.WriteString("grep -q '.local/bin' ~/.profile 2>/dev/null || echo 'PATH=\"$HOME/.local/bin:$PATH\"' >> ~/.profile\n")
 	switch c.kind {
