@@ -81,7 +81,8 @@ func TestRealCLIScripts(t *testing.T) {
 	}
 	models := map[string]*modeltest.Server{}
 	p := paramsWith(t, "testdata/realcli", func(e *testscript.Env, srv *localbox.Server) error {
-		if boxUser != "" {
+		// claude_asroot plays a local box served by root without a box user.
+		if boxUser != "" && !strings.HasSuffix(e.WorkDir, "asroot") {
 			// The box user reaches the state directory under $WORK.
 			for _, d := range []string{filepath.Dir(e.WorkDir), e.WorkDir} {
 				if err := os.Chmod(d, 0o711); err != nil {
@@ -104,6 +105,12 @@ func TestRealCLIScripts(t *testing.T) {
 		}
 		return nil
 	})
+	p.Condition = func(cond string) (bool, error) {
+		if cond == "root" {
+			return os.Geteuid() == 0, nil
+		}
+		return false, fmt.Errorf("unknown condition %q", cond)
+	}
 	p.Cmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
 		"realcli":      func(ts *testscript.TestScript, neg bool, args []string) { cmdRealCLI(ts, neg, args, clis) },
 		"modelprompts": func(ts *testscript.TestScript, neg bool, args []string) { cmdModelPrompts(ts, neg, args, models) },
