@@ -134,16 +134,18 @@ func (c *Config) Begin(o BeginOptions) (*BeginResult, error) {
 	}
 
 	res := &BeginResult{OK: true, Dir: dir, Copy: state, Refs: map[string]string{}, CLI: cli, Ignored: []string{}, Findings: findings}
-	if state == CopyAbsent {
+	if state != CopyAbsent && !o.NoRepo && !c.isRepo(dir) {
+		// An offload that failed before its history came (rsync brings
+		// .git without objects) leaves a copy that is no repository: it
+		// holds nothing of the box's, so the laptop sends it whole.
+		c.logf("%s is no git repository: taken as absent", dir)
 		res.Copy = CopyAbsent
-	} else if !o.NoRepo {
-		if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
-			if res.Refs, err = c.presentRefs(dir); err != nil {
-				return nil, err
-			}
-			if res.Ignored, err = c.ignoredDirs(dir); err != nil {
-				return nil, err
-			}
+	} else if state != CopyAbsent && !o.NoRepo {
+		if res.Refs, err = c.presentRefs(dir); err != nil {
+			return nil, err
+		}
+		if res.Ignored, err = c.ignoredDirs(dir); err != nil {
+			return nil, err
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -244,4 +246,19 @@ func (c *Config) hooksBlocked() string {
 		}
 	}
 	return ""
+}
+
+// isRepo says whether dir is the top of a git repository of its own:
+// git finds its .git there, not in a directory above.
+func (c *Config) isRepo(dir string) bool {
+	gd, err := c.git(dir, nil, []string{"GIT_CEILING_DIRECTORIES=" + filepath.Dir(dir)}, "rev-parse", "--absolute-git-dir")
+	if err != nil {
+		return false
+	}
+	want, err := filepath.EvalSymlinks(filepath.Join(dir, ".git"))
+	if err != nil {
+		return false
+	}
+	got, err := filepath.EvalSymlinks(strings.TrimSpace(gd))
+	return err == nil && got == want
 }

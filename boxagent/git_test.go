@@ -65,3 +65,30 @@ func TestSnapshotRacyEdit(t *testing.T) {
 		t.Errorf("the real index changed: %v %s", err, out)
 	}
 }
+
+// TestIsRepo: begin takes a copy as the box's mirror only when it is a git
+// repository of its own; .git without objects (what rsync brings before
+// the bundle) or a directory inside another repository is not.
+func TestIsRepo(t *testing.T) {
+	root := t.TempDir()
+	cfg := &Config{Environ: append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+root)}
+	repo := filepath.Join(root, "repo")
+	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	inside := filepath.Join(repo, "sub")
+	synced := filepath.Join(root, "synced")
+	for _, d := range []string{inside, filepath.Join(synced, ".git", "refs", "heads")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(synced, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]bool{repo: true, inside: false, synced: false, filepath.Join(root, "none"): false} {
+		if got := cfg.isRepo(dir); got != want {
+			t.Errorf("isRepo(%s) = %v, want %v", dir, got, want)
+		}
+	}
+}

@@ -208,8 +208,14 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if runtime.GOOS == "windows" {
 		findings = append(findings, Finding{"platform", Block, "offload needs rsync and runs on macOS and Linux only"})
 	}
-	if _, err := exec.LookPath("rsync"); err != nil {
+	// The laptop's rsync: each variant takes its own options, and one
+	// that cannot do the job is refused here, before the box is asked.
+	rsync, err := FindRsync(ctx, HostEnv(o.Environ, false))
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
 		findings = append(findings, Finding{"tools", Block, "rsync is not installed on this laptop; install it"})
+	case err != nil && runtime.GOOS != "windows":
+		return nil, refused(err)
 	}
 	excludes, err := r.ignored(ctx)
 	if err != nil {
@@ -221,7 +227,12 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		p.Secrets = rs.Secrets
 		p.SizeOK = rs.SizeOK
 		if p.Size == nil {
-			p.Size = func(ctx context.Context) (int64, error) { return r.measure(ctx, HostEnv(o.Environ, false), excludes) }
+			p.Size = func(ctx context.Context) (int64, error) {
+				if rsync == nil {
+					return 0, errors.New("no rsync")
+				}
+				return r.measure(ctx, rsync, HostEnv(o.Environ, false), excludes)
+			}
 		}
 		findings = append(findings, p.Run(ctx, r)...)
 	}
@@ -258,7 +269,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if len(warns) > 0 && !o.Yes {
 		// Give back what begin took: the copy, and the directory it made.
 		if released, _ := o.release(ctx, agent, r.Key, id); released && begin.Copy == "absent" {
-			agent.Exec.Exec(ctx, &box.Command{Box: o.Box, Line: "rmdir -- " + ShellQuote(remotePath(begin.Dir, begin.name)) + " 2>/dev/null"})
+			o.removeCopy(ctx, agent, begin)
 		}
 		return nil, &Error{Code: ExitConfirm, Err: errors.New("the preflight found warnings"), Findings: warns,
 			Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name + " --yes"}}
@@ -279,10 +290,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		if !errors.As(err, &e) {
 			e = &Error{Code: ExitFailed, Err: err}
 		}
-		next := []string{"nothing changed here; the box gave back its copy"}
-		if released, _ := o.release(ctx, agent, r.Key, id); !released {
-			next[0] = "nothing changed here; the box may still hold its copy for this offload, which the next offload takes again"
-		}
+		next := []string{"nothing changed here; " + o.giveBack(ctx, agent, begin, id)}
 		if lock := heldLock(err); lock != "" {
 			next = append(next, fmt.Sprintf("another git process holds %s; when none is running, remove it (rm '%s') and run offload again", lock, lock))
 		} else {
@@ -317,15 +325,14 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	}
 	rpath := remotePath(begin.Dir, begin.name)
 	o.logf("rsync %s/ to %s:%s/", r.Top, bx.Name, rpath)
-	args := append(rsyncArgs(exFile, r.Linked), "-e", o.Shim, r.Top+"/", bx.Name+":"+rpath+"/")
-	_, err = runRsync(ctx, HostEnv(o.Environ, true), args)
+	args := append(rsync.syncArgs(exFile, r.Linked), "-e", o.Shim, r.Top+"/", bx.Name+":"+rpath+"/")
+	_, err = rsync.run(ctx, HostEnv(o.Environ, true), args)
 	os.Remove(exFile)
 	if fi, serr := os.Stat(filepath.Join(r.Top, ".git")); err == nil && serr == nil && fi.IsDir() {
 		// rsync's quick check (size and mtime) skips a ref or HEAD rewritten
 		// in the same second at the same size, and the copy's refs must be
 		// ours: .git's small files go again, compared by content.
-		_, err = runRsync(ctx, HostEnv(o.Environ, true), []string{"-a", "--checksum",
-			"--exclude=/objects/", "--exclude=**.lock", "-e", o.Shim, r.Top + "/.git/", bx.Name + ":" + rpath + "/.git/"})
+		_, err = rsync.run(ctx, HostEnv(o.Environ, true), append(rsync.gitArgs(), "-e", o.Shim, r.Top+"/.git/", bx.Name+":"+rpath+"/.git/"))
 	}
 	if err != nil {
 		return nil, rollback(err)
@@ -347,16 +354,26 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	o.logf("send")
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
+	xctx, xcancel := context.WithCancel(ctx)
+	defer xcancel()
 	go func() {
 		err := WriteStream(pw, members)
-		pw.CloseWithError(err)
+		if err != nil {
+			// The Exec closes the box's stdin at any end of its own, and
+			// a tar cut at a member's end reads as a whole one: the box
+			// would start on a stream without the rest. So the Exec is
+			// cut instead, and the box never sees the stream end.
+			xcancel()
+		} else {
+			pw.Close()
+		}
 		werr <- err
 	}()
-	send, err := agent.Send(ctx, r.Key, o.Kind.Name, id, pr)
+	send, err := agent.Send(xctx, r.Key, o.Kind.Name, id, pr)
 	pr.CloseWithError(io.ErrClosedPipe)
 	os.Remove(bpath)
 	// A stream that broke on our side says why better than the box can.
-	if e := <-werr; err != nil && e != nil && !errors.Is(e, io.ErrClosedPipe) {
+	if e := <-werr; e != nil && !errors.Is(e, io.ErrClosedPipe) {
 		err = e
 	}
 	if err != nil {
@@ -498,6 +515,49 @@ func (o *Offloader) release(ctx context.Context, a *Agent, key, id string) (rele
 		return a.End(ctx, key) == nil, false
 	}
 	return true, false
+}
+
+// giveBack gives back the copy begin took for offload id after a failure
+// (no box CLI session started on it) and says what the box holds now.
+// A copy this offload made (begin found none) is removed, as it may be
+// half synced, with no history yet; one that was there before stays, as
+// the box's mirror, and the next offload syncs it again.
+func (o *Offloader) giveBack(ctx context.Context, a *Agent, begin *beginAnswer, id string) string {
+	dir := begin.Dir
+	if dir == "" {
+		dir = begin.name
+	}
+	if released, _ := o.release(ctx, a, o.Repo.Key, id); !released {
+		return fmt.Sprintf("box %s may still hold its copy %s for offload %s, which the next offload takes again", o.Box, dir, id)
+	}
+	if begin.Copy != "absent" {
+		return fmt.Sprintf("box %s gave back its copy %s, maybe partly synced, which the next offload syncs again", o.Box, dir)
+	}
+	if err := o.removeCopy(ctx, a, begin); err != nil {
+		return fmt.Sprintf("box %s gave back the copy %s that this offload made, but could not remove it (%v); the next offload syncs it again", o.Box, dir, err)
+	}
+	return fmt.Sprintf("box %s gave back and removed the copy %s that this offload made", o.Box, dir)
+}
+
+// removeCopy removes the copy begin made for this offload in the box.
+// Only a copy begin found absent (none, an empty directory, or one that
+// is no git repository) is removed: nothing in it is the box's.
+func (o *Offloader) removeCopy(ctx context.Context, a *Agent, begin *beginAnswer) error {
+	var errb bytes.Buffer
+	st, err := a.Exec.Exec(ctx, &box.Command{Box: o.Box, Line: "rm -rf -- " + ShellQuote(remotePath(begin.Dir, begin.name)), Stderr: &errb})
+	if err != nil {
+		return err
+	}
+	msg, _, _ := strings.Cut(strings.TrimSpace(errb.String()), "\n")
+	switch {
+	case st.Error != "":
+		return errors.New(st.Error)
+	case st.Signal != "":
+		return errors.New("rm was killed by SIG" + st.Signal)
+	case st.Code != 0:
+		return fmt.Errorf("rm exited %d: %s", st.Code, msg)
+	}
+	return nil
 }
 
 // members are the send stream's members in the contract's order.

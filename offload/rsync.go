@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
@@ -76,12 +77,114 @@ func writeExcludes(path string, rels []string) error {
 	return atomicfile.WriteFile(path, b.Bytes(), 0o600)
 }
 
-// rsyncArgs are the contract's rsync arguments (contract "Offload, Mac
-// side" 2): no --delete-excluded, so the box's own ignored files stay.
-// git's lock files (index.lock, HEAD's, refs' and packed-refs' locks)
-// stay here: one a laptop git holds would lock the box agent's git out.
-// A plain exclude, which openrsync takes too.
-func rsyncArgs(excludeFile string, linked bool) []string {
+// The laptop rsyncs offload knows, told apart by `rsync --version`
+// (fixtures: offload/testdata/rsync-version).
+const (
+	// Rsync3 is rsync 3.x (Homebrew's, a Linux distribution's).
+	Rsync3 = "rsync 3"
+	// Rsync269 is Apple's rsync 2.6.9, /usr/bin/rsync before macOS 15.4.
+	Rsync269 = "rsync 2.6.9"
+	// AppleOpenrsync is Apple's openrsync, /usr/bin/rsync from macOS
+	// 15.4 on: protocol 29, "rsync version 2.6.9 compatible".
+	AppleOpenrsync = "Apple openrsync"
+	// PortableOpenrsync is OpenBSD's portable openrsync (protocol 27),
+	// whose --checksum breaks the by-content pass of .git; refused.
+	PortableOpenrsync = "portable openrsync"
+)
+
+// Rsync is the laptop's rsync: where it is and which it is.
+type Rsync struct {
+	// Path is the program run, as found on PATH.
+	Path string
+	// Variant is one of Rsync3, Rsync269, AppleOpenrsync.
+	Variant string
+	// Version is the rsync version its --version names ("3.2.7",
+	// "2.6.9"); for openrsync the version it says it is compatible with.
+	Version string
+	// Protocol is the highest rsync protocol it speaks.
+	Protocol int
+}
+
+var (
+	sambaVersionRE = regexp.MustCompile(`^rsync\s+version\s+v?(\d+)\.(\d+)(?:\.(\d+))?\S*\s+protocol version (\d+)`)
+	openrsyncRE    = regexp.MustCompile(`^openrsync: protocol version (\d+)`)
+	compatibleRE   = regexp.MustCompile(`(?m)^rsync version (\S+) compatible`)
+)
+
+// brewRsync is the fix named when the laptop's rsync cannot do the job.
+const brewRsync = "install rsync 3 (brew install rsync on a Mac) or put Apple's /usr/bin/rsync first on PATH"
+
+// ParseRsyncVersion tells which rsync printed out, the output of
+// `rsync --version` (stdout and stderr: portable openrsync prints on
+// stderr). An rsync offload cannot use is an error naming the fix.
+func ParseRsyncVersion(out string) (*Rsync, error) {
+	out = strings.TrimLeft(out, " \t\r\n")
+	first, _, _ := strings.Cut(out, "\n")
+	first = strings.TrimSpace(first)
+	if m := sambaVersionRE.FindStringSubmatch(first); m != nil {
+		major, _ := strconv.Atoi(m[1])
+		proto, _ := strconv.Atoi(m[4])
+		v := &Rsync{Version: m[1] + "." + m[2], Protocol: proto}
+		if m[3] != "" {
+			v.Version += "." + m[3]
+		}
+		switch {
+		case major >= 3:
+			v.Variant = Rsync3
+		case proto >= 29:
+			v.Variant = Rsync269
+		default:
+			return nil, fmt.Errorf("rsync %s speaks protocol %d, and offload needs 29 or later: %s", v.Version, proto, brewRsync)
+		}
+		return v, nil
+	}
+	if m := openrsyncRE.FindStringSubmatch(first); m != nil {
+		proto, _ := strconv.Atoi(m[1])
+		c := compatibleRE.FindStringSubmatch(out)
+		if c == nil || proto < 29 {
+			return nil, fmt.Errorf("this rsync is OpenBSD's portable openrsync (protocol %d), whose --checksum offload cannot use: %s", proto, brewRsync)
+		}
+		return &Rsync{Variant: AppleOpenrsync, Version: c[1], Protocol: proto}, nil
+	}
+	if first == "" {
+		return nil, fmt.Errorf("rsync --version printed nothing, so offload cannot tell which rsync it is: %s", brewRsync)
+	}
+	return nil, fmt.Errorf("offload cannot tell which rsync this is from its --version (%q): %s", first, brewRsync)
+}
+
+// FindRsync finds rsync on PATH and tells which it is from its
+// --version, run with env. None on PATH is an error wrapping
+// exec.ErrNotFound; one offload cannot use is an error naming the fix.
+func FindRsync(ctx context.Context, env []string) (*Rsync, error) {
+	p, err := exec.LookPath("rsync")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, p, "--version")
+	c.Env = env
+	out, err := c.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%s --version failed (%v): %s", p, err, brewRsync)
+	}
+	r, err := ParseRsyncVersion(string(out))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	r.Path = p
+	return r, nil
+}
+
+// openrsync says whether r is an openrsync.
+func (r *Rsync) openrsync() bool { return r.Variant == AppleOpenrsync }
+
+// syncArgs are the contract's rsync arguments (contract "Offload, Mac
+// side" 2), which every variant takes: no --delete-excluded, so the
+// box's own ignored files stay. git's lock files (index.lock, HEAD's,
+// refs' and packed-refs' locks) stay here: one a laptop git holds would
+// lock the box agent's git out.
+func (r *Rsync) syncArgs(excludeFile string, linked bool) []string {
 	args := []string{"-az", "--delete", "--exclude-from=" + excludeFile, "--exclude=/.git/objects/", "--exclude=/.git/**.lock"}
 	if linked {
 		args = append(args, "--exclude=/.git")
@@ -89,10 +192,37 @@ func rsyncArgs(excludeFile string, linked bool) []string {
 	return args
 }
 
-// runRsync runs rsync and returns its error with its last stderr line.
-func runRsync(ctx context.Context, env []string, args []string) (string, error) {
+// gitArgs are the arguments of the second pass of .git/ (no objects, no
+// locks), which compares by content: rsync's quick check (size and
+// mtime) skips a ref rewritten in the same second at the same size.
+// --checksum where it works; openrsync sends every file again (-I,
+// through its delta transfer), as its --checksum cannot be trusted.
+func (r *Rsync) gitArgs() []string {
+	cmp := "--checksum"
+	if r.openrsync() {
+		cmp = "-I"
+	}
+	return []string{"-a", cmp, "--exclude=/objects/", "--exclude=**.lock"}
+}
+
+// measureArgs are the size dry run's arguments after syncArgs, or nil
+// when r's --stats prints no total in bytes (openrsync), and the files
+// are summed instead. --no-human-readable is rsync 3's: 2.6.9 prints
+// plain numbers and knows no such option.
+func (r *Rsync) measureArgs() []string {
+	switch r.Variant {
+	case Rsync3:
+		return []string{"--dry-run", "--stats", "--no-human-readable"}
+	case Rsync269:
+		return []string{"--dry-run", "--stats"}
+	}
+	return nil
+}
+
+// run runs r and returns its error with its last stderr line.
+func (r *Rsync) run(ctx context.Context, env []string, args []string) (string, error) {
 	var out, errb bytes.Buffer
-	c := exec.CommandContext(ctx, "rsync", args...)
+	c := exec.CommandContext(ctx, r.Path, args...)
 	c.Env = env
 	c.Stdout = &out
 	c.Stderr = &errb
@@ -115,8 +245,11 @@ var totalSizeRE = regexp.MustCompile(`(?m)^Total file size: ([\d,.]+) bytes`)
 // into an empty directory with the same excludes. An rsync whose --stats
 // says nothing we can read (openrsync) gives way to the sum of the work
 // tree files' sizes, which is what the dry run counts but .git.
-func (r *Repo) measure(ctx context.Context, env []string, excludes []string) (int64, error) {
-	n, err := r.rsyncMeasure(ctx, env, excludes)
+func (r *Repo) measure(ctx context.Context, rs *Rsync, env []string, excludes []string) (int64, error) {
+	if rs.measureArgs() == nil {
+		return r.fileSizes(ctx)
+	}
+	n, err := r.rsyncMeasure(ctx, rs, env, excludes)
 	if err != nil {
 		return r.fileSizes(ctx)
 	}
@@ -138,7 +271,7 @@ func (r *Repo) fileSizes(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-func (r *Repo) rsyncMeasure(ctx context.Context, env []string, excludes []string) (int64, error) {
+func (r *Repo) rsyncMeasure(ctx context.Context, rs *Rsync, env []string, excludes []string) (int64, error) {
 	tmp, err := os.MkdirTemp("", "cocoonbox-size-*")
 	if err != nil {
 		return 0, err
@@ -149,8 +282,8 @@ func (r *Repo) rsyncMeasure(ctx context.Context, env []string, excludes []string
 		return 0, err
 	}
 	dest := filepath.Join(tmp, "dest")
-	args := append(rsyncArgs(ex, r.Linked), "--dry-run", "--stats", "--no-human-readable", r.Top+"/", dest+"/")
-	out, err := runRsync(ctx, env, args)
+	args := append(append(rs.syncArgs(ex, r.Linked), rs.measureArgs()...), r.Top+"/", dest+"/")
+	out, err := rs.run(ctx, env, args)
 	if err != nil {
 		return 0, err
 	}

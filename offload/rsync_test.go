@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -68,8 +70,9 @@ func TestRsyncExcludes(t *testing.T) {
 	if err := writeExcludes(ex, append(ignored, "target/")); err != nil {
 		t.Fatal(err)
 	}
-	args := append(rsyncArgs(ex, false), r.Top+"/", dest+"/")
-	if _, err := runRsync(ctx, env, args); err != nil {
+	rs := localRsync(t, env)
+	args := append(rs.syncArgs(ex, false), r.Top+"/", dest+"/")
+	if _, err := rs.run(ctx, env, args); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]bool{}
@@ -95,7 +98,7 @@ func TestMeasure(t *testing.T) {
 	env := testEnv(t)
 	r := newRepo(t, env, map[string]string{".gitignore": "big\n", "a": "12345"})
 	writeFiles(t, r.Top, map[string]string{"big": string(make([]byte, 1<<20))})
-	n, err := r.measure(context.Background(), env, []string{"big"})
+	n, err := r.measure(context.Background(), localRsync(t, env), env, []string{"big"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +124,8 @@ func TestRsyncGitLocks(t *testing.T) {
 	if err := writeExcludes(ex, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runRsync(ctx, env, append(rsyncArgs(ex, false), r.Top+"/", dest+"/")); err != nil {
+	rs := localRsync(t, env)
+	if _, err := rs.run(ctx, env, append(rs.syncArgs(ex, false), r.Top+"/", dest+"/")); err != nil {
 		t.Fatal(err)
 	}
 	var locks []string
@@ -136,5 +140,78 @@ func TestRsyncGitLocks(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dest, ".git", "HEAD")); err != nil {
 		t.Errorf(".git should travel: %v", err)
+	}
+}
+
+// localRsync is this machine's rsync, which must be one offload takes.
+func localRsync(t *testing.T, env []string) *Rsync {
+	t.Helper()
+	rs, err := FindRsync(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// TestRsyncVariants: each recorded `rsync --version` (testdata/rsync-version,
+// README there says where each came from) is told apart, and gets the
+// argv its rsync takes; portable openrsync is refused naming the fix.
+func TestRsyncVariants(t *testing.T) {
+	sync := []string{"-az", "--delete", "--exclude-from=EX", "--exclude=/.git/objects/", "--exclude=/.git/**.lock"}
+	tests := []struct {
+		file, variant, version string
+		protocol               int
+		git, measure           []string
+		refuse                 string
+	}{
+		{file: "rsync-3.5.0-debian12.txt", variant: Rsync3, version: "3.5.0", protocol: 32,
+			git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
+		{file: "rsync-3.4.1-macos-build.txt", variant: Rsync3, version: "3.4.1", protocol: 32,
+			git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
+		{file: "rsync-3.2.7-homebrew-macos13.txt", variant: Rsync3, version: "3.2.7", protocol: 31,
+			git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
+		{file: "rsync-2.6.9-apple-macos13.txt", variant: Rsync269, version: "2.6.9", protocol: 29,
+			git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats"}},
+		{file: "openrsync-apple-macos15.txt", variant: AppleOpenrsync, version: "2.6.9", protocol: 29,
+			git: []string{"-a", "-I", "--exclude=/objects/", "--exclude=**.lock"}, measure: nil},
+		{file: "openrsync-portable.txt", refuse: "OpenBSD's portable openrsync (protocol 27), whose --checksum offload cannot use: install rsync 3 (brew install rsync on a Mac) or put Apple's /usr/bin/rsync first on PATH"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("testdata", "rsync-version", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := ParseRsyncVersion(string(b))
+			if tt.refuse != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.refuse) {
+					t.Fatalf("got %+v, %v; want the refusal %q", rs, err, tt.refuse)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rs.Variant != tt.variant || rs.Version != tt.version || rs.Protocol != tt.protocol {
+				t.Errorf("got %s %s protocol %d, want %s %s protocol %d", rs.Variant, rs.Version, rs.Protocol, tt.variant, tt.version, tt.protocol)
+			}
+			if diff := cmp.Diff(sync, rs.syncArgs("EX", false)); diff != "" {
+				t.Errorf("sync args (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(append(slices.Clone(sync), "--exclude=/.git"), rs.syncArgs("EX", true)); diff != "" {
+				t.Errorf("linked sync args (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.git, rs.gitArgs()); diff != "" {
+				t.Errorf(".git pass args (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.measure, rs.measureArgs()); diff != "" {
+				t.Errorf("measure args (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, out := range []string{"", "rsync  version 2.6.3  protocol version 28\n", "bash: rsync: command not found\n"} {
+		if rs, err := ParseRsyncVersion(out); err == nil || !strings.Contains(err.Error(), "brew install rsync") {
+			t.Errorf("ParseRsyncVersion(%q) = %+v, %v; want a refusal naming brew install rsync", out, rs, err)
+		}
 	}
 }
