@@ -22,7 +22,7 @@
 //
 // The shapes follow the vendors' API references (Anthropic "Streaming
 // Messages", OpenAI "Responses API streaming events") and what the CLIs
-// were seen to send and accept (docs/modeltest.md records it). Every
+// were seen to send and accept (cli/testdata/realcli/README records it). Every
 // request is recorded (Requests), and with a Log path appended to it as a
 // JSON line.
 package modeltest
