@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -277,6 +278,32 @@ func (c *Config) releaseAfter(k string, err error) error {
 	return e
 }
 
+// plainParents checks that every directory on the way from the copy dir
+// to the secret's repository path rel is a plain directory (Lstat: a
+// symlink is not followed) or not there yet.
+func plainParents(dir, rel string) error {
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	p := dir
+	for i, part := range parts[:len(parts)-1] {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsDir() {
+			what := "not a directory"
+			if fi.Mode()&os.ModeSymlink != 0 {
+				what = "a symlink"
+			}
+			return fmt.Errorf("secret file:%s: %s in the copy is %s; a secret is placed only through plain directories of the copy", rel, strings.Join(parts[:i+1], "/"), what)
+		}
+	}
+	return nil
+}
+
 func emptyDir(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -288,6 +315,15 @@ func emptyDir(dir string) error {
 // secrets directory, replacing the last ones, and links each file: entry
 // into the copy.
 func (c *Config) placeSecrets(k, dir, incoming string, entries []string) error {
+	// A link is made only through plain directories of the copy: a
+	// symlinked parent (evil -> /outside) would put it outside.
+	for _, e := range entries {
+		if rel, ok := secretRepoPath(e); ok {
+			if err := plainParents(dir, rel); err != nil {
+				return &Error{Code: CodeRefused, Err: err}
+			}
+		}
+	}
 	c.wipeSecrets(k, false)
 	if len(entries) == 0 {
 		return nil
@@ -314,6 +350,9 @@ func (c *Config) placeSecrets(k, dir, incoming string, entries []string) error {
 		}
 		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
 			return err
+		}
+		if err := plainParents(dir, rel); err != nil {
+			return &Error{Code: CodeRefused, Err: err}
 		}
 		os.Remove(link)
 		if err := os.Symlink(filepath.Join(final, secretFile(e)), link); err != nil {
