@@ -32,6 +32,9 @@ type SendResult struct {
 	// ExitLines are its pane's last lines.
 	Exited    bool     `json:"exited,omitempty"`
 	ExitLines []string `json:"exit_lines,omitempty"`
+	// Screen is the pane's last lines when the CLI runs but has not taken
+	// the prompt: a first-run dialog may hold it.
+	Screen []string `json:"screen,omitempty"`
 }
 
 // AcceptWait is how long send waits for the CLI to take its first prompt.
@@ -209,6 +212,8 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 	if !res.Accepted {
 		if s, err := c.sessions(o.Repo); err == nil && len(s) == 1 && s[0].Status == StatusStopped {
 			res.Exited, res.ExitLines = true, s[0].ExitLines
+		} else {
+			res.Screen = c.tmuxLastLines(res.Tmux, exitLines)
 		}
 	}
 	step("accept")

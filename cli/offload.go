@@ -303,6 +303,14 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 	fmt.Fprintf(s.Out, "offloaded to %s: %s, in %.1f s total: %s s\n", res.Record.BoxName, who, total.Seconds(), strings.Join(parts, ", "))
 	if !res.Send.Accepted {
 		fmt.Fprintf(s.Out, "the box CLI has not taken the first prompt yet; see: cocoonbox offload status\n")
+		if len(res.Send.Screen) > 0 {
+			// A first-run dialog the trust preset does not cover waits there.
+			fmt.Fprintf(s.Out, "its screen shows:\n")
+			for _, l := range res.Send.Screen {
+				fmt.Fprintf(s.Out, "  | %s\n", offload.Printable(l))
+			}
+			fmt.Fprintf(s.Out, "if it asks something, answer it: cocoonbox rsh -t %s tmux attach -t %s (detach with Ctrl-b d)\n", res.Record.BoxName, res.Send.Tmux)
+		}
 	}
 	fmt.Fprintf(s.Out, "watch:  cocoonbox offload inbox --wait 60\n")
 	if res.Send.Tmux != "" {

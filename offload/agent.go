@@ -107,6 +107,9 @@ type SendResult struct {
 	// Printable).
 	Exited    bool     `json:"exited,omitempty"`
 	ExitLines []string `json:"exit_lines,omitempty"`
+	// Screen is the pane's last lines when the CLI had not taken the
+	// first prompt (box text: print through Printable).
+	Screen []string `json:"screen,omitempty"`
 }
 
 // MessageResult is the answer of send with --message or --back.
