@@ -216,8 +216,10 @@ func (a *Agent) End(ctx context.Context, key string) error {
 
 // Restart runs restart: the inbox starts the repo's CLI session afresh
 // from its last hand-over (the box agent's, else the one it started from).
-func (a *Agent) Restart(ctx context.Context, key string) error {
-	return a.call(ctx, nil, nil, "restart", "--repo", key)
+func (a *Agent) Restart(ctx context.Context, key string) (*SendResult, error) {
+	var r SendResult
+	err := a.call(ctx, nil, &r, "restart", "--repo", key)
+	return &r, err
 }
 
 // call runs one verb, decodes its JSON line into out and turns

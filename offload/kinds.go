@@ -84,6 +84,15 @@ func LookupKind(name string) (Kind, error) {
 	return kinds[i], nil
 }
 
+// KindOf is the kind named name, supported or not, or one titled by the
+// name itself for a name that is no kind (a record from a newer version).
+func KindOf(name string) Kind {
+	if i := slices.IndexFunc(kinds, func(k Kind) bool { return k.Name == name }); i >= 0 {
+		return kinds[i]
+	}
+	return Kind{Name: name, Title: name}
+}
+
 // Named is the CLI's name with the version its --version printed, once:
 // "Claude Code 2.1.197" for "2.1.197 (Claude Code)", "Codex CLI 0.171.0"
 // for "codex-cli 0.171.0". A version with no word that starts with a digit

@@ -757,7 +757,13 @@ func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, erro
 		return nil, err
 	}
 	a := &Agent{Exec: x, Box: rec.BoxName}
-	if err := a.Restart(ctx, key); err != nil {
+	res, err := a.Restart(ctx, key)
+	if err == nil && res.Exited {
+		e := exitedError(KindOf(rec.Kind), rec.BoxName, res.ExitLines)
+		e.Err = fmt.Errorf("%s exited in box %s again before it took the prompt", KindOf(rec.Kind).Title, rec.BoxName)
+		return nil, e
+	}
+	if err != nil {
 		var ae *AgentError
 		if errors.As(err, &ae) && ae.Refused() {
 			return nil, refused(fmt.Errorf("box %s refused the restart: %s", rec.BoxName, ae.Msg),
