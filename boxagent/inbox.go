@@ -473,7 +473,7 @@ func (ib *Inbox) startSession(r *record, prompt string) error {
 		return failedf("start the %s session: %v", r.CLI, err)
 	}
 	r.Started, r.Status, r.Question, r.Queue = true, StatusWorking, false, nil
-	r.StartedAtMS, r.HookAtMS, r.TranscriptPath, r.CLIPid, r.ExitLines = nowMS(), 0, "", 0, nil
+	r.StartedAtMS, r.HookAtMS, r.TranscriptPath, r.CLIPid, r.ExitLines, r.CodexThread = nowMS(), 0, "", 0, nil, ""
 	r.InboxSeq++
 	return appendLine(c.inboxPath(r.Repo), map[string]any{
 		"seq": r.InboxSeq, "kind": "start", "offload_id": r.OffloadID, "time_ms": nowMS(), "body": prompt, "delivery": "started",
@@ -591,8 +591,10 @@ func misePin(tool string) string {
 // the session came to its prompt.
 func (ib *Inbox) event(req Request) (*Response, error) {
 	var payload struct {
-		Reason         string `json:"reason"`
-		TranscriptPath string `json:"transcript_path"`
+		Reason         string   `json:"reason"`
+		TranscriptPath string   `json:"transcript_path"`
+		ThreadID       string   `json:"thread-id"`
+		InputMessages  []string `json:"input-messages"`
 	}
 	if len(req.Payload) > 0 {
 		json.Unmarshal(req.Payload, &payload)
@@ -601,6 +603,10 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 	_, err := ib.cfg.update(req.Repo, func(r *record) (*record, error) {
 		if r == nil || !r.Started || r.CLI != req.CLI {
 			return nil, nil // a hook of a session that is over
+		}
+		if req.Hook == "notify" && !ib.sessionThread(r, payload.ThreadID, payload.InputMessages) {
+			ib.cfg.logf("a notify of another codex thread (%s) is not the session's turn: ignored", payload.ThreadID)
+			return nil, nil
 		}
 		before := r.Status
 		pane := ib.cfg.checkPane(r)
@@ -659,6 +665,32 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 	}
 	ib.notify(line)
 	return &Response{}, nil
+}
+
+// sessionThread reports whether a codex notify of thread is the
+// session's own turn, learning the session's thread from the first
+// notify whose first input is the session's first prompt. codex 0.171
+// also notifies for threads of its own (a title for the task, whose input
+// quotes the prompt): those are no turn of the session. A notify without
+// a thread id is taken as the session's.
+func (ib *Inbox) sessionThread(r *record, thread string, inputs []string) bool {
+	switch {
+	case thread == "" || thread == r.CodexThread:
+		return true
+	case r.CodexThread != "":
+		return false
+	}
+	prompt, err := os.ReadFile(filepath.Join(ib.cfg.repoDir(r.Repo), "prompt.md"))
+	if err != nil || len(inputs) == 0 {
+		return false
+	}
+	head := strings.TrimSpace(string(prompt))
+	head = head[:min(len(head), 200)]
+	if !strings.HasPrefix(strings.TrimSpace(inputs[0]), head) {
+		return false
+	}
+	r.CodexThread = thread
+	return true
 }
 
 // post adds an outbox entry.

@@ -59,7 +59,7 @@ func TestServer(t *testing.T) {
 	}
 	resp := `{"model":"m","stream":true,"tools":[{"type":"function","name":"exec_command"}],"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>x</environment_context>"}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"model: bash echo hi"}]}]}`
 	out = post(t, s.URL+"/v1/responses", resp)
-	for _, want := range []string{"event: response.created", `"type":"function_call"`, `"name":"exec_command"`, `"arguments":"{\"cmd\":\"echo hi\"}"`, "event: response.completed"} {
+	for _, want := range []string{"event: response.created", `"type":"function_call"`, `"name":"exec_command"`, `"arguments":"{\"cmd\":\"echo hi\",\"yield_time_ms\":30000}"`, "event: response.completed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("responses stream lacks %s:\n%s", want, out)
 		}

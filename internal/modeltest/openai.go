@@ -62,7 +62,9 @@ func responsesTurn(req *responsesRequest) turn {
 
 // shellCall is the function call that runs cmd with the shell tool the
 // request offers: shell_command and exec_command take a string, shell an
-// argv.
+// argv. exec_command (codex 0.171) returns after yield_time_ms with the
+// command still running (10 s unless asked, 30 s at most); the step asks
+// for the most, so a step that waits holds the turn that long.
 func shellCall(req *responsesRequest, cmd string) (name string, args map[string]any) {
 	have := map[string]bool{}
 	for _, t := range req.Tools {
@@ -72,7 +74,7 @@ func shellCall(req *responsesRequest, cmd string) (name string, args map[string]
 	case have["shell_command"]:
 		return "shell_command", map[string]any{"command": cmd}
 	case have["exec_command"]:
-		return "exec_command", map[string]any{"cmd": cmd}
+		return "exec_command", map[string]any{"cmd": cmd, "yield_time_ms": 30000}
 	}
 	return "shell", map[string]any{"command": []string{"bash", "-lc", cmd}}
 }
