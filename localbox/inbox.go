@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -86,7 +87,7 @@ func (s *Server) startInbox(b *box) {
 		Stderr:      logf,
 		SysProcAttr: s.sysProcAttr(),
 	}
-	cmd.SysProcAttr.Setsid = true
+	proc.NewSession(cmd)
 	if err := cmd.Start(); err != nil {
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
