@@ -261,6 +261,35 @@ func (c *Config) checkPane(r *record) paneState {
 	return paneNotYet
 }
 
+// PasteConfirm is how long after a paste to claude its UserPromptSubmit
+// hook must have come before Enter is pressed once more.
+const PasteConfirm = 5 * time.Second
+
+// confirmPaste presses Enter once more when claude has not taken a paste
+// within PasteConfirm (no UserPromptSubmit since): on a loaded machine
+// the Enter can still reach it with the end of the paste, and the text
+// would sit at its prompt unsent. An Enter at claude's empty prompt does
+// nothing. It runs after r's update, in the background.
+func (ib *Inbox) confirmPaste(r *record, at int64) {
+	if r.CLI != KindClaude {
+		return
+	}
+	repo, started := r.Repo, r.StartedAtMS
+	go func() {
+		time.Sleep(PasteConfirm)
+		cur, err := ib.cfg.readRecord(repo)
+		if err != nil || cur == nil || !cur.running() || cur.StartedAtMS != started || cur.HookAtMS >= at {
+			return
+		}
+		session := SessionName(cur.Repo, cur.CLI)
+		if pid := ib.cfg.tmuxForeground(session); pid == 0 || pid != cur.CLIPid {
+			return
+		}
+		ib.cfg.logf("claude took no paste in %v (no UserPromptSubmit): Enter once more", PasteConfirm)
+		ib.cfg.tmux(nil, "send-keys", "-t", target(session), "Enter")
+	}()
+}
+
 // markExited marks r's session stopped because its CLI has exited, and
 // keeps the pane's last lines (what the CLI said as it went).
 func (c *Config) markExited(r *record) {
@@ -356,6 +385,7 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 			if err := ib.cfg.tmuxPaste(session, body, req.Interrupt); err != nil {
 				return nil, failedf("deliver to %s: %v", session, err)
 			}
+			ib.confirmPaste(r, nowMS())
 			r.Status, r.Question = StatusWorking, false
 			resp.Delivery = "pasted"
 		case req.Back:
@@ -651,6 +681,7 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 			} else if err := ib.cfg.tmuxPaste(session, q.Body, false); err != nil {
 				ib.cfg.logf("deliver queued message %d to %s: %v", q.Seq, session, err)
 			} else {
+				ib.confirmPaste(r, nowMS())
 				r.Queue = r.Queue[1:]
 				r.Status, r.Question = StatusWorking, false
 			}
