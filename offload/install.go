@@ -7,6 +7,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
+
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
 // BoxRun runs line in the box's login shell (the user's profile read, as
@@ -122,7 +124,7 @@ func exitErr(code int, err error, out *bytes.Buffer) error {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
-		msg += ": " + Printable(last)
+		msg += ": " + printable.Line(last, 0)
 	}
 	return fmt.Errorf("%s", msg)
 }

@@ -26,6 +26,8 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
 // Exit statuses of offload and back beyond 0, and 2 for usage
@@ -403,7 +405,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 func exitedError(k Kind, box string, lines []string) *Error {
 	e := &Error{Code: ExitFailed, Err: fmt.Errorf("%s exited in box %s before it took the first prompt", k.Title, box), Next: StoppedNext()}
 	for _, l := range lines {
-		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: Printable(l)})
+		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: printable.Line(l, 0)})
 	}
 	if len(lines) == 0 {
 		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: "(its pane showed nothing)"})
