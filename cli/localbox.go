@@ -236,7 +236,11 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		lis.Close()
 		return err
 	}
-	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc}
+	boxUser, why := localbox.RootUser(dir, filepath.Dir(exe))
+	if why != "" {
+		logger.Printf("box commands run as root, which some CLIs refuse (Claude Code's bypass mode): %s", why)
+	}
+	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser}
 	info, _ := json.Marshal(ri)
 	if err := atomicfile.WriteFile(runtimePath(dir), info, 0o600); err != nil {
 		lis.Close()

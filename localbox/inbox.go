@@ -65,6 +65,10 @@ func (s *Server) startInbox(b *box) {
 	if s.inbox.cmds[b.Name] != nil {
 		return
 	}
+	if err := s.chownBox(b); err != nil {
+		s.logf("box %s: inbox: %v", b.Name, err)
+		return
+	}
 	if err := os.MkdirAll(filepath.Join(b.run(), "cocoonbox"), 0o700); err != nil {
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
@@ -86,12 +90,13 @@ func (s *Server) startInbox(b *box) {
 	}
 	defer logf.Close()
 	cmd := &exec.Cmd{
-		Path:   agent,
-		Args:   []string{"cocoonbox-agent", "offload", "serve"},
-		Dir:    b.home(),
-		Env:    s.environ(b, &controlv1.Start{}),
-		Stdout: logf,
-		Stderr: logf,
+		Path:        agent,
+		Args:        []string{"cocoonbox-agent", "offload", "serve"},
+		Dir:         b.home(),
+		Env:         s.environ(b, &controlv1.Start{}),
+		Stdout:      logf,
+		Stderr:      logf,
+		SysProcAttr: s.sysProcAttr(),
 	}
 	proc.NewSession(cmd)
 	if err := cmd.Start(); err != nil {
@@ -169,6 +174,7 @@ func (s *Server) killTmux(b *box) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "tmux", "kill-server")
 	cmd.Env = s.environ(b, &controlv1.Start{})
+	cmd.SysProcAttr = s.sysProcAttr()
 	cmd.Run()
 }
 
