@@ -126,7 +126,7 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 				return fail(err)
 			}
 		}
-		c.git(dir, nil, nil, "-c", "core.fsmonitor=false", "update-index", "-q", "--refresh")
+		c.git(dir, nil, nil, "update-index", "-q", "--refresh")
 		step("refresh")
 		base, err = c.git1(dir, "rev-parse", "--verify", "-q", "refs/cocoonbox/offload/"+o.ID+"^{commit}")
 		if err != nil || base == "" {
