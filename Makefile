@@ -13,8 +13,18 @@ install:
 deps:
 	@scripts/deps.sh test
 
-test: deps
-	$(GO) vet $(PACKAGES)
+# The platforms every binary builds for (DESIGN.md "Platforms"). vet
+# type-checks each package and its tests for each, so a call one of them
+# lacks fails here the day it is written (docs/architecture.md).
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64 darwin/amd64 windows/amd64
+
+vet:
+	@for p in $(PLATFORMS); do \
+		echo "go vet $$p"; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet $(PACKAGES) || exit 1; \
+	done
+
+test: deps vet
 	$(GO) test -count=1 -timeout 15m $(PACKAGES)
 
 demo: build

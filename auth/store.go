@@ -75,17 +75,6 @@ func (e *ModeError) Error() string {
 	return fmt.Sprintf("%s has mode %04o, readable by others, so it is not used; fix it with: chmod %04o %s", e.Path, e.Mode.Perm(), e.Want, e.Path)
 }
 
-func checkMode(path string, want fs.FileMode) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if fi.Mode().Perm()&^want != 0 {
-		return &ModeError{Path: path, Mode: fi.Mode(), Want: want}
-	}
-	return nil
-}
-
 func (s FileStore) load() (fileData, error) {
 	d := fileData{Endpoints: map[string]Credential{}}
 	if err := checkMode(s.Dir, 0o700); err != nil {

@@ -17,8 +17,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
 var (
@@ -264,11 +265,7 @@ func timed(c *exec.Cmd) (time.Duration, int64, error) {
 	if err != nil {
 		return d, 0, fmt.Errorf("%s: %w: %s", strings.Join(c.Args, " "), err, stderr.String())
 	}
-	var rss int64
-	if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss
-	}
-	return d, rss, nil
+	return d, proc.PeakRSS(c.ProcessState), nil
 }
 
 // loopbackCopy moves n bytes over a loopback TCP connection: the ceiling.

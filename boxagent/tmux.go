@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
 // tmux runs tmux with the config's environment (TMUX_TMPDIR chooses the
@@ -215,7 +217,7 @@ func (c *Config) endCLI(session, kind string, grace time.Duration) {
 	if pids := c.tmuxCLIPids(session); len(pids) > 0 {
 		c.logf("the %s session did not exit within %v: SIGTERM", kind, grace)
 		for _, p := range pids {
-			syscall.Kill(p, syscall.SIGTERM)
+			proc.Signal(p, syscall.SIGTERM)
 		}
 		deadline := time.Now().Add(2 * time.Second)
 		for time.Now().Before(deadline) && len(c.tmuxCLIPids(session)) > 0 {

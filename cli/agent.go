@@ -24,6 +24,10 @@ import (
 func Agent(args []string, env Env, s Streams) int {
 	cfg := agentConfig(env, s)
 	a := &agentRun{cfg: cfg, s: s, env: env}
+	if err := agentPlatform(env.platform()); err != nil {
+		a.fail(err)
+		return a.code
+	}
 	root := newAgentRoot(a)
 	root.SetArgs(args)
 	err := root.Execute()

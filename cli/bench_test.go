@@ -5,8 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"testing"
+
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
 // benchSize is the bytes each iteration moves: $COCOONBOX_BENCH_BYTES, else 1 GiB.
@@ -66,9 +67,7 @@ func BenchmarkExecCat(b *testing.B) {
 		if n != size {
 			b.Fatalf("got %d bytes back, want %d", n, size)
 		}
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > peak {
-			peak = ru.Maxrss
-		}
+		peak = max(peak, proc.PeakRSS(cmd.ProcessState))
 	}
 	b.ReportMetric(float64(peak)/1024, "client-peak-RSS-MiB")
 }

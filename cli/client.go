@@ -18,10 +18,13 @@ import (
 type Env struct {
 	Getenv  func(string) string
 	Environ []string
+	// GOOS is the platform the commands act for; "" is runtime.GOOS.
+	// Tests set it to run another platform's paths (platform.go).
+	GOOS string
 }
 
 // SystemEnv returns the process's own environment.
-func SystemEnv() Env { return Env{Getenv: os.Getenv, Environ: os.Environ()} }
+func SystemEnv() Env { return Env{Getenv: systemGetenv, Environ: os.Environ()} }
 
 // errNoToken is returned when no token is known for the endpoint.
 var errNoToken = errors.New("not signed in")

@@ -130,6 +130,7 @@ cocoonbox-ssh.`,
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{err} })
+	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return refusePlatform(env.platform(), c) }
 	root.AddCommand(
 		newRsh(env, s),
 		newBoxes(env, s),

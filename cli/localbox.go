@@ -20,6 +20,8 @@ import (
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/flock"
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
@@ -119,7 +121,7 @@ func readRuntime(dir string) (runtimeInfo, bool) {
 	}
 	// The serving process holds the lock for its whole life; a file left
 	// by one that died (its pid perhaps reused since) is stale.
-	if syscall.Kill(ri.PID, 0) != nil || !lockHeld(dir) {
+	if !proc.Alive(ri.PID) || !lockHeld(dir) {
 		return ri, false
 	}
 	return ri, true
@@ -132,10 +134,10 @@ func lockHeld(dir string) bool {
 		return false
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+	if err := flock.Lock(f, flock.NoWait); err != nil {
 		return true
 	}
-	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	flock.Unlock(f)
 	return false
 }
 
@@ -155,7 +157,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		return err
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flock.Lock(lock, flock.Exclusive|flock.NoWait); err != nil {
 		pid := "another process"
 		if ri, ok := readRuntime(dir); ok {
 			pid = fmt.Sprintf("pid %d, at %s", ri.PID, ri.Endpoint)
@@ -236,13 +238,13 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		args = append(args, "--listen", o.Listen)
 	}
 	cmd := &exec.Cmd{
-		Path:        exe,
-		Args:        args,
-		Env:         env.Environ,
-		Stdout:      logf,
-		Stderr:      logf,
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		Path:   exe,
+		Args:   args,
+		Env:    env.Environ,
+		Stdout: logf,
+		Stderr: logf,
 	}
+	proc.NewSession(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start the local box: %w", err)
 	}
@@ -354,7 +356,7 @@ func runLocalboxStop(env Env, s Streams) error {
 		fmt.Fprintln(s.Err, "the local box is not running")
 		return nil
 	}
-	syscall.Kill(ri.PID, syscall.SIGTERM)
+	proc.Signal(ri.PID, syscall.SIGTERM)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if _, err := os.Stat(runtimePath(dir)); errors.Is(err, fs.ErrNotExist) {
@@ -363,7 +365,7 @@ func runLocalboxStop(env Env, s Streams) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	syscall.Kill(ri.PID, syscall.SIGKILL)
+	proc.Signal(ri.PID, syscall.SIGKILL)
 	os.Remove(runtimePath(dir))
 	return fmt.Errorf("the local box (pid %d) did not stop within 10s and was killed", ri.PID)
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -191,7 +190,7 @@ func connect(env Env) (*offloadEnv, error) {
 }
 
 func openOffload(env Env) (*offloadEnv, error) {
-	data, err := offload.DataDir(runtime.GOOS, env.Getenv)
+	data, err := offload.DataDir(env.platform(), env.Getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -267,11 +266,11 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 	ctx, stop := signalContext()
 	defer stop()
 	pf := &offload.Preflight{
-		GOOS:      runtime.GOOS,
+		GOOS:      env.platform(),
 		Environ:   env.Environ,
-		Listening: func(ctx context.Context) (map[int]bool, error) { return offload.ListeningPorts(ctx, runtime.GOOS) },
+		Listening: func(ctx context.Context) (map[int]bool, error) { return offload.ListeningPorts(ctx, env.platform()) },
 		Resolve:   resolveIPs,
-		SplitDNS:  func(ctx context.Context) []string { return offload.SplitDNSDomains(ctx, runtime.GOOS) },
+		SplitDNS:  func(ctx context.Context) []string { return offload.SplitDNSDomains(ctx, env.platform()) },
 		Docker:    func(ctx context.Context) ([]string, error) { return offload.ComposeProjects(ctx, env.Environ) },
 	}
 	off := &offload.Offloader{

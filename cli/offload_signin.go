@@ -14,6 +14,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 	"github.com/cocoonbox/cocoonbox/offload"
 )
 
@@ -58,7 +59,7 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	stdin := &escapeReader{r: in, lineStart: true, disconnect: func() { disconnected = true; cancel() }}
 	resizes := make(chan box.Size, 1)
 	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
+	proc.NotifyResize(winch)
 	defer signal.Stop(winch)
 	go func() {
 		for range winch {

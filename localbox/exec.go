@@ -19,11 +19,11 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -171,8 +171,8 @@ func exitOf(ps *os.ProcessState, werr error) *controlv1.Exit {
 	if ps == nil {
 		return &controlv1.Exit{Code: 255, Error: fmt.Sprint(werr)}
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return &controlv1.Exit{Signal: strings.TrimPrefix(unix.SignalName(ws.Signal()), "SIG")}
+	if sig := proc.ExitSignal(ps); sig != "" {
+		return &controlv1.Exit{Signal: sig}
 	}
 	return &controlv1.Exit{Code: int32(ps.ExitCode())}
 }
@@ -272,12 +272,12 @@ func (p *process) closeStdin() {
 }
 
 func (p *process) signal(name string) {
-	sig := unix.SignalNum("SIG" + strings.ToUpper(name))
+	sig := proc.SignalNum(name)
 	if sig == 0 || p.cmd.Process == nil {
 		return
 	}
 	// The command leads its own session, so its pid is its process group.
-	syscall.Kill(-p.cmd.Process.Pid, sig)
+	proc.SignalGroup(p.cmd.Process.Pid, sig)
 }
 
 func (p *process) resize(rows, cols uint32) {
@@ -295,8 +295,8 @@ func (p *process) kill() {
 		return
 	}
 	pid := p.cmd.Process.Pid
-	syscall.Kill(-pid, syscall.SIGHUP)
-	time.AfterFunc(killDelay, func() { syscall.Kill(-pid, syscall.SIGKILL) })
+	proc.SignalGroup(pid, syscall.SIGHUP)
+	time.AfterFunc(killDelay, func() { proc.SignalGroup(pid, syscall.SIGKILL) })
 }
 
 func (p *process) close() {
@@ -346,7 +346,7 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 		p.outputs = []output{{r: f}}
 		return p, nil
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	proc.NewSession(cmd)
 	// Pipes of our own rather than exec's: the child gets the files
 	// themselves (no copying goroutine), Wait leaves our ends alone, and
 	// the pipes can be grown.
@@ -365,7 +365,7 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 		}
 		// A 1 MiB pipe moves bulk data in fewer, larger reads and messages;
 		// the default is 64 KiB. Failure only costs speed.
-		unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, pipeSize)
+		proc.GrowPipe(r, pipeSize)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = child[0], child[1], child[2]
 	err := cmd.Start()

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -74,14 +75,14 @@ func (s *Server) startInbox(b *box) {
 	}
 	defer logf.Close()
 	cmd := &exec.Cmd{
-		Path:        agent,
-		Args:        []string{"cocoonbox-agent", "offload", "serve"},
-		Dir:         b.home(),
-		Env:         s.environ(b, &controlv1.Start{}),
-		Stdout:      logf,
-		Stderr:      logf,
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		Path:   agent,
+		Args:   []string{"cocoonbox-agent", "offload", "serve"},
+		Dir:    b.home(),
+		Env:    s.environ(b, &controlv1.Start{}),
+		Stdout: logf,
+		Stderr: logf,
 	}
+	proc.NewSession(cmd)
 	if err := cmd.Start(); err != nil {
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return

@@ -15,9 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/flock"
 )
 
 // Token kinds. A personal token is issued by IssueToken (`cocoonbox
@@ -269,10 +268,10 @@ func updateTokenFile(path string, mutate func(*tokenFile)) (tokenFile, error) {
 		return tokenFile{}, err
 	}
 	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+	if err := flock.Lock(lock, flock.Exclusive); err != nil {
 		return tokenFile{}, fmt.Errorf("lock %s: %w", path, err)
 	}
-	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	defer flock.Unlock(lock)
 	f, err := readTokenFile(path)
 	if err != nil {
 		return f, err

@@ -8,13 +8,14 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
 // Outcomes of back's merge (contract "Back, Mac side" 4).
@@ -825,7 +826,7 @@ func (r *Repo) prepareCheckout(ctx context.Context, from string) (git, func(), e
 // rather than stop in the background.
 func (g git) detached() git {
 	d := g.with("GIT_TERMINAL_PROMPT=0")
-	d.prep = func(c *exec.Cmd) { c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
+	d.prep = proc.NewGroup
 	return d
 }
 

@@ -1,10 +1,8 @@
 package offload
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -538,68 +536,6 @@ func lfsSubmodules(r *Repo) []Finding {
 		fs = append(fs, Finding{"submodules", Warn, "the repository has submodules (.gitmodules); they are not carried"})
 	}
 	return fs
-}
-
-// ListeningPorts returns this machine's listening TCP ports: from
-// /proc/net/tcp and tcp6 on Linux, lsof -iTCP -sTCP:LISTEN elsewhere.
-func ListeningPorts(ctx context.Context, goos string) (map[int]bool, error) {
-	ports := map[int]bool{}
-	if goos == "linux" {
-		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue
-			}
-			sc := bufio.NewScanner(bytes.NewReader(b))
-			for sc.Scan() {
-				fl := strings.Fields(sc.Text())
-				if len(fl) < 4 || fl[3] != "0A" {
-					continue
-				}
-				_, hexPort, ok := strings.Cut(fl[1], ":")
-				if b, err := hex.DecodeString(hexPort); ok && err == nil && len(b) == 2 {
-					ports[int(b[0])<<8|int(b[1])] = true
-				}
-			}
-		}
-		return ports, nil
-	}
-	out, err := exec.CommandContext(ctx, "lsof", "-nP", "-iTCP", "-sTCP:LISTEN", "-Fn").Output()
-	if err != nil && len(out) == 0 {
-		return ports, nil // lsof exits 1 when nothing listens
-	}
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "n") {
-			if i := strings.LastIndexByte(l, ':'); i >= 0 {
-				if n, err := strconv.Atoi(l[i+1:]); err == nil {
-					ports[n] = true
-				}
-			}
-		}
-	}
-	return ports, nil
-}
-
-// SplitDNSDomains returns the domains that macOS's scoped resolvers
-// serve (scutil --dns), which a VPN client adds; none elsewhere.
-func SplitDNSDomains(ctx context.Context, goos string) []string {
-	if goos != "darwin" {
-		return nil
-	}
-	out, err := exec.CommandContext(ctx, "scutil", "--dns").Output()
-	if err != nil {
-		return nil
-	}
-	var ds []string
-	for _, l := range strings.Split(string(out), "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(l), ":")
-		if ok && strings.TrimSpace(k) == "domain" {
-			if d := strings.TrimSuffix(strings.TrimSpace(v), "."); d != "" && d != "local" && !strings.HasSuffix(d, ".arpa") {
-				ds = append(ds, d)
-			}
-		}
-	}
-	return ds
 }
 
 // ComposeProjects returns the config files of the running docker compose

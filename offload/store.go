@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/flock"
 )
 
 // DataDir is cocoonbox's per-user data directory for goos: on macOS
@@ -160,34 +160,28 @@ func (s Store) Lock(key string) (func(), error) {
 		return nil, err
 	}
 	p := s.LockPath(key)
-	unlock, err := flock(p, false)
-	if errors.Is(err, syscall.EWOULDBLOCK) {
+	unlock, err := lockFile(p, false)
+	if errors.Is(err, flock.ErrLocked) {
 		return nil, refused(fmt.Errorf("another cocoonbox offload, back or abandon of this repository is running (it holds %s); wait for it to end", p))
 	}
 	return unlock, err
 }
 
-// flock takes an exclusive flock of p (created 0600), waiting for it when
+// lockFile takes an exclusive flock of p (created 0600), waiting for it when
 // wait is set, and returns its release. The file stays: removing a lock
 // file would let two processes lock different files.
-func flock(p string, wait bool) (func(), error) {
+func lockFile(p string, wait bool) (func(), error) {
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	how := syscall.LOCK_EX
+	mode := flock.Exclusive
 	if !wait {
-		how |= syscall.LOCK_NB
+		mode |= flock.NoWait
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), how)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	if err := flock.Lock(f, mode); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, flock.ErrLocked) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("lock %s: %w", p, err)
@@ -250,7 +244,7 @@ func (s Store) UpdateSettings(key, top string, f func(*RepoSettings) error) erro
 	if _, err := s.EnsureRepoDir(key); err != nil {
 		return err
 	}
-	unlock, err := flock(filepath.Join(s.Dir, "repos.lock"), true)
+	unlock, err := lockFile(filepath.Join(s.Dir, "repos.lock"), true)
 	if err != nil {
 		return err
 	}

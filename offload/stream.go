@@ -76,7 +76,7 @@ func writeMember(tw *tar.Writer, m Member) error {
 // refuses anything but a regular file (a FIFO would block the open
 // otherwise, hence O_NONBLOCK).
 func openRegular(p string) (*os.File, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(p, os.O_RDONLY|oNoFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if pe, ok := err.(*os.PathError); ok && pe.Err == syscall.ELOOP {
 			return nil, fmt.Errorf("%s is a symlink; only regular files are sent", p)

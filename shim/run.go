@@ -178,7 +178,7 @@ func (r *runner) plain(c *box.Client, cmd *box.Command) int {
 func (r *runner) status(st box.ExitStatus, err error) int {
 	if err != nil {
 		if we, ok := errors.AsType[*box.WriteError](err); ok {
-			if errors.Is(we, syscall.EPIPE) {
+			if brokenPipe(we) {
 				// Our reader has gone: ssh exits 255 without a word.
 				return ExitFailure
 			}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
 // terminalFd is stdin's file descriptor when it is a terminal, else -1.
@@ -124,7 +125,7 @@ func (r *runner) closed() {
 func watchTerminal(ctx context.Context, fd int, resizes chan box.Size, kill func(os.Signal)) (stop func()) {
 	winch := make(chan os.Signal, 1)
 	if fd >= 0 {
-		signal.Notify(winch, syscall.SIGWINCH)
+		proc.NotifyResize(winch)
 	}
 	sigs := make(chan os.Signal, 1)
 	notifyUnignored(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)

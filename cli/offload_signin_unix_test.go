@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 package cli_test
 
 import (
@@ -82,14 +84,14 @@ func TestSignIn(t *testing.T) {
 		defer ptm.Close()
 		defer tty.Close()
 		go io.Copy(io.Discard, ptm)
-		before, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+		before, err := unix.IoctlGetTermios(int(tty.Fd()), tcgets)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ptm.Write([]byte(input))
 		var out, errb bytes.Buffer
 		code := cli.Cocoonbox([]string{"offload", "sign-in", "--kind", "claude", "--box", "signin"}, env, cli.Streams{In: tty, Out: &out, Err: &errb})
-		after, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+		after, err := unix.IoctlGetTermios(int(tty.Fd()), tcgets)
 		if err != nil {
 			t.Fatal(err)
 		}

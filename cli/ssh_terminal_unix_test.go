@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 package cli_test
 
 import (
@@ -49,7 +51,7 @@ func startOnPTY(t *testing.T, env []string, args ...string) *ptyRun {
 	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 80}); err != nil {
 		t.Fatal(err)
 	}
-	tio, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	tio, err := unix.IoctlGetTermios(int(tty.Fd()), tcgets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +59,7 @@ func startOnPTY(t *testing.T, env []string, args ...string) *ptyRun {
 	tio.Iflag |= unix.IUTF8
 	tio.Cc[unix.VERASE] = 0x08
 	tio.Cc[unix.VMIN], tio.Cc[unix.VTIME] = 2, 7
-	if err := unix.IoctlSetTermios(int(tty.Fd()), unix.TCSETS, tio); err != nil {
+	if err := unix.IoctlSetTermios(int(tty.Fd()), tcsets, tio); err != nil {
 		t.Fatal(err)
 	}
 	p := &ptyRun{t: t, ptmx: ptmx, tty: tty, orig: *tio, chunks: make(chan []byte, 64), exited: make(chan struct{})}
@@ -148,7 +150,7 @@ func (p *ptyRun) wantExit(code int) {
 	if got := p.cmd.ProcessState.ExitCode(); got != code {
 		p.t.Errorf("exit status %d, want %d; the terminal shows:\n%q", got, code, p.out)
 	}
-	tio, err := unix.IoctlGetTermios(int(p.tty.Fd()), unix.TCGETS)
+	tio, err := unix.IoctlGetTermios(int(p.tty.Fd()), tcgets)
 	if err != nil {
 		p.t.Fatal(err)
 	}

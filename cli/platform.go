@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cocoonbox/cocoonbox/boxagent"
+)
+
+// ExitRefused is cocoonbox's exit status for a command refused before it
+// changed anything: offload's refusals, and a command this platform
+// cannot run.
+const ExitRefused = 3
+
+// platform is the OS the commands act for: e.GOOS, else runtime.GOOS.
+func (e Env) platform() string {
+	if e.GOOS != "" {
+		return e.GOOS
+	}
+	return runtime.GOOS
+}
+
+// unixOnly names the cocoonbox commands that need a Unix laptop and why.
+// Offload and back drive rsync, POSIX signals, file modes and flock; the
+// local box runs its commands in Unix sessions and PTYs. The contract's
+// Mac and Linux laptops have all of it; Windows gets this block
+// (DESIGN.md "Platforms"), and WSL is a Linux.
+var unixOnly = map[string]string{
+	"offload":  "offload needs rsync and Unix processes",
+	"back":     "back needs rsync and Unix processes",
+	"localbox": "the local box runs its commands as Unix processes",
+}
+
+// refusePlatform refuses c, or the cocoonbox command it is a verb of,
+// when goos cannot run it: one line, exit 3, before anything is read or
+// written. Every other command runs everywhere.
+func refusePlatform(goos string, c *cobra.Command) error {
+	if goos != "windows" {
+		return nil
+	}
+	for c.HasParent() && c.Parent().HasParent() {
+		c = c.Parent()
+	}
+	why, ok := unixOnly[c.Name()]
+	if !ok {
+		return nil
+	}
+	return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%s does not run on Windows: %s; run it on macOS, Linux or in WSL", c.Name(), why)}
+}
+
+// agentPlatform refuses cocoonbox-agent on Windows: it is the box half
+// of offload, and boxes are Linux (the local box runs it on macOS too).
+func agentPlatform(goos string) error {
+	if goos != "windows" {
+		return nil
+	}
+	return &boxagent.Error{Code: boxagent.CodeRefused, Err: fmt.Errorf("the box half of offload runs in Linux boxes, not on Windows")}
+}

@@ -1,0 +1,47 @@
+package flock
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Two open files of one path conflict as flock(2) says: exclusive against
+// anything, shared against exclusive only.
+func TestLockConflicts(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "lock")
+	open := func() *os.File {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	a, b := open(), open()
+	if err := Lock(a, Exclusive|NoWait); err != nil {
+		t.Fatalf("first lock: %v", err)
+	}
+	if err := Lock(b, NoWait); !errors.Is(err, ErrLocked) {
+		t.Fatalf("shared lock beside an exclusive one: %v, want ErrLocked", err)
+	}
+	if err := Unlock(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := Lock(b, NoWait); err != nil {
+		t.Fatalf("shared lock after unlock: %v", err)
+	}
+	if err := Lock(a, NoWait); err != nil {
+		t.Fatalf("second shared lock: %v", err)
+	}
+	c := open()
+	if err := Lock(c, Exclusive|NoWait); !errors.Is(err, ErrLocked) {
+		t.Fatalf("exclusive lock beside shared ones: %v, want ErrLocked", err)
+	}
+	a.Close()
+	b.Close()
+	if err := Lock(c, Exclusive|NoWait); err != nil {
+		t.Fatalf("exclusive lock after the holders closed: %v", err)
+	}
+}
