@@ -2,13 +2,24 @@
 GO ?= go
 PACKAGES ?= ./...
 
-.PHONY: build install test demo deps proto bench vet
+.PHONY: build install man test demo deps proto bench vet
 
 build:
 	$(GO) build -o bin/ ./cmd/...
 
-install:
+# Man pages go where man finds them from PATH: beside $(go env GOPATH)/bin.
+PREFIX ?= $(shell $(GO) env GOPATH)
+MANDIR ?= $(PREFIX)/share/man/man1
+
+install: man
 	$(GO) install ./cmd/...
+	install -d $(DESTDIR)$(MANDIR)
+	install -m 644 man/man1/*.1 $(DESTDIR)$(MANDIR)
+
+# The four binaries' man pages, generated from the text of their --help.
+man:
+	rm -rf man/man1
+	$(GO) run ./internal/genman man/man1
 
 deps:
 	@scripts/deps.sh test

@@ -80,6 +80,15 @@ type Flow struct {
 	authURL  string
 	lis      net.Listener
 	client   *http.Client
+
+	once sync.Once   // the first answer, from the loopback port or pasted
+	done chan result // its outcome
+}
+
+// result is what one answer gave.
+type result struct {
+	tok string
+	err error
 }
 
 // FlowOptions are the optional parts of a sign-in request.
@@ -111,6 +120,7 @@ func Start(issuer, deviceName string, o FlowOptions) (*Flow, error) {
 		state:    randomString(32),
 		lis:      lis,
 		client:   o.HTTPClient,
+		done:     make(chan result, 1),
 	}
 	if f.client == nil {
 		f.client = &http.Client{Timeout: 30 * time.Second}
@@ -145,41 +155,32 @@ func (f *Flow) RedirectURL() string { return f.cfg.RedirectURL }
 // Close stops listening; Wait then returns.
 func (f *Flow) Close() error { return f.lis.Close() }
 
-// Wait serves the loopback port until the browser brings the answer or ctx
-// ends. It checks state and iss, exchanges the code at the token endpoint
-// with the verifier, shows the browser a page that says whether it worked,
-// and returns the access token. Only the first answer counts: any later
-// one is refused, so a code cannot be brought twice. Errors wrap
-// ErrStateMismatch, ErrIssuerMismatch or ErrDenied where those apply.
+// Wait serves the loopback port until the browser brings the answer, an
+// answer is pasted (Paste), or ctx ends. It checks state and iss,
+// exchanges the code at the token endpoint with the verifier, shows the
+// browser a page that says whether it worked, and returns the access
+// token. Only the first answer counts: any later one is refused, so a code
+// cannot be brought twice. Errors wrap ErrStateMismatch, ErrIssuerMismatch
+// or ErrDenied where those apply.
 func (f *Flow) Wait(ctx context.Context) (string, error) {
-	type result struct {
-		tok string
-		err error
-	}
-	done := make(chan result, 1)
-	var once sync.Once
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /callback", func(w http.ResponseWriter, r *http.Request) {
-		first := false
-		once.Do(func() { first = true })
-		if !first {
+		res, first := f.take(ctx, r.URL.Query())
+		switch {
+		case !first:
 			page(w, http.StatusGone, "This sign-in is already finished.", "Return to the terminal.")
-			return
-		}
-		tok, err := f.answer(ctx, r.URL.Query())
-		if err != nil {
-			page(w, http.StatusBadRequest, "Sign-in failed: "+err.Error(), "You can close this tab and return to the terminal.")
-		} else {
+		case res.err != nil:
+			page(w, http.StatusBadRequest, "Sign-in failed: "+res.err.Error(), "You can close this tab and return to the terminal.")
+		default:
 			page(w, http.StatusOK, "Signed in to cocoonbox.", "You can close this tab.")
 		}
-		done <- result{tok, err}
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(f.lis) }()
 	defer srv.Close()
 	select {
-	case r := <-done:
+	case r := <-f.done:
 		// Let the page reach the browser before the server goes.
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		srv.Shutdown(sctx)
@@ -190,6 +191,52 @@ func (f *Flow) Wait(ctx context.Context) (string, error) {
 	case err := <-served:
 		return "", fmt.Errorf("the loopback listener stopped: %w", err)
 	}
+}
+
+// take handles one answer; first is false, and nothing is done, when an
+// answer came before.
+func (f *Flow) take(ctx context.Context, q url.Values) (res result, first bool) {
+	f.once.Do(func() { first = true })
+	if !first {
+		return result{}, false
+	}
+	res.tok, res.err = f.answer(ctx, q)
+	f.done <- res
+	return res, true
+}
+
+// ErrNotAnswer: a pasted line is not the address the browser ended on
+// after Allow or Deny; it is refused and the flow goes on waiting.
+var ErrNotAnswer = errors.New("that is not the address the browser ended on")
+
+// Paste takes the answer from the address the browser ended on after
+// Allow or Deny (http://127.0.0.1:PORT/callback?code=…&state=…&iss=…),
+// copied by hand from a browser on another computer, where that address
+// does not load. The answer goes through the same checks as one at the
+// loopback port (state, iss, then the code's exchange with the PKCE
+// verifier) and Wait returns its outcome. A line that is not such an
+// address wraps ErrNotAnswer and leaves the flow waiting; one after the
+// first answer is refused too.
+func (f *Flow) Paste(ctx context.Context, line string) error {
+	line = strings.TrimSpace(line)
+	u, err := url.Parse(line)
+	if err != nil || u.Scheme != "http" || u.Path != "/callback" || !strings.HasPrefix(u.Host, "127.0.0.1") {
+		if line != "" && !strings.ContainsAny(line, "/?&= ") {
+			return fmt.Errorf("%w: a code alone cannot be checked; paste the whole address, starting %s?", ErrNotAnswer, f.cfg.RedirectURL)
+		}
+		return fmt.Errorf("%w; paste the whole address, starting %s?", ErrNotAnswer, f.cfg.RedirectURL)
+	}
+	if "http://"+u.Host+u.Path != f.cfg.RedirectURL {
+		return fmt.Errorf("%w: it is for another sign-in (port %s, this one waits at %s)", ErrNotAnswer, u.Port(), f.cfg.RedirectURL)
+	}
+	q := u.Query()
+	if q.Get("state") == "" {
+		return fmt.Errorf("%w: it has no state; copy the whole address", ErrNotAnswer)
+	}
+	if _, first := f.take(ctx, q); !first {
+		return errors.New("this sign-in has its answer already")
+	}
+	return nil
 }
 
 // answer checks one answer at the loopback port and exchanges its code.
@@ -297,4 +344,29 @@ func unwrapURLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// ProbeTimeout bounds Probe.
+const ProbeTimeout = 5 * time.Second
+
+// Probe checks that the authorization server at issuer answers at all, with
+// one request for its RFC 8414 metadata bounded by ProbeTimeout: any HTTP
+// answer counts, since it is only a check that sign-in will not wait on a
+// server that is not there. The error says why it did not answer.
+func Probe(ctx context.Context, issuer string) error {
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, issuer+"/.well-known/oauth-authorization-server", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return fmt.Errorf("%s did not answer within %v", issuer, ProbeTimeout)
+		}
+		return fmt.Errorf("%s does not answer: %w", issuer, unwrapURLError(err))
+	}
+	resp.Body.Close()
+	return nil
 }

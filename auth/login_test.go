@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -178,5 +179,66 @@ func TestFlowReportsServerError(t *testing.T) {
 	_, _, err, _ := answerWith(t, url.Values{"error": {"invalid_request"}, "error_description": {"device_name is too long\x1b[31m"}})
 	if err == nil || !strings.Contains(err.Error(), "invalid_request: device_name is too long[31m") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// A pasted answer goes through the same checks as one at the loopback
+// port; what is not an answer of this flow is refused and the flow waits
+// on; the first answer, pasted or at the port, is the only one.
+func TestFlowPaste(t *testing.T) {
+	f, err := Start("http://127.0.0.1:9", "laptop", FlowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	for _, bad := range []string{
+		"",
+		"https://example.com/callback?code=c&state=" + f.state,
+		"abcdef0123456789",
+		"http://127.0.0.1:1/callback?code=c&state=" + f.state,
+		f.RedirectURL() + "?code=c",
+		"not a url at all",
+	} {
+		if err := f.Paste(ctx, bad); !errors.Is(err, ErrNotAnswer) {
+			t.Errorf("Paste(%q) = %v, want ErrNotAnswer", bad, err)
+		}
+	}
+	if err := f.Paste(ctx, "abcdef0123456789"); err == nil || !strings.Contains(err.Error(), "a code alone cannot be checked") {
+		t.Errorf("a code alone: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := f.Wait(ctx); done <- err }()
+	// A wrong iss, pasted: the answer counts, and fails the check.
+	q := url.Values{"code": {"c"}, "state": {f.state}, "iss": {"https://evil.example"}}
+	if err := f.Paste(ctx, "  "+f.RedirectURL()+"?"+q.Encode()+"\r\n"); err != nil {
+		t.Fatalf("Paste: %v", err)
+	}
+	if err := <-done; !errors.Is(err, ErrIssuerMismatch) {
+		t.Errorf("Wait = %v, want ErrIssuerMismatch", err)
+	}
+	q.Set("iss", "http://127.0.0.1:9")
+	if err := f.Paste(ctx, f.RedirectURL()+"?"+q.Encode()); err == nil || errors.Is(err, ErrNotAnswer) {
+		t.Errorf("a second answer: %v", err)
+	}
+	g, _ := Start("http://127.0.0.1:9", "laptop", FlowOptions{})
+	defer g.Close()
+	go func() { _, err := g.Wait(ctx); done <- err }()
+	q = url.Values{"code": {"c"}, "state": {"forged"}, "iss": {"http://127.0.0.1:9"}}
+	g.Paste(ctx, g.RedirectURL()+"?"+q.Encode())
+	if err := <-done; !errors.Is(err, ErrStateMismatch) {
+		t.Errorf("wrong state pasted: %v, want ErrStateMismatch", err)
+	}
+}
+
+// Probe says when nothing answers; any HTTP answer will do.
+func TestProbe(t *testing.T) {
+	if err := Probe(context.Background(), "http://127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "does not answer") {
+		t.Errorf("Probe of a closed port: %v", err)
+	}
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	if err := Probe(context.Background(), srv.URL); err != nil {
+		t.Errorf("Probe of a 404: %v", err)
 	}
 }

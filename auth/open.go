@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/url"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 )
 
 // NormalizeURL checks that raw is an absolute http or https URL and returns
@@ -129,4 +131,60 @@ func Open(rawURL string, getenv func(string) string, environ []string) (*exec.Cm
 		return nil, fmt.Errorf("open the browser: %w", err)
 	}
 	return cmd, nil
+}
+
+// OpenGrace is how long Launch watches the opener: one that fails
+// (xdg-open finding no browser) does so at once.
+const OpenGrace = 2 * time.Second
+
+// Launch opens rawURL as Open does and watches the opener for OpenGrace:
+// an opener that exits with a failure in that time is an error naming it
+// and its status (xdg-open's 3 is "no method available"). One that still
+// runs, as a browser named by $BROWSER may until it is closed, or exited
+// 0 counts as opened and is left running.
+func Launch(rawURL string, getenv func(string) string, environ []string) error {
+	cmd, err := Open(rawURL, getenv, environ)
+	if err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil {
+			return nil
+		}
+		name := filepath.Base(cmd.Path)
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() > 0 {
+			why := ""
+			if name == "xdg-open" {
+				why = xdgOpenStatus[ee.ExitCode()]
+			}
+			if why != "" {
+				return fmt.Errorf("the browser opener %s failed (exit status %d: %s)", name, ee.ExitCode(), why)
+			}
+			return fmt.Errorf("the browser opener %s failed (exit status %d)", name, ee.ExitCode())
+		}
+		return fmt.Errorf("the browser opener %s failed (%v)", name, err)
+	case <-time.After(OpenGrace):
+		return nil
+	}
+}
+
+// xdgOpenStatus is xdg-open(1)'s EXIT CODES.
+var xdgOpenStatus = map[int]string{
+	1: "error in command line syntax",
+	2: "a file does not exist",
+	3: "no method available",
+	4: "the action failed",
+}
+
+// HasBrowser reports whether this system can open a browser at all: on
+// macOS and Windows always; elsewhere only with $BROWSER, or a display
+// ($DISPLAY or $WAYLAND_DISPLAY) for xdg-open, whose browsers need one.
+func HasBrowser(goos string, getenv func(string) string) bool {
+	if goos == "darwin" || goos == "windows" || strings.TrimSpace(getenv("BROWSER")) != "" {
+		return true
+	}
+	return getenv("DISPLAY") != "" || getenv("WAYLAND_DISPLAY") != ""
 }

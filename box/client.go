@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -52,6 +53,7 @@ var (
 type Client struct {
 	conn     *grpc.ClientConn
 	endpoint Endpoint
+	signIn   string // the next step when the token is refused
 	boxes    controlv1.BoxesClient
 	session  controlv1.SessionClient
 	account  controlv1.AccountClient
@@ -62,6 +64,14 @@ type DialOption func(*dialOptions)
 
 type dialOptions struct {
 	keepaliveTime, keepaliveTimeout time.Duration
+	signIn                          string
+}
+
+// WithSignIn replaces the next step an UNAUTHENTICATED error names, "sign
+// in with `cocoonbox login`", with hint: the caller knows better when the
+// endpoint is a local box, where login may not be the way back in.
+func WithSignIn(hint string) DialOption {
+	return func(o *dialOptions) { o.signIn = hint }
 }
 
 // WithKeepalive replaces KeepaliveTime and KeepaliveTimeout: a ping after
@@ -74,7 +84,7 @@ func WithKeepalive(time, timeout time.Duration) DialOption {
 // Dial makes a client for ep that sends token (which may be empty) with
 // every call. The connection is made lazily by the first call.
 func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
-	do := dialOptions{keepaliveTime: KeepaliveTime, keepaliveTimeout: KeepaliveTimeout}
+	do := dialOptions{keepaliveTime: KeepaliveTime, keepaliveTimeout: KeepaliveTimeout, signIn: "sign in with `cocoonbox login`"}
 	for _, f := range options {
 		f(&do)
 	}
@@ -109,6 +119,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	return &Client{
 		conn:     conn,
 		endpoint: ep,
+		signIn:   do.signIn,
 		boxes:    controlv1.NewBoxesClient(conn),
 		session:  controlv1.NewSessionClient(conn),
 		account:  controlv1.NewAccountClient(conn),
@@ -215,26 +226,35 @@ func (c *Client) Hibernate(ctx context.Context, box string) (Box, error) {
 	return fromProto(r.GetBox()), nil
 }
 
+// maxEcho is how many runes of a value given by the caller an error
+// message repeats.
+const maxEcho = 80
+
 // wrap turns a gRPC error into one line that names what failed, wrapping the
 // sentinel a caller may branch on.
 func (c *Client) wrap(op string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
+	// op names what the caller gave (a box name, a device id) and msg is
+	// the server's text: neither may drive the terminal or flood it.
+	op = printable.Line(op, maxEcho)
 	st, ok := status.FromError(err)
 	if !ok {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	msg := st.Message()
+	msg := printable.Line(st.Message(), 4*maxEcho)
 	switch st.Code() {
 	case codes.Unauthenticated, codes.PermissionDenied:
-		return fmt.Errorf("%s: %w at %s: %s; sign in with `cocoonbox login`", op, ErrUnauthenticated, c.endpoint.URL, msg)
+		return fmt.Errorf("%s: %w at %s: %s; %s", op, ErrUnauthenticated, c.endpoint.URL, msg, c.signIn)
 	case codes.NotFound:
 		return fmt.Errorf("%s: %w: %s", op, ErrNotFound, msg)
 	case codes.Unavailable:
 		hint := ""
 		if strings.HasPrefix(c.endpoint.URL, "unix://") {
 			hint = "; is the local box running? (cocoonbox localbox start)"
+		} else if h, ok := strings.CutPrefix(c.endpoint.URL, "http://"); ok && (strings.HasPrefix(h, "127.0.0.1:") || strings.HasPrefix(h, "localhost:") || strings.HasPrefix(h, "[::1]:")) {
+			hint = "; is the local box running? (cocoonbox localbox start --listen " + h + ")"
 		}
 		return fmt.Errorf("%s: %w: %s: %s%s", op, ErrUnavailable, c.endpoint.URL, dialReason(msg), hint)
 	case codes.DeadlineExceeded:

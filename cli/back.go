@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/offload"
 )
 
@@ -69,16 +70,16 @@ func printBack(s Streams, res *offload.BackResult) {
 	if res.Resent {
 		fmt.Fprintln(s.Err, "cocoonbox: BACK drew no answer for 60 s and was sent again with --interrupt")
 	}
-	fmt.Fprint(s.Out, offload.Printable(strings.TrimRight(res.Body, "\n"))+"\n")
+	fmt.Fprint(s.Out, printable.Text(strings.TrimRight(res.Body, "\n"))+"\n")
 	m := res.Merge
-	box := offload.Printable(res.Record.BoxName)
+	box := printable.Text(res.Record.BoxName)
 	switch m.Outcome {
 	case offload.FastForward:
 		fmt.Fprintf(s.Err, "cocoonbox: back from %s: fast-forward%s\n", box, movedTo(m))
 	case offload.Merged:
 		fmt.Fprintf(s.Err, "cocoonbox: back from %s: merged, uncommitted, beside your changes%s\n", box, movedTo(m))
 	case offload.Branched:
-		fmt.Fprintf(s.Err, "cocoonbox: back from %s: on branch %s; your work tree is untouched (%s)\n", box, m.Branch, offload.Printable(m.Reason))
+		fmt.Fprintf(s.Err, "cocoonbox: back from %s: on branch %s; your work tree is untouched (%s)\n", box, m.Branch, printable.Text(m.Reason))
 		fmt.Fprintf(s.Err, "merge it when ready: git merge %s\n", m.Branch)
 	case offload.UpToDate:
 		fmt.Fprintf(s.Err, "cocoonbox: back from %s: already up to date\n", box)

@@ -52,6 +52,7 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 		},
 	}
 	for _, c := range []*cobra.Command{sleep, wake} {
+		c.ValidArgsFunction = onlyFirst(boxNames(env, &o.Endpoint))
 		c.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
 	}
 	boxes.AddCommand(list, sleep, wake)

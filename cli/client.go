@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
 // Env is the process environment the binaries read: COCOONBOX_ENDPOINT,
@@ -55,7 +57,7 @@ func (e Env) token(ep box.Endpoint) (string, error) {
 	}
 	c, err := st.Get(ep.URL)
 	if errors.Is(err, auth.ErrNoToken) {
-		return "", fmt.Errorf("%w at %s; sign in with `cocoonbox login`, or start a local box with `cocoonbox localbox start`", errNoToken, ep.URL)
+		return "", fmt.Errorf("%w at %s; %s", errNoToken, ep.URL, e.signInHint(ep))
 	}
 	if err != nil {
 		return "", err
@@ -74,7 +76,7 @@ func (e Env) dial(endpointFlag string) (*box.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	var opts []box.DialOption
+	opts := []box.DialOption{box.WithSignIn(e.signInHint(ep))}
 	if v := e.Getenv("COCOONBOX_KEEPALIVE"); v != "" {
 		t, timeout, err := parseKeepalive(v)
 		if err != nil {
@@ -83,6 +85,34 @@ func (e Env) dial(endpointFlag string) (*box.Client, error) {
 		opts = append(opts, box.WithKeepalive(t, timeout))
 	}
 	return box.Dial(ep, tok, opts...)
+}
+
+// signInHint names the command that gets a token for ep from where this
+// user stands: a local box this user runs, or could run there, is entered
+// by localbox start, which saves a token for it; a unix socket cannot take
+// a browser sign-in; any other endpoint takes cocoonbox login.
+func (e Env) signInHint(ep box.Endpoint) string {
+	login := "sign in with `cocoonbox login`"
+	if e.Getenv("COCOONBOX_ENDPOINT") != "" {
+		login = "sign in with `cocoonbox login` (COCOONBOX_ENDPOINT names the endpoint)"
+	}
+	dir, err := localboxDir(e)
+	if err != nil {
+		return login
+	}
+	if ri, ok := readRuntime(dir); ok && ri.Endpoint == ep.URL {
+		return "this is your local box: `cocoonbox localbox start` saves a token for it again"
+	}
+	if ep.URL == "unix://"+localbox.SocketPath(dir) {
+		return "start your local box with `cocoonbox localbox start`"
+	}
+	if strings.HasPrefix(ep.URL, "unix://") {
+		return fmt.Sprintf("a unix socket takes no browser sign-in: give a key with `cocoonbox login --endpoint %s --token -`", ep.URL)
+	}
+	if u, err := url.Parse(ep.URL); err == nil && u.Scheme == "http" && (u.Hostname() == "127.0.0.1" || u.Hostname() == "localhost" || u.Hostname() == "::1") {
+		return fmt.Sprintf("%s, or if it is your local box, start it with `cocoonbox localbox start --listen %s`", login, u.Host)
+	}
+	return login
 }
 
 // parseKeepalive reads COCOONBOX_KEEPALIVE, "INTERVAL,TIMEOUT" in Go's

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
 // Exit statuses of cocoonbox (docs/cli.md); rsh passes the remote status
@@ -63,8 +65,12 @@ func Cocoonbox(args []string, env Env, s Streams) int {
 	return ExitFailure
 }
 
+// maxLine is the longest line of an error message, in runes: a value
+// echoed from an argument or a server is cut there.
+const maxLine = 400
+
 func printError(s Streams, err error) {
-	fmt.Fprintf(s.Err, "cocoonbox: %s\n", redactTokens(err.Error()))
+	fmt.Fprintf(s.Err, "cocoonbox: %s\n", printable.Lines(redactTokens(err.Error()), maxLine))
 }
 
 // tokenLike is anything shaped as a cocoonbox token ("cb_" and 64 hex

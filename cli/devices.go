@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
 // devicesOptions are the flags of `cocoonbox devices`.
@@ -34,10 +33,11 @@ created and last used (kept to the minute). * marks the one this CLI uses.
 	c.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per device")
 	revoke := &cobra.Command{
-		Use:   "revoke ID",
-		Short: "Revoke a device's token; its open calls end",
-		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE:  func(_ *cobra.Command, a []string) error { return runDevicesRevoke(env, s, o, a[0]) },
+		Use:               "revoke ID",
+		Short:             "Revoke a device's token; its open calls end",
+		Args:              usageArgs(cobra.ExactArgs(1)),
+		RunE:              func(_ *cobra.Command, a []string) error { return runDevicesRevoke(env, s, o, a[0]) },
+		ValidArgsFunction: deviceIDs(env, &o.Endpoint),
 	}
 	revoke.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
 	c.AddCommand(revoke)
@@ -73,19 +73,9 @@ func runDevices(env Env, s Streams, o devicesOptions) error {
 		if d.Current {
 			mark = "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, d.ID, printable(d.Name), printable(d.Client), when(d.CreatedAtMS), when(d.LastUsedAtMS))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, d.ID, printable.Line(d.Name, 64), printable.Line(d.Client, 64), when(d.CreatedAtMS), when(d.LastUsedAtMS))
 	}
 	return tw.Flush()
-}
-
-// printable keeps a server's text from driving the terminal.
-func printable(t string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsPrint(r) && r != '\t' {
-			return r
-		}
-		return '?'
-	}, t)
 }
 
 func when(ms int64) string {
@@ -114,7 +104,7 @@ func runDevicesRevoke(env Env, s Streams, o devicesOptions, id string) error {
 	if err := c.RevokeDevice(ctx, id); err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Err, "device %s revoked\n", id)
+	fmt.Fprintf(s.Err, "device %s revoked\n", printable.Line(id, 64))
 	for _, d := range devs {
 		if d.ID == id && d.Current && env.Getenv("COCOONBOX_TOKEN") == "" {
 			st, err := env.store()

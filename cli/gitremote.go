@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/remote"
 )
 
@@ -23,11 +24,15 @@ func GitRemote(args []string, env Env, s Streams) int {
 	// git closing our stdout must be an EPIPE error, not a death by signal.
 	signal.Ignore(syscall.SIGPIPE)
 	fail := func(err error) int {
-		fmt.Fprintf(s.Err, "%s: %v\n", gitRemoteProg, err)
+		fmt.Fprintf(s.Err, "%s: %s\n", gitRemoteProg, printable.Lines(err.Error(), maxLine))
 		return ExitFailure
 	}
+	if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {
+		fmt.Fprint(s.Out, gitRemotePage.Help())
+		return ExitOK
+	}
 	if len(args) != 2 {
-		return fail(errors.New("usage: git-remote-cocoonbox REMOTE URL; git runs it for cocoonbox:: URLs, as in git clone cocoonbox::main/app"))
+		return fail(errors.New("usage: git-remote-cocoonbox REMOTE URL; git runs it for cocoonbox:: URLs, as in git clone cocoonbox::main/app; see: git-remote-cocoonbox --help"))
 	}
 	var client *box.Client
 	h := &remote.Helper{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log"
 	"os"
@@ -69,6 +70,7 @@ no account.`,
 		RunE:  func(*cobra.Command, []string) error { return runLocalboxStart(env, s, o) },
 	}
 	listen(start)
+	localBoxes := onlyFirst(boxNamesAt(func() (*box.Client, error) { return running(env) }))
 	lb.AddCommand(serve, start,
 		&cobra.Command{
 			Use:   "stop",
@@ -83,17 +85,19 @@ no account.`,
 			RunE:  func(*cobra.Command, []string) error { return runLocalboxStatus(env, s) },
 		},
 		&cobra.Command{
-			Use:   "sleep BOX",
-			Short: "Hibernate a box of the local box; the next command wakes it",
-			Args:  usageArgs(cobra.ExactArgs(1)),
+			Use:               "sleep BOX",
+			ValidArgsFunction: localBoxes,
+			Short:             "Hibernate a box of the local box; the next command wakes it",
+			Args:              usageArgs(cobra.ExactArgs(1)),
 			RunE: func(_ *cobra.Command, a []string) error {
 				return withClient(running(env))(func(c *box.Client) error { return sleepBox(c, s, a[0]) })
 			},
 		},
 		&cobra.Command{
-			Use:   "wake BOX",
-			Short: "Wake a box of the local box",
-			Args:  usageArgs(cobra.ExactArgs(1)),
+			Use:               "wake BOX",
+			ValidArgsFunction: localBoxes,
+			Short:             "Wake a box of the local box",
+			Args:              usageArgs(cobra.ExactArgs(1)),
 			RunE: func(_ *cobra.Command, a []string) error {
 				return withClient(running(env))(func(c *box.Client) error { return wakeBox(c, s, a[0]) })
 			},
@@ -211,7 +215,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		return err
 	}
 	if ri, ok := readRuntime(dir); ok {
-		if want := listenURL(dir, o.Listen); want != "" && want != ri.Endpoint {
+		// With no --listen, start takes the local box that runs, wherever
+		// it listens: "start" is the way back in from every state.
+		if want := listenURL(dir, o.Listen); o.Listen != "" && want != "" && want != ri.Endpoint {
 			return fmt.Errorf("a local box already runs at %s, not %s\nto move it, stop it first: cocoonbox localbox stop", ri.Endpoint, want)
 		}
 		if err := adopt(env, dir, ri.Endpoint); err != nil {
@@ -233,6 +239,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		return err
 	}
 	defer logf.Close()
+	logStart, _ := logf.Seek(0, io.SeekEnd)
 	args := []string{"cocoonbox", "localbox", "serve"}
 	if o.Listen != "" {
 		args = append(args, "--listen", o.Listen)
@@ -267,6 +274,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 				lost = true
 				continue
 			}
+			if why := lastLine(logPath, logStart); why != "" {
+				return fmt.Errorf("the local box did not start: %s\nits log is %s", why, logPath)
+			}
 			return fmt.Errorf("the local box exited at start (%v); its log is %s", err, logPath)
 		case <-deadline:
 			cmd.Process.Signal(syscall.SIGTERM)
@@ -274,6 +284,19 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// lastLine is the last line written to the log at path after offset: the
+// error a serve that failed printed, without its "cocoonbox: ".
+func lastLine(path string, offset int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.NewSectionReader(f, offset, 64<<10))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimPrefix(lines[len(lines)-1], "cocoonbox: ")
 }
 
 // listenURL is the endpoint --listen asks for, or "" when it cannot be
@@ -309,41 +332,73 @@ func adopt(env Env, dir, endpoint string) error {
 	return box.SaveConfig(cfgDir, box.Config{Endpoint: ep.URL})
 }
 
-// localClient dials the local box at ep with the token saved for it, or a
-// new one it issues and saves, and checks that it answers.
+// localClient dials the local box at ep with a token it accepts: the one
+// saved for ep, else the copy of the last one it issued to this CLI
+// (STATE/cli-token, kept when a logout deletes the saved one), else a new
+// one it issues, and checks that it answers. So start after a logout
+// issues nothing new, and the device list does not grow.
 func localClient(env Env, dir string, ep box.Endpoint) (*box.Client, error) {
 	st, err := env.store()
 	if err != nil {
 		return nil, err
 	}
-	cred, err := st.Get(ep.URL)
-	for attempt := 0; ; attempt++ {
-		if err != nil || attempt > 0 {
-			tok, ierr := localbox.IssueToken(dir, "localbox", "cli")
-			if ierr != nil {
-				return nil, ierr
-			}
-			cred = auth.Credential{Token: tok, Source: auth.SourceLocalbox}
-			if err := st.Put(ep.URL, cred); err != nil {
-				return nil, err
-			}
+	var cands []auth.Credential
+	saved := 0 // how many of cands are saved for ep already
+	if cred, err := st.Get(ep.URL); err == nil {
+		cands, saved = append(cands, cred), 1
+	}
+	if b, err := os.ReadFile(cliTokenPath(dir)); err == nil {
+		if tok := strings.TrimSpace(string(b)); auth.ValidToken(tok) && (len(cands) == 0 || cands[0].Token != tok) {
+			cands = append(cands, auth.Credential{Token: tok, Source: auth.SourceLocalbox})
 		}
-		c, derr := box.Dial(ep, cred.Token)
-		if derr != nil {
-			return nil, derr
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, lerr := c.List(ctx)
-		cancel()
-		if lerr == nil {
+	}
+	for i, cred := range cands {
+		c, err := answers(ep, cred.Token)
+		if err == nil {
+			if i >= saved {
+				if err := st.Put(ep.URL, cred); err != nil {
+					c.Close()
+					return nil, err
+				}
+			}
 			return c, nil
 		}
-		c.Close()
-		if !errors.Is(lerr, box.ErrUnauthenticated) || attempt > 0 {
-			return nil, lerr
+		if !errors.Is(err, box.ErrUnauthenticated) {
+			return nil, err
 		}
-		err = nil
 	}
+	tok, err := localbox.IssueToken(dir, "localbox", auth.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.WriteFile(cliTokenPath(dir), []byte(tok+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	if err := st.Put(ep.URL, auth.Credential{Token: tok, Source: auth.SourceLocalbox}); err != nil {
+		return nil, err
+	}
+	return answers(ep, tok)
+}
+
+// cliTokenPath is where the local box keeps a copy of the token it issued
+// to this CLI, 0600 in the 0700 state directory, whose reader could
+// issue itself a token anyway.
+func cliTokenPath(dir string) string { return filepath.Join(dir, "cli-token") }
+
+// answers dials ep with tok and checks with one call that it is accepted.
+func answers(ep box.Endpoint, tok string) (*box.Client, error) {
+	c, err := box.Dial(ep, tok)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err = c.List(ctx)
+	cancel()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 func runLocalboxStop(env Env, s Streams) error {

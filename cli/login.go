@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
@@ -28,6 +30,8 @@ type loginOptions struct {
 	Token     string
 	Invite    string
 	NoBrowser bool
+	// Timeout bounds the wait for the browser's answer.
+	Timeout time.Duration
 }
 
 func newLogin(env Env, s Streams) *cobra.Command {
@@ -35,16 +39,27 @@ func newLogin(env Env, s Streams) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "login",
 		Short: "Sign in through the browser, or with a personal key (--token -)",
-		Long: `login signs this computer in at the endpoint. It opens the endpoint's
-consent page in your browser; after you click Allow there, the CLI gets a
-device token of its own, saved in credentials.json (0600) for the endpoint.
+		Long: `login signs this computer in at the endpoint. It checks first that the
+endpoint answers (5 s), then opens the endpoint's consent page in your
+browser; after you click Allow there, the CLI gets a device token of its
+own, saved in credentials.json (0600) for the endpoint. It waits --timeout
+(10 minutes) for the answer; Ctrl-C gives up.
+
+With no browser here (--no-browser, no $DISPLAY or $BROWSER, or an opener
+that fails) login prints the link: open it in a browser on any computer,
+click Allow, and paste the address that browser ends on
+(http://127.0.0.1:PORT/callback?code=...) back here. Its state and issuer
+are checked as at the loopback port.
+
 --token - reads a personal key from stdin, or from a hidden prompt on a
 terminal, instead. A token is never an argument and never printed.
 
-A local box (cocoonbox localbox start --listen 127.0.0.1:PORT) asks for its
-sign-in code first: login prints it. See docs/login.md.`,
+A local box needs no login: localbox start saves a token for it. On
+loopback TCP (localbox start --listen 127.0.0.1:PORT) it takes a browser
+sign-in too, and asks for its sign-in code first: login prints it.`,
 		Example: `  cocoonbox login
-  cocoonbox login --endpoint http://127.0.0.1:7300 --no-browser
+  cocoonbox login --no-browser
+  cocoonbox login --endpoint http://127.0.0.1:7300
   cocoonbox login --token - < key.txt`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error { return runLogin(env, s, o) },
@@ -52,7 +67,8 @@ sign-in code first: login prints it. See docs/login.md.`,
 	c.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one); saved as the current one")
 	c.Flags().StringVar(&o.Token, "token", "", "- reads a personal key from stdin instead of signing in through the browser")
 	c.Flags().StringVar(&o.Invite, "invite", "", "an invite code for signing up")
-	c.Flags().BoolVar(&o.NoBrowser, "no-browser", false, "print the sign-in link instead of opening the browser")
+	c.Flags().BoolVar(&o.NoBrowser, "no-browser", false, "print the sign-in link, for a browser on any computer, and read the address it ends on from stdin")
+	c.Flags().DurationVar(&o.Timeout, "timeout", defaultLoginTimeout, "how long to wait for the browser's answer")
 	return c
 }
 
@@ -86,7 +102,7 @@ func runLogin(env Env, s Streams, o loginOptions) error {
 		if err != nil {
 			return err
 		}
-		lctx, cancel := context.WithTimeout(ctx, time.Minute)
+		lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		_, err = c.List(lctx)
 		cancel()
 		c.Close()
@@ -134,10 +150,25 @@ func runLogin(env Env, s Streams, o loginOptions) error {
 	return nil
 }
 
+// defaultLoginTimeout bounds how long login waits for the browser.
+const defaultLoginTimeout = 10 * time.Minute
+
 // browserLogin runs the sign-in through the browser and returns the token.
+// It checks first that the endpoint answers, and opens the browser only
+// when this system has one; otherwise, or when the opener fails, it
+// prints the link and takes the address the browser ended on from stdin.
 func browserLogin(ctx context.Context, env Env, s Streams, ep box.Endpoint, name string, o loginOptions) (string, error) {
 	if strings.HasPrefix(ep.URL, "unix://") {
-		return "", fmt.Errorf("%s is a unix socket, which a browser cannot reach\nstart the local box on loopback TCP (cocoonbox localbox start --listen 127.0.0.1:PORT), or give a key: cocoonbox login --token -", ep.URL)
+		return "", fmt.Errorf("%s is a unix socket, which a browser cannot reach\na local box needs no login: cocoonbox localbox start saves a token for it; for a browser sign-in, start it on loopback TCP (cocoonbox localbox start --listen 127.0.0.1:PORT), or give a key: cocoonbox login --token -", ep.URL)
+	}
+	switch {
+	case o.Timeout < 0:
+		return "", &UsageError{errors.New("--timeout takes a duration above 0, such as 10m")}
+	case o.Timeout == 0:
+		o.Timeout = defaultLoginTimeout
+	}
+	if err := auth.Probe(ctx, ep.URL); err != nil {
+		return "", fmt.Errorf("%v; nothing was opened: check --endpoint or $COCOONBOX_ENDPOINT, or your network", err)
 	}
 	f, err := auth.Start(ep.URL, name, auth.FlowOptions{Invite: o.Invite})
 	if err != nil {
@@ -148,25 +179,74 @@ func browserLogin(ctx context.Context, env Env, s Streams, ep box.Endpoint, name
 		fmt.Fprintf(s.Err, "this local box asks for its sign-in code: %s\n", code)
 	}
 	link := f.AuthURL()
-	if o.NoBrowser {
-		fmt.Fprintf(s.Err, "to sign in, open this link in a browser on this computer:\n  %s\n", link)
-	} else if cmd, err := auth.Open(link, env.Getenv, env.Environ); err != nil {
-		fmt.Fprintf(s.Err, "cocoonbox: %v\nopen this link in a browser on this computer:\n  %s\n", err, link)
-	} else {
-		go cmd.Wait()
+	paste := o.NoBrowser
+	switch {
+	case o.NoBrowser:
+	case !auth.HasBrowser(runtime.GOOS, env.Getenv):
+		fmt.Fprintln(s.Err, "no browser here (no $DISPLAY or $BROWSER): finish in a browser on any computer")
+		paste = true
+	default:
 		fmt.Fprintf(s.Err, "opening the browser to sign in at %s\nif it does not open, visit:\n  %s\n", ep.URL, link)
+		if err := auth.Launch(link, env.Getenv, env.Environ); err != nil {
+			fmt.Fprintf(s.Err, "cocoonbox: %v; open the link yourself\n", err)
+			paste = true
+		}
 	}
-	fmt.Fprintln(s.Err, "waiting for the browser (Ctrl-C cancels)")
-	tok, err := f.Wait(ctx)
+	wctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	if paste {
+		fmt.Fprintf(s.Err, `to sign in, open this link in a browser, on this computer or any other:
+  %s
+after Allow, the browser goes to %s?code=…; where that page
+does not load (another computer), copy its whole address and paste it here
+`, link, f.RedirectURL())
+		go readAnswers(wctx, f, s)
+	}
+	fmt.Fprintf(s.Err, "waiting up to %s for the sign-in (Ctrl-C gives up)\n", minutes(o.Timeout))
+	tok, err := f.Wait(wctx)
 	switch {
 	case errors.Is(err, context.Canceled):
 		return "", &ExitError{Code: 130, Err: errors.New("sign-in cancelled; nothing was saved")}
+	case errors.Is(err, context.DeadlineExceeded):
+		return "", fmt.Errorf("no sign-in answer within %s; nothing was saved\ntry again: cocoonbox login (--no-browser finishes in another computer's browser)", minutes(o.Timeout))
 	case errors.Is(err, auth.ErrDenied):
 		return "", errors.New("sign-in was denied in the browser; nothing was saved")
 	case err != nil:
 		return "", fmt.Errorf("sign-in at %s: %w", ep.URL, err)
 	}
 	return tok, nil
+}
+
+// readAnswers gives f each line of stdin until one is taken as the
+// answer; a line that is not one is refused in one line, and the wait
+// goes on.
+func readAnswers(ctx context.Context, f *auth.Flow, s Streams) {
+	sc := bufio.NewScanner(s.In)
+	sc.Buffer(make([]byte, 4096), 64<<10)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		err := f.Paste(ctx, sc.Text())
+		if err == nil {
+			return
+		}
+		fmt.Fprintf(s.Err, "cocoonbox: %s\n", printable.Line(err.Error(), maxLine))
+		if !errors.Is(err, auth.ErrNotAnswer) {
+			return
+		}
+	}
+}
+
+// minutes formats a wait as people say it: "10 minutes", "90s".
+func minutes(d time.Duration) string {
+	switch {
+	case d == time.Minute:
+		return "1 minute"
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%d minutes", d/time.Minute)
+	}
+	return d.String()
 }
 
 // localSignInCode returns the sign-in code of the local box this user runs

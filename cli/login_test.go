@@ -61,7 +61,7 @@ func TestLoginNoBrowser(t *testing.T) {
 		}
 	}
 	if link == "" {
-		t.Fatal("login printed no link")
+		t.Fatalf("login printed no link: %v", <-done)
 	}
 	go io.Copy(io.Discard, pr)
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/offload"
 )
 
@@ -53,7 +54,7 @@ template there); offload --handover-prompt prints a request to paste into a
 coding agent that has no cocoonbox plugin.
 
 Exit status: 0 done; 1 failed, rolled back; 2 usage; 3 refused, nothing
-changed; 4 warnings that need --yes. See docs/offload.md.`,
+changed; 4 warnings that need --yes.`,
 		Example: `  cocoonbox offload handover-path
   cocoonbox offload --kind claude
   cocoonbox offload inbox --wait 60
@@ -132,6 +133,12 @@ never through argv, the environment, a log or rsync.`}
 	for _, c := range []*cobra.Command{install, signin} {
 		c.Flags().StringVar(&o.Kind, "kind", "", "the coding-agent CLI: claude, codex or cursor")
 		c.Flags().StringVar(&o.Box, "box", defaultBox, "the box")
+	}
+	for _, c := range []*cobra.Command{cmd, status, abandon, install, signin} {
+		c.RegisterFlagCompletionFunc("box", boxNames(env, nil))
+	}
+	for _, c := range []*cobra.Command{cmd, install, signin} {
+		c.RegisterFlagCompletionFunc("kind", kinds)
 	}
 	cmd.AddCommand(hp, status, inbox, send, restart, abandon, secrets, install, signin)
 	return cmd
@@ -428,7 +435,7 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCLI\tSTATUS\tCOPY\tOFFLOAD\tOUTBOX")
 	for _, x := range ss {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", printable(x.Name), printable(x.CLI), printable(x.Status), printable(x.Copy), printable(x.OffloadID), x.OutboxSeq)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", printable.Line(x.Name, 0), printable.Line(x.CLI, 0), printable.Line(x.Status, 0), printable.Line(x.Copy, 0), printable.Line(x.OffloadID, 0), x.OutboxSeq)
 	}
 	return tw.Flush()
 }
@@ -458,7 +465,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 		}
 		shown++
 		t := time.UnixMilli(e.TimeMS).Format("15:04:05")
-		fmt.Fprintf(s.Out, "#%d %s %s\n%s\n", e.Seq, offload.Printable(e.Kind), t, offload.Printable(strings.TrimRight(e.Body, "\n")))
+		fmt.Fprintf(s.Out, "#%d %s %s\n%s\n", e.Seq, printable.Text(e.Kind), t, printable.Text(strings.TrimRight(e.Body, "\n")))
 		if e.Kind != "back" {
 			fmt.Fprintln(s.Out)
 		}
@@ -466,7 +473,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	if shown == 0 {
 		fmt.Fprintln(s.Out, "no new entry")
 	}
-	fmt.Fprintf(s.Out, "session: %s\n", offload.Printable(rd.Status))
+	fmt.Fprintf(s.Out, "session: %s\n", printable.Text(rd.Status))
 	if rd.Status == "stopped" {
 		fmt.Fprintln(s.Err, "cocoonbox: the box CLI session has stopped, so back cannot ask it for its work")
 		for _, n := range offload.StoppedNext() {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 
@@ -72,14 +73,11 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 		}
 	}()
 	var opener sync.WaitGroup
-	out := &linkOpener{w: s.Out, msg: s.Err, finder: &offload.LinkFinder{Hosts: kind.Hosts}, open: func(link string) error {
-		cmd, err := auth.Open(link, env.Getenv, offload.HostEnv(env.Environ, false))
-		if err != nil {
-			return err
-		}
-		opener.Go(func() { cmd.Wait() })
-		return nil
-	}}
+	out := &linkOpener{w: s.Out, msg: s.Err, finder: &offload.LinkFinder{Hosts: kind.Hosts}, wg: &opener,
+		browser: auth.HasBrowser(runtime.GOOS, env.Getenv),
+		open: func(link string) error {
+			return auth.Launch(link, env.Getenv, offload.HostEnv(env.Environ, false))
+		}}
 	st, err := c.Exec(ctx, &box.Command{
 		Box: o.Box,
 		// A login shell, whose PATH has the installer's ~/.local/bin.
@@ -107,27 +105,47 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 }
 
 // linkOpener copies a terminal's output to w and opens the first allowed
-// link the finder sees, once.
+// link the finder sees, once, when this system has a browser; it says on
+// msg whether that worked, and where it did not, to open the link by hand.
 type linkOpener struct {
-	w, msg io.Writer
-	finder *offload.LinkFinder
-	open   func(string) error
-	once   sync.Once
+	w, msg  io.Writer
+	finder  *offload.LinkFinder
+	browser bool
+	open    func(string) error
+	wg      *sync.WaitGroup
+	once    sync.Once
+	mu      sync.Mutex // msg is written from the opener's goroutine too
 }
 
 func (l *linkOpener) Write(p []byte) (int, error) {
+	l.mu.Lock()
 	n, err := l.w.Write(p)
+	l.mu.Unlock()
 	l.finder.Write(p[:n])
 	if link := l.finder.Found(); link != "" {
 		l.once.Do(func() {
-			if err := l.open(link); err != nil {
-				fmt.Fprintf(l.msg, "\r\ncocoonbox: could not open a browser (%v); open the link yourself\r\n", err)
+			if !l.browser {
+				l.say("no browser here (no $DISPLAY or $BROWSER); open the link in a browser on any computer:\r\n  " + link)
 				return
 			}
-			fmt.Fprintf(l.msg, "\r\ncocoonbox: opened %s in your browser\r\n", link)
+			// The opener is watched for a moment; the terminal goes on.
+			l.wg.Go(func() {
+				if err := l.open(link); err != nil {
+					l.say(fmt.Sprintf("%v; open the link in a browser on any computer:\r\n  %s", err, link))
+					return
+				}
+				l.say(fmt.Sprintf("opened %s in your browser (if none opened, open it yourself)", link))
+			})
 		})
 	}
 	return n, err
+}
+
+// say writes one message of ours between the terminal's lines.
+func (l *linkOpener) say(m string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.msg, "\r\ncocoonbox: %s\r\n", m)
 }
 
 // escapeReader passes a terminal's input through with ssh's escapes: ~.

@@ -105,7 +105,7 @@ func TestSignIn(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Login successful (code-1234)") {
 		t.Fatalf("exit %d\nstdout %q\nstderr %q", code, out, errs)
 	}
-	if !strings.Contains(errs, "cocoonbox: opened https://claude.ai/oauth/authorize?code=true&state=abc in your browser") ||
+	if !strings.Contains(errs, "cocoonbox: opened https://claude.ai/oauth/authorize?code=true&state=abc in your browser (if none opened") ||
 		!strings.Contains(errs, "the Claude Code login stays in box signin") {
 		t.Errorf("stderr %q", errs)
 	}
@@ -119,6 +119,24 @@ func TestSignIn(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(boxHome, "pwned")); err == nil {
 		t.Error("a command in a link ran")
 	}
+
+	// An opener that fails (xdg-open(1)'s exit status 3, "no method
+	// available", as it fails with no browser installed) is reported with
+	// the link to open by hand; with no browser at all nothing is tried.
+	failing := filepath.Join(dir, "failing-opener")
+	write(failing, "#!/bin/sh\nexit 3\n", 0o755)
+	vars["BROWSER"] = failing
+	code, _, errs = signIn("code-5678\r")
+	if code != 0 || !strings.Contains(errs, "cocoonbox: the browser opener failing-opener failed (exit status 3); open the link in a browser on any computer:\r\n  https://claude.ai/oauth/authorize?code=true&state=abc") ||
+		strings.Contains(errs, "in your browser") {
+		t.Errorf("failing opener: exit %d, stderr %q", code, errs)
+	}
+	delete(vars, "BROWSER")
+	code, _, errs = signIn("code-9\r")
+	if code != 0 || !strings.Contains(errs, "no browser here (no $DISPLAY or $BROWSER); open the link in a browser on any computer:\r\n  https://claude.ai/") {
+		t.Errorf("no browser: exit %d, stderr %q", code, errs)
+	}
+	vars["BROWSER"] = opener
 
 	os.Remove(opened)
 	code, _, errs = signIn("~.")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/cli"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
@@ -28,6 +29,8 @@ func TestMain(m *testing.M) {
 		"waitfile":             waitfile,
 		"browse":               browse,
 		"mktree":               mktree,
+		"blackhole":            blackhole,
+		"pasteback":            pasteback,
 	})
 }
 
@@ -128,7 +131,7 @@ func params(t *testing.T, dir string) testscript.Params {
 			if err != nil {
 				return err
 			}
-			tok, err := localbox.IssueToken(state, "test", "cli")
+			tok, err := localbox.IssueToken(state, "test", auth.ClientID)
 			if err != nil {
 				return err
 			}

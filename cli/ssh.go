@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/shim"
 )
 
@@ -21,11 +22,16 @@ func runShim(prog string, args []string, env Env, s Streams) int {
 	// A closed stdout must be an EPIPE error we can answer with 255, not a
 	// death by SIGPIPE.
 	signal.Ignore(syscall.SIGPIPE)
+	// --help alone is ours: ssh has none (it calls it an unknown option).
+	if len(args) == 1 && args[0] == "--help" {
+		fmt.Fprint(s.Out, sshPage(prog).Help())
+		return 0
+	}
 	o, err := shim.Parse(args)
 	if err != nil {
-		fmt.Fprintf(s.Err, "%s: %v\n", prog, err)
+		fmt.Fprintf(s.Err, "%s: %s\n", prog, printable.Line(err.Error(), maxLine))
 		if ue, ok := errors.AsType[*shim.UsageError](err); ok && ue.Synopsis {
-			fmt.Fprintf(s.Err, shim.Synopsis, prog)
+			fmt.Fprintf(s.Err, "%ssee: %s --help\n", sshPage(prog).Usage(), prog)
 		}
 		return shim.ExitFailure
 	}

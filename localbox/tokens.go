@@ -37,7 +37,7 @@ type TokenRecord struct {
 	// Name is the device name or a label such as "localbox".
 	Name string `json:"name"`
 	// Client names the client the token was issued to, such as
-	// "cocoonbox-cli" for a sign-in or "cli" for `localbox start`.
+	// "cocoonbox-cli" (auth.ClientID) for a sign-in and for `localbox start`.
 	Client string `json:"client"`
 	// Kind is KindDevice or KindPersonal; empty means KindPersonal.
 	Kind        string `json:"kind,omitempty"`

@@ -78,6 +78,8 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 		e := &Error{Code: ExitFailed, Err: err}
 		if _, err := os.Stat(b.Store.BackPath(r.Key)); err == nil {
 			e.Next = []string{"the last back already came home; its hand-over is " + b.Store.BackPath(r.Key)}
+		} else {
+			e.Next = []string{"offload it first: cocoonbox offload --kind KIND; what a box runs: cocoonbox offload status --box BOX"}
 		}
 		return nil, e
 	}

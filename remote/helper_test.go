@@ -243,7 +243,7 @@ func TestConnectMissingRepository(t *testing.T) {
 		if !errors.As(err, &ee) {
 			t.Fatalf("%s: error %v, want an *ExitError", service, err)
 		}
-		want := `cocoonbox rsh main git init --bare "~/'my repo'"`
+		want := `cocoonbox rsh main git init --bare -b main "~/'my repo'"`
 		if ee.Status.Code == 0 || ee.Init != want {
 			t.Errorf("%s: %+v, want a failure with Init %q", service, ee, want)
 		}

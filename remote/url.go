@@ -101,9 +101,10 @@ func (r Repo) Command(service string) string {
 }
 
 // InitCommand is the line, for a local POSIX shell, that creates the
-// repository as a bare one with `cocoonbox rsh`.
+// repository as a bare one with `cocoonbox rsh`, on branch main: a box's
+// git may have no init.defaultBranch, and would make master.
 func (r Repo) InitCommand() string {
-	return "cocoonbox rsh " + r.Box + " git init --bare " + localWord(remoteWord(r.Path))
+	return "cocoonbox rsh " + r.Box + " git init --bare -b main " + localWord(remoteWord(r.Path))
 }
 
 // quote single-quotes s for a POSIX shell, as git's sq_quote_buf: ' and !

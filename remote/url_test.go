@@ -125,7 +125,7 @@ func TestInitCommand(t *testing.T) {
 	for _, p := range paths {
 		r := Repo{Box: "main", Path: p}
 		line := r.InitCommand()
-		word, ok := strings.CutPrefix(line, "cocoonbox rsh main git init --bare ")
+		word, ok := strings.CutPrefix(line, "cocoonbox rsh main git init --bare -b main ")
 		if !ok {
 			t.Fatalf("InitCommand() = %q", line)
 		}
@@ -143,7 +143,7 @@ func TestInitCommand(t *testing.T) {
 			t.Errorf("%q gives the box %q, want %q", line, got, want)
 		}
 	}
-	if got := (Repo{Box: "main", Path: "app.git"}).InitCommand(); got != "cocoonbox rsh main git init --bare app.git" {
+	if got := (Repo{Box: "main", Path: "app.git"}).InitCommand(); got != "cocoonbox rsh main git init --bare -b main app.git" {
 		t.Errorf("plain path: %q", got)
 	}
 }

@@ -158,10 +158,21 @@ func usagef(format string, args ...any) error {
 }
 
 // Synopsis is the usage that follows an unknown option or a missing box,
-// as ssh prints its own; %s is the program's name.
-const Synopsis = "usage: %s [-46AaCfGgKkMNnqsTtVvXxYy] [-E log_file] [-e escape_char]\n" +
-	"           [-l login_name] [-o option] [-p port] [user@]BOX [command [argument ...]]\n" +
-	"every option: docs/cocoonbox-ssh.md\n"
+// as ssh prints its own, for the program prog: its lines, with only the
+// options the shim takes.
+func Synopsis(prog string) []string {
+	var flags []byte
+	for i := 0; i < len(optionsNoArg); i++ {
+		c := optionsNoArg[i]
+		if _, refused := unsupportedFlags[c]; !refused && c != '2' {
+			flags = append(flags, c)
+		}
+	}
+	return []string{
+		prog + " [-" + string(flags) + "] [-E log_file] [-e escape_char]",
+		"[-l login_name] [-o option] [-p port] [user@]BOX [command [argument ...]]",
+	}
+}
 
 // optionsWithArg and optionsNoArg are the option letters of OpenSSH 9.2's
 // getopt string, with and without an argument.

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/cobra/doc"
+)
+
+// manDate is the date the man pages carry; a fixed one, so that a page
+// changes only with its text (the test that keeps them current compares
+// bytes).
+var manDate = time.Date(2026, time.December, 1, 0, 0, 0, 0, time.UTC)
+
+// ManPages writes the section-1 man pages of the four binaries into dir:
+// cocoonbox's and cocoonbox-agent's from their cobra trees (one page per
+// command, as cobra/doc's GenManTree makes them), cocoonbox-ssh's and
+// git-remote-cocoonbox's from the text their --help prints.
+func ManPages(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	none := Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
+	env := Env{Getenv: func(string) string { return "" }}
+	root := newRoot(env, none)
+	root.InitDefaultCompletionCmd()
+	agent := newAgentRoot(&agentRun{s: none, env: env})
+	for _, c := range []*cobra.Command{root, agent} {
+		c.DisableAutoGenTag = true
+		h := &doc.GenManHeader{Section: "1", Date: &manDate, Source: "cocoonbox", Manual: "cocoonbox manual"}
+		if err := doc.GenManTree(c, h, dir); err != nil {
+			return err
+		}
+	}
+	for name, b := range map[string][]byte{
+		"cocoonbox-ssh.1":        sshPage("cocoonbox-ssh").Roff(manDate, "cocoonbox"),
+		"git-remote-cocoonbox.1": gitRemotePage.Roff(manDate, "cocoonbox"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

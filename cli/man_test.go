@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// The man pages are made from the commands themselves (make man, at
+// install), so they cannot fall behind: this checks that there is one for
+// every command of the four binaries, that each names the flags its
+// command takes, and that the hand-rendered ones carry the usage their
+// --help prints.
+func TestManPages(t *testing.T) {
+	dir := t.TempDir()
+	if err := ManPages(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := filepath.Glob(filepath.Join(dir, "*.1"))
+	for i := range got {
+		got[i] = filepath.Base(got[i])
+	}
+	want := []string{"cocoonbox-ssh.1", "git-remote-cocoonbox.1"}
+	none := Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
+	env := Env{Getenv: func(string) string { return "" }}
+	root := newRoot(env, none)
+	root.InitDefaultCompletionCmd()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if !c.IsAvailableCommand() && c.HasParent() {
+			return
+		}
+		name := strings.ReplaceAll(c.CommandPath(), " ", "-") + ".1"
+		want = append(want, name)
+		page, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("no page for %s", c.CommandPath())
+			return
+		}
+		c.NonInheritedFlags().VisitAll(func(f *pflag.Flag) {
+			if p := string(page); !strings.Contains(p, "--"+f.Name) && !strings.Contains(p, `\-\-`+strings.ReplaceAll(f.Name, "-", `\-`)) {
+				t.Errorf("%s: the page does not name --%s", name, f.Name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	walk(newAgentRoot(&agentRun{s: none, env: env}))
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("pages\n %v\nwant\n %v", got, want)
+	}
+	ssh, _ := os.ReadFile(filepath.Join(dir, "cocoonbox-ssh.1"))
+	for _, l := range sshPage("cocoonbox-ssh").Synopsis {
+		if !strings.Contains(string(ssh), strings.ReplaceAll(l, "-", `\-`)+"\n") {
+			t.Errorf("cocoonbox-ssh.1 lacks the usage line %q", l)
+		}
+	}
+	if strings.Contains(string(ssh), "docs/") {
+		t.Error("cocoonbox-ssh.1 points at docs/, which is not installed")
+	}
+}
