@@ -1,18 +1,23 @@
 # The two commands a newcomer runs: `make demo` and `make test`.
 GO ?= go
 PACKAGES ?= ./...
+# VERSION is what --version prints on every binary: a tag, or git describe's
+# TAG-N-gHASH / HASH with -dirty for uncommitted changes. A plain `go build`
+# or `go install` falls back to the module's build information.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS = -X github.com/cocoonbox/cocoonbox/internal/version.stamp=$(VERSION)
 
-.PHONY: build install man test demo deps proto bench vet
+.PHONY: build install man test demo deps proto bench vet dist dist-smoke
 
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
 # Man pages go where man finds them from PATH: beside $(go env GOPATH)/bin.
 PREFIX ?= $(shell $(GO) env GOPATH)
 MANDIR ?= $(PREFIX)/share/man/man1
 
 install: man
-	$(GO) install ./cmd/...
+	$(GO) install -ldflags '$(LDFLAGS)' ./cmd/...
 	install -d $(DESTDIR)$(MANDIR)
 	install -m 644 man/man1/*.1 $(DESTDIR)$(MANDIR)
 
@@ -38,9 +43,21 @@ vet:
 test: deps vet
 	$(GO) test -count=1 -timeout 15m $(PACKAGES)
 
+# demo.sh checks (and as root installs) what its steps run before the first.
 demo: build
-	@scripts/deps.sh demo
 	@scripts/demo.sh
+
+# Release archives in dist/: cocoonbox_VERSION_OS_ARCH.tar.gz for each target
+# (the four binaries, man pages, README.md, docs/) and SHA256SUMS; see
+# docs/install.md.
+DIST_TARGETS ?= $(PLATFORMS)
+dist:
+	@VERSION='$(VERSION)' GO='$(GO)' DIST_TARGETS='$(DIST_TARGETS)' scripts/dist.sh
+
+# Unpacks this machine's archive from dist/ into a temporary prefix and runs
+# its binaries from there against a local box.
+dist-smoke: dist
+	@VERSION='$(VERSION)' scripts/dist-smoke.sh
 
 # Regenerates proto/cocoonbox/control/v1/*.pb.go with Debian's protoc and the
 # plugins pinned in go.mod's tool block.

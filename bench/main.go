@@ -47,6 +47,9 @@ type env struct {
 	bin    string
 	sshCfg string
 	boxEnv []string
+	// stdioCfg is the ssh_config for OpenSSH's ssh through
+	// cocoonbox-ssh --stdio.
+	stdioCfg string
 }
 
 // a workload runs once through one path and returns its wall time and the
@@ -56,9 +59,13 @@ type workload struct {
 	ours  func() (time.Duration, int64, error)
 	ssh   func() (time.Duration, int64, error)
 	limit func() (time.Duration, error)
-	setup func() error
-	bytes int64
-	note  string
+	// base, if not nil, is a third path run in each round: the row also
+	// reports ours/base, under the table.
+	base     func() (time.Duration, int64, error)
+	baseName string
+	setup    func() error
+	bytes    int64
+	note     string
 }
 
 func run() error {
@@ -84,6 +91,9 @@ func run() error {
 		return fmt.Errorf("local box: %w", err)
 	}
 	defer stopBox()
+	if err := e.writeStdioConfig(); err != nil {
+		return fmt.Errorf("ssh --stdio: %w", err)
+	}
 
 	var results []result
 	for _, w := range e.workloads() {
@@ -124,6 +134,7 @@ type result struct {
 	workload
 	ours, ssh time.Duration
 	ratio     float64 // median of the per-round ratios ours/ssh
+	baseRatio float64 // median of the per-round ratios ours/base
 	rss       int64   // peak RSS of our client, KiB
 	limit     time.Duration
 }
@@ -132,6 +143,7 @@ func measure(w workload) (result, error) {
 	var ours, sshs []time.Duration
 	var ratios []float64
 	var limits []time.Duration
+	var baseRatios []float64
 	r := result{workload: w}
 	for i := 0; i < *rounds; i++ {
 		// Alternate which path goes first, so warm caches favour neither.
@@ -154,6 +166,13 @@ func measure(w workload) (result, error) {
 		ours, sshs = append(ours, o), append(sshs, s)
 		ratios = append(ratios, float64(o)/float64(s))
 		r.rss = max(r.rss, m)
+		if w.base != nil {
+			d, _, err := w.base()
+			if err != nil {
+				return r, err
+			}
+			baseRatios = append(baseRatios, float64(o)/float64(d))
+		}
 		if w.limit != nil {
 			d, err := w.limit()
 			if err != nil {
@@ -165,6 +184,9 @@ func measure(w workload) (result, error) {
 	r.ours, r.ssh, r.ratio = median(ours), median(sshs), medianF(ratios)
 	if len(limits) > 0 {
 		r.limit = median(limits)
+	}
+	if len(baseRatios) > 0 {
+		r.baseRatio = medianF(baseRatios)
 	}
 	return r, nil
 }
@@ -200,6 +222,15 @@ func render(rs []result) string {
 			ssh += " (" + rate(r.bytes, r.ssh) + ")"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %s |\n", r.name, ours, ssh, r.ratio, rss, lim)
+	}
+	for i, r := range rs {
+		if r.base == nil {
+			continue
+		}
+		if i == 0 || rs[i-1].base == nil {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "- %s against %s: %.2f (median of the per-round ratios)\n", r.name, r.baseName, r.baseRatio)
 	}
 	return b.String()
 }

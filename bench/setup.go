@@ -139,6 +139,14 @@ func (e *env) theirs(name string, args ...string) *exec.Cmd {
 	return c
 }
 
+// noRSS drops the peak RSS of a path whose client is not ours.
+func noRSS(f func() (time.Duration, int64, error)) func() (time.Duration, int64, error) {
+	return func() (time.Duration, int64, error) {
+		d, _, err := f()
+		return d, 0, err
+	}
+}
+
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
@@ -193,6 +201,20 @@ func (e *env) workloads() []workload {
 		{name: "upload", bytes: *size,
 			ours:  once(func() *exec.Cmd { return upload(shim("cat >/dev/null")) }),
 			ssh:   once(func() *exec.Cmd { return upload(ssh("cat >/dev/null")) }),
+			limit: func() (time.Duration, error) { return loopbackCopy(*size) }},
+		{name: "startup via ssh --stdio", note: "median wall time of one `true`",
+			ours: noRSS(many(func() *exec.Cmd { return e.viaStdio("true") })),
+			ssh:  many(func() *exec.Cmd { return ssh("true") }),
+			base: many(func() *exec.Cmd { return shim("true") }), baseName: "the shim's own startup"},
+		{name: "download via ssh --stdio", bytes: *size, note: "OpenSSH's ssh through cocoonbox-ssh --stdio",
+			ours: noRSS(once(func() *exec.Cmd { return devnull(e.viaStdio(headCmd)) })),
+			ssh:  once(func() *exec.Cmd { return devnull(ssh(headCmd)) }),
+			base: once(func() *exec.Cmd { return devnull(shim(headCmd)) }), baseName: "the shim's own download",
+			limit: func() (time.Duration, error) { return loopbackCopy(*size) }},
+		{name: "upload via ssh --stdio", bytes: *size, note: "OpenSSH's ssh through cocoonbox-ssh --stdio",
+			ours: noRSS(once(func() *exec.Cmd { return upload(e.viaStdio("cat >/dev/null")) })),
+			ssh:  once(func() *exec.Cmd { return upload(ssh("cat >/dev/null")) }),
+			base: once(func() *exec.Cmd { return upload(shim("cat >/dev/null")) }), baseName: "the shim's own upload",
 			limit: func() (time.Duration, error) { return loopbackCopy(*size) }},
 		{name: "git clone", setup: g.setup, ours: g.clone(true), ssh: g.clone(false)},
 		{name: "git fetch (no-op)", ours: g.fetch(true), ssh: g.fetch(false)},

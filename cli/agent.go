@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cocoonbox/cocoonbox/boxagent"
+	"github.com/cocoonbox/cocoonbox/internal/version"
+	"github.com/cocoonbox/cocoonbox/relay"
 )
 
 // Agent is cocoonbox-agent, the box half of offload: args without the
@@ -123,18 +126,21 @@ func newAgentRoot(a *agentRun) *cobra.Command {
 		Use:   "cocoonbox-agent",
 		Short: "The box half of cocoonbox offload",
 		Long: `cocoonbox-agent runs inside a box. "offload" verbs move a task's copy in
-and out of the box and talk to its inbox; each prints one JSON line.`,
+and out of the box and talk to its inbox; each prints one JSON line.
+"relay" connects stdin and stdout to a TCP port (port forwarding).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// Help only on -h or --help: anything else prints the one line.
-		Args: cobra.ArbitraryArgs,
+		Args:    cobra.ArbitraryArgs,
+		Version: version.String(),
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return a.fail(usage(fmt.Sprintf("unknown command %q; see: cocoonbox-agent --help", args[0])))
 			}
-			return a.fail(usage("give a command: offload; see: cocoonbox-agent --help"))
+			return a.fail(usage("give a command: offload or relay; see: cocoonbox-agent --help"))
 		},
 	}
+	root.SetVersionTemplate(versionTemplate)
 	root.SetIn(a.s.In)
 	root.SetOut(a.s.Out)
 	root.SetErr(a.s.Err)
@@ -339,6 +345,7 @@ and out of the box and talk to its inbox; each prints one JSON line.`,
 		},
 	}
 	off.AddCommand(begin, send, read, status, end, wipe, restart, post, envCmd, event, serve)
+	root.AddCommand(newAgentRelay(a))
 	for _, c := range off.Commands() {
 		c.Flags().SortFlags = false
 	}
@@ -347,4 +354,56 @@ and out of the box and talk to its inbox; each prints one JSON line.`,
 
 func usage(msg string) error {
 	return &boxagent.Error{Code: boxagent.CodeUsage, Err: errors.New(msg)}
+}
+
+// newAgentRelay is `cocoonbox-agent relay [--ready] HOST PORT`, the box
+// half of a forwarded connection (package relay). Not an offload verb: its
+// stdout is the stream, so no JSON line. Exit 0 when the target closed,
+// 1 on an I/O failure, 2 usage, 3 (relay.ExitConnect) when the connect
+// failed, each failure with one line on stderr.
+func newAgentRelay(a *agentRun) *cobra.Command {
+	var ready, check bool
+	c := &cobra.Command{
+		Use:   "relay [--ready] HOST PORT",
+		Short: "Connect stdin and stdout to HOST:PORT (port forwarding)",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			a.printed = true
+			fail := func(code int, err error) error {
+				fmt.Fprintf(a.s.Err, "cocoonbox-agent: %v\n", err)
+				a.code = code
+				return nil
+			}
+			if check {
+				if len(args) != 0 {
+					return fail(ExitUsage, errors.New("relay --check takes no arguments"))
+				}
+				a.code = ExitOK
+				return nil
+			}
+			if len(args) != 2 {
+				return fail(ExitUsage, errors.New("relay takes HOST PORT; see: cocoonbox-agent relay --help"))
+			}
+			port, err := strconv.ParseUint(args[1], 10, 16)
+			if err != nil || port == 0 {
+				return fail(ExitUsage, fmt.Errorf("bad port %q: want 1 to 65535", args[1]))
+			}
+			if err := relay.CheckTarget(args[0], uint32(port)); err != nil {
+				return fail(ExitUsage, err)
+			}
+			// No signal handler: INT, TERM and HUP end the relay at once.
+			err = relay.Serve(context.Background(), args[0], uint32(port), a.s.In, a.s.Out, ready)
+			if _, ok := errors.AsType[*relay.ConnectError](err); ok {
+				return fail(relay.ExitConnect, err)
+			}
+			if err != nil {
+				return fail(ExitFailure, err)
+			}
+			a.code = ExitOK
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&ready, "ready", false, "write one byte (0x06) on stdout once connected")
+	c.Flags().BoolVar(&check, "check", false, "exit 0: this agent has the relay verb")
+	return c
 }

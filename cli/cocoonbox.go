@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/version"
 )
 
 // Exit statuses of cocoonbox (docs/cli.md); rsh passes the remote status
@@ -146,8 +147,10 @@ cocoonbox-ssh.`,
 		newDevices(env, s),
 		newOffload(env, s),
 		newBack(env, s),
+		newSSHConfig(env, s),
 	)
 	groupsRefuseUnknown(root)
-	root.Version = version()
+	root.Version = version.String()
+	root.SetVersionTemplate(versionTemplate)
 	return root
 }

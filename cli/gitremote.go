@@ -27,6 +27,9 @@ func GitRemote(args []string, env Env, s Streams) int {
 		fmt.Fprintf(s.Err, "%s: %s\n", gitRemoteProg, printable.Lines(err.Error(), maxLine))
 		return ExitFailure
 	}
+	if isVersion(args) {
+		return printVersion(s.Out, gitRemoteProg)
+	}
 	if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {
 		fmt.Fprint(s.Out, gitRemotePage.Help())
 		return ExitOK

@@ -4,17 +4,25 @@ import (
 	"errors"
 	"fmt"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/version"
 	"github.com/cocoonbox/cocoonbox/shim"
 )
 
 // SSH is cocoonbox-ssh: args are ssh(1)'s, without the program name. It
 // returns the remote command's exit status, or 255 for a failure of ours.
+// With --stdio first it is instead an SSH server on its stdio, for ssh's
+// ProxyCommand (sshStdio).
 func SSH(args []string, env Env, s Streams) int {
+	if isVersion(args) {
+		return printVersion(s.Out, "cocoonbox-ssh")
+	}
+	if len(args) > 0 && args[0] == "--stdio" {
+		return sshStdio(args[1:], env, s)
+	}
 	return runShim("cocoonbox-ssh", args, env, s)
 }
 
@@ -37,20 +45,11 @@ func runShim(prog string, args []string, env Env, s Streams) int {
 	}
 	return shim.Run(o, shim.Env{
 		Prog:    prog,
-		Version: fmt.Sprintf("%s %s, OpenSSH_9.2 command line", prog, version()),
+		Version: fmt.Sprintf("%s %s, OpenSSH_9.2 command line", prog, version.String()),
 		Stdin:   s.In,
 		Stdout:  s.Out,
 		Stderr:  s.Err,
 		Environ: env.Environ,
 		Dial:    func() (*box.Client, error) { return env.dial("") },
 	})
-}
-
-// version is the main module's version, "(devel)" for a build from a work
-// tree.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }

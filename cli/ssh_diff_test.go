@@ -15,6 +15,7 @@ import (
 
 // TestSSHMatchesOpenSSH runs one table of cases through OpenSSH's ssh
 // against sshd on loopback and through cocoonbox-ssh against a local box,
+// and through OpenSSH's ssh with cocoonbox-ssh --stdio as its ProxyCommand,
 // and fails on any difference in stdout, stderr or exit status
 // (DESIGN.md "Exec semantics: exactly ssh's"). Both run the same user's
 // login shell; the cases depend on neither the working directory nor HOME,
@@ -26,6 +27,7 @@ func TestSSHMatchesOpenSSH(t *testing.T) {
 	}
 	d := startSSHD(t)
 	b := startBox(t)
+	via := newStdioSSH(t, b)
 	shim, err := exec.LookPath("cocoonbox-ssh")
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +85,12 @@ func TestSSHMatchesOpenSSH(t *testing.T) {
 			got := run(t, exec.Command(shim, shimArgs...), tt.stdin, append(append(cleanEnv(t), b.Env...), tt.env...), tt.hash)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("ssh %q and cocoonbox-ssh %q differ (-ssh +cocoonbox-ssh):\n%s", sshArgs, shimArgs, diff)
+			}
+			// The third way: OpenSSH's ssh itself through cocoonbox-ssh --stdio.
+			viaArgs := append(append(append([]string{"-F", via.Config}, tt.opts...), "main.cocoonbox"), tt.args...)
+			viaGot := run(t, exec.Command("ssh", viaArgs...), tt.stdin, append(append(cleanEnv(t), b.Env...), tt.env...), tt.hash)
+			if diff := cmp.Diff(want, viaGot); diff != "" {
+				t.Errorf("ssh %q and ssh %q through cocoonbox-ssh --stdio differ (-sshd +stdio):\n%s", sshArgs, viaArgs, diff)
 			}
 		})
 	}

@@ -39,7 +39,13 @@ const endMark = "\x01end of output\x01"
 // is first made unlike the default, so that restoring it is a real test.
 func startOnPTY(t *testing.T, env []string, args ...string) *ptyRun {
 	t.Helper()
-	shim, err := exec.LookPath("cocoonbox-ssh")
+	return startProgOnPTY(t, "cocoonbox-ssh", env, args...)
+}
+
+// startProgOnPTY is startOnPTY for program prog, found on the PATH.
+func startProgOnPTY(t *testing.T, prog string, env []string, args ...string) *ptyRun {
+	t.Helper()
+	shim, err := exec.LookPath(prog)
 	if err != nil {
 		t.Fatal(err)
 	}

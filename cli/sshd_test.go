@@ -189,8 +189,9 @@ type testBox struct {
 	// Env is what a client needs to reach it: COCOONBOX_ENDPOINT and
 	// COCOONBOX_TOKEN, and a HOME of its own.
 	Env []string
-	// Addr is the address it listens on.
-	Addr string
+	// Addr is the address it listens on, URL its endpoint, Token a token
+	// it accepts.
+	Addr, URL, Token string
 	// Workspace is box main's workspace directory.
 	Workspace string
 	srv       *localbox.Server
@@ -203,13 +204,20 @@ func startBox(t testing.TB) *testBox {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startBoxWith(t, filepath.Dir(bin))
+}
+
+// startBoxWith is startBox with binDir first on the box's PATH instead of
+// the directory of our binaries.
+func startBoxWith(t testing.TB, binDir string) *testBox {
+	t.Helper()
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	home := filepath.Join(dir, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	srv := &localbox.Server{Dir: state, BinDir: filepath.Dir(bin)}
+	srv := &localbox.Server{Dir: state, BinDir: binDir}
 	lis, url, err := localbox.Listen(state, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -221,6 +229,8 @@ func startBox(t testing.TB) *testBox {
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	return &testBox{
+		URL:       url,
+		Token:     tok,
 		Env:       []string{"COCOONBOX_ENDPOINT=" + url, "COCOONBOX_TOKEN=" + tok, "HOME=" + home, "PATH=" + os.Getenv("PATH")},
 		Addr:      lis.Addr().String(),
 		Workspace: filepath.Join(state, "boxes", localbox.DefaultBox, "workspace"),

@@ -29,6 +29,10 @@ func sshPage(prog string) help.Page {
 				"-o takes ssh_config keywords; those a box cannot honour are accepted and ignored as ssh ignores them " +
 				"for a host that does not need them. Options that would do what a box cannot (-f, -J, -O, -Q, -w, and " +
 				"the forwardings the shim does not make) are refused in one line with exit status 255.",
+			prog + " --stdio [--suffix SUFFIX] [-v] HOST is instead an SSH-2 server on stdin and stdout, for " +
+				"ssh_config's ProxyCommand (ProxyCommand cocoonbox-ssh --stdio %n), so that OpenSSH itself, scp, sftp, " +
+				"VS Code Remote-SSH and Paramiko reach the box HOST (without SUFFIX, .cocoonbox by default) with the same " +
+				"semantics; cocoonbox ssh-config writes the Host block that uses it. It exits 0 once the client has gone.",
 		},
 		Exit:        "the remote command's status, or 255 for a failure of cocoonbox-ssh or the connection, as ssh.",
 		Environment: clientEnvironment,

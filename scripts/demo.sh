@@ -3,6 +3,12 @@
 # it on real input, each step narrated. Later features add their steps here.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+# Before the first step: every program a step runs, here and in the box
+# (scripts/deps.sh demo installs them as root, else names them), and ours.
+"$top/scripts/deps.sh" demo
+for b in cocoonbox cocoonbox-ssh git-remote-cocoonbox cocoonbox-agent; do
+  [ -x "$top/bin/$b" ] || { echo "demo: $top/bin/$b is missing; run make demo, which builds it" >&2; exit 1; }
+done
 export PATH="$top/bin:$PATH"
 demo=$(mktemp -d /tmp/cocoonbox-demo.XXXXXX)
 export HOME="$demo/home"

@@ -15,13 +15,20 @@ check python3 python3
 check npm npm
 check ssh openssh-client
 check sftp openssh-client
+# The demo's sftp step runs the box's sftp-server, where Debian puts it.
+[ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
 check tput ncurses-bin
+# The rest of what the demo's steps run, here and in the box: part of every
+# Debian, checked so a trimmed image names them too.
+for p in tar:tar find:findutils diff:diffutils sed:sed hostname:hostname; do check "${p%%:*}" "${p#*:}"; done
 if [ "$profile" = test ]; then
 	check chromium chromium
 	check scp openssh-client
 	check ssh-keygen openssh-client
+	check curl curl
 	[ -x /usr/sbin/sshd ] || need+=(openssh-server)
-	[ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
+	# Debian's own python3 for Paramiko, whatever python3 is first on the PATH.
+	/usr/bin/python3 -c 'import paramiko' >/dev/null 2>&1 || need+=(python3-paramiko)
 fi
 need+=("$@")
 mise=$(command -v mise >/dev/null 2>&1 && echo yes || echo no)

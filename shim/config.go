@@ -101,8 +101,25 @@ func (o *Options) configLine(line string) error {
 	switch key {
 	case "host", "match", "include":
 		return usagef("-o %s: not allowed on the command line", key)
-	case "localforward", "remoteforward", "dynamicforward":
-		return usagef("-o %s: port forwarding is not supported", key)
+	case "localforward":
+		// "LISTEN CONNECT", which readconf.c joins with a colon.
+		words, err := splitWords(v)
+		if err != nil || len(words) != 2 {
+			return usagef("-o localforward: bad value %q: want [bind_address:]port host:hostport", printable(v))
+		}
+		return o.addForward(words[0]+":"+words[1], false)
+	case "dynamicforward":
+		w, err := oneWord(key, v)
+		if err != nil {
+			return err
+		}
+		return o.addForward(w, true)
+	case "remoteforward":
+		return usagef("-o remoteforward: remote port forwarding is not supported: a box does not listen for this machine; forward with -L or -D instead")
+	case "exitonforwardfailure":
+		return o.boolOption(key, v, &o.ExitOnForwardFailure)
+	case "gatewayports":
+		return o.boolOption(key, v, &o.GatewayPorts)
 	case "proxyjump":
 		if v != "none" {
 			return usagef("-o proxyjump: a jump host is not supported: a box is reached through the cocoonbox API")
@@ -353,6 +370,9 @@ func (o *Options) WriteConfig(w io.Writer) error {
 	line("port", port)
 	for _, s := range o.Other {
 		line(s.Key, s.Value)
+	}
+	for _, f := range o.ActiveForwards() {
+		b.WriteString(f.String() + "\n")
 	}
 	line("requesttty", ttyNames[o.TTY])
 	line("sessiontype", sessionNames[o.Session])

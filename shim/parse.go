@@ -137,6 +137,19 @@ type Options struct {
 	Version bool
 	// LogFile is -E: our own messages are appended there instead of stderr.
 	LogFile string
+	// Forwards are the -L and -D forwards (and -o LocalForward,
+	// DynamicForward), in order; ActiveForwards says which to set up.
+	Forwards []Forward
+	// StdioHost and StdioPort are -W's host:port, where stdin and stdout
+	// are connected instead of a session; empty when not given.
+	StdioHost string
+	StdioPort int
+	// ExitOnForwardFailure is -o ExitOnForwardFailure (and -W): a forward
+	// that cannot listen ends the run with 255 before the command starts.
+	ExitOnForwardFailure bool
+	// GatewayPorts is -g or -o GatewayPorts: a forward with no bind
+	// address listens on every address instead of loopback.
+	GatewayPorts bool
 
 	set        map[string]bool // keywords already set from a first source
 	verbose    bool            // a -v has been seen
@@ -169,8 +182,9 @@ func Synopsis(prog string) []string {
 		}
 	}
 	return []string{
-		prog + " [-" + string(flags) + "] [-E log_file] [-e escape_char]",
-		"[-l login_name] [-o option] [-p port] [user@]BOX [command [argument ...]]",
+		prog + " [-" + string(flags) + "] [-D [bind_address:]port] [-E log_file]",
+		"[-e escape_char] [-L [bind_address:]port:host:hostport] [-l login_name]",
+		"[-o option] [-p port] [-W host:port] [user@]BOX [command [argument ...]]",
 	}
 }
 
@@ -271,14 +285,11 @@ func (o *Options) options(args []string) (rest []string, terminated bool, err er
 // a box cannot do yet.
 var unsupportedFlags = map[byte]string{
 	'1': "-1: SSH protocol v.1 is no longer supported",
-	'D': "-D (dynamic port forwarding) is not supported",
 	'f': "-f (go to background) is not supported",
 	'J': "-J (jump host) is not supported: a box is reached through the cocoonbox API",
-	'L': "-L (local port forwarding) is not supported",
 	'O': "-O (control a multiplexing master) is not supported",
 	'Q': "-Q (query ssh algorithms) is not supported: a box is reached through the cocoonbox API",
-	'R': "-R (remote port forwarding) is not supported",
-	'W': "-W (stdio forwarding) is not supported",
+	'R': "-R (remote port forwarding) is not supported: a box does not listen for this machine; forward with -L or -D instead",
 	'w': "-w (tunnel device forwarding) is not supported",
 }
 
@@ -300,6 +311,8 @@ func (o *Options) flag(c byte) error {
 	case 'G':
 		o.DumpConfig = true
 	case 'g':
+		o.GatewayPorts = true
+		o.set["gatewayports"] = true
 		o.other("gatewayports", "yes", true)
 	case 'K':
 		o.other("gssapiauthentication", "yes", true)
@@ -378,6 +391,8 @@ func (o *Options) flagArg(c byte, v string) error {
 		o.other("bindaddress", v, true)
 	case 'c':
 		o.other("ciphers", v, true)
+	case 'D':
+		return o.addForward(v, true)
 	case 'E':
 		o.LogFile = v
 	case 'e':
@@ -393,6 +408,8 @@ func (o *Options) flagArg(c byte, v string) error {
 		o.other("pkcs11provider", v, true)
 	case 'i':
 		o.other("identityfile", v, true)
+	case 'L':
+		return o.addForward(v, false)
 	case 'l':
 		return o.setUser(v)
 	case 'm':
@@ -405,6 +422,8 @@ func (o *Options) flagArg(c byte, v string) error {
 		return o.setPort(v)
 	case 'S':
 		o.other("controlpath", v, true)
+	case 'W':
+		return o.setStdioForward(v)
 	}
 	return nil
 }

@@ -95,9 +95,21 @@ func (r *runner) run() int {
 	}
 	defer c.Close()
 	r.debugf(LogDebug1, "Connecting to box %s at %s", o.Box(), c.Endpoint().URL)
-	if o.Session == SessionNone {
-		return r.none(c)
+	if o.StdioHost != "" {
+		return r.stdioForward(c)
 	}
+	fw, err := r.startForwards(c)
+	if err != nil {
+		return r.fail(err)
+	}
+	if o.Session == SessionNone {
+		code := r.none(c)
+		fw.stop()
+		return code
+	}
+	// As ssh, the run ends when the session has and no forwarded
+	// connection is left open.
+	defer fw.wait()
 	cmd := &box.Command{
 		Box:      o.Box(),
 		Line:     line,
@@ -154,7 +166,11 @@ func (r *runner) plain(c *box.Client, cmd *box.Command) int {
 	var started atomic.Bool
 	cmd.Started = func() { started.Store(true) }
 	done := make(chan int, 1)
-	go forwardSignals(ctx, signals, done, started.Load)
+	// Registered before the call starts, so that a signal while connecting
+	// is ours to answer (255), not a death by the signal.
+	ch := make(chan os.Signal, 2)
+	notifyUnignored(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	go forwardSignals(ctx, ch, signals, done, started.Load)
 
 	type result struct {
 		st  box.ExitStatus
@@ -219,14 +235,13 @@ func (r *runner) none(c *box.Client) int {
 	return 0
 }
 
-// forwardSignals forwards the first INT, TERM or HUP to the remote command
-// and ends the call with 255 on a second one, on QUIT, or on any of them
+// forwardSignals forwards the first INT, TERM or HUP from ch (registered
+// by the caller) to the remote command and ends the call with 255 on a
+// second one, on QUIT, or on any of them
 // before the command has started (ssh exits then too, and the command must
 // not start after we were told to stop). A signal this process inherited
 // as ignored (nohup) stays ignored.
-func forwardSignals(ctx context.Context, to chan<- string, done chan<- int, started func() bool) {
-	ch := make(chan os.Signal, 2)
-	notifyUnignored(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+func forwardSignals(ctx context.Context, ch chan os.Signal, to chan<- string, done chan<- int, started func() bool) {
 	defer signal.Stop(ch)
 	sent := false
 	for {

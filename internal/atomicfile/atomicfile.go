@@ -11,7 +11,31 @@ import (
 // WriteFile writes data to a temporary file beside path with mode perm,
 // syncs it, and renames it over path. On error path is unchanged and the
 // temporary file is removed.
-func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return write(path, data, perm, func(tmp string) error {
+		if err := os.Rename(tmp, path); err != nil {
+			return fmt.Errorf("replace %s: %w", path, err)
+		}
+		return nil
+	})
+}
+
+// Create is WriteFile for a file that must not exist yet: of two
+// processes creating path at once, one wins and the other gets an error
+// satisfying errors.Is(err, fs.ErrExist), and path never changes once
+// written.
+func Create(path string, data []byte, perm os.FileMode) error {
+	return write(path, data, perm, func(tmp string) error {
+		// A hard link fails where a file exists, where rename would replace it.
+		err := os.Link(tmp, path)
+		os.Remove(tmp)
+		return err
+	})
+}
+
+// write writes data to a synced temporary file beside path and calls
+// put with its name; the temporary file is removed on error.
+func write(path string, data []byte, perm os.FileMode, put func(tmp string) error) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
@@ -34,8 +58,5 @@ func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("replace %s: %w", path, err)
-	}
-	return nil
+	return put(f.Name())
 }

@@ -1,0 +1,119 @@
+package cli_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSSHConfigOpenSSH writes the block with cocoonbox ssh-config and
+// reaches the box through it with the real OpenSSH tools: ssh, scp (SFTP
+// and -O), sftp, rsync -e ssh, git push and clone, ssh -L with curl. The
+// ProxyCommand's path has a space and a %; the host key is pinned with
+// StrictHostKeyChecking on, so a wrong pin is refused.
+func TestSSHConfigOpenSSH(t *testing.T) {
+	tb := startBox(t)
+	home := ""
+	for _, kv := range tb.Env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+			home = v
+		}
+	}
+	real, err := exec.LookPath("cocoonbox-ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "my tools", "100%")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(dir, "cocoonbox-ssh")); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name string, args ...string) (string, string, error) {
+		cmd := exec.Command(name, args...)
+		cmd.Env = tb.Env
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	if _, errs, err := run("cocoonbox", "ssh-config", "--ssh-path", filepath.Join(dir, "cocoonbox-ssh")); err != nil {
+		t.Fatalf("ssh-config: %v\n%s", err, errs)
+	}
+	cfg := filepath.Join(home, ".ssh", "config")
+	// OpenSSH reads the passwd entry's ~/.ssh/config, not $HOME's: -F.
+	out, errs, err := run("ssh", "-F", cfg, "main.cocoonbox", "echo", "ok", "from", `"$COCOONBOX_BOX"`)
+	if err != nil || out != "ok from main\n" || errs != "" {
+		t.Errorf("ssh main.cocoonbox: %q, stderr %q, %v", out, errs, err)
+	}
+
+	// The tools of the issue, each through the block.
+	src := t.TempDir()
+	write(t, filepath.Join(src, "f.txt"), "a file\n")
+	sshCmd := "ssh -F '" + cfg + "'"
+	for _, step := range []struct {
+		name string
+		argv []string
+	}{
+		{"scp", []string{"scp", "-F", cfg, filepath.Join(src, "f.txt"), "main.cocoonbox:"}},
+		{"scp -O", []string{"scp", "-O", "-F", cfg, filepath.Join(src, "f.txt"), "main.cocoonbox:g.txt"}},
+		{"sftp", []string{"sh", "-c", "echo 'get f.txt " + filepath.Join(src, "back.txt") + "' | sftp -q -F '" + cfg + "' -b - main.cocoonbox"}},
+		{"rsync", []string{"rsync", "-a", "-e", sshCmd, src + "/", "main.cocoonbox:tree/"}},
+		{"git init", []string{"ssh", "-F", cfg, "main.cocoonbox", "git init -q --bare repo.git"}},
+		{"git push", []string{"sh", "-c", "cd '" + src + "' && git init -q && git add f.txt && git -c user.name=T -c user.email=t@example.com commit -qm one && GIT_SSH_COMMAND=\"" + sshCmd + "\" git push -q main.cocoonbox:repo.git HEAD:refs/heads/main"}},
+		{"git clone", []string{"sh", "-c", "GIT_SSH_COMMAND=\"" + sshCmd + "\" git clone -q -b main main.cocoonbox:repo.git '" + filepath.Join(src, "clone") + "'"}},
+	} {
+		if out, errs, err := run(step.argv[0], step.argv[1:]...); err != nil {
+			t.Fatalf("%s: %v\n%s%s", step.name, err, out, errs)
+		}
+	}
+	for name, want := range map[string]string{
+		filepath.Join(tb.Workspace, "f.txt"):         "a file\n",
+		filepath.Join(tb.Workspace, "g.txt"):         "a file\n",
+		filepath.Join(src, "back.txt"):               "a file\n",
+		filepath.Join(tb.Workspace, "tree", "f.txt"): "a file\n",
+		filepath.Join(src, "clone", "f.txt"):         "a file\n",
+	} {
+		if got := readFile(t, name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+
+	// ssh -L to an HTTP server in the box, fetched with curl.
+	httpPort := boxHTTP(t, tb)
+	lp, _ := freePort()
+	fwd := exec.Command("ssh", "-F", cfg, "-o", "ExitOnForwardFailure=yes", "-L", lp+":localhost:"+httpPort, "main.cocoonbox", "echo ready; exec sleep 600")
+	fwd.Env = tb.Env
+	if ready, _ := startLine(t, fwd); ready != "ready" {
+		t.Fatalf("ssh -L: %q", ready)
+	}
+	if got, err := curl(t, "http://127.0.0.1:"+lp+"/hello.txt"); err != nil || got != "hello from the box\n" {
+		t.Errorf("curl through ssh -L: %q, %v", got, err)
+	}
+
+	// Another key in our known_hosts: OpenSSH refuses the box.
+	kh := filepath.Join(home, ".local", "state", "cocoonbox", "ssh_known_hosts")
+	good := readFile(t, kh)
+	other := filepath.Join(t.TempDir(), "other")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", other).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	write(t, kh, "cocoonbox "+readFile(t, other+".pub"))
+	out, errs, err = run("ssh", "-F", cfg, "main.cocoonbox", "echo", "ok")
+	if err == nil || out != "" || !strings.Contains(errs, "Host key verification failed") {
+		t.Errorf("ssh with a wrong pin: %q, stderr %q, %v; want it refused", out, errs, err)
+	}
+	// ssh-config again pins the right key.
+	if _, errs, err := run("cocoonbox", "ssh-config", "--ssh-path", filepath.Join(dir, "cocoonbox-ssh")); err != nil {
+		t.Fatalf("ssh-config: %v\n%s", err, errs)
+	}
+	if got := readFile(t, kh); got != good {
+		t.Errorf("known_hosts after ssh-config: %q, want %q", got, good)
+	}
+	if out, errs, err := run("ssh", "-F", cfg, "main.cocoonbox", "true"); err != nil {
+		t.Errorf("ssh after ssh-config: %v\n%s%s", err, out, errs)
+	}
+}

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/version"
+	"github.com/cocoonbox/cocoonbox/relay"
+	"github.com/cocoonbox/cocoonbox/shim"
+	"github.com/cocoonbox/cocoonbox/sshserve"
+)
+
+// stdioUsage is the synopsis of cocoonbox-ssh's protocol mode.
+const stdioUsage = "usage: cocoonbox-ssh --stdio [--suffix SUFFIX] [-v] HOST\n" +
+	"   as ssh_config's ProxyCommand: ProxyCommand cocoonbox-ssh --stdio %n\n"
+
+// stdioOptions is cocoonbox-ssh --stdio's command line.
+type stdioOptions struct {
+	// Box is the box: HOST without Suffix.
+	Box string
+	// Suffix is taken off HOST's end: ".cocoonbox" unless --suffix.
+	Suffix string
+	// Verbose is -v: debug lines on stderr.
+	Verbose bool
+}
+
+// parseStdio parses the arguments after --stdio.
+func parseStdio(args []string) (*stdioOptions, error) {
+	o := &stdioOptions{}
+	fs := flag.NewFlagSet("cocoonbox-ssh --stdio", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.Suffix, "suffix", ".cocoonbox", "")
+	fs.BoolVar(&o.Verbose, "v", false, "")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 1 {
+		return nil, errors.New("--stdio takes one HOST, the box's name (ssh_config's %n)")
+	}
+	host := fs.Arg(0)
+	if o.Suffix != "" && !strings.HasPrefix(o.Suffix, ".") {
+		return nil, fmt.Errorf("--suffix %q: want a suffix starting with a dot, such as .cocoonbox", o.Suffix)
+	}
+	o.Box = strings.TrimSuffix(host, o.Suffix)
+	if o.Box == "" || strings.ContainsAny(o.Box, " \t\r\n/@:") {
+		return nil, fmt.Errorf("bad HOST %q: want BOX or BOX%s", host, o.Suffix)
+	}
+	return o, nil
+}
+
+// sshStdio is cocoonbox-ssh --stdio: an SSH-2 server on stdin and stdout
+// for the user's own ssh, which runs it as its ProxyCommand. It returns 0
+// once the client has disconnected, 255 with one line on stderr otherwise.
+func sshStdio(args []string, env Env, s Streams) int {
+	const prog = "cocoonbox-ssh"
+	fail := func(err error) int {
+		fmt.Fprintf(s.Err, "%s: %v\n", prog, err)
+		return shim.ExitFailure
+	}
+	o, err := parseStdio(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(s.Out, stdioUsage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(s.Err, "%s: %v\n%s", prog, err, stdioUsage)
+		return shim.ExitFailure
+	}
+	// Our stdio is ssh's pipe: a closed one must be an error, not SIGPIPE.
+	// Ctrl-C at the terminal is ssh's to handle; it ends us by closing our
+	// stdin, or with SIGHUP.
+	signal.Ignore(syscall.SIGPIPE, syscall.SIGINT, syscall.SIGQUIT)
+	dir, err := env.stateDir()
+	if err != nil {
+		return fail(err)
+	}
+	key, err := sshserve.HostKey(dir)
+	if err != nil {
+		return fail(err)
+	}
+	c, err := env.dial("")
+	if err != nil {
+		return fail(err)
+	}
+	defer c.Close()
+	srv := &sshserve.Server{
+		Box:      o.Box,
+		Runner:   c,
+		HostKey:  key,
+		Terminfo: func(term string) []byte { return shim.Terminfo(term, env.Getenv) },
+		Progress: s.Err,
+		Prog:     prog,
+		Version:  sshSoftwareVersion(version.String()),
+		Dial:     stdioDial(c, o.Box),
+	}
+	if o.Verbose {
+		srv.Logf = func(format string, args ...any) {
+			fmt.Fprintf(s.Err, "%s: debug: %s\r\n", prog, fmt.Sprintf(format, args...))
+		}
+	}
+	growPipes(s.In, s.Out)
+	if err := srv.Serve(sshserve.StdioConn(s.In, s.Out)); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// stdioDial is how --stdio reaches HOST:PORT inside box for direct-tcpip
+// channels (ssh -L, -D, -W, ProxyJump): one relay Exec each.
+func stdioDial(c *box.Client, boxName string) func(context.Context, string, uint32) (sshserve.Conn, error) {
+	return func(ctx context.Context, host string, port uint32) (sshserve.Conn, error) {
+		return relay.Dial(ctx, c, boxName, host, port)
+	}
+}
+
+// sshSoftwareVersion is the software part of our SSH version line for
+// module version v, such as "cocoonbox_1.2.0_rc1": RFC 4253 section 4.2
+// allows no white space and no minus sign there.
+func sshSoftwareVersion(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	return "cocoonbox_" + strings.Map(func(r rune) rune {
+		if r <= ' ' || r == '-' || r > '~' {
+			return '_'
+		}
+		return r
+	}, v)
+}

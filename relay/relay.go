@@ -1,0 +1,274 @@
+// Package relay carries a byte stream to HOST:PORT as seen from inside a
+// box, over one Session.Exec: the laptop half is Dial, the box half is
+// Serve (run as `cocoonbox-agent relay`), with python3 and bash's /dev/tcp
+// as fallbacks for a box whose agent lacks the verb (docs/ssh-config.md,
+// "Port forwarding").
+//
+// The wire is the Exec's own streams: stdin carries bytes to the target,
+// stdout bytes from it, close_stdin is the half-close toward the target.
+// The box half writes one Ready byte on stdout once connected and nothing
+// before, so a connect failure is an exit status and a stderr line, never
+// bytes of the stream.
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cocoonbox/cocoonbox/box"
+)
+
+// Ready is the byte the box half writes on stdout once it is connected,
+// before any byte of the stream (ASCII ACK).
+const Ready = 0x06
+
+// Exit statuses of the box half.
+const (
+	// ExitConnect: the connection to HOST:PORT could not be made; one line
+	// on stderr says why.
+	ExitConnect = 3
+	// ExitNoRelay: the box has neither an agent with the relay verb nor
+	// python3 nor bash.
+	ExitNoRelay = 5
+)
+
+// Conn is a forwarded connection. Read returns io.EOF once the target has
+// closed its side and everything it sent was read; CloseWrite is the
+// half-close toward the target (TCP shutdown of its write side there);
+// Close ends both directions at once.
+type Conn interface {
+	io.ReadWriteCloser
+	// CloseWrite closes the stream toward the target; reads go on.
+	CloseWrite() error
+}
+
+// DialError is a connection the box could not make: HOST:PORT refused,
+// unreachable or unresolvable from inside the box.
+type DialError struct {
+	Box, Addr string
+	// Reason is the box half's one stderr line.
+	Reason string
+}
+
+func (e *DialError) Error() string {
+	return fmt.Sprintf("connect to %s from box %s: %s", e.Addr, e.Box, e.Reason)
+}
+
+// ErrNoRelay is returned, wrapped, when the box has no relay at all.
+var ErrNoRelay = errors.New("the box has no relay (cocoonbox-agent relay, python3 or bash)")
+
+// hostRE is what a host may be: a DNS name, an IPv4 or an IPv6 literal
+// (with a zone), nothing a shell or bash's /dev/tcp path could misread.
+var hostRE = regexp.MustCompile(`^[A-Za-z0-9_.:%][A-Za-z0-9_.:%-]*$`)
+
+// CheckTarget reports whether host and port may be relayed: a host of
+// letters, digits and ._:%- (not starting with -), at most 255 bytes, and
+// a port from 1 to 65535.
+func CheckTarget(host string, port uint32) error {
+	if host == "" || len(host) > 255 || !hostRE.MatchString(host) {
+		return fmt.Errorf("bad host %q: want a host name or an IP address", host)
+	}
+	if port == 0 || port > 65535 {
+		return fmt.Errorf("bad port %d: want 1 to 65535", port)
+	}
+	return nil
+}
+
+// Dial connects to host:port from inside boxName with one Exec of the
+// relay in the box. It returns once the box half is connected; a
+// connection the box could not make is a *DialError, a box with no relay
+// wraps ErrNoRelay. ctx bounds only the dial, as net.Dialer's does; the
+// returned Conn lives until Close or the end of the stream.
+//
+// The first try runs the box's agent alone (one process); a box whose
+// agent lacks the verb, or that has none, is remembered, and it and later
+// dials run Command's fallbacks instead.
+func Dial(ctx context.Context, c *box.Client, boxName, host string, port uint32) (Conn, error) {
+	if err := CheckTarget(host, port); err != nil {
+		return nil, err
+	}
+	key := fallbackKey{c, boxName}
+	if _, ok := needsFallback.Load(key); !ok {
+		rc, err := dial(ctx, c, boxName, host, port, true)
+		if !errors.Is(err, errNoAgent) {
+			return rc, err
+		}
+		needsFallback.Store(key, true)
+	}
+	return dial(ctx, c, boxName, host, port, false)
+}
+
+// needsFallback holds the fallbackKeys of the boxes whose agent has no
+// relay verb.
+var needsFallback sync.Map
+
+type fallbackKey struct {
+	c   *box.Client
+	box string
+}
+
+// errNoAgent is an agent-only dial that found no agent with the verb.
+var errNoAgent = errors.New("relay: the box's agent has no relay verb")
+
+// agentCommand runs the box's agent alone: an older agent answers with
+// its usage JSON line, a box without one with the shell's 127.
+func agentCommand(host string, port uint32) string {
+	return "exec cocoonbox-agent relay --ready -- " + quote(host) + " " + strconv.FormatUint(uint64(port), 10)
+}
+
+func dial(ctx context.Context, c *box.Client, boxName, host string, port uint32, agentOnly bool) (Conn, error) {
+	line := Command(host, port)
+	if agentOnly {
+		line = agentCommand(host, port)
+	}
+	execCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	rc := &conn{r: stdoutR, w: stdinW, cancel: cancel, done: make(chan struct{})}
+	addr := joinHostPort(host, port)
+	go func() {
+		defer close(rc.done)
+		var stderr limitedBuffer
+		st, err := c.Exec(execCtx, &box.Command{
+			Box:    boxName,
+			Line:   line,
+			Stdin:  stdinR,
+			Stdout: stdoutW,
+			Stderr: &stderr,
+		})
+		// Writers blocked on a stream that has ended must not wait forever.
+		stdinR.CloseWithError(errEnded)
+		switch {
+		case err != nil:
+			stdoutW.CloseWithError(err)
+		case agentOnly && st.Code == 127:
+			stdoutW.CloseWithError(errNoAgent)
+		case st.Code == 0 && st.Signal == "" && st.Error == "":
+			stdoutW.Close()
+		default:
+			stdoutW.CloseWithError(statusError(boxName, addr, st, stderr.lastLine()))
+		}
+	}()
+
+	dialed := make(chan struct{})
+	defer close(dialed)
+	go func() {
+		select {
+		case <-ctx.Done():
+			cancel()
+		case <-dialed:
+		}
+	}()
+	var b [1]byte
+	_, err := io.ReadFull(stdoutR, b[:])
+	switch {
+	case err == nil && b[0] != Ready && agentOnly:
+		// An older agent's usage line.
+		err = errNoAgent
+	case err == nil && b[0] != Ready:
+		err = fmt.Errorf("relay to %s in box %s: the box answered %q before connecting, not the ready byte", addr, boxName, b[0])
+	}
+	if err != nil {
+		rc.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			err = fmt.Errorf("relay to %s in box %s: it ended before connecting", addr, boxName)
+		}
+		return nil, err
+	}
+	return rc, nil
+}
+
+var errEnded = errors.New("relay: the connection has ended")
+
+func statusError(boxName, addr string, st box.ExitStatus, line string) error {
+	switch {
+	case st.Signal != "":
+		return fmt.Errorf("relay to %s in box %s: killed by SIG%s", addr, boxName, st.Signal)
+	case st.Error != "":
+		return fmt.Errorf("relay to %s in box %s: %s", addr, boxName, st.Error)
+	case st.Code == ExitConnect:
+		return &DialError{Box: boxName, Addr: addr, Reason: connectReason(line)}
+	case st.Code == ExitNoRelay:
+		return fmt.Errorf("box %s: %w", boxName, ErrNoRelay)
+	}
+	if line == "" {
+		line = "exit status " + strconv.Itoa(st.Code)
+	}
+	return fmt.Errorf("relay to %s in box %s: %s", addr, boxName, line)
+}
+
+// connectReason is the reason in the box half's line, without the
+// program's name and the "connect HOST:PORT: " every half starts it with.
+func connectReason(line string) string {
+	line = strings.TrimPrefix(line, "cocoonbox-agent: ")
+	if rest, ok := strings.CutPrefix(line, "connect "); ok {
+		if i := strings.Index(rest, ": "); i >= 0 {
+			line = rest[i+2:]
+		}
+	}
+	if line == "" {
+		return "connection failed"
+	}
+	return line
+}
+
+// conn is the laptop end: reads come from the Exec's stdout pipe, writes
+// go to its stdin pipe, each pipe handing bytes over only as fast as the
+// other side takes them (the backpressure of gRPC's flow control).
+type conn struct {
+	r      *io.PipeReader
+	w      *io.PipeWriter
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+func (c *conn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *conn) Write(p []byte) (int, error) { return c.w.Write(p) }
+
+// CloseWrite sends close_stdin once the bytes written before it are sent.
+func (c *conn) CloseWrite() error { return c.w.Close() }
+
+// Close cancels the Exec, which ends the box half, and waits for it.
+func (c *conn) Close() error {
+	c.once.Do(func() {
+		c.cancel()
+		c.r.CloseWithError(errEnded)
+		c.w.CloseWithError(errEnded)
+		<-c.done
+	})
+	return nil
+}
+
+// limitedBuffer keeps the first 4 KiB written to it: enough for the box
+// half's one line, bounded whatever a broken relay prints.
+type limitedBuffer struct{ b bytes.Buffer }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := 4096 - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) lastLine() string {
+	lines := strings.Split(strings.TrimSpace(l.b.String()), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func joinHostPort(host string, port uint32) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + strconv.FormatUint(uint64(port), 10)
+	}
+	return host + ":" + strconv.FormatUint(uint64(port), 10)
+}

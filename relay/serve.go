@@ -1,0 +1,69 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+)
+
+// DialTimeout bounds the box half's connect.
+const DialTimeout = 30 * time.Second
+
+// ConnectError is the box half's failure to connect; the agent exits
+// ExitConnect with its message as the one stderr line.
+type ConnectError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ConnectError) Error() string { return "connect " + e.Addr + ": " + reason(e.Err) }
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// reason is the innermost message of a dial error: "connection refused"
+// rather than "dial tcp 127.0.0.1:1: connect: connection refused".
+func reason(err error) string {
+	if oe, ok := err.(*net.OpError); ok && oe.Err != nil {
+		err = oe.Err
+		if se, ok := err.(interface{ Unwrap() error }); ok && se.Unwrap() != nil {
+			err = se.Unwrap()
+		}
+	}
+	return err.Error()
+}
+
+// Serve is the box half, `cocoonbox-agent relay`: it connects to
+// host:port, writes Ready on out if ready is set, and copies in to the
+// connection and the connection to out. EOF on in shuts down the
+// connection's write side and the copy from it goes on; the end of the
+// copy from the connection ends Serve. A failed connect is a
+// *ConnectError and nothing is written.
+func Serve(ctx context.Context, host string, port uint32, in io.Reader, out io.Writer, ready bool) error {
+	if err := CheckTarget(host, port); err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10))
+	d := net.Dialer{Timeout: DialTimeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return &ConnectError{Addr: addr, Err: err}
+	}
+	defer c.Close()
+	if ready {
+		if _, err := out.Write([]byte{Ready}); err != nil {
+			return err
+		}
+	}
+	go func() {
+		io.Copy(c, in)
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+	}()
+	if _, err := io.Copy(out, c); err != nil {
+		return fmt.Errorf("relay %s: %w", addr, err)
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+package shim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Forward is one -L or -D (or -o LocalForward, DynamicForward), as
+// OpenSSH's parse_forward reads it.
+type Forward struct {
+	// Dynamic is -D: a SOCKS server on the listening end, each connection
+	// going where its request asks.
+	Dynamic bool
+	// ListenHost is the bind address as given: "" when none was given
+	// (loopback, or every address with GatewayPorts), "*" for every
+	// address, "localhost", or an address. Explicit is whether one was given.
+	ListenHost string
+	Explicit   bool
+	// ListenPort is the local TCP port, 1 to 65535, or 0 when ListenPath
+	// names a local unix socket instead.
+	ListenPort int
+	ListenPath string
+	// ConnectHost and ConnectPort are where -L connects, as seen from
+	// inside the box; empty for -D.
+	ConnectHost string
+	ConnectPort int
+}
+
+// fwdField is one colon-separated field of a forwarding spec.
+type fwdField struct {
+	arg    string
+	isPath bool
+}
+
+// splitForward splits spec as OpenSSH's parse_fwd_field does: at colons,
+// a field in [brackets] taken literally, a backslash escaping the next
+// byte; a field holding '/' is a unix socket path. At most 4 fields; nil
+// on a malformed spec.
+func splitForward(spec string) []fwdField {
+	s := strings.TrimLeft(spec, " \t")
+	var fields []fwdField
+	for s != "" && len(fields) < 4 {
+		var f fwdField
+		if s[0] == '[' {
+			end := strings.IndexByte(s, ']')
+			if end < 0 || end+1 < len(s) && s[end+1] != ':' {
+				return nil
+			}
+			f.arg, f.isPath = s[1:end], strings.Contains(s[1:end], "/")
+			s = s[min(end+2, len(s)):]
+			fields = append(fields, f)
+			continue
+		}
+		var b strings.Builder
+		i := 0
+		for ; i < len(s) && s[i] != ':'; i++ {
+			switch s[i] {
+			case '\\':
+				i++
+				if i == len(s) {
+					return nil
+				}
+			case '/':
+				f.isPath = true
+			}
+			b.WriteByte(s[i])
+		}
+		f.arg = b.String()
+		fields = append(fields, f)
+		if i == len(s) {
+			s = ""
+			break
+		}
+		// A trailing colon leaves an empty rest, which OpenSSH ignores.
+		s = s[i+1:]
+	}
+	if s != "" {
+		return nil
+	}
+	return fields
+}
+
+// parsePort is OpenSSH's a2port: 1 to 65535, else 0.
+func parsePort(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 || n > 65535 || strings.TrimLeft(s, "0123456789") != "" {
+		return 0
+	}
+	return n
+}
+
+// parseForward reads a -L (dynamic false) or -D (dynamic true) spec:
+//
+//	-L [bind:]port:host:hostport   -L local_socket:host:hostport
+//	-D [bind:]port                 -D local_socket
+//
+// The forms that connect to a unix socket in the box are refused: the
+// relay reaches TCP ports only.
+func parseForward(spec string, dynamic bool) (Forward, error) {
+	flag, name := "-L", "local"
+	if dynamic {
+		flag, name = "-D", "dynamic"
+	}
+	bad := usagef("Bad %s forwarding specification '%s'", name, printable(spec))
+	fs := splitForward(spec)
+	f := Forward{Dynamic: dynamic}
+	listen := func(i int) error {
+		if fs[i].isPath {
+			f.ListenPath = fs[i].arg
+			return nil
+		}
+		if f.ListenPort = parsePort(fs[i].arg); f.ListenPort == 0 {
+			return bad
+		}
+		return nil
+	}
+	if dynamic {
+		switch len(fs) {
+		case 1:
+			return f, listen(0)
+		case 2:
+			f.ListenHost, f.Explicit = fs[0].arg, true
+			if fs[1].isPath {
+				return f, bad
+			}
+			return f, listen(1)
+		}
+		return f, bad
+	}
+	var connect []fwdField
+	switch len(fs) {
+	case 2:
+		if fs[1].isPath {
+			return f, usagef("%s %s: forwarding to a unix socket in the box is not supported: the relay reaches TCP ports", flag, printable(spec))
+		}
+		return f, bad
+	case 3:
+		if fs[2].isPath {
+			return f, usagef("%s %s: forwarding to a unix socket in the box is not supported: the relay reaches TCP ports", flag, printable(spec))
+		}
+		connect = fs[1:]
+		if err := listen(0); err != nil {
+			return f, err
+		}
+	case 4:
+		f.ListenHost, f.Explicit = fs[0].arg, true
+		connect = fs[2:]
+		if fs[1].isPath {
+			return f, bad
+		}
+		if err := listen(1); err != nil {
+			return f, err
+		}
+	default:
+		return f, bad
+	}
+	if connect[1].isPath {
+		return f, usagef("%s %s: forwarding to a unix socket in the box is not supported: the relay reaches TCP ports", flag, printable(spec))
+	}
+	f.ConnectHost, f.ConnectPort = connect[0].arg, parsePort(connect[1].arg)
+	if f.ConnectPort == 0 || len(f.ConnectHost) >= 1025 {
+		return f, bad
+	}
+	return f, nil
+}
+
+// parseStdioForward reads -W host:port.
+func parseStdioForward(spec string) (host string, port int, err error) {
+	fs := splitForward(spec)
+	if len(fs) != 2 || fs[0].isPath || fs[1].isPath || fs[0].arg == "" || parsePort(fs[1].arg) == 0 {
+		if len(fs) == 1 && fs[0].isPath {
+			return "", 0, usagef("-W %s: stdio forwarding to a unix socket is not supported: the relay reaches TCP ports", printable(spec))
+		}
+		return "", 0, usagef("Bad stdio forwarding specification '%s'", printable(spec))
+	}
+	return fs[0].arg, parsePort(fs[1].arg), nil
+}
+
+// listenString is the listening end as ssh -G prints it.
+func (f Forward) listenString() string {
+	switch {
+	case f.ListenPath != "":
+		return f.ListenPath
+	case !f.Explicit:
+		return strconv.Itoa(f.ListenPort)
+	}
+	return "[" + f.ListenHost + "]:" + strconv.Itoa(f.ListenPort)
+}
+
+// String is the forward as ssh -G prints it: "localforward LISTEN
+// [host]:port" or "dynamicforward LISTEN", each word quoted only if it
+// must be to read back as one.
+func (f Forward) String() string {
+	if f.Dynamic {
+		return "dynamicforward " + quoteWord(f.listenString())
+	}
+	return "localforward " + quoteWord(f.listenString()) + " " + quoteWord(fmt.Sprintf("[%s]:%d", f.ConnectHost, f.ConnectPort))
+}
+
+// addForward records a -L or -D; an -o LocalForward's "LISTEN CONNECT"
+// comes here joined with a colon, as readconf.c does.
+func (o *Options) addForward(spec string, dynamic bool) error {
+	f, err := parseForward(spec, dynamic)
+	if err != nil {
+		return err
+	}
+	o.Forwards = append(o.Forwards, f)
+	return nil
+}
+
+// setStdioForward records -W: as ssh, it also means no session, no
+// terminal, no other forwards, and exit on a failed forward.
+func (o *Options) setStdioForward(spec string) error {
+	if o.StdioHost != "" {
+		return usagef("stdio forward already specified")
+	}
+	h, p, err := parseStdioForward(spec)
+	if err != nil {
+		return err
+	}
+	o.StdioHost, o.StdioPort = h, p
+	o.TTY, o.Session = TTYNever, SessionNone
+	o.set["requesttty"], o.set["sessiontype"] = true, true
+	o.other("clearallforwardings", "yes", true)
+	o.other("exitonforwardfailure", "yes", true)
+	o.ExitOnForwardFailure = true
+	o.set["exitonforwardfailure"] = true
+	return nil
+}
+
+// boolOption reads a yes/no ssh_config value into *dst the first time key
+// is set, and keeps it for -G.
+func (o *Options) boolOption(key, v string, dst *bool) error {
+	b, ok := parseBool(v)
+	if !ok {
+		return usagef("-o %s: bad value %q", key, printable(v))
+	}
+	if !o.set[key] {
+		*dst = b
+	}
+	o.other(key, v, false)
+	o.set[key] = true
+	return nil
+}
+
+// ActiveForwards are the -L and -D forwards to set up: none with -W or
+// ClearAllForwardings, as ssh.
+func (o *Options) ActiveForwards() []Forward {
+	if o.StdioHost != "" || o.otherValue("clearallforwardings") == "yes" {
+		return nil
+	}
+	return o.Forwards
+}

@@ -1,0 +1,172 @@
+package shim
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestForwardSpecsLikeOpenSSH parses each -L, -D and -W spec with Parse and
+// with the real ssh -G (OpenSSH's own parse_forward), and wants the same
+// verdict and, where both accept, the same localforward/dynamicforward
+// lines. The unix-socket-in-the-box forms are ours to refuse.
+func TestForwardSpecsLikeOpenSSH(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Fatal("the OpenSSH client is needed (scripts/deps.sh installs it)")
+	}
+	specs := []struct{ flag, spec string }{
+		{"-L", "8080:localhost:80"},
+		{"-L", "127.0.0.1:8080:localhost:80"},
+		{"-L", "[::1]:8080:[::1]:80"},
+		{"-L", "*:8080:h:80"},
+		{"-L", ":8080:h:80"},
+		{"-L", "localhost:8080:h:80"},
+		{"-L", "/tmp/x.sock:h:80"},
+		{"-L", `h\:x:1:a:2`},
+		{"-L", " 8080:h:80"},
+		{"-L", "0:h:80"},
+		{"-L", "99999:h:80"},
+		{"-L", "8080:h:0"},
+		{"-L", "8080:h"},
+		{"-L", "8080:h:80:"},
+		{"-L", "8080::80"},
+		{"-L", "a:b:c:d:e"},
+		{"-L", "x:h:80"},
+		{"-L", "[::1:8080:h:80"},
+		{"-L", "1/a/2"},
+		{"-D", "1080"},
+		{"-D", "localhost:1080"},
+		{"-D", "[::1]:1080"},
+		{"-D", "*:1080"},
+		{"-D", "/tmp/socks.sock"},
+		{"-D", "a:b:c"},
+		{"-D", "0"},
+		{"-D", "x"},
+		{"-W", "h:22"},
+		{"-W", "[::1]:22"},
+		{"-W", "h"},
+		{"-W", "h:0"},
+		{"-W", "h:22:x"},
+	}
+	for _, s := range specs {
+		out, err := exec.Command("ssh", "-F", "/dev/null", "-G", s.flag, s.spec, "x").Output()
+		theirsOK := err == nil
+		var theirs []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(l, "localforward ") || strings.HasPrefix(l, "dynamicforward ") {
+				theirs = append(theirs, l)
+			}
+		}
+		o, perr := Parse([]string{s.flag, s.spec, "x"})
+		oursOK := perr == nil
+		if oursOK != theirsOK {
+			t.Errorf("%s %q: ours %v, OpenSSH's ok=%v", s.flag, s.spec, perr, theirsOK)
+			continue
+		}
+		if !oursOK {
+			continue
+		}
+		var b strings.Builder
+		o.WriteConfig(&b)
+		var ours []string
+		for _, l := range strings.Split(b.String(), "\n") {
+			if strings.HasPrefix(l, "localforward ") || strings.HasPrefix(l, "dynamicforward ") {
+				ours = append(ours, l)
+			}
+		}
+		if !slices.Equal(ours, theirs) {
+			t.Errorf("%s %q: -G prints %q, OpenSSH %q", s.flag, s.spec, ours, theirs)
+		}
+	}
+}
+
+func TestForwardRefusals(t *testing.T) {
+	for _, args := range [][]string{
+		{"-L", "8080:/run/x.sock", "x"},
+		{"-L", "h:8080:/run/x.sock", "x"},
+		{"-L", "/a.sock:/b.sock", "x"},
+		{"-W", "/run/x.sock", "x"},
+		{"-R", "8080:h:80", "x"},
+		{"-o", "RemoteForward=8080 h:80", "x"},
+		{"-W", "h:1", "-W", "h:2", "x"},
+		{"-o", "ExitOnForwardFailure=maybe", "x"},
+	} {
+		_, err := Parse(args)
+		if _, ok := err.(*UsageError); !ok {
+			t.Errorf("Parse(%q) = %v, want a UsageError", args, err)
+		}
+	}
+}
+
+func TestForwardOptions(t *testing.T) {
+	o, err := Parse([]string{"-o", "LocalForward=7000 localhost:80", "-o", "DynamicForward 1080", "-g", "-o", "ExitOnForwardFailure=yes", "-o", "ExitOnForwardFailure=no", "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Forward{{ListenPort: 7000, ConnectHost: "localhost", ConnectPort: 80}, {Dynamic: true, ListenPort: 1080}}
+	if !slices.Equal(o.Forwards, want) || !o.GatewayPorts || !o.ExitOnForwardFailure {
+		t.Errorf("got %+v gateway %v exit %v", o.Forwards, o.GatewayPorts, o.ExitOnForwardFailure)
+	}
+	o, err = Parse([]string{"-L", "1:h:2", "-W", "h:22", "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.StdioHost != "h" || o.StdioPort != 22 || o.Session != SessionNone || o.TTY != TTYNever || !o.ExitOnForwardFailure || len(o.ActiveForwards()) != 0 {
+		t.Errorf("-W: got %+v", o)
+	}
+}
+
+// TestListenAddresses binds as ssh's channel_setup_fwd_listener does:
+// loopback by default, every address with GatewayPorts or "*".
+func TestListenAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		fw      Forward
+		gateway bool
+		want    []string // the hosts of the listeners' addresses
+	}{
+		{Forward{}, false, []string{"127.0.0.1", "::1"}},
+		{Forward{ListenHost: "localhost", Explicit: true}, true, []string{"127.0.0.1", "::1"}},
+		{Forward{ListenHost: "127.0.0.1", Explicit: true}, true, []string{"127.0.0.1"}},
+		{Forward{}, true, []string{"::"}},
+		{Forward{ListenHost: "*", Explicit: true}, false, []string{"::"}},
+		{Forward{ListenHost: "", Explicit: true}, false, []string{"::"}},
+	} {
+		l0, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.fw.ListenPort = l0.Addr().(*net.TCPAddr).Port
+		l0.Close()
+		ls, err := listen(tc.fw, tc.gateway)
+		if err != nil {
+			t.Errorf("%+v gateway %v: %v", tc.fw, tc.gateway, err)
+			continue
+		}
+		var got []string
+		for _, l := range ls {
+			ip := l.Addr().(*net.TCPAddr).IP.String()
+			if ip == "0.0.0.0" {
+				ip = "::" // every address, on a machine without IPv6
+			}
+			got = append(got, ip)
+			l.Close()
+		}
+		if !slices.Equal(got, tc.want) && !(len(tc.want) == 2 && slices.Equal(got, tc.want[:1])) {
+			// (a machine without IPv6 has only 127.0.0.1)
+			t.Errorf("%+v gateway %v: listens on %q, want %q", tc.fw, tc.gateway, got, tc.want)
+		}
+	}
+	sock := filepath.Join(t.TempDir(), "fwd.sock")
+	ls, err := listen(Forward{ListenPath: sock}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls[0].Close()
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("unix socket: %v, mode %v; want 0600", err, fi.Mode().Perm())
+	}
+}

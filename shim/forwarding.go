@@ -1,0 +1,223 @@
+package shim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/relay"
+)
+
+// forwarder runs the -L and -D listeners of one run: each accepted
+// connection is one relay.Dial into the box.
+type forwarder struct {
+	r         *runner
+	c         *box.Client
+	ctx       context.Context
+	cancel    context.CancelFunc
+	listeners []net.Listener
+	// conns counts the forwarded connections still open; listeners, the
+	// accept loops.
+	conns, loops sync.WaitGroup
+}
+
+// startForwards listens for every active forward. A forward that cannot
+// listen is reported; with ExitOnForwardFailure it is an error, which
+// closes the others.
+func (r *runner) startForwards(c *box.Client) (*forwarder, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &forwarder{r: r, c: c, ctx: ctx, cancel: cancel}
+	for _, fw := range r.o.ActiveForwards() {
+		ls, err := listen(fw, r.o.GatewayPorts)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", flagOf(fw), err)
+			if r.o.ExitOnForwardFailure {
+				f.stop()
+				return nil, err
+			}
+			r.logf(LogError, "%s: %v", r.env.Prog, err)
+			continue
+		}
+		for _, l := range ls {
+			if fw.Dynamic {
+				r.debugf(LogDebug1, "Local connections to %s forwarded through a SOCKS server into box %s", l.Addr(), r.o.Box())
+			} else {
+				r.debugf(LogDebug1, "Local connections to %s forwarded to %s:%d in box %s", l.Addr(), fw.ConnectHost, fw.ConnectPort, r.o.Box())
+			}
+			f.listeners = append(f.listeners, l)
+			f.loops.Add(1)
+			go f.accept(l, fw)
+		}
+	}
+	return f, nil
+}
+
+func flagOf(fw Forward) string {
+	if fw.Dynamic {
+		return "-D " + fw.listenString()
+	}
+	return "-L " + fw.listenString()
+}
+
+// listen opens fw's listening sockets as ssh's channel_setup_fwd_listener
+// does: no bind address means loopback (127.0.0.1 and ::1), or every
+// address with GatewayPorts; "*" or "" means every address; "localhost"
+// loopback. For loopback one of the two families is enough.
+func listen(fw Forward, gatewayPorts bool) ([]net.Listener, error) {
+	if fw.ListenPath != "" {
+		l, err := net.Listen("unix", fw.ListenPath)
+		if err != nil {
+			return nil, err
+		}
+		// As ssh's StreamLocalBindMask 0177: only the user may connect.
+		if err := os.Chmod(fw.ListenPath, 0o600); err != nil {
+			l.Close()
+			return nil, err
+		}
+		return []net.Listener{l}, nil
+	}
+	port := strconv.Itoa(fw.ListenPort)
+	host := fw.ListenHost
+	switch {
+	case !fw.Explicit && gatewayPorts, fw.Explicit && (host == "" || host == "*"):
+		l, err := net.Listen("tcp", ":"+port)
+		if err != nil {
+			return nil, err
+		}
+		return []net.Listener{l}, nil
+	case !fw.Explicit, host == "localhost":
+		var ls []net.Listener
+		var first error
+		for _, h := range []string{"127.0.0.1", "::1"} {
+			l, err := net.Listen("tcp", net.JoinHostPort(h, port))
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+			ls = append(ls, l)
+		}
+		if len(ls) == 0 {
+			return nil, first
+		}
+		return ls, nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return nil, err
+	}
+	return []net.Listener{l}, nil
+}
+
+func (f *forwarder) accept(l net.Listener, fw Forward) {
+	defer f.loops.Done()
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		f.conns.Add(1)
+		go func() {
+			defer f.conns.Done()
+			defer conn.Close()
+			f.handle(conn, fw)
+		}()
+	}
+}
+
+// handle forwards one accepted connection.
+func (f *forwarder) handle(conn net.Conn, fw Forward) {
+	boxName := f.r.o.Box()
+	if fw.Dynamic {
+		rc, err := socksConnect(conn, func(host string, port int) (relay.Conn, error) {
+			return relay.Dial(f.ctx, f.c, boxName, host, uint32(port))
+		})
+		if err != nil {
+			f.r.logf(LogInfo, "%s: %s: %v", f.r.env.Prog, flagOf(fw), err)
+			return
+		}
+		splice(conn, rc)
+		return
+	}
+	rc, err := relay.Dial(f.ctx, f.c, boxName, fw.ConnectHost, uint32(fw.ConnectPort))
+	if err != nil {
+		// As ssh's "channel N: open failed": the run goes on.
+		f.r.logf(LogInfo, "%s: %s: %v", f.r.env.Prog, flagOf(fw), err)
+		return
+	}
+	splice(conn, rc)
+}
+
+// closeWriter is a connection with a write side of its own to close.
+type closeWriter interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+}
+
+// splice copies a and b both ways; each EOF becomes the other side's
+// half-close, and both are closed when both directions are done.
+func splice(a net.Conn, b relay.Conn) {
+	done := make(chan struct{})
+	go func() {
+		io.Copy(b, a)
+		b.CloseWrite()
+		close(done)
+	}()
+	io.Copy(a, b)
+	if cw, ok := a.(closeWriter); ok {
+		cw.CloseWrite()
+	} else {
+		a.Close()
+	}
+	<-done
+	b.Close()
+}
+
+// stop closes the listeners; open connections go on.
+func (f *forwarder) stop() {
+	for _, l := range f.listeners {
+		l.Close()
+	}
+	f.loops.Wait()
+}
+
+// wait is ssh's ending after the session: no new connections, and the
+// open ones run to their end.
+func (f *forwarder) wait() {
+	f.stop()
+	f.conns.Wait()
+	f.cancel()
+}
+
+// stdioForward is -W: stdin and stdout are one connection to host:port in
+// the box. It returns 0 when the target has closed, 255 with one line if
+// the connection cannot be made.
+func (r *runner) stdioForward(c *box.Client) int {
+	r.debugf(LogDebug1, "Stdio forwarding to %s:%d in box %s", r.o.StdioHost, r.o.StdioPort, r.o.Box())
+	rc, err := relay.Dial(context.Background(), c, r.o.Box(), r.o.StdioHost, uint32(r.o.StdioPort))
+	if err != nil {
+		return r.fail(fmt.Errorf("stdio forwarding failed: %w", err))
+	}
+	defer rc.Close()
+	if r.env.Stdin != nil && !r.o.StdinNull {
+		go func() {
+			io.Copy(rc, r.env.Stdin)
+			rc.CloseWrite()
+		}()
+	} else {
+		rc.CloseWrite()
+	}
+	if _, err := io.Copy(r.env.Stdout, rc); err != nil {
+		if brokenPipe(err) {
+			return ExitFailure
+		}
+		return r.fail(fmt.Errorf("stdio forwarding: %w", err))
+	}
+	return 0
+}

@@ -1,0 +1,306 @@
+// Package sshconfig writes the marked block of `cocoonbox ssh-config`
+// into an ssh_config(5) file: one wildcard Host block whose ProxyCommand
+// is `cocoonbox-ssh --stdio`, pinned to the user's host key in a
+// known_hosts file of ours, so OpenSSH keeps StrictHostKeyChecking on. It
+// parses and rewrites the file's text; the caller reads and writes it
+// (docs/ssh-config.md).
+package sshconfig
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// The lines that open and close the block. Everything between them is
+// ours and is rewritten whole.
+const (
+	BeginMarker = "# ------------ BEGIN cocoonbox ssh-config ------------"
+	EndMarker   = "# ------------ END cocoonbox ssh-config ------------"
+)
+
+// DefaultSuffix is the host suffix of the block's pattern: `Host
+// *.cocoonbox`, so `ssh main.cocoonbox` reaches box main.
+const DefaultSuffix = ".cocoonbox"
+
+// HostKeyAlias is the name OpenSSH looks the host key up under, whatever
+// the box and port: the block's HostKeyAlias, and the host field of the
+// known_hosts line.
+const HostKeyAlias = "cocoonbox"
+
+// Options are what the block says.
+type Options struct {
+	// Suffix is the host suffix, such as ".cocoonbox"; empty means
+	// DefaultSuffix.
+	Suffix string
+	// SSHPath is the absolute path of cocoonbox-ssh, the ProxyCommand.
+	SSHPath string
+	// KnownHosts is the absolute path of our known_hosts file.
+	KnownHosts string
+}
+
+var suffixRE = regexp.MustCompile(`^\.[A-Za-z0-9][A-Za-z0-9.-]*$`)
+
+func (o Options) suffix() string {
+	if o.Suffix == "" {
+		return DefaultSuffix
+	}
+	return o.Suffix
+}
+
+// Check reports a suffix that is not a dot and a host name, or a path
+// that is not absolute or holds a control character (no ssh_config line
+// could carry it).
+func (o Options) Check() error {
+	if !suffixRE.MatchString(o.suffix()) {
+		return fmt.Errorf("bad suffix %q: want a dot and a host name, such as .cocoonbox", o.Suffix)
+	}
+	for _, p := range []struct{ what, path string }{{"cocoonbox-ssh", o.SSHPath}, {"known_hosts", o.KnownHosts}} {
+		if !isAbs(p.path) {
+			return fmt.Errorf("the %s path %q is not absolute", p.what, p.path)
+		}
+		if strings.ContainsFunc(p.path, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return fmt.Errorf("the %s path %q holds a control character, which no ssh_config line can carry", p.what, p.path)
+		}
+	}
+	return nil
+}
+
+// isAbs accepts a Unix path or a Windows one with a drive letter.
+func isAbs(p string) bool {
+	return strings.HasPrefix(p, "/") || len(p) > 2 && p[1] == ':' && (p[2] == '\\' || p[2] == '/')
+}
+
+// Block is the whole block, markers included, each line ending in "\n".
+// Check must have accepted o.
+func Block(o Options) string {
+	proxy := percent(shellQuote(o.SSHPath)) + " --stdio"
+	if o.suffix() != DefaultSuffix {
+		proxy += " --suffix " + o.suffix()
+	}
+	lines := []string{
+		BeginMarker,
+		"# Written by `cocoonbox ssh-config`: run it again to change this block,",
+		"# or `cocoonbox ssh-config --remove` to take it out (docs/ssh-config.md).",
+		"Host *" + o.suffix(),
+		// %n is the host as typed, main.cocoonbox: cocoonbox-ssh takes the
+		// suffix off to name the box.
+		"  ProxyCommand " + proxy + " %n",
+		"  User user",
+		// One host key for every box, pinned under one name.
+		"  UserKnownHostsFile " + configQuote(percent(o.KnownHosts)),
+		"  HostKeyAlias " + HostKeyAlias,
+		"  StrictHostKeyChecking yes",
+		"  UpdateHostKeys no",
+		"  CheckHostIP no",
+		// The server on ssh's stdio lets the user in with "none": the box
+		// checks the cocoonbox token. Nothing is ever to be typed.
+		"  PasswordAuthentication no",
+		"  KbdInteractiveAuthentication no",
+		"  ForwardAgent no",
+		"  ForwardX11 no",
+		EndMarker,
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// percent escapes % for ssh_config's %-tokens.
+func percent(s string) string { return strings.ReplaceAll(s, "%", "%%") }
+
+// shellQuote single-quotes s for the shell ssh runs ProxyCommand with.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// configQuote double-quotes s for an ssh_config value when it needs it,
+// with a backslash before " and \, as OpenSSH's argv_split reads them.
+func configQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\"'\\#") {
+		return s
+	}
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return `"` + r.Replace(s) + `"`
+}
+
+// MarkerError is a file whose markers cannot be one block: an unclosed
+// BEGIN, an END with no BEGIN, or two blocks. Line numbers count from 1.
+type MarkerError struct {
+	Problem string
+	Line    int
+}
+
+func (e *MarkerError) Error() string {
+	return fmt.Sprintf("the cocoonbox block's markers are broken: %s (line %d)", e.Problem, e.Line)
+}
+
+// File is an ssh_config file's text split around the block.
+type File struct {
+	// before and after are the text outside the block; block is the
+	// block's text, markers included, when the file has one.
+	before, block, after string
+	has                  bool
+	eol                  string
+}
+
+// Parse splits an ssh_config file's text around the block. Broken markers
+// are a *MarkerError. A file without a block gets one before its first
+// Host or Match line (so that it does not take in the file's global
+// options), else at its end.
+func Parse(text string) (*File, error) {
+	f := &File{eol: "\n"}
+	if strings.Contains(text, "\r\n") {
+		f.eol = "\r\n"
+	}
+	lines := strings.SplitAfter(text, "\n")
+	begin, end, firstHost := -1, -1, -1
+	for i, l := range lines {
+		switch t := strings.TrimSpace(l); {
+		case t == BeginMarker:
+			if begin >= 0 {
+				return nil, &MarkerError{"a second BEGIN line", i + 1}
+			}
+			if end >= 0 {
+				return nil, &MarkerError{"a BEGIN line after the END line", i + 1}
+			}
+			begin = i
+		case t == EndMarker:
+			if begin < 0 {
+				return nil, &MarkerError{"an END line with no BEGIN line before it", i + 1}
+			}
+			if end >= 0 {
+				return nil, &MarkerError{"a second END line", i + 1}
+			}
+			end = i
+		case firstHost < 0 && begin < 0 && isBlockStart(t):
+			firstHost = i
+		}
+	}
+	if begin >= 0 && end < 0 {
+		return nil, &MarkerError{"a BEGIN line with no END line after it", begin + 1}
+	}
+	join := func(ls []string) string { return strings.Join(ls, "") }
+	if begin >= 0 {
+		f.has = true
+		f.before, f.block, f.after = join(lines[:begin]), join(lines[begin:end+1]), join(lines[end+1:])
+		return f, nil
+	}
+	if firstHost < 0 {
+		f.before = text
+		return f, nil
+	}
+	f.before, f.after = join(lines[:firstHost]), join(lines[firstHost:])
+	return f, nil
+}
+
+// isBlockStart reports whether a trimmed line opens a Host or Match block.
+func isBlockStart(t string) bool {
+	i := strings.IndexAny(t, " \t=")
+	if i < 0 {
+		return false
+	}
+	k := strings.ToLower(t[:i])
+	return k == "host" || k == "match"
+}
+
+// Has reports whether the file has the block.
+func (f *File) Has() bool { return f.has }
+
+// With is the file's text with block in the block's place: where it was,
+// or, for a new one, before the first Host or Match line followed by an
+// empty line, or at the end.
+func (f *File) With(block string) string {
+	block = strings.ReplaceAll(block, "\n", f.eol)
+	before := f.before
+	if before != "" && !strings.HasSuffix(before, "\n") {
+		before += f.eol
+	}
+	if f.has {
+		return before + block + f.after
+	}
+	if f.after != "" {
+		return before + block + f.eol + f.after
+	}
+	return before + block
+}
+
+// Without is the file's text with the block, and the empty line With put
+// after it, taken out.
+func (f *File) Without() string {
+	if !f.has {
+		return f.before + f.after
+	}
+	after := f.after
+	if rest, ok := strings.CutPrefix(after, f.eol); ok {
+		after = rest
+	} else if rest, ok := strings.CutPrefix(after, "\n"); ok {
+		after = rest
+	}
+	return f.before + after
+}
+
+// Diff is a unified diff (diff -u) from old to new, labelled with name:
+// the one hunk where they differ, with three lines of context, or "" when
+// they are equal. The block is the only place a rewrite changes, so one
+// hunk says it all.
+func Diff(name, old, new string) string {
+	if old == new {
+		return ""
+	}
+	a, b := splitLines(old), splitLines(new)
+	pre := 0
+	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	const ctx = 3
+	start := max(pre-ctx, 0)
+	aEnd, bEnd := min(len(a)-suf+ctx, len(a)), min(len(b)-suf+ctx, len(b))
+	var s strings.Builder
+	fmt.Fprintf(&s, "--- %s\n+++ %s (new)\n", name, name)
+	fmt.Fprintf(&s, "@@ -%s +%s @@\n", hunkRange(start, aEnd), hunkRange(start, bEnd))
+	for _, l := range a[start:pre] {
+		s.WriteString(" " + l)
+	}
+	for _, l := range a[pre : len(a)-suf] {
+		s.WriteString("-" + l)
+	}
+	for _, l := range b[pre : len(b)-suf] {
+		s.WriteString("+" + l)
+	}
+	for _, l := range a[len(a)-suf : aEnd] {
+		s.WriteString(" " + l)
+	}
+	return s.String()
+}
+
+// splitLines splits text into lines that each end in "\n"; a last line
+// without one gets diff's marker.
+func splitLines(text string) []string {
+	if text == "" {
+		return nil
+	}
+	ls := strings.SplitAfter(text, "\n")
+	if ls[len(ls)-1] == "" {
+		return ls[:len(ls)-1]
+	}
+	ls[len(ls)-1] += "\n\\ No newline at end of file\n"
+	return ls
+}
+
+// hunkRange is diff -u's "start,count" for lines [from, to), 1-based.
+func hunkRange(from, to int) string {
+	n := to - from
+	if n == 0 {
+		return fmt.Sprintf("%d,0", from)
+	}
+	if n == 1 {
+		return fmt.Sprintf("%d", from+1)
+	}
+	return fmt.Sprintf("%d,%d", from+1, n)
+}

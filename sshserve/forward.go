@@ -1,0 +1,66 @@
+package sshserve
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// directTCPIPReq is a direct-tcpip channel's payload (RFC 4254 section 7.2).
+type directTCPIPReq struct {
+	Host     string
+	Port     uint32
+	OrigHost string
+	OrigPort uint32
+}
+
+// directTCPIP connects a direct-tcpip channel to its host and port inside
+// the box through Dial, and copies both ways, each EOF passed on as a
+// half-close, until both directions are done.
+func (s *Server) directTCPIP(ctx context.Context, nc ssh.NewChannel) {
+	var m directTCPIPReq
+	if err := ssh.Unmarshal(nc.ExtraData(), &m); err != nil {
+		nc.Reject(ssh.ConnectionFailed, "bad direct-tcpip request")
+		return
+	}
+	if s.Dial == nil {
+		nc.Reject(ssh.Prohibited, "port forwarding is not available for this box")
+		return
+	}
+	s.logf("direct-tcpip to %s:%d", m.Host, m.Port)
+	conn, err := s.Dial(ctx, m.Host, m.Port)
+	if err != nil {
+		nc.Reject(ssh.ConnectionFailed, fmt.Sprintf("connect to %s port %d in box %s: %v", m.Host, m.Port, s.Box, err))
+		return
+	}
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		conn.Close()
+		return
+	}
+	go ssh.DiscardRequests(reqs)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		io.Copy(conn, ch)
+		conn.CloseWrite()
+	})
+	wg.Go(func() {
+		io.Copy(ch, conn)
+		ch.CloseWrite()
+	})
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	conn.Close()
+	ch.Close()
+	<-done
+}

@@ -1,0 +1,160 @@
+// Package sshserve is an SSH-2 server for the user's own SSH client, run as
+// its ProxyCommand: each session channel is one box command with the exec
+// semantics of cocoonbox-ssh (DESIGN.md "Exec semantics: exactly ssh's"),
+// and each direct-tcpip channel a byte stream from inside the box. The
+// server runs on the client's own stdio, so it authenticates no one (auth
+// "none"); the box authorizes with the cocoonbox token, as everywhere.
+package sshserve
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/cocoonbox/cocoonbox/box"
+)
+
+// Runner runs one command in a box and returns how it ended, as
+// box.Client.Exec does: the error is non-nil only for a failure of the
+// client or the transport.
+type Runner interface {
+	Exec(ctx context.Context, cmd *box.Command) (box.ExitStatus, error)
+}
+
+// Conn is a forwarded byte stream; CloseWrite sends EOF and keeps reading.
+// relay.Conn is one.
+type Conn interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+}
+
+// Server serves SSH connections for one box. Box, Runner and HostKey are
+// required; every other field may be left zero.
+type Server struct {
+	// Box is the box every channel runs in.
+	Box string
+	// Runner runs the sessions' commands.
+	Runner Runner
+	// HostKey is the server's host key (see HostKey).
+	HostKey ssh.Signer
+	// Dial, if not nil, opens a direct-tcpip channel's stream to host:port
+	// as seen from inside the box (ssh -L, -D, -W). Nil refuses them.
+	Dial func(ctx context.Context, host string, port uint32) (Conn, error)
+	// Terminfo, if not nil, returns the compiled terminfo entry for a
+	// pty-req's TERM, sent with the terminal; nil when there is none.
+	Terminfo func(term string) []byte
+	// Subsystem returns the command line that runs a subsystem in the box,
+	// or an error (then the request fails). Nil knows sftp only, as
+	// cocoonbox-ssh -s.
+	Subsystem func(name string) (string, error)
+	// Progress, if not nil, receives one line per phase when the box has
+	// to be woken first.
+	Progress io.Writer
+	// Prog prefixes the lines of ours a session prints on its stderr, such
+	// as "cocoonbox-ssh".
+	Prog string
+	// Version is the software part of the server's version line, such as
+	// "cocoonbox_1.2"; empty is "cocoonbox".
+	Version string
+	// Logf, if not nil, receives one line per connection, channel and
+	// request event, for debugging.
+	Logf func(format string, args ...any)
+}
+
+// Serve runs one SSH connection on conn until the client ends it, then
+// closes conn. It returns nil once a connection has been made, and the
+// reason when the handshake failed.
+func (s *Server) Serve(conn net.Conn) error {
+	defer conn.Close()
+	cfg := &ssh.ServerConfig{
+		NoClientAuth:  true,
+		ServerVersion: "SSH-2.0-" + s.version(),
+		Config:        ssh.Config{Ciphers: ciphers()},
+	}
+	cfg.AddHostKey(s.HostKey)
+	sc, chans, reqs, err := ssh.NewServerConn(conn, cfg)
+	if err != nil {
+		return fmt.Errorf("ssh handshake: %w", err)
+	}
+	s.logf("connection from %s, client %q", sc.User(), sc.ClientVersion())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	c := &connState{s: s}
+	var wg sync.WaitGroup
+	wg.Go(func() { c.globalRequests(reqs) })
+	for nc := range chans {
+		switch nc.ChannelType() {
+		case "session":
+			if c.noMoreSessions() {
+				nc.Reject(ssh.Prohibited, "no-more-sessions was sent")
+				continue
+			}
+			ch, creqs, err := nc.Accept()
+			if err != nil {
+				continue
+			}
+			wg.Go(func() { s.session(ctx, ch, creqs) })
+		case "direct-tcpip":
+			wg.Go(func() { s.directTCPIP(ctx, nc) })
+		default:
+			nc.Reject(ssh.UnknownChannelType, "unknown channel type "+nc.ChannelType())
+		}
+	}
+	// The connection is gone: end every command still running.
+	cancel()
+	sc.Close()
+	wg.Wait()
+	// However the connection ended (the client's disconnect message, EOF,
+	// a broken pipe), the client knows and says so itself.
+	s.logf("connection closed: %v", sc.Wait())
+	return nil
+}
+
+func (s *Server) version() string {
+	if s.Version != "" {
+		return s.Version
+	}
+	return "cocoonbox"
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
+}
+
+// connState is what one connection remembers across its channels.
+type connState struct {
+	s      *Server
+	mu     sync.Mutex
+	noMore bool // no-more-sessions@openssh.com was received
+}
+
+func (c *connState) noMoreSessions() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.noMore
+}
+
+// globalRequests answers the connection's global requests: OpenSSH's
+// keepalive (ServerAliveInterval) and anything unknown get a failure
+// reply, which is all a keepalive asks for, as sshd answers it.
+func (c *connState) globalRequests(reqs <-chan *ssh.Request) {
+	for r := range reqs {
+		c.s.logf("global request %s", r.Type)
+		switch r.Type {
+		case "no-more-sessions@openssh.com":
+			c.mu.Lock()
+			c.noMore = true
+			c.mu.Unlock()
+		}
+		if r.WantReply {
+			r.Reply(false, nil)
+		}
+	}
+}
