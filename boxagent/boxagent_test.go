@@ -172,7 +172,7 @@ func TestPresetCodex(t *testing.T) {
 func TestPresetClaude(t *testing.T) {
 	p := filepath.Join(t.TempDir(), ".claude.json")
 	os.WriteFile(p, []byte(`{"theme":"dark","projects":{"/x":{"allowedTools":["a"]}}}`), 0o600)
-	if err := presetClaude(p, "/workspace/app"); err != nil {
+	if err := presetClaude(p, "/workspace/app", ""); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(p)
@@ -181,8 +181,25 @@ func TestPresetClaude(t *testing.T) {
 			t.Errorf(".claude.json lacks %s:\n%s", want, got)
 		}
 	}
+	if strings.Contains(string(got), "customApiKeyResponses") {
+		t.Errorf("no key, yet customApiKeyResponses was written:\n%s", got)
+	}
+	// A key in the box's environment is approved (its last 20 characters,
+	// as claude's dialog records a Yes), once.
+	for range 2 {
+		if err := presetClaude(p, "/workspace/app", "point-key-0123456789"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ = os.ReadFile(p)
+	var doc struct {
+		R struct{ Approved, Rejected []string } `json:"customApiKeyResponses"`
+	}
+	if err := json.Unmarshal(got, &doc); err != nil || len(doc.R.Approved) != 1 || doc.R.Approved[0] != "point-key-0123456789" || doc.R.Rejected == nil {
+		t.Errorf("customApiKeyResponses = %+v (%v):\n%s", doc.R, err, got)
+	}
 	os.WriteFile(p, []byte(`not json`), 0o600)
-	if err := presetClaude(p, "/workspace/app"); err == nil {
+	if err := presetClaude(p, "/workspace/app", ""); err == nil {
 		t.Error("a broken .claude.json was overwritten")
 	}
 	if b, _ := os.ReadFile(p); string(b) != "not json" {

@@ -66,10 +66,15 @@ func (ib *Inbox) Listen() (net.Listener, error) {
 	return lis, nil
 }
 
+// PaneCheckEvery is how often the inbox looks for a session whose CLI has
+// exited.
+const PaneCheckEvery = time.Second
+
 // Serve runs the restart check, then answers connections on lis until ctx
 // ends.
 func (ib *Inbox) Serve(ctx context.Context, lis net.Listener) error {
 	ib.restartCheck()
+	go ib.watchPanes(ctx, PaneCheckEvery)
 	go func() {
 		<-ctx.Done()
 		lis.Close()
@@ -256,6 +261,93 @@ func (c *Config) checkPane(r *record) paneState {
 	return paneNotYet
 }
 
+// PasteConfirm is how long after a paste to claude its UserPromptSubmit
+// hook must have come before Enter is pressed once more.
+const PasteConfirm = 5 * time.Second
+
+// confirmPaste presses Enter once more when claude has not taken a paste
+// within PasteConfirm (no UserPromptSubmit since): on a loaded machine
+// the Enter can still reach it with the end of the paste, and the text
+// would sit at its prompt unsent. An Enter at claude's empty prompt does
+// nothing. It runs after r's update, in the background.
+func (ib *Inbox) confirmPaste(r *record, at int64) {
+	if r.CLI != KindClaude {
+		return
+	}
+	repo, started := r.Repo, r.StartedAtMS
+	go func() {
+		time.Sleep(PasteConfirm)
+		cur, err := ib.cfg.readRecord(repo)
+		if err != nil || cur == nil || !cur.running() || cur.StartedAtMS != started || cur.HookAtMS >= at {
+			return
+		}
+		session := SessionName(cur.Repo, cur.CLI)
+		if pid := ib.cfg.tmuxForeground(session); pid == 0 || pid != cur.CLIPid {
+			return
+		}
+		ib.cfg.logf("claude took no paste in %v (no UserPromptSubmit): Enter once more", PasteConfirm)
+		ib.cfg.tmux(nil, "send-keys", "-t", target(session), "Enter")
+	}()
+}
+
+// markExited marks r's session stopped because its CLI has exited, and
+// keeps the pane's last lines (what the CLI said as it went).
+func (c *Config) markExited(r *record) {
+	c.logf("the %s session of %s has exited: marked stopped", r.CLI, r.Repo)
+	r.Status, r.Question, r.Queue = StatusStopped, false, nil
+	r.ExitLines = c.tmuxLastLines(SessionName(r.Repo, r.CLI), exitLines)
+}
+
+// exitLines is how many of the pane's last lines an exited session keeps.
+const exitLines = 8
+
+// watchPanes looks at every running session's pane each interval until
+// ctx ends: a session whose tmux session is gone, or whose CLI no longer
+// holds its pane's terminal after it was seen there, has exited (a crash,
+// a kill, a CLI that quit without a hook) and is marked stopped, so that
+// status, send, read and back say so within seconds.
+func (ib *Inbox) watchPanes(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		recs, err := ib.cfg.records()
+		if err != nil {
+			continue
+		}
+		for _, r0 := range recs {
+			if !r0.running() {
+				continue
+			}
+			var line *WatchLine
+			ib.cfg.update(r0.Repo, func(r *record) (*record, error) {
+				if r == nil || !r.running() || r.CLI != r0.CLI || r.StartedAtMS != r0.StartedAtMS {
+					return nil, nil
+				}
+				session := SessionName(r.Repo, r.CLI)
+				if !ib.cfg.tmuxAlive(session) {
+					ib.cfg.logf("the tmux session %s is gone: marked stopped", session)
+					r.Status, r.Question, r.Queue = StatusStopped, false, nil
+				} else if before := r.CLIPid; ib.cfg.checkPane(r) == paneExited {
+					ib.cfg.markExited(r)
+				} else if r.CLIPid == before {
+					return nil, nil
+				}
+				line = statusLine(r)
+				if r.Status != StatusStopped {
+					line = nil
+				}
+				return r, nil
+			})
+			ib.notify(line)
+		}
+	}
+}
+
 // send stores a message, or BACK, for the repo's running session and
 // delivers it: pasted when the session is at its prompt (or interrupt),
 // else queued until its next idle. A session whose CLI has exited (it
@@ -276,8 +368,7 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 		}
 		pane := ib.cfg.checkPane(r)
 		if pane == paneExited {
-			ib.cfg.logf("the %s session of %s has exited: marked stopped", r.CLI, r.Repo)
-			r.Status, r.Question, r.Queue = StatusStopped, false, nil
+			ib.cfg.markExited(r)
 			exited, line = r, statusLine(r)
 			return r, nil
 		}
@@ -294,6 +385,7 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 			if err := ib.cfg.tmuxPaste(session, body, req.Interrupt); err != nil {
 				return nil, failedf("deliver to %s: %v", session, err)
 			}
+			ib.confirmPaste(r, nowMS())
 			r.Status, r.Question = StatusWorking, false
 			resp.Delivery = "pasted"
 		case req.Back:
@@ -411,7 +503,7 @@ func (ib *Inbox) startSession(r *record, prompt string) error {
 		return failedf("start the %s session: %v", r.CLI, err)
 	}
 	r.Started, r.Status, r.Question, r.Queue = true, StatusWorking, false, nil
-	r.StartedAtMS, r.HookAtMS, r.TranscriptPath, r.CLIPid = nowMS(), 0, "", 0
+	r.StartedAtMS, r.HookAtMS, r.TranscriptPath, r.CLIPid, r.ExitLines, r.CodexThread = nowMS(), 0, "", 0, nil, ""
 	r.InboxSeq++
 	return appendLine(c.inboxPath(r.Repo), map[string]any{
 		"seq": r.InboxSeq, "kind": "start", "offload_id": r.OffloadID, "time_ms": nowMS(), "body": prompt, "delivery": "started",
@@ -441,6 +533,12 @@ func (ib *Inbox) commandLine(r *record, promptPath string) (string, error) {
 	default:
 		return "", refusedf("%s sessions are not supported by this box's agent", r.CLI)
 	}
+	// After the CLI, however it ended, the login shell tells the inbox.
+	agent := self
+	if !ib.selfOnLoginPATH() {
+		agent = shellQuote(c.Self)
+	}
+	fmt.Fprintf(&b, "; %s offload event --repo %s --cli %s --hook exit </dev/null >/dev/null 2>&1", agent, r.Repo, r.CLI)
 	return b.String(), nil
 }
 
@@ -523,8 +621,10 @@ func misePin(tool string) string {
 // the session came to its prompt.
 func (ib *Inbox) event(req Request) (*Response, error) {
 	var payload struct {
-		Reason         string `json:"reason"`
-		TranscriptPath string `json:"transcript_path"`
+		Reason         string   `json:"reason"`
+		TranscriptPath string   `json:"transcript_path"`
+		ThreadID       string   `json:"thread-id"`
+		InputMessages  []string `json:"input-messages"`
 	}
 	if len(req.Payload) > 0 {
 		json.Unmarshal(req.Payload, &payload)
@@ -534,9 +634,15 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 		if r == nil || !r.Started || r.CLI != req.CLI {
 			return nil, nil // a hook of a session that is over
 		}
+		if req.Hook == "notify" && !ib.sessionThread(r, payload.ThreadID, payload.InputMessages) {
+			ib.cfg.logf("a notify of another codex thread (%s) is not the session's turn: ignored", payload.ThreadID)
+			return nil, nil
+		}
 		before := r.Status
 		pane := ib.cfg.checkPane(r)
-		r.HookAtMS = nowMS()
+		if req.Hook != "exit" {
+			r.HookAtMS = nowMS()
+		}
 		if payload.TranscriptPath != "" && filepath.IsAbs(payload.TranscriptPath) {
 			r.TranscriptPath = payload.TranscriptPath
 		}
@@ -561,6 +667,9 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 				return r, nil
 			}
 			r.Status, r.Queue = StatusStopped, nil
+		case "claude/exit", "codex/exit":
+			// The login shell ran our line after the CLI: it has exited.
+			ib.cfg.markExited(r)
 		default:
 			return nil, usagef("unknown hook %s of %s", req.Hook, req.CLI)
 		}
@@ -572,6 +681,7 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 			} else if err := ib.cfg.tmuxPaste(session, q.Body, false); err != nil {
 				ib.cfg.logf("deliver queued message %d to %s: %v", q.Seq, session, err)
 			} else {
+				ib.confirmPaste(r, nowMS())
 				r.Queue = r.Queue[1:]
 				r.Status, r.Question = StatusWorking, false
 			}
@@ -586,6 +696,32 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 	}
 	ib.notify(line)
 	return &Response{}, nil
+}
+
+// sessionThread reports whether a codex notify of thread is the
+// session's own turn, learning the session's thread from the first
+// notify whose first input is the session's first prompt. codex 0.171
+// also notifies for threads of its own (a title for the task, whose input
+// quotes the prompt): those are no turn of the session. A notify without
+// a thread id is taken as the session's.
+func (ib *Inbox) sessionThread(r *record, thread string, inputs []string) bool {
+	switch {
+	case thread == "" || thread == r.CodexThread:
+		return true
+	case r.CodexThread != "":
+		return false
+	}
+	prompt, err := os.ReadFile(filepath.Join(ib.cfg.repoDir(r.Repo), "prompt.md"))
+	if err != nil || len(inputs) == 0 {
+		return false
+	}
+	head := strings.TrimSpace(string(prompt))
+	head = head[:min(len(head), 200)]
+	if !strings.HasPrefix(strings.TrimSpace(inputs[0]), head) {
+		return false
+	}
+	r.CodexThread = thread
+	return true
 }
 
 // post adds an outbox entry.
@@ -695,6 +831,7 @@ func (c *Config) sessions(k string) ([]Session, error) {
 		s := Session{
 			Repo: r.Repo, Name: r.Name, CLI: r.CLI, OffloadID: r.OffloadID, Status: r.Status,
 			Copy: r.copyState(), HookAtMS: r.HookAtMS, InboxSeq: r.InboxSeq, OutboxSeq: r.OutboxSeq,
+			ExitLines: r.ExitLines,
 		}
 		if s.Status == "" {
 			s.Status = StatusStopped

@@ -79,6 +79,8 @@ type Session struct {
 	WindowActivityMS  int64  `json:"window_activity_ms"`
 	InboxSeq          int    `json:"inbox_seq"`
 	OutboxSeq         int    `json:"outbox_seq"`
+	// ExitLines are the pane's last lines when the CLI was found exited.
+	ExitLines []string `json:"exit_lines,omitempty"`
 }
 
 // WatchLine is one line of the watch op: an outbox entry (Entry and Seq

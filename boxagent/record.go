@@ -46,6 +46,12 @@ type record struct {
 	Ignored []string `json:"ignored,omitempty"`
 	// Secrets are the placed secret entries, names only.
 	Secrets []string `json:"secrets,omitempty"`
+	// ExitLines are the last lines of the session's pane when its CLI
+	// was found exited; nil while it runs.
+	ExitLines []string `json:"exit_lines,omitempty"`
+	// CodexThread is the codex session's thread id, from its first
+	// notify of its first prompt; other threads' notifies are ignored.
+	CodexThread string `json:"codex_thread,omitempty"`
 }
 
 // queued is a message waiting for the session's next idle.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,13 @@ type SendResult struct {
 	Accepted  bool             `json:"accepted"`
 	Tmux      string           `json:"tmux"`
 	TimingsMS map[string]int64 `json:"timings_ms"`
+	// Exited says the CLI exited before it took the first prompt;
+	// ExitLines are its pane's last lines.
+	Exited    bool     `json:"exited,omitempty"`
+	ExitLines []string `json:"exit_lines,omitempty"`
+	// Screen is the pane's last lines when the CLI runs but has not taken
+	// the prompt: a first-run dialog may hold it.
+	Screen []string `json:"screen,omitempty"`
 }
 
 // AcceptWait is how long send waits for the CLI to take its first prompt.
@@ -201,6 +209,13 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 
 	c.logf("waiting for %s to take the prompt", cliBinary(o.Kind))
 	res.Accepted = c.waitAccepted(o.Repo, start)
+	if !res.Accepted {
+		if s, err := c.sessions(o.Repo); err == nil && len(s) == 1 && s[0].Status == StatusStopped {
+			res.Exited, res.ExitLines = true, s[0].ExitLines
+		} else {
+			res.Screen = c.tmuxLastLines(res.Tmux, exitLines)
+		}
+	}
 	step("accept")
 	return res, nil
 }
@@ -268,6 +283,32 @@ func (c *Config) releaseAfter(k string, err error) error {
 	return e
 }
 
+// plainParents checks that every directory on the way from the copy dir
+// to the secret's repository path rel is a plain directory (Lstat: a
+// symlink is not followed) or not there yet.
+func plainParents(dir, rel string) error {
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	p := dir
+	for i, part := range parts[:len(parts)-1] {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsDir() {
+			what := "not a directory"
+			if fi.Mode()&os.ModeSymlink != 0 {
+				what = "a symlink"
+			}
+			return fmt.Errorf("secret file:%s: %s in the copy is %s; a secret is placed only through plain directories of the copy", rel, strings.Join(parts[:i+1], "/"), what)
+		}
+	}
+	return nil
+}
+
 func emptyDir(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -279,6 +320,15 @@ func emptyDir(dir string) error {
 // secrets directory, replacing the last ones, and links each file: entry
 // into the copy.
 func (c *Config) placeSecrets(k, dir, incoming string, entries []string) error {
+	// A link is made only through plain directories of the copy: a
+	// symlinked parent (evil -> /outside) would put it outside.
+	for _, e := range entries {
+		if rel, ok := secretRepoPath(e); ok {
+			if err := plainParents(dir, rel); err != nil {
+				return &Error{Code: CodeRefused, Err: err}
+			}
+		}
+	}
 	c.wipeSecrets(k, false)
 	if len(entries) == 0 {
 		return nil
@@ -305,6 +355,9 @@ func (c *Config) placeSecrets(k, dir, incoming string, entries []string) error {
 		}
 		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
 			return err
+		}
+		if err := plainParents(dir, rel); err != nil {
+			return &Error{Code: CodeRefused, Err: err}
 		}
 		os.Remove(link)
 		if err := os.Symlink(filepath.Join(final, secretFile(e)), link); err != nil {

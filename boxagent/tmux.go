@@ -84,9 +84,16 @@ func (c *Config) tmuxPaste(session, body string, escFirst bool) error {
 	if _, err := c.tmux(nil, "paste-buffer", "-p", "-d", "-b", buf, "-t", target(session)); err != nil {
 		return err
 	}
+	// Claude Code takes an Enter that reaches it in the same read as the
+	// end of a paste as part of the paste, and the text then sits at its
+	// prompt unsent (seen with 2.1.197): the Enter goes on its own.
+	time.Sleep(pasteSettle)
 	_, err := c.tmux(nil, "send-keys", "-t", target(session), "Enter")
 	return err
 }
+
+// pasteSettle is the pause between a paste and its Enter.
+const pasteSettle = 300 * time.Millisecond
 
 // tmuxType types text and Enter, as a user would at the prompt.
 func (c *Config) tmuxType(session, text string) error {
@@ -95,6 +102,22 @@ func (c *Config) tmuxType(session, text string) error {
 	}
 	_, err := c.tmux(nil, "send-keys", "-t", target(session), "Enter")
 	return err
+}
+
+// tmuxLastLines are the last n lines of the session's pane that are not
+// blank, or nil when it is gone.
+func (c *Config) tmuxLastLines(session string, n int) []string {
+	out, err := c.tmux(nil, "capture-pane", "-p", "-J", "-S", "-200", "-t", target(session))
+	if err != nil {
+		return nil
+	}
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimRight(l, " \t"); strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines[max(0, len(lines)-n):]
 }
 
 // tmuxWindowActivity is the session's last window activity, in ms since

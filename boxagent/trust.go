@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
@@ -17,18 +18,36 @@ import (
 // dialog holds the first prompt, and changes nothing else of its config:
 // claude's ~/.claude.json gets hasCompletedOnboarding and
 // projects[dir].hasTrustDialogAccepted; codex's ~/.codex/config.toml gets
-// [projects."dir"] trust_level = "trusted".
+// [projects."dir"] trust_level = "trusted". When the box's login
+// environment sets ANTHROPIC_API_KEY, claude's first-run "Detected a
+// custom API key" dialog would hold the first prompt too: the key's last
+// 20 characters go into customApiKeyResponses.approved, as answering Yes
+// records them (the user set the key for the box's CLI).
 func (c *Config) presetTrust(kind, dir string) error {
 	switch kind {
 	case KindClaude:
-		return presetClaude(filepath.Join(c.Home, ".claude.json"), dir)
+		return presetClaude(filepath.Join(c.Home, ".claude.json"), dir, c.apiKeyTail())
 	case KindCodex:
 		return presetCodex(filepath.Join(c.Home, ".codex", "config.toml"), dir)
 	}
 	return nil
 }
 
-func presetClaude(path, dir string) error {
+// apiKeyTail is the last 20 characters of ANTHROPIC_API_KEY in the box's
+// login environment, as claude keeps an approved key, or "".
+func (c *Config) apiKeyTail() string {
+	out, err := c.loginShell(probeTimeout, "", `printf '%s' "${ANTHROPIC_API_KEY-}"`)
+	k := strings.TrimSpace(out)
+	if err != nil || k == "" || strings.ContainsAny(k, " \n") {
+		return ""
+	}
+	if len(k) > 20 {
+		k = k[len(k)-20:]
+	}
+	return k
+}
+
+func presetClaude(path, dir, keyTail string) error {
 	doc := map[string]any{}
 	mode := os.FileMode(0o600)
 	b, err := os.ReadFile(path)
@@ -57,6 +76,23 @@ func presetClaude(path, dir string) error {
 	p["hasTrustDialogAccepted"] = true
 	projects[dir] = p
 	doc["projects"] = projects
+	if keyTail != "" {
+		r, _ := doc["customApiKeyResponses"].(map[string]any)
+		if r == nil {
+			r = map[string]any{}
+		}
+		approved, _ := r["approved"].([]any)
+		rejected, _ := r["rejected"].([]any)
+		if !slices.Contains(approved, any(keyTail)) {
+			approved = append(approved, keyTail)
+		}
+		// A key rejected before is the user's choice: left rejected.
+		if rejected == nil {
+			rejected = []any{}
+		}
+		r["approved"], r["rejected"] = approved, rejected
+		doc["customApiKeyResponses"] = r
+	}
 	out, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return err

@@ -136,9 +136,14 @@ func (c *Config) WipeSecrets(k string) (*OKResult, error) {
 }
 
 // RestartResult is restart's JSON line.
+// Accepted, Exited and ExitLines are as send's: whether the CLI took the
+// prompt within AcceptWait, or exited first with these last lines.
 type RestartResult struct {
-	OK       bool   `json:"ok"`
-	Delivery string `json:"delivery"`
+	OK        bool     `json:"ok"`
+	Delivery  string   `json:"delivery"`
+	Accepted  bool     `json:"accepted"`
+	Exited    bool     `json:"exited,omitempty"`
+	ExitLines []string `json:"exit_lines,omitempty"`
 }
 
 // Restart asks the inbox to start the repo's CLI afresh from its last
@@ -147,11 +152,18 @@ func (c *Config) Restart(k string) (*RestartResult, error) {
 	if err := checkKey(k); err != nil {
 		return nil, err
 	}
+	start := nowMS()
 	resp, err := c.call(Request{Op: "restart", Repo: k})
 	if err != nil {
 		return nil, err
 	}
-	return &RestartResult{OK: true, Delivery: resp.Delivery}, nil
+	// As for send: a CLI that refuses to run is reported, never "started".
+	res := &RestartResult{OK: true, Delivery: resp.Delivery}
+	res.Accepted = c.waitAccepted(k, start)
+	if s, err := c.sessions(k); err == nil && len(s) == 1 && !res.Accepted && s[0].Status == StatusStopped {
+		res.Exited, res.ExitLines = true, s[0].ExitLines
+	}
+	return res, nil
 }
 
 // PostResult is post's JSON line: Status is posted, or ready for back.

@@ -177,7 +177,11 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		return err
 	}
 	logger := log.New(s.Err, "localbox: ", log.LstdFlags)
-	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf}
+	boxUser, why := localbox.RootUser(dir, filepath.Dir(exe))
+	if why != "" {
+		logger.Printf("box commands run as root, which some CLIs refuse (Claude Code's bypass mode): %s", why)
+	}
+	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, User: boxUser}
 	info, _ := json.Marshal(runtimeInfo{PID: os.Getpid(), Endpoint: url})
 	if err := atomicfile.WriteFile(runtimePath(dir), info, 0o600); err != nil {
 		lis.Close()

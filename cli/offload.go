@@ -41,7 +41,7 @@ func newOffload(env Env, s Streams) *cobra.Command {
 	var o offloadOptions
 	var statusBox string
 	cmd := &cobra.Command{
-		Use:   "offload --kind claude|codex|cursor [--box BOX] [--yes]",
+		Use:   "offload --kind claude|codex [--box BOX] [--yes]",
 		Short: "Move this repository's task into a box and start a coding agent there",
 		Long: `offload moves the work tree of the repository you are in (uncommitted and
 untracked files included, ignored files not) and its history into a box, and
@@ -72,7 +72,7 @@ changed; 4 warnings that need --yes.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Box, "box", defaultBox, "the box to offload to")
-	f.StringVar(&o.Kind, "kind", "", "the coding-agent CLI to run in the box: claude, codex or cursor")
+	f.StringVar(&o.Kind, "kind", "", "the coding-agent CLI to run in the box: claude or codex (cursor is not supported yet)")
 	f.BoolVarP(&o.Yes, "yes", "y", false, "go ahead despite the preflight's warnings")
 	f.BoolVar(&o.HandoverPrompt, "handover-prompt", false, "print a request to paste into your coding agent: write the hand-over, then offload")
 
@@ -131,7 +131,7 @@ never through argv, the environment, a log or rsync.`}
 	signin := verb("sign-in --kind K", "Sign in to a coding-agent CLI inside the box, on this terminal", cobra.NoArgs,
 		func([]string) error { return runSignIn(env, s, o) })
 	for _, c := range []*cobra.Command{install, signin} {
-		c.Flags().StringVar(&o.Kind, "kind", "", "the coding-agent CLI: claude, codex or cursor")
+		c.Flags().StringVar(&o.Kind, "kind", "", "the coding-agent CLI: claude or codex (cursor is not supported yet)")
 		c.Flags().StringVar(&o.Box, "box", defaultBox, "the box")
 	}
 	for _, c := range []*cobra.Command{cmd, status, abandon, install, signin} {
@@ -301,9 +301,7 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 	}
 	who := kind.Title
 	if cli := res.Begin.CLI; cli != nil {
-		if cli.Version != "" {
-			who += " " + cli.Version
-		}
+		who = kind.Named(cli.Version)
 		if cli.Account != "" {
 			who += ", signed in as " + cli.Account
 		}
@@ -311,6 +309,14 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 	fmt.Fprintf(s.Out, "offloaded to %s: %s, in %.1f s total: %s s\n", res.Record.BoxName, who, total.Seconds(), strings.Join(parts, ", "))
 	if !res.Send.Accepted {
 		fmt.Fprintf(s.Out, "the box CLI has not taken the first prompt yet; see: cocoonbox offload status\n")
+		if len(res.Send.Screen) > 0 {
+			// A first-run dialog the trust preset does not cover waits there.
+			fmt.Fprintf(s.Out, "its screen shows:\n")
+			for _, l := range res.Send.Screen {
+				fmt.Fprintf(s.Out, "  | %s\n", printable.Line(l, 0))
+			}
+			fmt.Fprintf(s.Out, "if it asks something, answer it: cocoonbox rsh -t %s tmux attach -t %s (detach with Ctrl-b d)\n", res.Record.BoxName, res.Send.Tmux)
+		}
 	}
 	fmt.Fprintf(s.Out, "watch:  cocoonbox offload inbox --wait 60\n")
 	if res.Send.Tmux != "" {
@@ -585,15 +591,28 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 	defer c.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	fmt.Fprintf(s.Err, "cocoonbox: installing %s in box %s: %s\n", kind.Title, o.Box, kind.Install)
-	st, err := c.Exec(ctx, &box.Command{Box: o.Box, Line: kind.Install, Stdout: s.Err, Stderr: s.Err, Progress: s.Err})
+	run := func(ctx context.Context, line string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+		// A login shell, as the box CLI runs in: the user's profile may put
+		// npm (nvm) and ~/.local/bin on PATH.
+		st, err := c.Exec(ctx, &box.Command{Box: o.Box, Line: `exec "${SHELL:-/bin/sh}" -lc ` + offload.ShellQuote(line),
+			Stdin: stdin, Stdout: stdout, Stderr: stderr, Progress: s.Err})
+		switch {
+		case err != nil:
+			return 0, err
+		case st.Error != "":
+			return 0, errors.New(st.Error)
+		case st.Signal != "":
+			return 0, fmt.Errorf("killed by SIG%s", st.Signal)
+		}
+		return st.Code, nil
+	}
+	in := &offload.Installer{Kind: kind, Run: run, Log: s.Err}
+	res, err := in.Install(ctx)
 	if err != nil {
 		return err
 	}
-	if st.Error != "" || st.Signal != "" || st.Code != 0 {
-		return &offload.Error{Code: offload.ExitFailed, Err: fmt.Errorf("the %s installer failed in box %s (%s)", kind.Title, o.Box, exitText(st))}
-	}
-	fmt.Fprintf(s.Out, "installed %s in box %s; now sign in: cocoonbox offload sign-in --kind %s --box %s\n", kind.Title, o.Box, kind.Name, o.Box)
+	fmt.Fprintf(s.Out, "installed %s in box %s (%s); now sign in: cocoonbox offload sign-in --kind %s --box %s\n",
+		kind.Named(res.Version), o.Box, map[string]string{"npm": "from npm", "installer": "with its installer"}[res.Via], kind.Name, o.Box)
 	return nil
 }
 

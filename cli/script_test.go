@@ -103,7 +103,11 @@ func TestScripts(t *testing.T) {
 
 // params runs each script in dir against its own local box, served from
 // this process on loopback TCP, with HOME and git's config inside $WORK.
-func params(t *testing.T, dir string) testscript.Params {
+func params(t *testing.T, dir string) testscript.Params { return paramsWith(t, dir, nil) }
+
+// paramsWith is params with a hook that sets up the script's local box
+// server before it serves (before, too, when not nil, runs first).
+func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *localbox.Server) error) testscript.Params {
 	bin, err := exec.LookPath("cocoonbox")
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +131,15 @@ func params(t *testing.T, dir string) testscript.Params {
 				return err
 			}
 			srv := &localbox.Server{Dir: state, BinDir: filepath.Dir(bin)}
+			if before != nil {
+				if err := before(e, srv); err != nil {
+					return err
+				}
+				// Serve's own start would drop the error.
+				if err := srv.CreateBox(localbox.DefaultBox); err != nil {
+					return err
+				}
+			}
 			lis, url, err := localbox.Listen(state, "127.0.0.1:0")
 			if err != nil {
 				return err

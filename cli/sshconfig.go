@@ -43,7 +43,7 @@ host key pinned in a known_hosts file of ours, so that ssh main.cocoonbox,
 scp, sftp, rsync -e ssh, git, VS Code Remote-SSH and JetBrains Gateway
 reach box main with OpenSSH itself. Run again, it rewrites the block in
 place; --remove takes it out; --dry-run shows the change as a diff and
-writes nothing; --print prints the block instead. See docs/ssh-config.md.`,
+writes nothing; --print prints the block instead.`,
 		Example: `  cocoonbox ssh-config --dry-run
   cocoonbox ssh-config
   ssh main.cocoonbox`,

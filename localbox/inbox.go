@@ -64,6 +64,10 @@ func (s *Server) startInbox(b *box) {
 	if s.inbox.cmds[b.Name] != nil {
 		return
 	}
+	if err := s.chownBox(b); err != nil {
+		s.logf("box %s: inbox: %v", b.Name, err)
+		return
+	}
 	if err := os.MkdirAll(filepath.Join(b.run(), "cocoonbox"), 0o700); err != nil {
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
@@ -75,12 +79,13 @@ func (s *Server) startInbox(b *box) {
 	}
 	defer logf.Close()
 	cmd := &exec.Cmd{
-		Path:   agent,
-		Args:   []string{"cocoonbox-agent", "offload", "serve"},
-		Dir:    b.home(),
-		Env:    s.environ(b, &controlv1.Start{}),
-		Stdout: logf,
-		Stderr: logf,
+		Path:        agent,
+		Args:        []string{"cocoonbox-agent", "offload", "serve"},
+		Dir:         b.home(),
+		Env:         s.environ(b, &controlv1.Start{}),
+		Stdout:      logf,
+		Stderr:      logf,
+		SysProcAttr: s.sysProcAttr(),
 	}
 	proc.NewSession(cmd)
 	if err := cmd.Start(); err != nil {
@@ -142,6 +147,7 @@ func (s *Server) powerOff() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		cmd := exec.CommandContext(ctx, "tmux", "kill-server")
 		cmd.Env = s.environ(b, &controlv1.Start{})
+		cmd.SysProcAttr = s.sysProcAttr()
 		cmd.Run()
 		cancel()
 	}

@@ -44,6 +44,12 @@ type Server struct {
 	BinDir string
 	// Logf, if not nil, receives one line per notable event.
 	Logf func(format string, args ...any)
+	// User, if not empty, is the account box commands and inboxes run as
+	// (the server must be root to switch to it): the boxes' home,
+	// workspace and run directories are given to it, and the state
+	// directory must be reachable by it. Empty runs them as the server's
+	// own user. RootUser chooses one for a server run by root.
+	User string
 
 	once  sync.Once
 	err   error
@@ -54,6 +60,8 @@ type Server struct {
 	grpc  *grpc.Server
 	shell string
 	path  string
+	// boxUser is User's account, or nil.
+	boxUser *boxUser
 
 	mu    sync.Mutex
 	http  *http.Server // the sign-in pages, on a TCP listener
@@ -77,6 +85,14 @@ func (s *Server) init() error {
 			s.err = err
 			return
 		}
+		if s.User != "" {
+			if s.boxUser, s.err = lookupBoxUser(s.User); s.err != nil {
+				return
+			}
+			if s.err = s.checkReach(); s.err != nil {
+				return
+			}
+		}
 		s.reg = &registry{dir: s.Dir}
 		if err := s.reg.load(); err != nil {
 			s.err = err
@@ -85,6 +101,12 @@ func (s *Server) init() error {
 		if _, err := s.reg.create(DefaultBox); err != nil {
 			s.err = err
 			return
+		}
+		for _, b := range s.reg.list() {
+			if err := s.chownBox(b); err != nil {
+				s.err = fmt.Errorf("give box %s to its user: %w", b.Name, err)
+				return
+			}
 		}
 		s.toks = &tokens{path: filepath.Join(s.Dir, "tokens.json")}
 		if err := s.toks.load(); err != nil {
@@ -191,6 +213,9 @@ func (s *Server) CreateBox(name string) error {
 		return err
 	}
 	b, err := s.reg.create(name)
+	if err == nil {
+		err = s.chownBox(b)
+	}
 	if err == nil && s.grpc != nil {
 		s.startInbox(b)
 	}

@@ -102,6 +102,14 @@ type SendResult struct {
 	Accepted  bool             `json:"accepted"`
 	Tmux      string           `json:"tmux"`
 	TimingsMS map[string]int64 `json:"timings_ms"`
+	// Exited says the box CLI exited before it took the first prompt;
+	// ExitLines are the last lines of its pane (box text: print through
+	// Printable).
+	Exited    bool     `json:"exited,omitempty"`
+	ExitLines []string `json:"exit_lines,omitempty"`
+	// Screen is the pane's last lines when the CLI had not taken the
+	// first prompt (box text: print through Printable).
+	Screen []string `json:"screen,omitempty"`
 }
 
 // MessageResult is the answer of send with --message or --back.
@@ -141,6 +149,8 @@ type Session struct {
 	WindowActivityMS  int64  `json:"window_activity_ms"`
 	InboxSeq          int64  `json:"inbox_seq"`
 	OutboxSeq         int64  `json:"outbox_seq"`
+	// ExitLines are the pane's last lines when the CLI was found exited.
+	ExitLines []string `json:"exit_lines,omitempty"`
 }
 
 // Begin runs begin: the box half of the preflight, then takes the copy.
@@ -206,8 +216,10 @@ func (a *Agent) End(ctx context.Context, key string) error {
 
 // Restart runs restart: the inbox starts the repo's CLI session afresh
 // from its last hand-over (the box agent's, else the one it started from).
-func (a *Agent) Restart(ctx context.Context, key string) error {
-	return a.call(ctx, nil, nil, "restart", "--repo", key)
+func (a *Agent) Restart(ctx context.Context, key string) (*SendResult, error) {
+	var r SendResult
+	err := a.call(ctx, nil, &r, "restart", "--repo", key)
+	return &r, err
 }
 
 // call runs one verb, decodes its JSON line into out and turns

@@ -237,6 +237,10 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		if e := find(rd); e != nil {
 			return e, nil
 		}
+		if status == "stopped" {
+			// No CLI is left to answer BACK.
+			return nil, &Error{Code: ExitRefused, Err: errors.New("the box CLI session of this offload stopped before it posted its back"), Next: StoppedNext()}
+		}
 	}
 }
 

@@ -67,7 +67,7 @@ func TestReadHandoverTemplateLeft(t *testing.T) {
 // agent can run once it fills in KIND, not a shell pipeline.
 func TestHandoverPromptNoKind(t *testing.T) {
 	p := HandoverPrompt("/x/handover.md", "")
-	if strings.Contains(p, "|") || !strings.Contains(p, "3. Run: cocoonbox offload --kind KIND\n") || !strings.Contains(p, "claude, codex, cursor") {
+	if strings.Contains(p, "|") || !strings.Contains(p, "3. Run: cocoonbox offload --kind KIND\n") || !strings.Contains(p, "claude, codex") {
 		t.Errorf("the prompt without a kind:\n%s", p)
 	}
 	if !strings.Contains(p, "Secrets needed: none") {

@@ -26,6 +26,8 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
 // Exit statuses of offload and back beyond 0, and 2 for usage
@@ -390,7 +392,25 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	}
 	step("send", t)
 	res.Record, res.Send = rec, send
+	if send.Exited {
+		// The offload is in flight on a stopped session: restart and
+		// abandon take it from here, so the record stays.
+		return nil, exitedError(o.Kind, o.Box, send.ExitLines)
+	}
 	return res, nil
+}
+
+// exitedError reports a box CLI that exited before it took its first
+// prompt, with its last lines as findings.
+func exitedError(k Kind, box string, lines []string) *Error {
+	e := &Error{Code: ExitFailed, Err: fmt.Errorf("%s exited in box %s before it took the first prompt", k.Title, box), Next: StoppedNext()}
+	for _, l := range lines {
+		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: printable.Line(l, 0)})
+	}
+	if len(lines) == 0 {
+		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: "(its pane showed nothing)"})
+	}
+	return e
 }
 
 // stillInBoxNext are the next steps of an offload refused because an
@@ -739,7 +759,13 @@ func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, erro
 		return nil, err
 	}
 	a := &Agent{Exec: x, Box: rec.BoxName}
-	if err := a.Restart(ctx, key); err != nil {
+	res, err := a.Restart(ctx, key)
+	if err == nil && res.Exited {
+		e := exitedError(KindOf(rec.Kind), rec.BoxName, res.ExitLines)
+		e.Err = fmt.Errorf("%s exited in box %s again before it took the prompt", KindOf(rec.Kind).Title, rec.BoxName)
+		return nil, e
+	}
+	if err != nil {
 		var ae *AgentError
 		if errors.As(err, &ae) && ae.Refused() {
 			return nil, refused(fmt.Errorf("box %s refused the restart: %s", rec.BoxName, ae.Msg),

@@ -32,8 +32,41 @@ if [ "$profile" = test ]; then
 fi
 need+=("$@")
 mise=$(command -v mise >/dev/null 2>&1 && echo yes || echo no)
-[ ${#need[@]} -eq 0 ] && [ "$mise" = yes ] && exit 0
+# The real Claude Code and Codex CLIs the realcli tests run in a local box,
+# pinned in cli/testdata/realcli/versions, installed once per machine with
+# npm (each box links them into its ~/.local/bin). As root they go under
+# /opt and the box user `user` (the contract's, uid 1000 when free) is made,
+# since the tests' local box runs box commands as it; otherwise under
+# ~/.cache. COCOONBOX_TEST_CLIS overrides the directory.
+root=$([ "$(id -u)" -eq 0 ] && echo yes || echo no)
+if [ "$root" = yes ]; then clis=${COCOONBOX_TEST_CLIS:-/opt/cocoonbox-test/clis}; else clis=${COCOONBOX_TEST_CLIS:-$HOME/.cache/cocoonbox-test/clis}; fi
+versions="$(dirname "$0")/../cli/testdata/realcli/versions"
+clis_missing=()
+if [ "$profile" = test ] && [ -f "$versions" ]; then
+	while read -r kind pkg ver; do
+		case "$kind" in ''|'#'*) continue ;; esac
+		[ -x "$clis/$kind@$ver/bin/$kind" ] || clis_missing+=("$kind $pkg $ver")
+	done <"$versions"
+fi
+boxuser=yes
+[ "$profile" = test ] && [ "$root" = yes ] && ! id -u user >/dev/null 2>&1 && boxuser=no
+[ ${#need[@]} -eq 0 ] && [ "$mise" = yes ] && [ ${#clis_missing[@]} -eq 0 ] && [ "$boxuser" = yes ] && exit 0
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sed '/^$/d' | sort -u)
+install_clis() {
+	for c in "${clis_missing[@]}"; do
+		read -r kind pkg ver <<<"$c"
+		echo "installing $pkg@$ver into $clis/$kind@$ver (npm)" >&2
+		rm -rf "$clis/$kind@$ver.tmp"
+		mkdir -p "$clis"
+		npm install -g --silent --no-fund --no-audit --prefix "$clis/$kind@$ver.tmp" "$pkg@$ver" >/dev/null
+		"$clis/$kind@$ver.tmp/bin/$kind" --version >/dev/null
+		mv "$clis/$kind@$ver.tmp" "$clis/$kind@$ver"
+	done
+}
+if [ "$root" = no ] && [ ${#need[@]} -eq 0 ] && [ "$mise" = yes ]; then
+	install_clis
+	exit 0
+fi
 if [ "$(id -u)" -ne 0 ]; then
 	echo "missing for make $profile; install with:" >&2
 	[ ${#need[@]} -gt 0 ] && echo "  sudo apt-get install -y ${need[*]}" >&2
@@ -50,3 +83,8 @@ if [ "$mise" = no ]; then
 	echo "installing mise (npm @jdxcode/mise)" >&2
 	npm install -g --silent @jdxcode/mise >/dev/null
 fi
+if [ "$boxuser" = no ]; then
+	echo "making the box user: useradd user" >&2
+	if getent passwd 1000 >/dev/null; then useradd -m -s /bin/bash user; else useradd -m -u 1000 -s /bin/bash user; fi
+fi
+install_clis

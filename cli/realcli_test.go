@@ -1,0 +1,209 @@
+package cli_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/cocoonbox/cocoonbox/internal/modeltest"
+	"github.com/cocoonbox/cocoonbox/localbox"
+)
+
+// realCLI is one pinned real CLI of testdata/realcli/versions.
+type realCLI struct{ kind, pkg, version, dir string }
+
+// realCLIs reads testdata/realcli/versions and finds each CLI where
+// scripts/deps.sh installs it. A CLI that is not there fails the test:
+// these tests never skip.
+func realCLIs(t *testing.T) map[string]realCLI {
+	f, err := os.Open("testdata/realcli/versions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var roots []string
+	if d := os.Getenv("COCOONBOX_TEST_CLIS"); d != "" {
+		roots = append(roots, d)
+	}
+	home, _ := os.UserHomeDir()
+	roots = append(roots, "/opt/cocoonbox-test/clis", filepath.Join(home, ".cache", "cocoonbox-test", "clis"))
+	out := map[string]realCLI{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 3 || strings.HasPrefix(fs[0], "#") {
+			continue
+		}
+		c := realCLI{kind: fs[0], pkg: fs[1], version: fs[2]}
+		for _, r := range roots {
+			d := filepath.Join(r, c.kind+"@"+c.version)
+			if fi, err := os.Stat(filepath.Join(d, "bin", c.kind)); err == nil && !fi.IsDir() {
+				c.dir = d
+				break
+			}
+		}
+		if c.dir == "" {
+			t.Fatalf("%s@%s is not installed under %s: run scripts/deps.sh test (make test does)", c.pkg, c.version, strings.Join(roots, " or "))
+		}
+		out[c.kind] = c
+	}
+	return out
+}
+
+// TestRealCLIScripts runs testdata/realcli: offload and back end to end
+// with the real Claude Code and Codex CLIs (pinned in
+// testdata/realcli/versions, installed by scripts/deps.sh) in box main,
+// talking to a scripted model endpoint (internal/modeltest) that this
+// process serves. When the test runs as root the local box runs box
+// commands as the box user `user` (deps.sh makes it), as a real box does:
+// the CLIs refuse their bypass mode as root.
+func TestRealCLIScripts(t *testing.T) {
+	clis := realCLIs(t)
+	bin, err := exec.LookPath("cocoonbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	boxUser := ""
+	if os.Geteuid() == 0 {
+		boxUser = localbox.DefaultUser
+		// testscript's directory of our binaries (cocoonbox-agent among
+		// them) is 0700; the box user must run cocoonbox-agent from it.
+		os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o711)
+		os.Chmod(filepath.Dir(bin), 0o755)
+	}
+	models := map[string]*modeltest.Server{}
+	p := paramsWith(t, "testdata/realcli", func(e *testscript.Env, srv *localbox.Server) error {
+		// claude_asroot plays a local box served by root without a box user.
+		if boxUser != "" && !strings.HasSuffix(e.WorkDir, "asroot") {
+			// The box user reaches the state directory under $WORK.
+			for _, d := range []string{filepath.Dir(e.WorkDir), e.WorkDir} {
+				if err := os.Chmod(d, 0o711); err != nil {
+					return err
+				}
+			}
+			srv.User = boxUser
+		}
+		m, err := modeltest.Start(filepath.Join(e.WorkDir, "model.log"))
+		if err != nil {
+			return err
+		}
+		e.Defer(func() { m.Close() })
+		models[e.WorkDir] = m
+		e.Setenv("MODEL_URL", m.URL)
+		e.Setenv("MODEL_LOG", filepath.Join(e.WorkDir, "model.log"))
+		e.Setenv("BOX_RUN", filepath.Join(srv.Dir, "boxes", localbox.DefaultBox, "run"))
+		for k, c := range clis {
+			e.Setenv(strings.ToUpper(k)+"_VERSION", c.version)
+		}
+		return nil
+	})
+	p.Condition = func(cond string) (bool, error) {
+		if cond == "root" {
+			return os.Geteuid() == 0, nil
+		}
+		return false, fmt.Errorf("unknown condition %q", cond)
+	}
+	p.Cmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
+		"realcli":      func(ts *testscript.TestScript, neg bool, args []string) { cmdRealCLI(ts, neg, args, clis) },
+		"modelprompts": func(ts *testscript.TestScript, neg bool, args []string) { cmdModelPrompts(ts, neg, args, models) },
+		"waitgrep":     cmdWaitGrep,
+		"jsonline":     cmdJSONLine,
+	}
+	testscript.Run(t, p)
+}
+
+// realcli KIND [signed-out]: put the real CLI into box main as a user's
+// npm install would (~/.local/bin/KIND, linked to the machine's one
+// install), with a git identity and the scripted model endpoint, and
+// signed in with an API key unless told: claude reads ANTHROPIC_API_KEY
+// from the login shell's environment; codex gets a model provider in
+// ~/.codex/config.toml and `codex login --with-api-key`. It runs in the box
+// as the box user, through cocoonbox rsh.
+func cmdRealCLI(ts *testscript.TestScript, neg bool, args []string, clis map[string]realCLI) {
+	if neg || len(args) < 1 || len(args) > 2 || (len(args) == 2 && args[1] != "signed-out") {
+		ts.Fatalf("usage: realcli KIND [signed-out]")
+	}
+	c, ok := clis[args[0]]
+	if !ok {
+		ts.Fatalf("no real CLI %q in testdata/realcli/versions", args[0])
+	}
+	signedIn := len(args) == 1
+	url := ts.Getenv("MODEL_URL")
+	var sh strings.Builder
+	fmt.Fprintf(&sh, "set -e\nmkdir -p ~/.local/bin\nln -sfn %s ~/.local/bin/%s\n", filepath.Join(c.dir, "bin", c.kind), c.kind)
+	// A real box has cocoonbox-agent on every login PATH; the local box
+	// puts it on the PATH of the commands it starts only, and codex's
+	// shell tool runs a login shell, whose /etc/profile resets PATH.
+	sh.WriteString("ln -sfn \"$(command -v cocoonbox-agent)\" ~/.local/bin/cocoonbox-agent\n")
+	sh.WriteString("git config --global user.name 'Box User'\ngit config --global user.email box-user@example.com\n")
+	sh.WriteString("grep -q '.local/bin' ~/.profile 2>/dev/null || echo 'PATH=\"$HOME/.local/bin:$PATH\"' >> ~/.profile\n")
+	switch c.kind {
+	case "claude":
+		// The box's one install is not the user's to update; a user whose
+		// install cannot update sets the same.
+		fmt.Fprintf(&sh, "echo 'export ANTHROPIC_BASE_URL=%s DISABLE_AUTOUPDATER=1' >> ~/.profile\n", url)
+		if signedIn {
+			sh.WriteString("echo 'export ANTHROPIC_API_KEY=sk-ant-api03-scripted-endpoint-key-0123456789' >> ~/.profile\n")
+		}
+	case "codex":
+		fmt.Fprintf(&sh, "mkdir -p ~/.codex\ncat > ~/.codex/config.toml <<'EOF'\nmodel = \"gpt-5.1-codex\"\nmodel_provider = \"scripted\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"%s/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\nEOF\n", url)
+		sh.WriteString("echo 'export OPENAI_API_KEY=sk-scripted-endpoint-key-0123456789' >> ~/.profile\n")
+		if signedIn {
+			sh.WriteString(". ~/.profile; printenv OPENAI_API_KEY | codex login --with-api-key >/dev/null 2>&1\n")
+		}
+	}
+	if err := ts.Exec("cocoonbox", "rsh", "main", "--", "sh", "-c", sh.String()); err != nil {
+		ts.Fatalf("set up %s in box main: %v\n%s", c.kind, err, ts.ReadFile("stderr"))
+	}
+}
+
+// modelprompts: stdout becomes every distinct prompt the scripted model
+// received (the latest user text of each main request), in order, each
+// after a line "--- prompt N".
+func cmdModelPrompts(ts *testscript.TestScript, neg bool, args []string, models map[string]*modeltest.Server) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: modelprompts")
+	}
+	m := models[ts.Getenv("WORK")]
+	var b strings.Builder
+	n, last := 0, ""
+	for _, r := range m.Requests() {
+		p := r.Prompt()
+		if p == "" || p == last {
+			continue
+		}
+		n++
+		last = p
+		fmt.Fprintf(&b, "--- prompt %d\n%s\n", n, p)
+	}
+	fmt.Fprint(ts.Stdout(), b.String())
+}
+
+// waitgrep GLOB REGEXP: wait (at most 60 s) until a file matching GLOB has
+// a line matching REGEXP.
+func cmdWaitGrep(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitgrep GLOB REGEXP")
+	}
+	re, err := regexp.Compile(args[1])
+	ts.Check(err)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		files, _ := filepath.Glob(ts.MkAbs(args[0]))
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && re.Match(b) {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("no file %s has a line matching %s", args[0], args[1])
+}

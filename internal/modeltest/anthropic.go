@@ -1,0 +1,143 @@
+package modeltest
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// messagesRequest is the part of a Messages API request read here.
+type messagesRequest struct {
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Tools []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
+}
+
+type block struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// blocks reads a message's content: a string or a list of blocks.
+func blocks(raw json.RawMessage) []block {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []block{{Type: "text", Text: s}}
+	}
+	var bs []block
+	json.Unmarshal(raw, &bs)
+	return bs
+}
+
+// userText is the prompt a user message carries, or "" when it carries
+// none (only tool results, or only the CLI's own reminders).
+func userText(bs []block) string {
+	var parts []string
+	for _, b := range bs {
+		switch b.Type {
+		case "tool_result":
+			return ""
+		case "text":
+			if t := strings.TrimSpace(b.Text); t != "" && !strings.HasPrefix(t, "<system-reminder>") {
+				parts = append(parts, b.Text)
+			}
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// anthropicTurn reads the turn out of a Messages request.
+func anthropicTurn(req *messagesRequest) turn {
+	var prompts []string
+	last := -1
+	for i, m := range req.Messages {
+		if m.Role != "user" {
+			continue
+		}
+		if t := userText(blocks(m.Content)); t != "" {
+			prompts = append(prompts, t)
+			last = i
+		}
+	}
+	if last < 0 {
+		return turn{}
+	}
+	t := turn{plan: planOf(prompts[len(prompts)-1], prompts)}
+	for _, m := range req.Messages[last+1:] {
+		if m.Role == "assistant" {
+			for _, b := range blocks(m.Content) {
+				if b.Type == "tool_use" {
+					t.done++
+				}
+			}
+		}
+	}
+	return t
+}
+
+func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte) {
+	var req messagesRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.record(r, body, "unknown")
+		http.Error(w, `{"type":"error","error":{"type":"invalid_request_error","message":"not JSON"}}`, http.StatusBadRequest)
+		return
+	}
+	bash := false
+	for _, t := range req.Tools {
+		bash = bash || t.Name == "Bash"
+	}
+	var content []map[string]any
+	stop, answer := "end_turn", "text"
+	if !bash {
+		// A side request (a title, a topic, a quota probe): text only.
+		answer = "side"
+		content = []map[string]any{{"type": "text", "text": `{"title": "Scripted task"}`}}
+	} else if cmd := anthropicTurn(&req).next(); cmd != "" {
+		answer, stop = "tool:"+cmd, "tool_use"
+		content = []map[string]any{{"type": "tool_use", "id": s.id("toolu"), "name": "Bash",
+			"input": map[string]any{"command": cmd, "description": "scripted step"}}}
+	} else {
+		content = []map[string]any{{"type": "text", "text": "Done."}}
+	}
+	s.record(r, body, answer)
+	model := req.Model
+	if model == "" {
+		model = "scripted"
+	}
+	usage := map[string]any{"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+	id := s.id("msg")
+	if !req.Stream {
+		writeJSON(w, map[string]any{"id": id, "type": "message", "role": "assistant", "model": model,
+			"content": content, "stop_reason": stop, "stop_sequence": nil, "usage": usage})
+		return
+	}
+	e := newSSE(w)
+	e.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": id, "type": "message", "role": "assistant", "model": model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": usage}})
+	for i, c := range content {
+		switch c["type"] {
+		case "text":
+			e.event("content_block_start", map[string]any{"type": "content_block_start", "index": i,
+				"content_block": map[string]any{"type": "text", "text": ""}})
+			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": i,
+				"delta": map[string]any{"type": "text_delta", "text": c["text"]}})
+		case "tool_use":
+			e.event("content_block_start", map[string]any{"type": "content_block_start", "index": i,
+				"content_block": map[string]any{"type": "tool_use", "id": c["id"], "name": c["name"], "input": map[string]any{}}})
+			in, _ := json.Marshal(c["input"])
+			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": i,
+				"delta": map[string]any{"type": "input_json_delta", "partial_json": string(in)}})
+		}
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
+	}
+	e.event("message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 5}})
+	e.event("message_stop", map[string]any{"type": "message_stop"})
+}

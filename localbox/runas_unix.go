@@ -1,0 +1,176 @@
+//go:build unix
+
+package localbox
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// boxUser is the account box commands run as when Server.User is set: a
+// real box's user is never root (the contract's is `user`), and tools
+// refuse to run as root (Claude Code's bypass mode among them).
+type boxUser struct {
+	name     string
+	uid, gid uint32
+	groups   []uint32
+}
+
+// lookupBoxUser finds the account name in the system's user database.
+func lookupBoxUser(name string) (*boxUser, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("box user %q: no such account; create it (useradd -m -s /bin/bash %s) or choose another", name, name)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("box user %q: uid %s gid %s are not numbers", name, u.Uid, u.Gid)
+	}
+	bu := &boxUser{name: u.Username, uid: uint32(uid), gid: uint32(gid)}
+	if ids, err := u.GroupIds(); err == nil {
+		for _, g := range ids {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+				bu.groups = append(bu.groups, uint32(n))
+			}
+		}
+	}
+	return bu, nil
+}
+
+// sysProcAttr is the attributes a box process starts with: the box user's
+// credentials when the server has one.
+func (s *Server) sysProcAttr() *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{}
+	if u := s.boxUser; u != nil {
+		a.Credential = &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}
+	}
+	return a
+}
+
+// userName is the box user's name for USER and LOGNAME, or "" for the
+// server's own.
+func (s *Server) userName() string {
+	if s.boxUser == nil {
+		return ""
+	}
+	return s.boxUser.name
+}
+
+// chownBox gives the box user b's home, workspace and run directories
+// (not what is in them), and makes the box's own directory traversable.
+func (s *Server) chownBox(b *box) error {
+	u := s.boxUser
+	if u == nil {
+		return nil
+	}
+	if err := os.Chmod(b.dir, 0o711); err != nil {
+		return err
+	}
+	for _, d := range []string{b.home(), b.workspace(), b.run(), filepath.Join(b.run(), "cocoonbox")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+		if err := os.Lchown(d, int(u.uid), int(u.gid)); err != nil {
+			return err
+		}
+	}
+	for _, f := range skelFiles {
+		os.Lchown(filepath.Join(b.home(), f), int(u.uid), int(u.gid))
+	}
+	return nil
+}
+
+// checkReach makes the state directory and boxes/ traversable (0711: no
+// listing) and checks that the box user can reach them: every directory
+// above must let it search. Else it names the directory and the fix.
+func (s *Server) checkReach() error {
+	u := s.boxUser
+	if u == nil {
+		return nil
+	}
+	for _, d := range []string{s.Dir, filepath.Join(s.Dir, "boxes")} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			return err
+		}
+	}
+	if d := closedAbove(s.Dir, u); d != "" {
+		return fmt.Errorf("box user %s cannot reach the state directory %s: %s is closed to it; choose a state directory it can reach, or open it with: chmod o+x %s", u.name, s.Dir, d, d)
+	}
+	return nil
+}
+
+// closedAbove is the first directory above dir that u may not search, or "".
+func closedAbove(dir string, u *boxUser) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return dir
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		if !searchable(d, u) {
+			return d
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
+	}
+}
+
+// searchable reports whether u may search directory d.
+func searchable(d string, u *boxUser) bool {
+	fi, err := os.Stat(d)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	m := fi.Mode().Perm()
+	switch {
+	case st.Uid == u.uid:
+		return m&0o100 != 0
+	case st.Gid == u.gid || containsGID(u.groups, st.Gid):
+		return m&0o010 != 0
+	}
+	return m&0o001 != 0
+}
+
+func containsGID(gs []uint32, g uint32) bool {
+	for _, x := range gs {
+		if x == g {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultUser is the box user a local box served by root runs box
+// commands as, when the account exists and can reach the state directory
+// (docs/cocoonbox.md "Local box"): the contract's box user.
+const DefaultUser = "user"
+
+// RootUser chooses the box user for a server run by root with state
+// directory dir and binaries (cocoonbox-agent) in bin: DefaultUser when
+// that account exists and reaches both, else "" (the server's own user),
+// with the reason why not. A server not run by root gets "" and no reason.
+func RootUser(dir, bin string) (name, why string) {
+	if os.Geteuid() != 0 {
+		return "", ""
+	}
+	u, err := lookupBoxUser(DefaultUser)
+	if err != nil {
+		return "", err.Error()
+	}
+	if d := closedAbove(dir, u); d != "" {
+		return "", fmt.Sprintf("box user %s cannot reach %s (%s is closed to it)", DefaultUser, dir, d)
+	}
+	if d := closedAbove(filepath.Join(bin, "cocoonbox-agent"), u); d != "" {
+		return "", fmt.Sprintf("box user %s cannot reach %s (%s is closed to it)", DefaultUser, bin, d)
+	}
+	return DefaultUser, ""
+}

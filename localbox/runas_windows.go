@@ -1,0 +1,25 @@
+package localbox
+
+import (
+	"errors"
+	"syscall"
+)
+
+// boxUser is unused on Windows: the local box serves no Windows boxes.
+type boxUser struct{ name string }
+
+func lookupBoxUser(name string) (*boxUser, error) {
+	return nil, errors.New("a box user is not supported on Windows")
+}
+
+func (s *Server) sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
+func (s *Server) userName() string                  { return "" }
+func (s *Server) chownBox(b *box) error             { return nil }
+func (s *Server) checkReach() error                 { return nil }
+
+// DefaultUser is the box user a local box served by root runs box
+// commands as (docs/cocoonbox.md "Local box").
+const DefaultUser = "user"
+
+// RootUser is "" on Windows, which has no root.
+func RootUser(dir, bin string) (name, why string) { return "", "" }

@@ -1,0 +1,144 @@
+package offload
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"github.com/cocoonbox/cocoonbox/internal/printable"
+)
+
+// BoxRun runs line in the box's login shell (the user's profile read, as
+// for the CLI itself) with stdin, and returns its exit code; err is for a
+// command that could not run at all.
+type BoxRun func(ctx context.Context, line string, stdin io.Reader, stdout, stderr io.Writer) (code int, err error)
+
+// Installer installs a kind's CLI in a box, step by step, so that a
+// failure names its step: the vendor's installer script is downloaded
+// with curl and run with bash (a `curl | bash` hides curl's failure
+// behind bash's success); when its host cannot be reached from the box,
+// or the kind has no script, npm installs the kind's package into
+// ~/.local; then the CLI must answer --version on the box's login PATH.
+type Installer struct {
+	Kind Kind
+	Run  BoxRun
+	// Log receives the installers' own output and one line per step.
+	Log io.Writer
+}
+
+// InstallResult is what Install did: Via is "installer" or "npm";
+// Version is the CLI's --version line.
+type InstallResult struct {
+	Via, Version string
+}
+
+// curlUnreachable are curl's exit codes for a host that cannot be
+// reached: 6 no name, 7 no connection, 28 timed out, 35 TLS connect
+// failed.
+var curlUnreachable = map[int]bool{6: true, 7: true, 28: true, 35: true}
+
+// npmTLSRE matches npm's TLS failures behind an intercepting proxy.
+var npmTLSRE = regexp.MustCompile(`SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_GET_ISSUER_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|unable to get local issuer certificate|self[- ]signed certificate|CERT_HAS_EXPIRED|ERR_TLS_CERT`)
+
+// Install runs the steps; a failure is an *Error (exit 1) naming the
+// step, with its next step.
+func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
+	k := in.Kind
+	res := &InstallResult{}
+	viaNPM := k.InstallerURL == ""
+	if !viaNPM {
+		in.logf("downloading the %s installer: curl -fsSL %s", k.Title, k.InstallerURL)
+		var script, errb bytes.Buffer
+		code, err := in.Run(ctx, "curl -fsSL "+ShellQuote(k.InstallerURL), nil, &script, in.tee(&errb))
+		if err != nil {
+			return nil, in.failed("download the installer", err, nil)
+		}
+		switch {
+		case code == 0:
+			in.logf("running the %s installer: bash", k.Title)
+			// The script arrives on stdin, as it does from curl | bash.
+			var out bytes.Buffer
+			code, err := in.Run(ctx, "bash", bytes.NewReader(script.Bytes()), in.tee(&out), in.tee(&out))
+			if err != nil || code != 0 {
+				return nil, in.failed("run the installer", exitErr(code, err, &out), nil)
+			}
+			res.Via = "installer"
+		case curlUnreachable[code] && k.Package != "":
+			in.logf("%s cannot be reached from the box (curl exit %d); installing %s from npm instead", hostOf(k.InstallerURL), code, k.Package)
+			viaNPM = true
+		default:
+			return nil, in.failed("download the installer", exitErr(code, nil, &errb),
+				[]string{"check that the box reaches " + hostOf(k.InstallerURL) + ", then run install-cli again"})
+		}
+	}
+	if viaNPM {
+		line := `npm install -g --prefix "$HOME/.local" ` + ShellQuote(k.Package)
+		in.logf("installing %s: %s", k.Package, line)
+		var out bytes.Buffer
+		code, err := in.Run(ctx, line, nil, in.tee(&out), in.tee(&out))
+		if err != nil || code != 0 {
+			var next []string
+			switch {
+			case code == 127:
+				next = append(next, "npm is not on the box's login PATH: install Node.js and npm in the box first")
+			case npmTLSRE.Match(out.Bytes()):
+				next = append(next, "npm's TLS check failed, as behind a TLS-intercepting proxy: give npm the proxy's CA in the box, cafile=/path/to/ca.pem in ~/.npmrc, or export NODE_EXTRA_CA_CERTS=/path/to/ca.pem in ~/.profile, then run install-cli again")
+			}
+			return nil, in.failed("npm install "+k.Package, exitErr(code, err, &out), next)
+		}
+		res.Via = "npm"
+	}
+	in.logf("checking: %s --version on the box's login PATH", k.Binary)
+	var out bytes.Buffer
+	code, err := in.Run(ctx, k.Binary+" --version", nil, &out, &out)
+	if err != nil || code != 0 {
+		return nil, in.failed("check "+k.Binary+" --version", exitErr(code, err, &out),
+			[]string{"the installer put " + k.Binary + " where the box's login shell does not look: add its directory (often ~/.local/bin) to PATH in the box's ~/.profile"})
+	}
+	res.Version, _, _ = strings.Cut(strings.TrimSpace(out.String()), "\n")
+	return res, nil
+}
+
+func (in *Installer) logf(format string, args ...any) {
+	if in.Log != nil {
+		fmt.Fprintf(in.Log, "cocoonbox: "+format+"\n", args...)
+	}
+}
+
+func (in *Installer) failed(step string, err error, next []string) *Error {
+	return &Error{Code: ExitFailed, Err: fmt.Errorf("install-cli: %s failed: %v", step, err), Next: next}
+}
+
+// exitErr is a step's failure in one line: its exit code and the last
+// line of its output.
+func exitErr(code int, err error, out *bytes.Buffer) error {
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("exit status %d", code)
+	if code == 127 {
+		msg = "command not found (exit status 127)"
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
+		msg += ": " + printable.Line(last, 0)
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+func hostOf(url string) string {
+	h := strings.TrimPrefix(url, "https://")
+	h, _, _ = strings.Cut(h, "/")
+	return h
+}
+
+// tee is w, and Log too.
+func (in *Installer) tee(w io.Writer) io.Writer {
+	if in.Log == nil {
+		return w
+	}
+	return io.MultiWriter(w, in.Log)
+}

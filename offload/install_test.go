@@ -1,0 +1,81 @@
+package offload
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+)
+
+// fakeBox answers each line by its first word, as a box would; the
+// outputs follow what curl 7.88 and npm 9 print for these failures.
+type fakeBox struct {
+	answers map[string]fakeAnswer
+	ran     []string
+}
+
+type fakeAnswer struct {
+	code           int
+	stdout, stderr string
+}
+
+func (f *fakeBox) run(_ context.Context, line string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	f.ran = append(f.ran, line)
+	word, _, _ := strings.Cut(line, " ")
+	a, ok := f.answers[word]
+	if !ok {
+		return 127, nil
+	}
+	io.WriteString(stdout, a.stdout)
+	io.WriteString(stderr, a.stderr)
+	return a.code, nil
+}
+
+func TestInstaller(t *testing.T) {
+	claude, _ := LookupKind("claude")
+	codex, _ := LookupKind("codex")
+	unreachable := fakeAnswer{code: 6, stderr: "curl: (6) Could not resolve host: claude.ai\n"}
+	version := fakeAnswer{stdout: "2.1.197 (Claude Code)\n"}
+	for _, tt := range []struct {
+		name    string
+		kind    Kind
+		answers map[string]fakeAnswer
+		via     string
+		err     string // in the error line
+		next    string // in a next step
+	}{
+		{"installer", claude, map[string]fakeAnswer{"curl": {stdout: "echo installing\n"}, "bash": {}, "claude": version}, "installer", "", ""},
+		// A failed download is never hidden behind bash's exit status.
+		{"download fails", claude, map[string]fakeAnswer{"curl": {code: 22, stderr: "curl: (22) The requested URL returned error: 404\n"}, "bash": {}, "claude": version},
+			"", "install-cli: download the installer failed: exit status 22: curl: (22) The requested URL returned error: 404", "check that the box reaches claude.ai"},
+		{"installer fails", claude, map[string]fakeAnswer{"curl": {stdout: "exit 3\n"}, "bash": {code: 3, stderr: "Installation failed\n"}, "claude": version},
+			"", "install-cli: run the installer failed: exit status 3: Installation failed", ""},
+		{"unreachable, npm", claude, map[string]fakeAnswer{"curl": unreachable, "npm": {stdout: "added 2 packages\n"}, "claude": version}, "npm", "", ""},
+		{"unreachable, npm TLS", claude, map[string]fakeAnswer{"curl": unreachable,
+			"npm": {code: 1, stderr: "npm ERR! code SELF_SIGNED_CERT_IN_CHAIN\nnpm ERR! request to https://registry/ failed, reason: self-signed certificate in certificate chain\n"}},
+			"", "install-cli: npm install @anthropic-ai/claude-code failed: exit status 1", "NODE_EXTRA_CA_CERTS"},
+		{"no npm", codex, map[string]fakeAnswer{}, "", "install-cli: npm install @openai/codex failed: command not found", "npm is not on the box's login PATH"},
+		{"not on PATH after", codex, map[string]fakeAnswer{"npm": {}}, "", "install-cli: check codex --version failed: command not found", "~/.profile"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeBox{answers: tt.answers}
+			var log bytes.Buffer
+			in := &Installer{Kind: tt.kind, Run: f.run, Log: &log}
+			res, err := in.Install(context.Background())
+			if tt.err == "" {
+				if err != nil || res.Via != tt.via || res.Version == "" {
+					t.Fatalf("Install = %+v, %v; ran %q", res, err, f.ran)
+				}
+				return
+			}
+			e, ok := err.(*Error)
+			if !ok || e.Code != ExitFailed || !strings.Contains(e.Error(), tt.err) || strings.Contains(e.Error(), "\n") {
+				t.Fatalf("Install: %v, want exit 1 with %q in one line; ran %q", err, tt.err, f.ran)
+			}
+			if tt.next != "" && !strings.Contains(strings.Join(e.Next, "\n"), tt.next) {
+				t.Errorf("next steps %q lack %q", e.Next, tt.next)
+			}
+		})
+	}
+}
