@@ -1,6 +1,7 @@
 package boxagent
 
 import (
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/handover"
 
 	"encoding/json"
@@ -19,15 +20,8 @@ type SendOptions struct {
 	Prepare, NoRepo bool
 }
 
-// SendResult is send's JSON line. TimingsMS has one entry per step that
-// ran, in milliseconds.
-type SendResult struct {
-	OK        bool             `json:"ok"`
-	Delivery  string           `json:"delivery"`
-	Accepted  bool             `json:"accepted"`
-	Tmux      string           `json:"tmux"`
-	TimingsMS map[string]int64 `json:"timings_ms"`
-}
+// SendResult is send's JSON line (agentwire.SendResult).
+type SendResult = agentwire.SendResult
 
 // AcceptWait is how long send waits for the CLI to take its first prompt.
 const AcceptWait = 30 * time.Second
@@ -342,12 +336,9 @@ type MessageOptions struct {
 	Interrupt bool
 }
 
-// MessageResult is the JSON line of send --message / --back.
-type MessageResult struct {
-	OK       bool   `json:"ok"`
-	Seq      int    `json:"seq"`
-	Delivery string `json:"delivery"`
-}
+// MessageResult is the JSON line of send --message / --back
+// (agentwire.MessageResult).
+type MessageResult = agentwire.MessageResult
 
 // SendMessage hands a message, or BACK, read from r to the repo's running
 // session through the inbox.
