@@ -2,7 +2,7 @@ package sshserve
 
 import (
 	"runtime"
-	
+
 	"golang.org/x/sys/cpu"
 )
 
