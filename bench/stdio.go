@@ -29,9 +29,7 @@ func (e *env) writeStdioConfig() error {
   BatchMode yes
   LogLevel ERROR
 `, filepath.Join(e.bin, "cocoonbox-ssh"), known)
-	if c := sshserve.PreferredCiphers(); c != "" {
-		cfg += "  Ciphers " + c + "\n"
-	}
+	cfg += "  Ciphers " + sshserve.ClientCiphers + "\n"
 	e.stdioCfg = filepath.Join(e.work, "stdio_ssh_config")
 	return os.WriteFile(e.stdioCfg, []byte(cfg), 0o600)
 }

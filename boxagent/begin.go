@@ -3,6 +3,7 @@ package boxagent
 import (
 	"encoding/json"
 	"errors"
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,24 +12,12 @@ import (
 	"time"
 )
 
-// Finding is one preflight finding (contract "Preflight"); Outcome is
-// block or warn.
-type Finding struct {
-	Check   string `json:"check"`
-	Outcome string `json:"outcome"`
-	Detail  string `json:"detail"`
-}
+// Finding is one preflight finding (agentwire.Finding).
+type Finding = agentwire.Finding
 
-// CLIInfo is what begin learned of the kind's CLI in the box.
-// HooksBlocked (claude only) is the first settings file that sets
-// allowManagedHooksOnly or disableAllHooks, else empty.
-type CLIInfo struct {
-	Kind         string  `json:"kind"`
-	Version      string  `json:"version"`
-	SignedIn     bool    `json:"signed_in"`
-	Account      string  `json:"account"`
-	HooksBlocked *string `json:"hooks_blocked,omitempty"`
-}
+// CLIInfo is what begin learned of the kind's CLI in the box
+// (agentwire.CLIInfo).
+type CLIInfo = agentwire.CLIInfo
 
 // BeginOptions are begin's flags.
 type BeginOptions struct {
@@ -36,16 +25,8 @@ type BeginOptions struct {
 	NoRepo               bool
 }
 
-// BeginResult is begin's JSON line.
-type BeginResult struct {
-	OK       bool              `json:"ok"`
-	Dir      string            `json:"dir"`
-	Copy     string            `json:"copy"`
-	Refs     map[string]string `json:"refs"`
-	CLI      *CLIInfo          `json:"cli"`
-	Ignored  []string          `json:"ignored"`
-	Findings []Finding         `json:"findings"`
-}
+// BeginResult is begin's JSON line (agentwire.BeginResult).
+type BeginResult = agentwire.BeginResult
 
 // probeTimeout bounds each preflight probe of a CLI.
 const probeTimeout = 20 * time.Second
@@ -68,7 +49,9 @@ func (c *Config) Begin(o BeginOptions) (*BeginResult, error) {
 	}
 	dir := c.copyDir(o.Name)
 	findings := []Finding{}
-	block := func(check, detail string) { findings = append(findings, Finding{check, "block", detail}) }
+	block := func(check, detail string) {
+		findings = append(findings, Finding{Check: check, Outcome: "block", Detail: detail})
+	}
 
 	c.logf("checking the box's tools")
 	out, err := c.loginShell(probeTimeout, "", `for t in git rsync tmux mise; do command -v "$t" >/dev/null 2>&1 || printf '%s\n' "$t"; done`)
@@ -130,7 +113,7 @@ func (c *Config) Begin(o BeginOptions) (*BeginResult, error) {
 		}
 	}
 	if cli.HooksBlocked != nil && *cli.HooksBlocked != "" {
-		findings = append(findings, Finding{"hooks", "warn", *cli.HooksBlocked + " turns off our hooks: statuses will not come through"})
+		findings = append(findings, Finding{Check: "hooks", Outcome: "warn", Detail: *cli.HooksBlocked + " turns off our hooks: statuses will not come through"})
 	}
 
 	res := &BeginResult{OK: true, Dir: dir, Copy: state, Refs: map[string]string{}, CLI: cli, Ignored: []string{}, Findings: findings}
@@ -181,12 +164,12 @@ func (c *Config) probeCLI(kind string) (*CLIInfo, []Finding) {
 		info.HooksBlocked = &h
 	}
 	if out, err := c.loginShell(probeTimeout, "", "command -v "+bin); err != nil || strings.TrimSpace(out) == "" {
-		return info, []Finding{{"box_cli", "block", bin + " is not installed in the box"}}
+		return info, []Finding{{Check: "box_cli", Outcome: "block", Detail: bin + " is not installed in the box"}}
 	}
 	if out, err := c.loginShell(probeTimeout, "", bin+" --version"); err == nil {
 		info.Version, _, _ = strings.Cut(strings.TrimSpace(out), "\n")
 	} else {
-		return info, []Finding{{"box_cli", "block", bin + " --version failed in the box: " + err.Error()}}
+		return info, []Finding{{Check: "box_cli", Outcome: "block", Detail: bin + " --version failed in the box: " + err.Error()}}
 	}
 	var status string
 	switch kind {
@@ -216,10 +199,10 @@ func (c *Config) probeCLI(kind string) (*CLIInfo, []Finding) {
 		info.Account = emailRE.FindString(out)
 	}
 	if !info.SignedIn {
-		findings = append(findings, Finding{"box_cli", "block", bin + " is signed out in the box"})
+		findings = append(findings, Finding{Check: "box_cli", Outcome: "block", Detail: bin + " is signed out in the box"})
 	}
 	if kind == KindCursor {
-		findings = append(findings, Finding{"box_cli", "block", "cursor-agent sessions are not supported by this box's agent yet"})
+		findings = append(findings, Finding{Check: "box_cli", Outcome: "block", Detail: "cursor-agent sessions are not supported by this box's agent yet"})
 	}
 	return info, findings
 }

@@ -12,6 +12,7 @@ package boxagent
 import (
 	"errors"
 	"fmt"
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -20,10 +21,10 @@ import (
 // Error codes of a verb's JSON line (contract "Verbs"), with their exit
 // statuses.
 const (
-	CodeUsage   = "usage"   // exit 2: a bad flag or argument
-	CodeRefused = "refused" // exit 3: refused, nothing changed
-	CodeFailed  = "failed"  // exit 1: failed, rolled back as stated
-	CodeInbox   = "inbox"   // exit 4: the inbox is not running
+	CodeUsage   = agentwire.CodeUsage   // exit 2: a bad flag or argument
+	CodeRefused = agentwire.CodeRefused // exit 3: refused, nothing changed
+	CodeFailed  = agentwire.CodeFailed  // exit 1: failed, rolled back as stated
+	CodeInbox   = agentwire.CodeInbox   // exit 4: the inbox is not running
 )
 
 // Error is a verb's failure: Code is one of the Code* constants. Findings

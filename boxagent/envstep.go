@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"io"
 	"io/fs"
 	"os"
@@ -18,15 +19,8 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
-// envFile is env.json, written by the laptop packer (contract
-// "Environment").
-type envFile struct {
-	V               int               `json:"v"`
-	Tools           map[string]string `json:"tools"`
-	PackageManagers map[string]string `json:"package_managers"`
-	Files           []string          `json:"files"`
-	Lockfiles       []string          `json:"lockfiles"`
-}
+// envFile is env.json, written by the laptop packer (agentwire.Environment).
+type envFile = agentwire.Environment
 
 // EnvReport is a repo's environment report: per tool what is wanted and
 // from where, what is installed, and its state; then each lockfile fetch.

@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/plumbing"
 )
 
 // GitError is a git command that failed, with its stderr.
@@ -36,12 +38,13 @@ func (e *GitError) Error() string {
 
 func (e *GitError) Unwrap() error { return e.Err }
 
-// git runs git in dir with the config's environment plus extra, feeding
-// stdin, and returns its stdout.
+// git runs git in dir with the config's environment plus extra and the
+// options of our own plumbing (internal/plumbing), feeding stdin, and
+// returns its stdout.
 func (c *Config) git(dir string, stdin io.Reader, extra []string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd := exec.CommandContext(ctx, "git", plumbing.Args(args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(append(append([]string{}, c.Environ...), "GIT_TERMINAL_PROMPT=0"), extra...)
 	cmd.Stdin = stdin
@@ -220,7 +223,7 @@ func (c *Config) snapshotTree(dir string) (string, error) {
 		return "", err
 	}
 	env := []string{"GIT_INDEX_FILE=" + tmp.Name()}
-	if _, err := c.git(dir, nil, env, "-c", "core.fsmonitor=false", "add", "-A"); err != nil {
+	if _, err := c.git(dir, nil, env, "add", "-A"); err != nil {
 		return "", err
 	}
 	out, err := c.git(dir, nil, env, "write-tree")

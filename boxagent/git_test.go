@@ -92,3 +92,42 @@ func TestIsRepo(t *testing.T) {
 		}
 	}
 }
+
+// The first prompt's Mac-only notes read the copy's own config: the
+// options our plumbing runs with (internal/plumbing) must not answer for
+// it, and the hook that hooksPath names must not run.
+func TestAttachmentsReadUserConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &Config{Environ: append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)}
+	hooks := filepath.Join(dir, "hooks")
+	mark := filepath.Join(dir, "mark")
+	if err := os.Mkdir(hooks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hooks, "post-index-change"), []byte("#!/bin/sh\ntouch '"+mark+"'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"config", "core.hooksPath", hooks}, {"config", "credential.helper", "osxkeychain"}} {
+		if _, err := cfg.git(dir, nil, nil, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A tracked file whose stat data changed since the index: status
+	// refreshes it and writes the index, which runs post-index-change.
+	a := filepath.Join(dir, "a.txt")
+	os.WriteFile(a, []byte("a\n"), 0o644)
+	if _, err := cfg.git(dir, nil, nil, "add", "a.txt"); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(2 * time.Second)
+	os.Chtimes(a, later, later)
+	var p promptInput
+	cfg.attachments(dir, &p)
+	want := []string{"credential.helper osxkeychain", "core.hooksPath " + hooks}
+	if strings.Join(p.MacOnly, "\n") != strings.Join(want, "\n") {
+		t.Errorf("MacOnly = %q, want %q", p.MacOnly, want)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Error("the status of the attachments ran the copy's post-index-change hook")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"net"
 	"os"
 	"path/filepath"
@@ -54,34 +55,11 @@ const (
 	inboxFailed  = "failed"
 )
 
-// Entry is one outbox entry: a post of the box agent.
-type Entry struct {
-	Seq       int    `json:"seq"`
-	Kind      string `json:"kind"`
-	OffloadID string `json:"offload_id"`
-	CLI       string `json:"cli"`
-	TimeMS    int64  `json:"time_ms"`
-	Body      string `json:"body"`
-}
+// Entry is one outbox entry: a post of the box agent (agentwire.Entry).
+type Entry = agentwire.Entry
 
-// Session is one repo's line of status (contract "Verbs", status).
-type Session struct {
-	Repo              string `json:"repo"`
-	Name              string `json:"name"`
-	CLI               string `json:"cli"`
-	OffloadID         string `json:"offload_id"`
-	Status            string `json:"status"`
-	Copy              string `json:"copy"`
-	TmuxAlive         bool   `json:"tmux_alive"`
-	HookAtMS          int64  `json:"hook_at_ms"`
-	HooksSilent       bool   `json:"hooks_silent"`
-	TranscriptMtimeMS int64  `json:"transcript_mtime_ms"`
-	WindowActivityMS  int64  `json:"window_activity_ms"`
-	InboxSeq          int    `json:"inbox_seq"`
-	OutboxSeq         int    `json:"outbox_seq"`
-	// ExitLines are the pane's last lines when the CLI was found exited.
-	ExitLines []string `json:"exit_lines,omitempty"`
-}
+// Session is one repo's line of status (agentwire.Session).
+type Session = agentwire.Session
 
 // WatchLine is one line of the watch op: an outbox entry (Entry and Seq
 // set) or a status change (both unset). Never a body.

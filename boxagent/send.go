@@ -1,6 +1,7 @@
 package boxagent
 
 import (
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/handover"
 
 	"encoding/json"
@@ -20,22 +21,8 @@ type SendOptions struct {
 	Prepare, NoRepo bool
 }
 
-// SendResult is send's JSON line. TimingsMS has one entry per step that
-// ran, in milliseconds.
-type SendResult struct {
-	OK        bool             `json:"ok"`
-	Delivery  string           `json:"delivery"`
-	Accepted  bool             `json:"accepted"`
-	Tmux      string           `json:"tmux"`
-	TimingsMS map[string]int64 `json:"timings_ms"`
-	// Exited says the CLI exited before it took the first prompt;
-	// ExitLines are its pane's last lines.
-	Exited    bool     `json:"exited,omitempty"`
-	ExitLines []string `json:"exit_lines,omitempty"`
-	// Screen is the pane's last lines when the CLI runs but has not taken
-	// the prompt: a first-run dialog may hold it.
-	Screen []string `json:"screen,omitempty"`
-}
+// SendResult is send's JSON line (agentwire.SendResult).
+type SendResult = agentwire.SendResult
 
 // AcceptWait is how long send waits for the CLI to take its first prompt.
 const AcceptWait = 30 * time.Second
@@ -134,7 +121,7 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 				return fail(err)
 			}
 		}
-		c.git(dir, nil, nil, "-c", "core.fsmonitor=false", "update-index", "-q", "--refresh")
+		c.git(dir, nil, nil, "update-index", "-q", "--refresh")
 		step("refresh")
 		base, err = c.git1(dir, "rev-parse", "--verify", "-q", "refs/cocoonbox/offload/"+o.ID+"^{commit}")
 		if err != nil || base == "" {
@@ -395,12 +382,9 @@ type MessageOptions struct {
 	Interrupt bool
 }
 
-// MessageResult is the JSON line of send --message / --back.
-type MessageResult struct {
-	OK       bool   `json:"ok"`
-	Seq      int    `json:"seq"`
-	Delivery string `json:"delivery"`
-}
+// MessageResult is the JSON line of send --message / --back
+// (agentwire.MessageResult).
+type MessageResult = agentwire.MessageResult
 
 // SendMessage hands a message, or BACK, read from r to the repo's running
 // session through the inbox.

@@ -1,6 +1,7 @@
 package boxagent
 
 import (
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/handover"
 
 	"context"
@@ -12,12 +13,8 @@ import (
 	"time"
 )
 
-// ReadResult is read's JSON line.
-type ReadResult struct {
-	OK      bool    `json:"ok"`
-	Entries []Entry `json:"entries"`
-	Status  string  `json:"status"`
-}
+// ReadResult is read's JSON line (agentwire.ReadResult).
+type ReadResult = agentwire.ReadResult
 
 // Read returns the repo's outbox entries after seq since; wait long-polls
 // up to MaxReadWait for one.
@@ -42,11 +39,8 @@ func (c *Config) Read(k string, since int, wait time.Duration) (*ReadResult, err
 	return res, nil
 }
 
-// StatusResult is status's JSON line.
-type StatusResult struct {
-	OK       bool      `json:"ok"`
-	Sessions []Session `json:"sessions"`
-}
+// StatusResult is status's JSON line (agentwire.StatusResult).
+type StatusResult = agentwire.StatusResult
 
 // Status lists the box's sessions, or repo k's.
 func (c *Config) Status(k string) (*StatusResult, error) {
@@ -66,16 +60,12 @@ func (c *Config) Status(k string) (*StatusResult, error) {
 	return res, nil
 }
 
-// OKResult is the JSON line of a verb that reports nothing more.
-type OKResult struct {
-	OK bool `json:"ok"`
-}
+// OKResult is the JSON line of a verb that reports nothing more
+// (agentwire.OKResult).
+type OKResult = agentwire.OKResult
 
-// EndResult is end's JSON line.
-type EndResult struct {
-	OK   bool   `json:"ok"`
-	Copy string `json:"copy"`
-}
+// EndResult is end's JSON line (agentwire.EndResult).
+type EndResult = agentwire.EndResult
 
 // EndGrace is how long end waits for the CLI to exit before SIGTERM.
 const EndGrace = 10 * time.Second
@@ -135,16 +125,8 @@ func (c *Config) WipeSecrets(k string) (*OKResult, error) {
 	return &OKResult{OK: true}, nil
 }
 
-// RestartResult is restart's JSON line.
-// Accepted, Exited and ExitLines are as send's: whether the CLI took the
-// prompt within AcceptWait, or exited first with these last lines.
-type RestartResult struct {
-	OK        bool     `json:"ok"`
-	Delivery  string   `json:"delivery"`
-	Accepted  bool     `json:"accepted"`
-	Exited    bool     `json:"exited,omitempty"`
-	ExitLines []string `json:"exit_lines,omitempty"`
-}
+// RestartResult is restart's JSON line (agentwire.RestartResult).
+type RestartResult = agentwire.RestartResult
 
 // Restart asks the inbox to start the repo's CLI afresh from its last
 // hand-over.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"io"
 	"os"
 	"os/signal"
@@ -97,13 +98,7 @@ func (a *agentRun) fail(err error) error {
 		e = &boxagent.Error{Code: boxagent.CodeFailed, Err: err}
 	}
 	msg := strings.ReplaceAll(e.Error(), "\n", "; ")
-	a.line(struct {
-		OK       bool               `json:"ok"`
-		Code     string             `json:"code"`
-		Error    string             `json:"error"`
-		Findings []boxagent.Finding `json:"findings,omitempty"`
-		CLI      *boxagent.CLIInfo  `json:"cli,omitempty"`
-	}{false, e.Code, msg, e.Findings, e.CLI})
+	a.line(agentwire.Failure{Code: e.Code, Error: msg, Findings: e.Findings, CLI: e.CLI})
 	fmt.Fprintf(a.s.Err, "cocoonbox-agent: %s\n", msg)
 	a.code = e.ExitCode()
 	return nil

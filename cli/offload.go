@@ -465,7 +465,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	seen := rec.Seen
 	shown := 0
 	for _, e := range rd.Entries {
-		seen = max(seen, e.Seq)
+		seen = max(seen, int64(e.Seq))
 		if e.OffloadID != "" && e.OffloadID != rec.ID {
 			continue // an earlier offload's, which its back showed
 		}

@@ -149,7 +149,7 @@ func sshConfigBlock(state string, o sshConfigOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	opts := sshconfig.Options{Suffix: o.Suffix, SSHPath: p, KnownHosts: filepath.Join(state, knownHostsFile)}
+	opts := sshconfig.Options{Suffix: o.Suffix, SSHPath: p, KnownHosts: filepath.Join(state, knownHostsFile), Ciphers: sshserve.ClientCiphers}
 	if err := opts.Check(); err != nil {
 		return "", &UsageError{fmt.Errorf("ssh-config: %w", err)}
 	}

@@ -59,9 +59,7 @@ func newStdioSSH(t *testing.T, b *testBox) *stdioSSH {
 		"  IdentityAgent none",
 		"  ControlMaster no",
 	}
-	if c := sshserve.PreferredCiphers(); c != "" {
-		lines = append(lines, "  Ciphers "+c)
-	}
+	lines = append(lines, "  Ciphers "+sshserve.ClientCiphers)
 	write(t, cfg, strings.Join(lines, "\n")+"\n")
 	return &stdioSSH{Config: cfg, Env: append(cleanEnv(t), b.Env...), Dir: dir, Shim: shim, Key: key.PublicKey()}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"io"
 	"strconv"
 	"strings"
@@ -59,99 +60,41 @@ func (e *AgentError) Error() string {
 }
 
 // Refused reports a refusal: the box changed nothing.
-func (e *AgentError) Refused() bool { return e.Code == "refused" }
+func (e *AgentError) Refused() bool { return e.Code == agentwire.CodeRefused }
 
-// CLIInfo is begin's cli field: the box CLI of the chosen kind.
-type CLIInfo struct {
-	Kind     string `json:"kind"`
-	Version  string `json:"version"`
-	SignedIn bool   `json:"signed_in"`
-	Account  string `json:"account"`
-	// HooksBlocked is the claude settings file that blocks our hooks.
-	HooksBlocked string `json:"hooks_blocked"`
-}
+// CLIInfo is begin's cli field: the box CLI of the chosen kind
+// (agentwire.CLIInfo).
+type CLIInfo = agentwire.CLIInfo
 
-// Finding is one preflight finding (contract "Preflight"): Check names
-// it, Outcome is block, warn or confirm, Detail says what was found.
-type Finding struct {
-	Check   string `json:"check"`
-	Outcome string `json:"outcome"`
-	Detail  string `json:"detail"`
-}
+// Finding is one preflight finding (contract "Preflight",
+// agentwire.Finding).
+type Finding = agentwire.Finding
 
 // Finding outcomes.
 const (
-	Block   = "block"
-	Warn    = "warn"
-	Confirm = "confirm"
+	Block   = agentwire.Block
+	Warn    = agentwire.Warn
+	Confirm = agentwire.Confirm
 )
 
-// BeginResult is begin's answer.
-type BeginResult struct {
-	Dir      string            `json:"dir"`
-	Copy     string            `json:"copy"`
-	Refs     map[string]string `json:"refs"`
-	CLI      *CLIInfo          `json:"cli"`
-	Ignored  []string          `json:"ignored"`
-	Findings []Finding         `json:"findings"`
-}
+// BeginResult is begin's answer (agentwire.BeginResult).
+type BeginResult = agentwire.BeginResult
 
-// SendResult is the answer of send with a stream.
-type SendResult struct {
-	Delivery  string           `json:"delivery"`
-	Accepted  bool             `json:"accepted"`
-	Tmux      string           `json:"tmux"`
-	TimingsMS map[string]int64 `json:"timings_ms"`
-	// Exited says the box CLI exited before it took the first prompt;
-	// ExitLines are the last lines of its pane (box text: print through
-	// Printable).
-	Exited    bool     `json:"exited,omitempty"`
-	ExitLines []string `json:"exit_lines,omitempty"`
-	// Screen is the pane's last lines when the CLI had not taken the
-	// first prompt (box text: print through Printable).
-	Screen []string `json:"screen,omitempty"`
-}
+// SendResult is the answer of send with a stream (agentwire.SendResult).
+type SendResult = agentwire.SendResult
 
-// MessageResult is the answer of send with --message or --back.
-type MessageResult struct {
-	Seq      int64  `json:"seq"`
-	Delivery string `json:"delivery"`
-}
+// MessageResult is the answer of send with --message or --back
+// (agentwire.MessageResult).
+type MessageResult = agentwire.MessageResult
 
-// Entry is one outbox entry.
-type Entry struct {
-	Seq       int64  `json:"seq"`
-	Kind      string `json:"kind"`
-	OffloadID string `json:"offload_id"`
-	CLI       string `json:"cli"`
-	TimeMS    int64  `json:"time_ms"`
-	Body      string `json:"body"`
-}
+// Entry is one outbox entry (agentwire.Entry).
+type Entry = agentwire.Entry
 
-// ReadResult is read's answer.
-type ReadResult struct {
-	Entries []Entry `json:"entries"`
-	Status  string  `json:"status"`
-}
+// ReadResult is read's answer (agentwire.ReadResult).
+type ReadResult = agentwire.ReadResult
 
-// Session is one box CLI session in status's answer.
-type Session struct {
-	Repo              string `json:"repo"`
-	Name              string `json:"name"`
-	CLI               string `json:"cli"`
-	OffloadID         string `json:"offload_id"`
-	Status            string `json:"status"`
-	Copy              string `json:"copy"`
-	TmuxAlive         bool   `json:"tmux_alive"`
-	HookAtMS          int64  `json:"hook_at_ms"`
-	HooksSilent       bool   `json:"hooks_silent"`
-	TranscriptMtimeMS int64  `json:"transcript_mtime_ms"`
-	WindowActivityMS  int64  `json:"window_activity_ms"`
-	InboxSeq          int64  `json:"inbox_seq"`
-	OutboxSeq         int64  `json:"outbox_seq"`
-	// ExitLines are the pane's last lines when the CLI was found exited.
-	ExitLines []string `json:"exit_lines,omitempty"`
-}
+// Session is one box CLI session in status's answer (agentwire.Session).
+type Session = agentwire.Session
 
 // Begin runs begin: the box half of the preflight, then takes the copy.
 func (a *Agent) Begin(ctx context.Context, key, name, kind, id string) (*BeginResult, error) {
@@ -198,9 +141,7 @@ func (a *Agent) Read(ctx context.Context, key string, since int64, wait time.Dur
 
 // Status runs status, for one repo or, with key empty, all.
 func (a *Agent) Status(ctx context.Context, key string) ([]Session, error) {
-	var r struct {
-		Sessions []Session `json:"sessions"`
-	}
+	var r agentwire.StatusResult
 	args := []string{"status"}
 	if key != "" {
 		args = append(args, "--repo", key)
@@ -216,8 +157,8 @@ func (a *Agent) End(ctx context.Context, key string) error {
 
 // Restart runs restart: the inbox starts the repo's CLI session afresh
 // from its last hand-over (the box agent's, else the one it started from).
-func (a *Agent) Restart(ctx context.Context, key string) (*SendResult, error) {
-	var r SendResult
+func (a *Agent) Restart(ctx context.Context, key string) (*agentwire.RestartResult, error) {
+	var r agentwire.RestartResult
 	err := a.call(ctx, nil, &r, "restart", "--repo", key)
 	return &r, err
 }
@@ -257,13 +198,7 @@ func (a *Agent) call(ctx context.Context, stdin io.Reader, out any, args ...stri
 		}
 		return &AgentError{Verb: verb, Msg: msg, Exit: st.Code}
 	}
-	var head struct {
-		OK       bool      `json:"ok"`
-		Code     string    `json:"code"`
-		Error    string    `json:"error"`
-		Findings []Finding `json:"findings"`
-		CLI      *CLIInfo  `json:"cli"`
-	}
+	var head agentwire.Failure
 	if err := json.Unmarshal(line, &head); err != nil {
 		return &AgentError{Verb: verb, Msg: fmt.Sprintf("answer is not JSON: %v", err), Exit: st.Code}
 	}

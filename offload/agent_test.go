@@ -53,7 +53,7 @@ func TestAgentBegin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &BeginResult{Dir: "/workspace/my-app", Copy: "mirror", Refs: map[string]string{"refs/heads/main": strings.Repeat("a", 40)},
+	want := &BeginResult{OK: true, Dir: "/workspace/my-app", Copy: "mirror", Refs: map[string]string{"refs/heads/main": strings.Repeat("a", 40)},
 		CLI: &CLIInfo{Kind: "claude", Version: "2.1.0", SignedIn: true, Account: "a@b.c"}, Ignored: []string{"target/"}, Findings: []Finding{}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

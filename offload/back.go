@@ -168,7 +168,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	find := func(rd *ReadResult) *Entry {
 		var found *Entry
 		for i, e := range rd.Entries {
-			since = max(since, e.Seq)
+			since = max(since, int64(e.Seq))
 			if e.Kind == "back" && e.OffloadID == rec.ID {
 				found = &rd.Entries[i]
 			}

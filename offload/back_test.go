@@ -30,14 +30,14 @@ func (a *scriptedAgent) Read(_ context.Context, _ string, since int64, wait time
 		if a.now.Before(a.postAt) {
 			a.now = a.postAt
 		}
-		a.entries = append(a.entries, Entry{Seq: int64(len(a.entries) + 1), Kind: "back", OffloadID: testID, Body: "# Hand-over: done"})
+		a.entries = append(a.entries, Entry{Seq: len(a.entries) + 1, Kind: "back", OffloadID: testID, Body: "# Hand-over: done"})
 		a.postAt = time.Time{}
 	} else {
 		a.now = a.now.Add(wait)
 	}
 	var out []Entry
 	for _, e := range a.entries {
-		if e.Seq > since {
+		if int64(e.Seq) > since {
 			out = append(out, e)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,22 +15,9 @@ import (
 	"golang.org/x/mod/modfile"
 )
 
-// Environment is env.json (contract "Environment"): the tool versions the
-// repo asks for, read from its version files, for the box's environment
-// step.
-type Environment struct {
-	// V is the format version, 1.
-	V int `json:"v"`
-	// Tools maps a tool (go, rust, node, python, ...) to a version.
-	Tools map[string]string `json:"tools"`
-	// PackageManagers maps a package manager (pnpm, yarn, npm, ...) to a
-	// version.
-	PackageManagers map[string]string `json:"package_managers"`
-	// Files are the version files read, relative to the top.
-	Files []string `json:"files"`
-	// Lockfiles are the lockfiles present, relative to the top.
-	Lockfiles []string `json:"lockfiles"`
-}
+// Environment is env.json (contract "Environment", agentwire.Environment):
+// the tool versions the repo asks for, for the box's environment step.
+type Environment = agentwire.Environment
 
 // lockfiles are looked for at the top, in this order.
 var lockfiles = []string{

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+
+	"github.com/cocoonbox/cocoonbox/internal/plumbing"
 )
 
 // GitError is a git command that failed, with what it printed on stderr.
@@ -92,9 +94,10 @@ func (g git) with(kv ...string) git {
 	return git{dir: g.dir, env: append(env, kv...), prep: g.prep}
 }
 
-// cmd makes the git command; stdout and stdin are the caller's.
+// cmd makes the git command, with the options of our own plumbing
+// (internal/plumbing); stdout and stdin are the caller's.
 func (g git) cmd(ctx context.Context, args ...string) *exec.Cmd {
-	c := exec.CommandContext(ctx, "git", args...)
+	c := exec.CommandContext(ctx, "git", plumbing.Args(args...)...)
 	c.Dir = g.dir
 	c.Env = g.env
 	if g.prep != nil {

@@ -208,14 +208,14 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	// The laptop preflight.
 	var findings []Finding
 	if runtime.GOOS == "windows" {
-		findings = append(findings, Finding{"platform", Block, "offload needs rsync and runs on macOS and Linux only"})
+		findings = append(findings, Finding{Check: "platform", Outcome: Block, Detail: "offload needs rsync and runs on macOS and Linux only"})
 	}
 	// The laptop's rsync: each variant takes its own options, and one
 	// that cannot do the job is refused here, before the box is asked.
 	rsync, err := FindRsync(ctx, HostEnv(o.Environ, false))
 	switch {
 	case errors.Is(err, exec.ErrNotFound):
-		findings = append(findings, Finding{"tools", Block, "rsync is not installed on this laptop; install it"})
+		findings = append(findings, Finding{Check: "tools", Outcome: Block, Detail: "rsync is not installed on this laptop; install it"})
 	case err != nil && runtime.GOOS != "windows":
 		return nil, refused(err)
 	}
@@ -265,8 +265,8 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	}
 	res.Begin = begin.BeginResult
 	warns = append(warns, only(begin.Findings, Warn)...)
-	if begin.CLI != nil && begin.CLI.HooksBlocked != "" && !slices.ContainsFunc(warns, func(f Finding) bool { return f.Check == "hooks" }) {
-		warns = append(warns, Finding{"hooks", Warn, begin.CLI.HooksBlocked + " in the box blocks hooks, so the box CLI's status will not be reported"})
+	if begin.CLI.BlockedBy() != "" && !slices.ContainsFunc(warns, func(f Finding) bool { return f.Check == "hooks" }) {
+		warns = append(warns, Finding{Check: "hooks", Outcome: Warn, Detail: begin.CLI.BlockedBy() + " in the box blocks hooks, so the box CLI's status will not be reported"})
 	}
 	if len(warns) > 0 && !o.Yes {
 		// Give back what begin took: the copy, and the directory it made.
@@ -431,7 +431,7 @@ func (o *Offloader) begin(ctx context.Context, a *Agent, id string) (*beginAnswe
 	var seen int64
 	for _, s := range ss {
 		if s.Repo == r.Key {
-			seen = s.OutboxSeq
+			seen = int64(s.OutboxSeq)
 		}
 	}
 	for {
@@ -629,7 +629,7 @@ func (o *Offloader) findBox(ctx context.Context) (box.Box, error) {
 		if b.Name == o.Box || b.ID == o.Box {
 			if n, ok := cbdeskVersion(b.Image); ok && n < 22 {
 				return b, &Error{Code: ExitRefused, Err: errors.New("the preflight found a block"),
-					Findings: []Finding{{"box_image", Block, fmt.Sprintf("box %s runs %s; offload needs cbdesk:v22 or later: upgrade the box first", b.Name, b.Image)}}}
+					Findings: []Finding{{Check: "box_image", Outcome: Block, Detail: fmt.Sprintf("box %s runs %s; offload needs cbdesk:v22 or later: upgrade the box first", b.Name, b.Image)}}}
 			}
 			return b, nil
 		}

@@ -63,7 +63,7 @@ func (p *Preflight) Run(ctx context.Context, r *Repo) []Finding {
 	add := func(f ...Finding) { fs = append(fs, f...) }
 	files, err := r.worktreeFiles(ctx)
 	if err != nil {
-		add(Finding{"files", Warn, err.Error()})
+		add(Finding{Check: "files", Outcome: Warn, Detail: err.Error()})
 	}
 	add(p.macOnly(r, files)...)
 	env := r.readEnvFiles(ctx, files)
@@ -75,9 +75,9 @@ func (p *Preflight) Run(ctx context.Context, r *Repo) []Finding {
 		n, err := p.Size(ctx)
 		switch {
 		case err != nil:
-			add(Finding{"size", Warn, "measuring the work tree: " + err.Error()})
+			add(Finding{Check: "size", Outcome: Warn, Detail: "measuring the work tree: " + err.Error()})
 		case n > SizeLimit:
-			add(Finding{"size", Confirm, fmt.Sprintf("the work tree to send is %d MB, over %d MB", n/1_000_000, SizeLimit/1_000_000)})
+			add(Finding{Check: "size", Outcome: Confirm, Detail: fmt.Sprintf("the work tree to send is %d MB, over %d MB", n/1_000_000, SizeLimit/1_000_000)})
 		}
 	}
 	slices.SortStableFunc(fs, func(a, b Finding) int { return outcomeRank(a.Outcome) - outcomeRank(b.Outcome) })
@@ -122,7 +122,7 @@ func (p *Preflight) macOnly(r *Repo, files []string) []Finding {
 	var fs []Finding
 	for _, line := range handoverSection(p.Handover, "## Commands") {
 		if c := commandUsing(line, appleCommands); c != "" {
-			fs = append(fs, Finding{"macos_only", Block, fmt.Sprintf("the hand-over's Commands run %s, which needs macOS: %s", c, strings.TrimSpace(line))})
+			fs = append(fs, Finding{Check: "macos_only", Outcome: Block, Detail: fmt.Sprintf("the hand-over's Commands run %s, which needs macOS: %s", c, strings.TrimSpace(line))})
 			break
 		}
 	}
@@ -149,7 +149,7 @@ func (p *Preflight) macOnly(r *Repo, files []string) []Finding {
 		if len(markers) > 3 {
 			markers = append(markers[:3], "…")
 		}
-		fs = append(fs, Finding{"macos_only", Warn, "the repository has an Apple target, which the Linux box cannot build: " + strings.Join(markers, ", ")})
+		fs = append(fs, Finding{Check: "macos_only", Outcome: Warn, Detail: "the repository has an Apple target, which the Linux box cannot build: " + strings.Join(markers, ", ")})
 	}
 	return fs
 }
@@ -342,7 +342,7 @@ func (p *Preflight) localServices(ctx context.Context, r *Repo, files []envFile)
 		if len(named) > 0 {
 			listening, err := p.Listening(ctx)
 			if err != nil {
-				fs = append(fs, Finding{"local_services", Warn, "listing the listening ports: " + err.Error()})
+				fs = append(fs, Finding{Check: "local_services", Outcome: Warn, Detail: "listing the listening ports: " + err.Error()})
 			}
 			ports := make([]int, 0, len(named))
 			for n := range named {
@@ -352,18 +352,18 @@ func (p *Preflight) localServices(ctx context.Context, r *Repo, files []envFile)
 			}
 			slices.Sort(ports)
 			for _, n := range ports {
-				fs = append(fs, Finding{"local_services", Warn, fmt.Sprintf("port %d (%s) is a service listening on this laptop; the box cannot reach it", n, named[n])})
+				fs = append(fs, Finding{Check: "local_services", Outcome: Warn, Detail: fmt.Sprintf("port %d (%s) is a service listening on this laptop; the box cannot reach it", n, named[n])})
 			}
 		}
 	}
 	if p.Docker != nil {
 		cfgs, err := p.Docker(ctx)
 		if err != nil {
-			fs = append(fs, Finding{"local_services", Warn, "docker compose ls failed, so running compose projects were not checked: " + err.Error()})
+			fs = append(fs, Finding{Check: "local_services", Outcome: Warn, Detail: "docker compose ls failed, so running compose projects were not checked: " + err.Error()})
 		}
 		for _, cfg := range cfgs {
 			if rel, err := filepath.Rel(r.Top, cfg); err == nil && !strings.HasPrefix(rel, "..") {
-				fs = append(fs, Finding{"local_services", Warn, fmt.Sprintf("a docker compose project of this repository is running here (%s); the box cannot reach it", rel)})
+				fs = append(fs, Finding{Check: "local_services", Outcome: Warn, Detail: fmt.Sprintf("a docker compose project of this repository is running here (%s); the box cannot reach it", rel)})
 			}
 		}
 	}
@@ -422,7 +422,7 @@ func (p *Preflight) vpnHosts(ctx context.Context, r *Repo, files []envFile) []Fi
 	var fs []Finding
 	for _, h := range hosts {
 		if d := splitDomain(h, split); d != "" {
-			fs = append(fs, Finding{"vpn_hosts", Warn, fmt.Sprintf("%s (%s) resolves through this laptop's resolver for %s; the box cannot reach it", h, where[h], d)})
+			fs = append(fs, Finding{Check: "vpn_hosts", Outcome: Warn, Detail: fmt.Sprintf("%s (%s) resolves through this laptop's resolver for %s; the box cannot reach it", h, where[h], d)})
 			continue
 		}
 		var ips []net.IP
@@ -433,7 +433,7 @@ func (p *Preflight) vpnHosts(ctx context.Context, r *Repo, files []envFile) []Fi
 		}
 		for _, ip := range ips {
 			if privateIP(ip) {
-				fs = append(fs, Finding{"vpn_hosts", Warn, fmt.Sprintf("%s (%s) is at the private address %s, likely reached through a VPN; the box cannot reach it", h, where[h], ip)})
+				fs = append(fs, Finding{Check: "vpn_hosts", Outcome: Warn, Detail: fmt.Sprintf("%s (%s) is at the private address %s, likely reached through a VPN; the box cannot reach it", h, where[h], ip)})
 				break
 			}
 		}
@@ -473,12 +473,12 @@ func (p *Preflight) secrets(ctx context.Context, r *Repo) []Finding {
 				continue
 			}
 			if !slices.Contains(p.Secrets, "file:"+f) {
-				fs = append(fs, Finding{"secrets", Warn, fmt.Sprintf("%s is git-ignored, so it stays on this laptop; opt in with: cocoonbox offload secrets add file:%s", f, f)})
+				fs = append(fs, Finding{Check: "secrets", Outcome: Warn, Detail: fmt.Sprintf("%s is git-ignored, so it stays on this laptop; opt in with: cocoonbox offload secrets add file:%s", f, f)})
 			}
 		}
 	}
 	if names := secretsNeeded(p.Handover); names != "" && len(p.Secrets) == 0 {
-		fs = append(fs, Finding{"secrets", Warn, "the hand-over says secrets are needed (" + names + ") and none is opted in; see: cocoonbox offload secrets add"})
+		fs = append(fs, Finding{Check: "secrets", Outcome: Warn, Detail: "the hand-over says secrets are needed (" + names + ") and none is opted in; see: cocoonbox offload secrets add"})
 	}
 	if len(p.Environ) > 0 {
 		set := map[string]bool{}
@@ -500,7 +500,7 @@ func (p *Preflight) secrets(ctx context.Context, r *Repo) []Finding {
 			slices.Sort(names)
 			names = slices.Compact(names)
 			for _, n := range names {
-				fs = append(fs, Finding{"secrets", Warn, fmt.Sprintf("the code reads %s, set in this shell; the box session will not have it", n)})
+				fs = append(fs, Finding{Check: "secrets", Outcome: Warn, Detail: fmt.Sprintf("the code reads %s, set in this shell; the box session will not have it", n)})
 			}
 		}
 	}
@@ -530,10 +530,10 @@ func secretsNeeded(h []byte) string {
 func lfsSubmodules(r *Repo) []Finding {
 	var fs []Finding
 	if b, err := readSmall(filepath.Join(r.Top, ".gitattributes")); err == nil && bytes.Contains(b, []byte("filter=lfs")) {
-		fs = append(fs, Finding{"lfs", Warn, "the repository uses Git LFS (filter=lfs in .gitattributes); LFS content is not carried, the box sees pointer files"})
+		fs = append(fs, Finding{Check: "lfs", Outcome: Warn, Detail: "the repository uses Git LFS (filter=lfs in .gitattributes); LFS content is not carried, the box sees pointer files"})
 	}
 	if _, err := os.Lstat(filepath.Join(r.Top, ".gitmodules")); err == nil {
-		fs = append(fs, Finding{"submodules", Warn, "the repository has submodules (.gitmodules); they are not carried"})
+		fs = append(fs, Finding{Check: "submodules", Outcome: Warn, Detail: "the repository has submodules (.gitmodules); they are not carried"})
 	}
 	return fs
 }

@@ -9,6 +9,7 @@ package sshconfig
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -37,6 +38,9 @@ type Options struct {
 	SSHPath string
 	// KnownHosts is the absolute path of our known_hosts file.
 	KnownHosts string
+	// Ciphers, if not empty, is the block's Ciphers line: the server's
+	// fastest first (sshserve.ClientCiphers).
+	Ciphers string
 }
 
 var suffixRE = regexp.MustCompile(`^\.[A-Za-z0-9][A-Za-z0-9.-]*$`)
@@ -100,6 +104,9 @@ func Block(o Options) string {
 		"  ForwardAgent no",
 		"  ForwardX11 no",
 		EndMarker,
+	}
+	if o.Ciphers != "" {
+		lines = slices.Insert(lines, slices.Index(lines, "  User user")+1, "  Ciphers "+o.Ciphers)
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
