@@ -1,9 +1,83 @@
 package main
 
 import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
 	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"time"
 )
+
+var (
+	delayTo  = flag.String("delay-to", "", "internal: serve one delay proxy to this address (see startDelay)")
+	delayRTT = flag.Duration("delay-rtt", 0, "internal: the round trip of -delay-to")
+)
+
+// delayChild is a delay proxy in a process of its own, so that its
+// buffers weigh neither on the bench process nor on the peak RSS the
+// kernel reports for the clients it starts: a child started with
+// CLONE_VM counts its parent's peak until exec.
+type delayChild struct {
+	cmd  *exec.Cmd
+	in   io.Closer
+	port int
+}
+
+// startDelay starts a delay proxy to target with a round trip of rtt in
+// a child process (this binary with -delay-to).
+func startDelay(target string, rtt time.Duration) (*delayChild, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	c := exec.Command(self, "-delay-to", target, "-delay-rtt", rtt.String())
+	in, err := c.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	port, err2 := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || err2 != nil {
+		in.Close()
+		c.Wait()
+		return nil, fmt.Errorf("delay proxy: %q: %v", line, err)
+	}
+	return &delayChild{cmd: c, in: in, port: port}, nil
+}
+
+// Port is the proxy's loopback port.
+func (d *delayChild) Port() int { return d.port }
+
+// Close ends the proxy process.
+func (d *delayChild) Close() {
+	d.in.Close()
+	d.cmd.Wait()
+}
+
+// serveDelay is the child's side: it prints the port, then proxies until
+// its stdin closes.
+func serveDelay() error {
+	p, err := listenDelay(*delayTo, *delayRTT)
+	if err != nil {
+		return err
+	}
+	fmt.Println(p.lis.Addr().(*net.TCPAddr).Port)
+	io.Copy(io.Discard, os.Stdin)
+	return nil
+}
 
 // delayProxy forwards each loopback connection it accepts to target and
 // holds every chunk, in each direction, for half the round trip before
@@ -16,9 +90,9 @@ type delayProxy struct {
 	half   time.Duration
 }
 
-// startDelay listens on a free loopback port and proxies to target with a
+// listenDelay listens on a free loopback port and proxies to target with a
 // round trip of rtt added.
-func startDelay(target string, rtt time.Duration) (*delayProxy, error) {
+func listenDelay(target string, rtt time.Duration) (*delayProxy, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -27,12 +101,6 @@ func startDelay(target string, rtt time.Duration) (*delayProxy, error) {
 	go p.serve()
 	return p, nil
 }
-
-// Port is the proxy's loopback port.
-func (p *delayProxy) Port() int { return p.lis.Addr().(*net.TCPAddr).Port }
-
-// Close stops accepting; connections already open run to their end.
-func (p *delayProxy) Close() { p.lis.Close() }
 
 func (p *delayProxy) serve() {
 	for {

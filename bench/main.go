@@ -37,7 +37,11 @@ var (
 
 func main() {
 	flag.Parse()
-	if err := run(); err != nil {
+	do := run
+	if *delayTo != "" {
+		do = serveDelay
+	}
+	if err := do(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
