@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -201,19 +202,21 @@ func RootUser(dir, bin string) (name, why string) {
 	if err != nil {
 		return "", err.Error()
 	}
-	var closed, next []string
+	var closed, next, open []string
 	if d := closedAbove(dir, u); d != "" {
 		closed = append(closed, fmt.Sprintf("%s (%s) above the state directory %s", d, describe(d), dir))
-		next = append(next, StateRecipe)
+		next, open = append(next, StateRecipe), append(open, d)
 	}
 	if d := closedAbove(filepath.Join(bin, "cocoonbox-agent"), u); d != "" {
 		closed = append(closed, fmt.Sprintf("%s (%s) above the binaries' directory %s", d, describe(d), bin))
-		next = append(next, BinRecipe)
+		next, open = append(next, BinRecipe), append(open, d)
 	}
 	if len(closed) == 0 {
 		return DefaultUser, ""
 	}
-	return "", fmt.Sprintf("box user %s cannot search %s; next: %s", DefaultUser, strings.Join(closed, ", nor "), strings.Join(next, "; and "))
+	open = slices.Compact(open)
+	return "", fmt.Sprintf("box user %s cannot search %s; next: %s; or let it search (not list) what is closed: chmod o+x %s, and start again",
+		DefaultUser, strings.Join(closed, ", nor "), strings.Join(next, "; and "), strings.Join(open, " "))
 }
 
 // MkdirState makes the state directory dir with the parents it lacks:
