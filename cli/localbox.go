@@ -130,7 +130,7 @@ no account.`,
 		},
 		&cobra.Command{
 			Use:   "status",
-			Short: "Say whether the local box runs, and list its boxes (exit 1 when it does not run)",
+			Short: "Say whether the local box runs, which user box commands run as, and list its boxes (exit 1 when it does not run)",
 			Args:  usageArgs(cobra.NoArgs),
 			RunE:  func(*cobra.Command, []string) error { return runLocalboxStatus(env, s) },
 		},
