@@ -44,7 +44,8 @@ const (
 // Error is a failure of offload or back with its exit status, the next
 // steps for the user, and the findings that caused it.
 type Error struct {
-	// Code is ExitFailed, ExitRefused or ExitConfirm.
+	// Code is ExitFailed, ExitRefused or ExitConfirm; cocoonbox back makes
+	// an ErrWaitStopped 128+N, N the signal that stopped it.
 	Code int
 	// Err says what happened in one line.
 	Err error
