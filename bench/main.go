@@ -31,11 +31,17 @@ var (
 	srcTree  = flag.String("tree", "/usr/local/go/src", "the source tree for the git and rsync workloads")
 	commits  = flag.Int("commits", 300, "commits in the generated git repository")
 	keepWork = flag.Bool("keep", false, "keep the work directory")
+	rtts     = flag.String("rtt", "", "comma-separated round trips in ms (e.g. 0,10,50,100): run the latency table instead, ours over TLS and ssh through a delay proxy")
+	rttSize  = flag.Int64("rtt-size", 256<<20, "bytes for the download and upload workloads at a round trip above 0 in the latency table (-size at 0)")
 )
 
 func main() {
 	flag.Parse()
-	if err := run(); err != nil {
+	do := run
+	if *delayTo != "" {
+		do = serveDelay
+	}
+	if err := do(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -86,6 +92,9 @@ func run() error {
 		return fmt.Errorf("sshd: %w", err)
 	}
 	defer stopSSHD()
+	if *rtts != "" {
+		return e.runLatency(top)
+	}
 	stopBox, err := e.startBox()
 	if err != nil {
 		return fmt.Errorf("local box: %w", err)
@@ -248,14 +257,19 @@ func writeDoc(path, table string) error {
 	if err != nil {
 		return err
 	}
-	s := string(doc)
-	i, j := strings.Index(s, beginMark), strings.Index(s, endMark)
-	if i < 0 || j < i {
-		return fmt.Errorf("%s has no %s ... %s markers", path, beginMark, endMark)
-	}
 	header := fmt.Sprintf("Run %s on %s; %d rounds, %d MiB transfers; %s; %s.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), *rounds, *size>>20, version("ssh", "-V"), version("rsync", "--version"))
-	s = s[:i+len(beginMark)] + "\n" + header + table + s[j:]
+	return replaceMarked(path, string(doc), beginMark, endMark, header+table)
+}
+
+// replaceMarked writes doc (the text of path) with body between the
+// markers begin and end.
+func replaceMarked(path, doc, begin, end, body string) error {
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %s ... %s markers", path, begin, end)
+	}
+	s := doc[:i+len(begin)] + "\n" + body + doc[j:]
 	return os.WriteFile(path, []byte(s), 0o644)
 }
 

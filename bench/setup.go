@@ -104,8 +104,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startBox starts a local box with its own HOME under the work directory.
-func (e *env) startBox() (func(), error) {
+// startBox starts a local box with its own HOME under the work directory;
+// args go to localbox start.
+func (e *env) startBox(args ...string) (func(), error) {
 	home := filepath.Join(e.work, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, err
@@ -116,7 +117,7 @@ func (e *env) startBox() (func(), error) {
 			e.boxEnv = append(e.boxEnv, kv)
 		}
 	}
-	if out, err := e.ours("cocoonbox", "localbox", "start").CombinedOutput(); err != nil {
+	if out, err := e.ours("cocoonbox", append([]string{"localbox", "start"}, args...)...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%v: %s", err, out)
 	}
 	return func() { e.ours("cocoonbox", "localbox", "stop").Run() }, nil

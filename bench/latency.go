@@ -1,0 +1,208 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/auth"
+	"github.com/cocoonbox/cocoonbox/box"
+)
+
+// The latency table's markers in docs/benchmarks.md.
+const rttBeginMark, rttEndMark = "<!-- bench-rtt:begin -->", "<!-- bench-rtt:end -->"
+
+// Windows that cap one stream at window/RTT: ours (box/client.go and
+// localbox/server.go) and OpenSSH's channel window.
+const (
+	ourWindow = 4 << 20
+	sshWindow = 2 << 20
+)
+
+// latencyWorkloads are the rows of the latency table.
+var latencyWorkloads = []string{"startup", "download", "upload", "git clone", "rsync (first)", "rsync (no-op)"}
+
+// runLatency runs the latency table: the local box over TLS on loopback,
+// and for each round trip a delay proxy in front of it and one in front of
+// sshd, both paths through their own proxy of the same delay.
+func (e *env) runLatency(top string) error {
+	var ms []int
+	for _, f := range strings.Split(*rtts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return fmt.Errorf("-rtt %q: want round trips in whole milliseconds, like 0,10,50,100", *rtts)
+		}
+		ms = append(ms, n)
+	}
+	boxPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	stopBox, err := e.startBox("--listen", fmt.Sprintf("127.0.0.1:%d", boxPort), "--tls", "self-signed")
+	if err != nil {
+		return fmt.Errorf("local box: %w", err)
+	}
+	defer stopBox()
+	home := filepath.Join(e.work, "home")
+	ca := filepath.Join(home, ".local", "state", "cocoonbox", "localbox", "tls", "self-signed.crt")
+	cfgDir, err := box.ConfigDir(func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return ""
+	})
+	if err != nil {
+		return err
+	}
+	url := fmt.Sprintf("https://127.0.0.1:%d", boxPort)
+	cred, err := auth.FileStore{Dir: cfgDir}.Get(url)
+	if err != nil {
+		return fmt.Errorf("the local box's token for %s: %w", url, err)
+	}
+	sshPort, err := sshdPort(e.sshCfg)
+	if err != nil {
+		return err
+	}
+	baseEnv, baseCfg, fullSize := e.boxEnv, e.sshCfg, *size
+	defer func() { e.boxEnv, e.sshCfg, *size = baseEnv, baseCfg, fullSize }()
+
+	var rows []rttRow
+	for _, rtt := range ms {
+		d := time.Duration(rtt) * time.Millisecond
+		pb, err := startDelay(fmt.Sprintf("127.0.0.1:%d", boxPort), d)
+		if err != nil {
+			return err
+		}
+		ps, err := startDelay(fmt.Sprintf("127.0.0.1:%d", sshPort), d)
+		if err != nil {
+			pb.Close()
+			return err
+		}
+		e.boxEnv = append(append([]string(nil), baseEnv...),
+			fmt.Sprintf("COCOONBOX_ENDPOINT=https://127.0.0.1:%d", pb.Port()),
+			"COCOONBOX_TOKEN="+cred.Token, "COCOONBOX_CA_FILE="+ca)
+		e.sshCfg = filepath.Join(e.work, fmt.Sprintf("ssh_config_rtt%d", rtt))
+		if err := writePortConfig(baseCfg, e.sshCfg, ps.Port()); err != nil {
+			return err
+		}
+		*size = fullSize
+		if rtt > 0 {
+			*size = *rttSize
+		}
+		for _, w := range e.workloads() {
+			if !contains(latencyWorkloads, w.name) || (*only != "" && !contains(strings.Split(*only, ","), w.name)) {
+				continue
+			}
+			w.limit = nil
+			if w.setup != nil {
+				if err := w.setup(); err != nil {
+					return fmt.Errorf("%s: setup: %w", w.name, err)
+				}
+			}
+			r, err := measure(w)
+			if err != nil {
+				return fmt.Errorf("%d ms %s: %w", rtt, w.name, err)
+			}
+			fmt.Fprintf(os.Stderr, "%3d ms %-14s ours %8s  ssh %8s  ratio %.2f\n", rtt, w.name, r.ours.Round(time.Millisecond), r.ssh.Round(time.Millisecond), r.ratio)
+			rows = append(rows, rttRow{rtt: d, result: r})
+		}
+		pb.Close()
+		ps.Close()
+	}
+	table := renderRTT(rows)
+	fmt.Print(table)
+	if !*write {
+		return nil
+	}
+	path := filepath.Join(top, "docs", "benchmarks.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	header := fmt.Sprintf("Run %s on %s; %d rounds; transfers of %d MiB at 0 ms and %d MiB above; %s.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), *rounds, fullSize>>20, *rttSize>>20, version("ssh", "-V"))
+	return replaceMarked(path, string(doc), rttBeginMark, rttEndMark, header+table)
+}
+
+// rttRow is one workload's result at one round trip.
+type rttRow struct {
+	rtt time.Duration
+	result
+}
+
+// renderRTT makes the latency table. Round trips a row spends are
+// estimated from the same row at 0 ms, when the table has it:
+// (time - time at 0 ms) / RTT.
+func renderRTT(rows []rttRow) string {
+	zero := map[string]result{}
+	for _, r := range rows {
+		if r.rtt == 0 {
+			zero[r.name] = r.result
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| RTT | workload | ours, TLS | ssh | ours/ssh | our client's peak RSS | what limits it |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range rows {
+		ours, ssh := r.ours.Round(time.Millisecond).String(), r.ssh.Round(time.Millisecond).String()
+		if r.bytes > 0 {
+			ours += fmt.Sprintf(" (%s)", rate(r.bytes, r.ours))
+			ssh += fmt.Sprintf(" (%s)", rate(r.bytes, r.ssh))
+		}
+		rss := ""
+		if r.rss > 0 {
+			rss = fmt.Sprintf("%.1f MiB", float64(r.rss)/1024)
+		}
+		var limit string
+		switch {
+		case r.rtt == 0 && r.bytes > 0:
+			limit = "CPU (TLS and SSH ciphers, copies)"
+		case r.rtt == 0:
+			limit = "CPU and process start"
+		case r.bytes > 0:
+			cap := func(w int) string { return fmt.Sprintf("%.0f MB/s", float64(w)/r.rtt.Seconds()/1e6) }
+			limit = fmt.Sprintf("window/RTT: ours ≤ %s (4 MiB stream window), ssh ≤ %s (2 MiB channel window)", cap(ourWindow), cap(sshWindow))
+		default:
+			limit = "round trips"
+			if z, ok := zero[r.name]; ok {
+				rt := func(d, d0 time.Duration) float64 { return float64(d-d0) / float64(r.rtt) }
+				limit = fmt.Sprintf("round trips: ours ≈ %.1f, ssh ≈ %.1f", rt(r.ours, z.ours), rt(r.ssh, z.ssh))
+			}
+		}
+		fmt.Fprintf(&b, "| %d ms | %s | %s | %s | %.2f | %s | %s |\n", r.rtt.Milliseconds(), r.name, ours, ssh, r.ratio, rss, limit)
+	}
+	return b.String()
+}
+
+// sshdPort reads the Port line of the bench's ssh_config.
+func sshdPort(cfg string) (int, error) {
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "Port" {
+			return strconv.Atoi(f[1])
+		}
+	}
+	return 0, fmt.Errorf("%s names no Port", cfg)
+}
+
+// writePortConfig writes the ssh_config from with its Port replaced.
+func writePortConfig(from, to string, port int) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "Port" {
+			l = fmt.Sprintf("  Port %d", port)
+		}
+		out = append(out, l)
+	}
+	return os.WriteFile(to, []byte(strings.Join(out, "\n")), 0o600)
+}
