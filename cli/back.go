@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -38,8 +39,13 @@ Files that were untracked when you offloaded are never removed, even when the
 box's .gitignore now ignores them. refs/cocoonbox/pre-back-work/<id> names
 your work tree as it was before back changed it.
 
+While it waits for the hand-over it says so once on stderr; Ctrl-C (or
+SIGTERM) then stops waiting with nothing changed here, exit 130 (143): run
+back again to resume the wait, or cocoonbox offload abandon.
+
 Exit status: 0 done; 1 failed (nothing changed here, unless the message
-says what did and how to undo it); 3 refused.`,
+says what did and how to undo it); 3 refused; 128+N stopped by signal N
+while waiting.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error { return offloadExit(s, runBack(env, s)) },
 	}
@@ -51,15 +57,25 @@ func runBack(env Env, s Streams) error {
 		return err
 	}
 	defer oe.client.Close()
-	ctx, stop := signalContext()
+	ctx, stop, sigCode := signalExitContext()
 	defer stop()
 	b := &offload.Backer{
 		Repo: oe.repo, Store: oe.store, Exec: oe.client, Environ: env.Environ, Shim: oe.shim,
 		Logf: progress(s), Progress: progressWriter(s),
+		Notice: func(line string) { fmt.Fprintln(s.Err, "cocoonbox: "+line) },
 	}
 	res, err := b.Run(ctx)
 	if res != nil && res.Merge != nil {
 		printBack(s, res)
+	}
+	return stoppedExit(err, sigCode())
+}
+
+// stoppedExit gives a wait that a signal stopped the status 128+N.
+func stoppedExit(err error, code int) error {
+	var oe *offload.Error
+	if code != 0 && errors.As(err, &oe) && errors.Is(oe.Err, offload.ErrWaitStopped) {
+		oe.Code = code
 	}
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -71,6 +72,17 @@ type runtimeInfo struct {
 	// CA is the self-signed certificate, which clients on this machine pin;
 	// empty otherwise.
 	CA string `json:"ca,omitempty"`
+	// RunAs is the account box commands run as; RootWhy, when they run as
+	// root though it serves as root, says why not as the box user and the
+	// next step (localbox.RootUser).
+	RunAs   string `json:"run_as,omitempty"`
+	RootWhy string `json:"root_why,omitempty"`
+}
+
+// rootLine is the one line start and serve print when box commands run as
+// root instead of the box user.
+func rootLine(why string) string {
+	return "box commands run as root, which Claude Code's bypass mode refuses, not as the box user: " + why
 }
 
 const startTimeout = 15 * time.Second
@@ -118,7 +130,7 @@ no account.`,
 		},
 		&cobra.Command{
 			Use:   "status",
-			Short: "Say whether the local box runs, and list its boxes (exit 1 when it does not run)",
+			Short: "Say whether the local box runs, which user box commands run as, and list its boxes (exit 1 when it does not run)",
 			Args:  usageArgs(cobra.NoArgs),
 			RunE:  func(*cobra.Command, []string) error { return runLocalboxStatus(env, s) },
 		},
@@ -188,7 +200,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := localbox.MkdirState(dir); err != nil {
 		return err
 	}
 	// One local box per state directory: the lock is held while this
@@ -237,8 +249,14 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		return err
 	}
 	boxUser, why := localbox.RootUser(dir, filepath.Dir(exe))
+	ri.RunAs, ri.RootWhy = boxUser, why
+	if boxUser == "" {
+		if me, err := user.Current(); err == nil {
+			ri.RunAs = me.Username
+		}
+	}
 	if why != "" {
-		logger.Printf("box commands run as root, which some CLIs refuse (Claude Code's bypass mode): %s", why)
+		fmt.Fprintln(s.Err, "cocoonbox: "+rootLine(why))
 	}
 	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser}
 	info, _ := json.Marshal(ri)
@@ -293,9 +311,12 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 			return err
 		}
 		fmt.Fprintf(s.Err, "local box already running at %s (pid %d); it is the current endpoint\n", ri.Endpoint, ri.PID)
+		if ri.RootWhy != "" {
+			fmt.Fprintln(s.Err, rootLine(ri.RootWhy))
+		}
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := localbox.MkdirState(dir); err != nil {
 		return err
 	}
 	exe, err := os.Executable()
@@ -357,6 +378,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 				}
 				if ri.CA != "" {
 					fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", laptopURL(ri.Endpoint), ri.CA)
+				}
+				if ri.RootWhy != "" {
+					fmt.Fprintln(s.Err, rootLine(ri.RootWhy))
 				}
 				return nil
 			}
@@ -618,6 +642,12 @@ func runLocalboxStatus(env Env, s Streams) error {
 	fmt.Fprintf(s.Out, "running at %s (pid %d), state in %s\n", ri.Endpoint, ri.PID, dir)
 	if ri.Fingerprint != "" {
 		fmt.Fprintf(s.Out, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
+	}
+	switch {
+	case ri.RootWhy != "":
+		fmt.Fprintln(s.Out, rootLine(ri.RootWhy))
+	case ri.RunAs != "":
+		fmt.Fprintf(s.Out, "box commands run as %s\n", ri.RunAs)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -24,6 +24,32 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
+// signalExitContext is signalContext that also tells the exit status
+// the signal calls for, 128+N (docs/cli.md), or 0 before any.
+func signalExitContext() (context.Context, context.CancelFunc, func() int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	var mu sync.Mutex
+	code := 0
+	go func() {
+		select {
+		case sig := <-ch:
+			mu.Lock()
+			if n, ok := sig.(syscall.Signal); ok {
+				code = 128 + int(n)
+			} else {
+				code = 130
+			}
+			mu.Unlock()
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	stop := func() { signal.Stop(ch); cancel() }
+	return ctx, stop, func() int { mu.Lock(); defer mu.Unlock(); return code }
+}
+
 // runSignIn runs the kind's vendor login in the box on a terminal relayed
 // to ours, opens the first link on the vendor's own hosts once, and
 // leaves the login in the box.

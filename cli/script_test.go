@@ -122,6 +122,12 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 		Dir:                 dir,
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
+		Condition: func(cond string) (bool, error) {
+			if cond == "root" {
+				return os.Geteuid() == 0, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
 			"mkcert": ca.mkcert,
 			"tlsbox": tlsbox,

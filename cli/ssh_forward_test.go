@@ -101,7 +101,7 @@ func TestSSHForwardLocal(t *testing.T) {
 	if _, err := curl(t, "http://127.0.0.1:"+lp2+"/"); err == nil {
 		t.Error("curl to a refused forward succeeded")
 	}
-	for _, want := range []string{"-L " + lp2, "connect to 127.0.0.1:" + closed + " from box main", "refused"} {
+	for _, want := range []string{"-L " + lp2, "connect to 127.0.0.1:" + closed + " in box main", "refused"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr %q lacks %q", stderr, want)
 		}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -120,19 +121,42 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 			return err
 		}
 	}
+	warning := ""
+	if o.File == "" && !o.Remove {
+		warning = passwdHomeWarning(env.Getenv("HOME"), path)
+	}
 	if text == string(old) {
 		fmt.Fprintf(s.Err, "cocoonbox: %s is up to date\n", path)
-		return nil
-	}
-	if err := writeSSHConfig(path, text); err != nil {
+	} else if err := writeSSHConfig(path, text); err != nil {
 		return err
-	}
-	if o.Remove {
+	} else if o.Remove {
 		fmt.Fprintf(s.Err, "cocoonbox: took the cocoonbox block out of %s\n", path)
+	} else if warning != "" {
+		fmt.Fprintf(s.Err, "cocoonbox: wrote the cocoonbox block to %s\n", path)
 	} else {
 		fmt.Fprintf(s.Err, "cocoonbox: wrote the cocoonbox block to %s; `ssh BOX%s` now reaches box BOX\n", path, o.Suffix)
 	}
+	if warning != "" {
+		fmt.Fprintln(s.Err, warning)
+	}
 	return nil
+}
+
+// passwdHomeWarning is the line saying that OpenSSH will not read path,
+// $HOME's ssh_config: it takes the home of the user's passwd entry
+// (getpwuid), not $HOME. Empty when the two homes are one, or the entry
+// is unknown.
+func passwdHomeWarning(home, path string) string {
+	u, err := user.Current()
+	if err != nil || u.HomeDir == "" || home == "" || sameDir(home, u.HomeDir) {
+		return ""
+	}
+	return fmt.Sprintf("cocoonbox: warning: ssh reads %s (your passwd entry's home), not %s ($HOME); use ssh -F %[2]s, or write the block there: cocoonbox ssh-config --file %[1]s",
+		filepath.Join(u.HomeDir, ".ssh", "config"), path)
+}
+
+func sameDir(a, b string) bool {
+	return filepath.Clean(a) == filepath.Clean(b) || sameFile(a, b)
 }
 
 // sshConfigBlock is the block for o, with the host key's file names in

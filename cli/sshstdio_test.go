@@ -557,8 +557,10 @@ func TestSSHStdioForwarding(t *testing.T) {
 		}
 		c := s.cmd("-W", "127.0.0.1:"+port, "main.cocoonbox")
 		out, _ := c.CombinedOutput()
-		if c.ProcessState.ExitCode() != 255 || !strings.Contains(string(out), "connect to 127.0.0.1") {
-			t.Errorf("-W to a closed port: exit %d, %q; want 255 and why", c.ProcessState.ExitCode(), out)
+		// The reason names the target and the box once.
+		if c.ProcessState.ExitCode() != 255 || strings.Count(string(out), "connect to 127.0.0.1:"+port+" in box main") != 1 ||
+			strings.Count(string(out), "main") != 1 || !strings.Contains(string(out), "refused") {
+			t.Errorf("-W to a closed port: exit %d, %q; want 255 and why, said once", c.ProcessState.ExitCode(), out)
 		}
 	})
 	t.Run("ProxyJump", func(t *testing.T) {

@@ -3,11 +3,15 @@
 package localbox
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -104,20 +108,42 @@ func (s *Server) checkReach() error {
 	return nil
 }
 
-// closedAbove is the first directory above dir that u may not search, or "".
+// closedAbove is the first directory above dir that u may not search,
+// walking from / down (so the one to open first), or "".
 func closedAbove(dir string, u *boxUser) string {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return dir
 	}
+	var above []string
 	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
-		if !searchable(d, u) {
-			return d
-		}
+		above = append(above, d)
 		if d == filepath.Dir(d) {
-			return ""
+			break
 		}
 	}
+	for i := len(above) - 1; i >= 0; i-- {
+		if !searchable(above[i], u) {
+			return above[i]
+		}
+	}
+	return ""
+}
+
+// describe is d's mode and owner, as ls -ld shows them, for a message.
+func describe(d string) string {
+	fi, err := os.Stat(d)
+	if err != nil {
+		return "missing"
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		owner := strconv.FormatUint(uint64(st.Uid), 10)
+		if u, err := user.LookupId(owner); err == nil {
+			owner = u.Username
+		}
+		return fmt.Sprintf("%04o, %s's", fi.Mode().Perm(), owner)
+	}
+	return fmt.Sprintf("%04o", fi.Mode().Perm())
 }
 
 // searchable reports whether u may search directory d.
@@ -154,10 +180,20 @@ func containsGID(gs []uint32, g uint32) bool {
 // (docs/cocoonbox.md "Local box"): the contract's box user.
 const DefaultUser = "user"
 
+// StateRecipe and BinRecipe are the tested next steps (docs/cocoonbox.md
+// "Served by root") for a state directory and binaries out of the box
+// user's reach.
+const (
+	StateRecipe = "cocoonbox localbox stop; export XDG_STATE_HOME=/srv/cocoonbox; cocoonbox localbox start"
+	BinRecipe   = "GOBIN=/usr/local/bin make install PREFIX=/usr/local (in the source tree), then run /usr/local/bin/cocoonbox"
+)
+
 // RootUser chooses the box user for a server run by root with state
 // directory dir and binaries (cocoonbox-agent) in bin: DefaultUser when
 // that account exists and reaches both, else "" (the server's own user),
-// with the reason why not. A server not run by root gets "" and no reason.
+// with why not and the next step, in one line: the first directory it
+// cannot search from / down, above the state directory or the binaries,
+// and the recipe. A server not run by root gets "" and no reason.
 func RootUser(dir, bin string) (name, why string) {
 	if os.Geteuid() != 0 {
 		return "", ""
@@ -166,11 +202,57 @@ func RootUser(dir, bin string) (name, why string) {
 	if err != nil {
 		return "", err.Error()
 	}
+	var closed, next, open []string
 	if d := closedAbove(dir, u); d != "" {
-		return "", fmt.Sprintf("box user %s cannot reach %s (%s is closed to it)", DefaultUser, dir, d)
+		closed = append(closed, fmt.Sprintf("%s (%s) above the state directory %s", d, describe(d), dir))
+		next, open = append(next, StateRecipe), append(open, d)
 	}
 	if d := closedAbove(filepath.Join(bin, "cocoonbox-agent"), u); d != "" {
-		return "", fmt.Sprintf("box user %s cannot reach %s (%s is closed to it)", DefaultUser, bin, d)
+		closed = append(closed, fmt.Sprintf("%s (%s) above the binaries' directory %s", d, describe(d), bin))
+		next, open = append(next, BinRecipe), append(open, d)
 	}
-	return DefaultUser, ""
+	if len(closed) == 0 {
+		return DefaultUser, ""
+	}
+	open = slices.Compact(open)
+	return "", fmt.Sprintf("box user %s cannot search %s; next: %s; or let it search (not list) what is closed: chmod o+x %s, and start again",
+		DefaultUser, strings.Join(closed, ", nor "), strings.Join(next, "; and "), strings.Join(open, " "))
+}
+
+// MkdirState makes the state directory dir with the parents it lacks:
+// 0700, or 0711 (searchable, not listable) when run by root and the box
+// user exists, so the box user reaches the boxes through the directories
+// the local box made; those the user made keep their modes. Every secret
+// in them is a 0600 file (docs/security.md).
+func MkdirState(dir string) error {
+	if os.Geteuid() != 0 {
+		return os.MkdirAll(dir, 0o700)
+	}
+	if _, err := lookupBoxUser(DefaultUser); err != nil {
+		return os.MkdirAll(dir, 0o700)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for d := abs; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		missing = append(missing, d)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		d := missing[i]
+		if err := os.Mkdir(d, 0o711); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			return err
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -41,3 +41,69 @@ func TestClosedAbove(t *testing.T) {
 		t.Errorf("%s is 0700 and ours, yet not searchable for us", mid)
 	}
 }
+
+// The first closed directory is the one nearest /: with a 0700 directory
+// and a 0700 one inside it, both closed to the box user, closedAbove names
+// the outer one (the one to open first), as RootUser's line does.
+func TestClosedAboveFirstFromRoot(t *testing.T) {
+	u := &boxUser{name: "other", uid: 54321, gid: 54321}
+	top := t.TempDir()
+	os.Chmod(filepath.Dir(top), 0o755) // t.TempDir's parent, ours
+	home := filepath.Join(top, "home")
+	inner := filepath.Join(home, ".local", "state")
+	state := filepath.Join(inner, "cocoonbox", "localbox")
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(top, 0o755)
+	os.Chmod(home, 0o700)
+	os.Chmod(inner, 0o700)
+	if d := closedAbove(state, u); d != home {
+		t.Errorf("closedAbove = %q, want %s, the first 0700 directory from / down", d, home)
+	}
+	os.Chmod(home, 0o711)
+	if d := closedAbove(state, u); d != inner {
+		t.Errorf("with %s open, closedAbove = %q, want %s", home, d, inner)
+	}
+}
+
+// Run by root with the box user's account (scripts/deps.sh makes it), the
+// state directories the local box makes are 0711 and a directory that was
+// there keeps its mode; then the real box user reaches the state directory
+// through them, and RootUser chooses it.
+func TestMkdirStateAsRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the 0711 directories are for a local box served by root")
+	}
+	u, err := lookupBoxUser(DefaultUser)
+	if err != nil {
+		t.Fatalf("%v (scripts/deps.sh test makes the account)", err)
+	}
+	top := t.TempDir()
+	os.Chmod(filepath.Dir(top), 0o755)
+	os.Chmod(top, 0o755)
+	mine := filepath.Join(top, "mine")
+	if err := os.Mkdir(mine, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(mine, "cocoonbox", "localbox")
+	if err := MkdirState(state); err != nil {
+		t.Fatal(err)
+	}
+	for d, want := range map[string]os.FileMode{mine: 0o700, filepath.Dir(state): 0o711, state: 0o711} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v %v, want %04o", d, fi.Mode().Perm(), err, want)
+		}
+	}
+	if d := closedAbove(state, u); d != mine {
+		t.Errorf("closedAbove = %q, want %s (0700, not ours to open)", d, mine)
+	}
+	name, why := RootUser(state, top)
+	if name != "" || !strings.Contains(why, "cannot search "+mine+" (0700, root's) above the state directory "+state) || !strings.Contains(why, StateRecipe) {
+		t.Errorf("RootUser = %q, %q; want \"\" and a line naming %s and the recipe", name, why, mine)
+	}
+	os.Chmod(mine, 0o711)
+	if name, why := RootUser(state, top); name != DefaultUser {
+		t.Errorf("with %s open, RootUser = %q, %q; want %s", mine, name, why, DefaultUser)
+	}
+}

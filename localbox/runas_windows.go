@@ -2,6 +2,7 @@ package localbox
 
 import (
 	"errors"
+	"os"
 	"syscall"
 )
 
@@ -23,3 +24,6 @@ const DefaultUser = "user"
 
 // RootUser is "" on Windows, which has no root.
 func RootUser(dir, bin string) (name, why string) { return "", "" }
+
+// MkdirState makes the state directory dir, 0700, with its parents.
+func MkdirState(dir string) error { return os.MkdirAll(dir, 0o700) }

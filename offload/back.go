@@ -33,11 +33,19 @@ type Backer struct {
 	// inherits it.
 	Environ []string
 	// Shim is the ssh-like program for GIT_SSH_COMMAND, quoted as one word.
-	Shim     string
-	Logf     func(format string, args ...any)
+	Shim string
+	Logf func(format string, args ...any)
+	// Notice, when set, gets the one line back says before it waits for
+	// the hand-over, whether or not stderr is a terminal.
+	Notice   func(line string)
 	Progress io.Writer
 	Now      func() time.Time
 }
+
+// ErrWaitStopped is the error of a back whose context ended while it
+// waited for the box agent's hand-over: nothing changed here.
+var ErrWaitStopped = errors.New("stopped waiting for the box agent's hand-over; nothing changed here: " +
+	"cocoonbox back again resumes the wait, cocoonbox offload abandon gives the box's work up")
 
 // BackResult is a finished back.
 type BackResult struct {
@@ -160,9 +168,16 @@ type backAgent interface {
 func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult) (*Entry, error) {
 	start := b.now()
 	deadline := start.Add(BackTimeout)
+	// A failure once ctx has ended is the stop, whatever the box half says.
+	fail := func(err error) error {
+		if ctx.Err() != nil {
+			return &Error{Code: ExitFailed, Err: ErrWaitStopped}
+		}
+		return boxFailure(err)
+	}
 	rd, err := a.Read(ctx, rec.Repo, 0, 0)
 	if err != nil {
-		return nil, boxFailure(err)
+		return nil, fail(err)
 	}
 	since := int64(0)
 	find := func(rd *ReadResult) *Entry {
@@ -182,7 +197,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	// with each other.
 	ss, err := a.Status(ctx, rec.Repo)
 	if err != nil {
-		return nil, boxFailure(err)
+		return nil, fail(err)
 	}
 	hookBefore := int64(0)
 	if s := sessionOf(ss, rec); s != nil {
@@ -194,7 +209,10 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		return nil, e
 	}
 	if err != nil {
-		return nil, boxFailure(err)
+		return nil, fail(err)
+	}
+	if b.Notice != nil {
+		b.Notice(fmt.Sprintf("waiting up to %d s for the box agent's hand-over (Ctrl-C stops waiting; nothing changes here)", int(BackTimeout/time.Second)))
 	}
 	sentAt := b.now()
 	status := rd.Status
@@ -213,7 +231,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 			} else {
 				ss, err := a.Status(ctx, rec.Repo)
 				if err != nil {
-					return nil, boxFailure(err)
+					return nil, fail(err)
 				}
 				if s := sessionOf(ss, rec); s != nil && s.Status == "working" && s.HookAtMS <= hookBefore {
 					b.logf("BACK drew no hook in %d s; sending it again with --interrupt", int(ResendAfter/time.Second))
@@ -221,7 +239,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 						if e := stoppedError(err); e != nil {
 							return nil, e
 						}
-						return nil, boxFailure(err)
+						return nil, fail(err)
 					}
 					res.Resent = true
 				}
@@ -231,7 +249,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		wait = max(wait, time.Second)
 		rd, err := a.Read(ctx, rec.Repo, since, wait)
 		if err != nil {
-			return nil, boxFailure(err)
+			return nil, fail(err)
 		}
 		status = rd.Status
 		if e := find(rd); e != nil {

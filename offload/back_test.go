@@ -3,6 +3,7 @@ package offload
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +151,41 @@ func TestWaitBack(t *testing.T) {
 				t.Errorf("resent %v, want %v", res.Resent, tc.wantResent)
 			}
 		})
+	}
+}
+
+// stoppingAgent is a box half whose long poll is cut short by a Ctrl-C:
+// the poll cancels the context and fails as box.Client's exec does then.
+type stoppingAgent struct {
+	scriptedAgent
+	cancel context.CancelFunc
+}
+
+func (a *stoppingAgent) Read(ctx context.Context, key string, since int64, wait time.Duration) (*ReadResult, error) {
+	if wait == 0 {
+		return a.scriptedAgent.Read(ctx, key, since, wait)
+	}
+	a.cancel()
+	return nil, errors.New("exec in main: " + ctx.Err().Error())
+}
+
+func TestWaitBackStopped(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := &stoppingAgent{scriptedAgent: scriptedAgent{delivery: "queued"}, cancel: cancel}
+	var notices []string
+	b := &Backer{Now: func() time.Time { return a.now }, Notice: func(l string) { notices = append(notices, l) }}
+	_, err := b.waitBack(ctx, a, &Record{ID: testID, Repo: "k"}, &BackResult{})
+	var oe *Error
+	if !errors.As(err, &oe) || !errors.Is(oe.Err, ErrWaitStopped) || len(oe.Next) != 0 {
+		t.Fatalf("got %#v, want ErrWaitStopped alone", err)
+	}
+	if len(notices) != 1 || !strings.Contains(notices[0], "600 s") || !strings.Contains(notices[0], "Ctrl-C") {
+		t.Fatalf("notices %q, want one naming 600 s and Ctrl-C", notices)
+	}
+	for _, w := range []string{"nothing changed", "cocoonbox back", "abandon"} {
+		if !strings.Contains(oe.Err.Error(), w) {
+			t.Errorf("%q lacks %q", oe.Err, w)
+		}
 	}
 }

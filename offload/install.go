@@ -87,7 +87,7 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 			case npmTLSRE.Match(out.Bytes()):
 				next = append(next, "npm's TLS check failed, as behind a TLS-intercepting proxy: give npm the proxy's CA in the box, cafile=/path/to/ca.pem in ~/.npmrc, or export NODE_EXTRA_CA_CERTS=/path/to/ca.pem in ~/.profile, then run install-cli again")
 			}
-			return nil, in.failed("npm install "+k.Package, exitErr(code, err, &out), next)
+			return nil, in.failed("npm install "+k.Package, lineErr(code, err, npmLine(out.String())), next)
 		}
 		res.Via = "npm"
 	}
@@ -115,6 +115,12 @@ func (in *Installer) failed(step string, err error, next []string) *Error {
 // exitErr is a step's failure in one line: its exit code and the last
 // line of its output.
 func exitErr(code int, err error, out *bytes.Buffer) error {
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	return lineErr(code, err, lines[len(lines)-1])
+}
+
+// lineErr is a step's failure in one line: its exit code and line.
+func lineErr(code int, err error, line string) error {
 	if err != nil {
 		return err
 	}
@@ -122,11 +128,33 @@ func exitErr(code int, err error, out *bytes.Buffer) error {
 	if code == 127 {
 		msg = "command not found (exit status 127)"
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
-		msg += ": " + printable.Line(last, 0)
+	if line = strings.TrimSpace(line); line != "" {
+		msg += ": " + printable.Line(line, 0)
 	}
 	return fmt.Errorf("%s", msg)
+}
+
+// npmTellingRE matches the lines of npm's failure output that say what
+// failed ("npm error" since npm 10, "npm ERR!" before).
+var npmTellingRE = regexp.MustCompile(`^npm (?:error|ERR!) (?:code |errno |network |.*request to .* failed)`)
+
+// npmLine is the most telling line of npm's failure output: the first
+// code, errno, network or "request to … failed" line; else the last line
+// but the pointer to npm's log file.
+func npmLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		if l = strings.TrimSpace(l); npmTellingRE.MatchString(l) {
+			return l
+		}
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l != "" && !strings.Contains(l, "complete log of this run") && !strings.HasSuffix(l, "-debug.log") && !strings.HasSuffix(l, "-debug-0.log") {
+			return l
+		}
+	}
+	return ""
 }
 
 func hostOf(url string) string {

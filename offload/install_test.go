@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -54,7 +56,7 @@ func TestInstaller(t *testing.T) {
 		{"unreachable, npm", claude, map[string]fakeAnswer{"curl": unreachable, "npm": {stdout: "added 2 packages\n"}, "claude": version}, "npm", "", ""},
 		{"unreachable, npm TLS", claude, map[string]fakeAnswer{"curl": unreachable,
 			"npm": {code: 1, stderr: "npm ERR! code SELF_SIGNED_CERT_IN_CHAIN\nnpm ERR! request to https://registry/ failed, reason: self-signed certificate in certificate chain\n"}},
-			"", "install-cli: npm install @anthropic-ai/claude-code failed: exit status 1", "NODE_EXTRA_CA_CERTS"},
+			"", "install-cli: npm install @anthropic-ai/claude-code failed: exit status 1: npm ERR! code SELF_SIGNED_CERT_IN_CHAIN", "NODE_EXTRA_CA_CERTS"},
 		{"no npm", codex, map[string]fakeAnswer{}, "", "install-cli: npm install @openai/codex failed: command not found", "npm is not on the box's login PATH"},
 		{"not on PATH after", codex, map[string]fakeAnswer{"npm": {}}, "", "install-cli: check codex --version failed: command not found", "~/.profile"},
 	} {
@@ -77,5 +79,32 @@ func TestInstaller(t *testing.T) {
 				t.Errorf("next steps %q lack %q", e.Next, tt.next)
 			}
 		})
+	}
+}
+
+// npmLine picks npm's telling line, never its log file's. The files in
+// testdata/npm are npm 11.19.1's real output on Debian 12 for
+// `npm install -g --prefix P --registry URL left-pad`: self-signed.txt
+// against a local TLS server with a self-signed certificate
+// (openssl s_server), refused.txt against a closed port.
+func TestNPMLine(t *testing.T) {
+	for _, tt := range []struct{ file, out, want string }{
+		{file: "self-signed.txt", want: "npm error code DEPTH_ZERO_SELF_SIGNED_CERT"},
+		{file: "refused.txt", want: "npm error code ECONNREFUSED"},
+		{out: "npm ERR! code SELF_SIGNED_CERT_IN_CHAIN\nnpm ERR! request to https://registry/ failed\n\nnpm ERR! A complete log of this run can be found in:\nnpm ERR!     /root/.npm/_logs/2024-01-01T00_00_00_000Z-debug-0.log\n",
+			want: "npm ERR! code SELF_SIGNED_CERT_IN_CHAIN"},
+		{out: "npm error something odd\nnpm error A complete log of this run can be found in: /root/.npm/_logs/x-debug-0.log\n", want: "npm error something odd"},
+	} {
+		out := tt.out
+		if tt.file != "" {
+			b, err := os.ReadFile(filepath.Join("testdata", "npm", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = string(b)
+		}
+		if got := npmLine(out); got != tt.want {
+			t.Errorf("%s: npmLine = %q, want %q", tt.file, got, tt.want)
+		}
 	}
 }

@@ -44,7 +44,8 @@ const (
 // Error is a failure of offload or back with its exit status, the next
 // steps for the user, and the findings that caused it.
 type Error struct {
-	// Code is ExitFailed, ExitRefused or ExitConfirm.
+	// Code is ExitFailed, ExitRefused or ExitConfirm; cocoonbox back makes
+	// an ErrWaitStopped 128+N, N the signal that stopped it.
 	Code int
 	// Err says what happened in one line.
 	Err error
@@ -395,15 +396,24 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if send.Exited {
 		// The offload is in flight on a stopped session: restart and
 		// abandon take it from here, so the record stays.
-		return nil, exitedError(o.Kind, o.Box, send.ExitLines)
+		return nil, exitedError(o.Kind, o.Box, send.ExitLines, false)
 	}
 	return res, nil
 }
 
 // exitedError reports a box CLI that exited before it took its first
-// prompt, with its last lines as findings.
-func exitedError(k Kind, box string, lines []string) *Error {
+// prompt (again: once more, after a restart), with its last lines as
+// findings. A CLI that refused to run as root gets the box user's next
+// steps first: restarting it as root cannot help.
+func exitedError(k Kind, box string, lines []string, again bool) *Error {
 	e := &Error{Code: ExitFailed, Err: fmt.Errorf("%s exited in box %s before it took the first prompt", k.Title, box), Next: StoppedNext()}
+	if again {
+		e.Err = fmt.Errorf("%s exited in box %s again before it took the prompt", k.Title, box)
+	}
+	if refusedRoot(lines) {
+		e.Err = fmt.Errorf("%w: it refuses to run as root, and box %s runs it as root", e.Err, box)
+		e.Next = append(slices.Clone(rootNext), e.Next...)
+	}
 	for _, l := range lines {
 		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: printable.Line(l, 0)})
 	}
@@ -411,6 +421,27 @@ func exitedError(k Kind, box string, lines []string) *Error {
 		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: "(its pane showed nothing)"})
 	}
 	return e
+}
+
+// rootNext are the next steps for a box CLI that refused to run as root:
+// a local box served by root runs box commands as the box user `user` only
+// when that account reaches its state directory and binaries
+// (docs/cocoonbox.md "Served by root").
+var rootNext = []string{
+	"see why box commands run as root: cocoonbox localbox status",
+	"serve the local box from a state directory the box user reaches: cocoonbox localbox stop; export XDG_STATE_HOME=/srv/cocoonbox; cocoonbox localbox start (docs/cocoonbox.md \"Served by root\")",
+}
+
+// refusedRoot reports whether a box CLI's last lines are its refusal to
+// run as root (Claude Code: "--dangerously-skip-permissions cannot be used
+// with root/sudo privileges for security reasons").
+func refusedRoot(lines []string) bool {
+	for _, l := range lines {
+		if l := strings.ToLower(l); strings.Contains(l, "root/sudo") || strings.Contains(l, "as root") {
+			return true
+		}
+	}
+	return false
 }
 
 // stillInBoxNext are the next steps of an offload refused because an
@@ -761,9 +792,7 @@ func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, erro
 	a := &Agent{Exec: x, Box: rec.BoxName}
 	res, err := a.Restart(ctx, key)
 	if err == nil && res.Exited {
-		e := exitedError(KindOf(rec.Kind), rec.BoxName, res.ExitLines)
-		e.Err = fmt.Errorf("%s exited in box %s again before it took the prompt", KindOf(rec.Kind).Title, rec.BoxName)
-		return nil, e
+		return nil, exitedError(KindOf(rec.Kind), rec.BoxName, res.ExitLines, true)
 	}
 	if err != nil {
 		var ae *AgentError

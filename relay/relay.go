@@ -58,7 +58,7 @@ type DialError struct {
 }
 
 func (e *DialError) Error() string {
-	return fmt.Sprintf("connect to %s from box %s: %s", e.Addr, e.Box, e.Reason)
+	return fmt.Sprintf("connect to %s in box %s: %s", e.Addr, e.Box, e.Reason)
 }
 
 // ErrNoRelay is returned, wrapped, when the box has no relay at all.

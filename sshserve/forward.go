@@ -2,11 +2,16 @@ package sshserve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 	"sync"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/cocoonbox/cocoonbox/relay"
 )
 
 // directTCPIPReq is a direct-tcpip channel's payload (RFC 4254 section 7.2).
@@ -33,7 +38,7 @@ func (s *Server) directTCPIP(ctx context.Context, nc ssh.NewChannel) {
 	s.logf("direct-tcpip to %s:%d", m.Host, m.Port)
 	conn, err := s.Dial(ctx, m.Host, m.Port)
 	if err != nil {
-		nc.Reject(ssh.ConnectionFailed, fmt.Sprintf("connect to %s port %d in box %s: %v", m.Host, m.Port, s.Box, err))
+		nc.Reject(ssh.ConnectionFailed, dialReason(s.Box, m.Host, m.Port, err))
 		return
 	}
 	ch, reqs, err := nc.Accept()
@@ -63,4 +68,14 @@ func (s *Server) directTCPIP(ctx context.Context, nc ssh.NewChannel) {
 	conn.Close()
 	ch.Close()
 	<-done
+}
+
+// dialReason is a failed connect's reason in a channel open failure: a
+// relay.DialError already names the target and the box, so ssh's
+// "connect failed: ..." says each once.
+func dialReason(box, host string, port uint32, err error) string {
+	if de, ok := errors.AsType[*relay.DialError](err); ok {
+		return de.Error()
+	}
+	return fmt.Sprintf("connect to %s in box %s: %v", net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10)), box, err)
 }
