@@ -17,11 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
-	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
@@ -51,7 +49,12 @@ var (
 // Client talks to one endpoint. It is safe for concurrent use; the zero
 // value is not usable: make one with Dial.
 type Client struct {
-	conn     *grpc.ClientConn
+	conn interface {
+		grpc.ClientConnInterface
+		io.Closer
+	}
+	// raw is the endpoint's own connection; nil through a master.
+	raw      *grpc.ClientConn
 	endpoint Endpoint
 	signIn   string // the next step when the token is refused
 	boxes    controlv1.BoxesClient
@@ -67,6 +70,8 @@ type DialOption func(*dialOptions)
 type dialOptions struct {
 	keepaliveTime, keepaliveTimeout time.Duration
 	signIn                          string
+	sharing                         *Sharing
+	idleTimeout                     *time.Duration
 }
 
 // WithSignIn replaces the next step an UNAUTHENTICATED error names, "sign
@@ -90,8 +95,39 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	for _, f := range options {
 		f(&do)
 	}
-	var tc credentials.TransportCredentials
 	certErr := new(atomic.Pointer[CertError])
+	direct := func() (*grpc.ClientConn, error) { return dialDirect(ep, token, do, certErr) }
+	c := &Client{endpoint: ep, signIn: do.signIn, certErr: certErr}
+	var d *muxDialer
+	if do.sharing != nil {
+		d, _ = viaMaster(ep, do.sharing)
+	}
+	if d != nil {
+		opts := transportOptions()
+		if token != "" {
+			opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+		}
+		mux, err := dialMux(d, opts)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
+		}
+		c.conn = &sharedConn{d: d, mux: mux, direct: direct}
+	} else {
+		conn, err := direct()
+		if err != nil {
+			return nil, err
+		}
+		c.conn, c.raw = conn, conn
+	}
+	c.boxes = controlv1.NewBoxesClient(c.conn)
+	c.session = controlv1.NewSessionClient(c.conn)
+	c.account = controlv1.NewAccountClient(c.conn)
+	return c, nil
+}
+
+// dialDirect makes the connection to the endpoint itself.
+func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Pointer[CertError]) (*grpc.ClientConn, error) {
+	var tc credentials.TransportCredentials
 	if ep.TLS {
 		cfg, err := TLSConfig(ep)
 		if err != nil {
@@ -101,20 +137,16 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	} else {
 		tc = insecure.NewCredentials()
 	}
-	opts := []grpc.DialOption{
+	opts := append(transportOptions(),
 		grpc.WithTransportCredentials(tc),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                do.keepaliveTime,
 			Timeout:             do.keepaliveTimeout,
 			PermitWithoutStream: false,
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.ForceCodecV2(bufpool.Codec{})),
-		grpc.WithUserAgent("cocoonbox-cli"),
-		experimental.WithBufferPool(bufpool.Shared),
-		grpc.WithReadBufferSize(ioBuffer),
-		grpc.WithWriteBufferSize(ioBuffer),
-		grpc.WithInitialWindowSize(streamWindow),
-		grpc.WithInitialConnWindowSize(connWindow),
+	)
+	if do.idleTimeout != nil {
+		opts = append(opts, grpc.WithIdleTimeout(*do.idleTimeout))
 	}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
@@ -123,15 +155,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
 	}
-	return &Client{
-		conn:     conn,
-		endpoint: ep,
-		signIn:   do.signIn,
-		boxes:    controlv1.NewBoxesClient(conn),
-		session:  controlv1.NewSessionClient(conn),
-		account:  controlv1.NewAccountClient(conn),
-		certErr:  certErr,
-	}, nil
+	return conn, nil
 }
 
 // Close releases the connection; calls in flight fail.

@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 		"randbytes":            randbytes,
 		"fakehistory":          fakehistory,
 		"waitfile":             waitfile,
+		"waitlog":              waitlog,
 		"browse":               browse,
 		"mktree":               mktree,
 		"blackhole":            blackhole,
