@@ -29,6 +29,8 @@ func TestMain(m *testing.M) {
 		"fakehistory":          fakehistory,
 		"waitfile":             waitfile,
 		"waitlog":              waitlog,
+		"killmaster":           killmaster,
+		"masterfds":            masterfds,
 		"browse":               browse,
 		"mktree":               mktree,
 		"blackhole":            blackhole,

@@ -3,7 +3,10 @@ package cli_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -32,4 +35,64 @@ func waitlog() {
 	b, _ := os.ReadFile(os.Args[1])
 	fmt.Fprintf(os.Stderr, "waitlog: %s has no %d lines matching %s; it holds:\n%s", os.Args[1], n, os.Args[2], b)
 	os.Exit(1)
+}
+
+// lastMaster is the pid and socket of the last master that FILE, a
+// $COCOONBOX_CONTROL_LOG, says started.
+func lastMaster(file string) (int, string) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	m := regexp.MustCompile(`(?m)^master (\d+) serving (\S+)`).FindAllSubmatch(b, -1)
+	if len(m) == 0 {
+		fmt.Fprintf(os.Stderr, "%s names no master; it holds:\n%s", file, b)
+		os.Exit(1)
+	}
+	pid, _ := strconv.Atoi(string(m[len(m)-1][1]))
+	return pid, string(m[len(m)-1][2])
+}
+
+// gone reports whether pid has ended (a zombie has).
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, after, _ := strings.Cut(string(b), ") ")
+	return strings.HasPrefix(after, "Z")
+}
+
+// killmaster FILE kills the last master FILE names with SIGKILL, waits
+// until it has gone, and prints "socket left" if its socket file stays.
+func killmaster() {
+	pid, sock := lastMaster(os.Args[1])
+	p, _ := os.FindProcess(pid)
+	if err := p.Kill(); err != nil {
+		fmt.Fprintln(os.Stderr, "killmaster:", err)
+		os.Exit(1)
+	}
+	for !gone(pid) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := os.Lstat(sock); err == nil {
+		fmt.Println("socket left")
+	}
+}
+
+// masterfds FILE prints what each open descriptor of the last master FILE
+// names refers to, one a line: "FD TARGET".
+func masterfds() {
+	pid, _ := lastMaster(os.Args[1])
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "masterfds:", err)
+		os.Exit(1)
+	}
+	for _, e := range ents {
+		t, _ := os.Readlink(filepath.Join(dir, e.Name()))
+		fmt.Println(e.Name(), t)
+	}
 }
