@@ -4,7 +4,7 @@
 // connection to an endpoint and serves it, as a gRPC proxy that decodes
 // nothing, on a unix socket of its user's, until it has been idle for the
 // persist time, its connection fails, its socket is removed or replaced,
-// or it is sent SIGTERM. box.Dial reaches it (box.WithSharing); Start
+// the machine sleeps, or it is sent SIGTERM. box.Dial reaches it (box.WithSharing); Start
 // starts one.
 package mux
 
@@ -42,6 +42,10 @@ const connectTimeout = 30 * time.Second
 
 // pollEvery is how often the master checks that its socket is still its own.
 const pollEvery = time.Second
+
+// suspendGap is how far the wall clock may run ahead of the monotonic one
+// between two polls before the master takes it that the machine slept.
+const suspendGap = 5 * time.Second
 
 // Master is one control master's settings.
 type Master struct {
@@ -140,6 +144,7 @@ func (m *Master) wait(p *proxy, up *grpc.ClientConn, mine os.FileInfo, served <-
 	}()
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
+	last := time.Now()
 	idle := time.NewTimer(m.Persist)
 	defer idle.Stop()
 	for {
@@ -154,6 +159,15 @@ func (m *Master) wait(p *proxy, up *grpc.ClientConn, mine os.FileInfo, served <-
 			if fi, err := os.Lstat(m.Socket); err != nil || !os.SameFile(fi, mine) {
 				return errors.New("its socket was removed or replaced")
 			}
+			// The monotonic clock stops while the machine sleeps and the
+			// wall clock does not: after a sleep the connection may be dead
+			// with nothing to say so until a call's keepalive fails, so the
+			// next call had better dial.
+			now := time.Now()
+			if now.Round(0).Sub(last.Round(0))-now.Sub(last) > suspendGap {
+				return errors.New("the machine slept")
+			}
+			last = now
 		case <-p.idle:
 			idle.Reset(m.Persist)
 		case <-idle.C:
