@@ -117,3 +117,73 @@ func TestSSHConfigOpenSSH(t *testing.T) {
 		t.Errorf("ssh after ssh-config: %v\n%s%s", err, out, errs)
 	}
 }
+
+// TestSSHConfigOverGlobals: the block wins over the global options and
+// Include at the top of a user's ~/.ssh/config (OpenSSH takes the first
+// value it reads), so the real ssh main.cocoonbox checks our pin, writes
+// nothing to the user's known_hosts and prints nothing; the user's own
+// Host block and globals still apply to other hosts. $HOME holds a %,
+// which the block escapes.
+func TestSSHConfigOverGlobals(t *testing.T) {
+	tb := startBox(t)
+	home := filepath.Join(t.TempDir(), "h%u")
+	mine := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	userKnown := filepath.Join(mine, "known_hosts")
+	incKnown := filepath.Join(mine, "included_known_hosts")
+	inc := filepath.Join(mine, "included.conf")
+	write(t, inc, "Host *\n  UserKnownHostsFile "+incKnown+"\n  StrictHostKeyChecking no\n  HostKeyAlias included\n")
+	cfg := filepath.Join(home, ".ssh", "config")
+	write(t, cfg, "UserKnownHostsFile "+userKnown+"\nStrictHostKeyChecking accept-new\nInclude "+inc+"\nServerAliveInterval 17\n\nHost other\n  User someone\n")
+	env := append(append([]string{}, tb.Env...), "HOME="+home)
+	run := func(name string, args ...string) (string, string, error) {
+		cmd := exec.Command(name, args...)
+		cmd.Env = env
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	shim, err := exec.LookPath("cocoonbox-ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, err := run("cocoonbox", "ssh-config", "--ssh-path", shim); err != nil {
+		t.Fatalf("ssh-config: %v\n%s", err, errs)
+	}
+	ourKnown := filepath.Join(home, ".local", "state", "cocoonbox", "ssh_known_hosts")
+	g := func(host string) map[string]string {
+		out, errs, err := run("ssh", "-F", cfg, "-G", host)
+		if err != nil {
+			t.Fatalf("ssh -G %s: %v\n%s", host, err, errs)
+		}
+		m := map[string]string{}
+		for _, l := range strings.Split(out, "\n") {
+			k, v, _ := strings.Cut(l, " ")
+			m[k] = v
+		}
+		return m
+	}
+	for host, want := range map[string]map[string]string{
+		"main.cocoonbox": {"userknownhostsfile": ourKnown, "stricthostkeychecking": "true", "hostkeyalias": "cocoonbox", "serveraliveinterval": "17"},
+		"other":          {"userknownhostsfile": userKnown, "stricthostkeychecking": "accept-new", "hostkeyalias": "included", "user": "someone", "serveraliveinterval": "17"},
+	} {
+		got := g(host)
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("ssh -G %s: %s %q, want %q", host, k, got[k], w)
+			}
+		}
+	}
+	out, errs, err := run("ssh", "-F", cfg, "main.cocoonbox", "echo", "ok")
+	if err != nil || out != "ok\n" || errs != "" {
+		t.Errorf("ssh main.cocoonbox: %q, stderr %q, %v; want ok and nothing on stderr", out, errs, err)
+	}
+	for _, f := range []string{userKnown, incKnown} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("ssh wrote %s:\n%s", f, readFile(t, f))
+		}
+	}
+}
