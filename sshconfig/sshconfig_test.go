@@ -66,6 +66,15 @@ func TestRewrite(t *testing.T) {
 		if got := f.With(Block(testOpts)); got != tc.want {
 			t.Errorf("%s: got\n%s\nwant\n%s", tc.name, got, tc.want)
 		}
+		// Removed where it is, or after the move, the user's lines stay.
+		f2, _ := Parse(tc.want)
+		if a, b := f.Without(), f2.Without(); a != b {
+			t.Errorf("%s: Without = %q in place, %q after the move", tc.name, a, b)
+		}
+	}
+	f, _ := Parse("A 1\n" + old + "\nHost last\n")
+	if got := f.Without(); got != "A 1\nHost last\n" {
+		t.Errorf("old block removed: %q", got)
 	}
 }
 
