@@ -16,31 +16,10 @@ import (
 // server does; it returns its port.
 func silentTarget(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		<-done
-		for _, c := range held {
-			c.Close()
-		}
-	})
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
+	stop := make(chan struct{})
+	_, port := listen(t, func(net.Conn) { <-stop })
+	t.Cleanup(func() { close(stop) })
+	return strconv.Itoa(int(port))
 }
 
 // relayPIDs are the box processes relaying to 127.0.0.1:port: the agent's
