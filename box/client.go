@@ -23,6 +23,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/window"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -113,8 +114,8 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		experimental.WithBufferPool(bufpool.Shared),
 		grpc.WithReadBufferSize(ioBuffer),
 		grpc.WithWriteBufferSize(ioBuffer),
-		grpc.WithInitialWindowSize(streamWindow),
-		grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithInitialWindowSize(window.Stream),
+		grpc.WithInitialConnWindowSize(window.Conn),
 	}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
