@@ -23,6 +23,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/window"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -59,6 +60,11 @@ type Client struct {
 	account  controlv1.AccountClient
 	// certErr is the last refused server certificate, if any.
 	certErr *atomic.Pointer[CertError]
+	// ioErr is the current connection's timed-out read or write, if any.
+	ioErr *atomic.Pointer[error]
+	// linkTimeout is how long the kernel waits for an acknowledgement
+	// before it gives up on the connection: the keepalive's timeout.
+	linkTimeout time.Duration
 }
 
 // DialOption changes how Dial connects.
@@ -101,8 +107,9 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	} else {
 		tc = insecure.NewCredentials()
 	}
+	ioErr := new(atomic.Pointer[error])
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(tc),
+		grpc.WithTransportCredentials(timeoutCreds{tc, ioErr}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                do.keepaliveTime,
 			Timeout:             do.keepaliveTimeout,
@@ -113,8 +120,8 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		experimental.WithBufferPool(bufpool.Shared),
 		grpc.WithReadBufferSize(ioBuffer),
 		grpc.WithWriteBufferSize(ioBuffer),
-		grpc.WithInitialWindowSize(streamWindow),
-		grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithInitialWindowSize(window.Stream),
+		grpc.WithInitialConnWindowSize(window.Conn),
 	}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
@@ -124,13 +131,15 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
 	}
 	return &Client{
-		conn:     conn,
-		endpoint: ep,
-		signIn:   do.signIn,
-		boxes:    controlv1.NewBoxesClient(conn),
-		session:  controlv1.NewSessionClient(conn),
-		account:  controlv1.NewAccountClient(conn),
-		certErr:  certErr,
+		conn:        conn,
+		endpoint:    ep,
+		signIn:      do.signIn,
+		boxes:       controlv1.NewBoxesClient(conn),
+		session:     controlv1.NewSessionClient(conn),
+		account:     controlv1.NewAccountClient(conn),
+		certErr:     certErr,
+		ioErr:       ioErr,
+		linkTimeout: do.keepaliveTimeout,
 	}, nil
 }
 
@@ -260,6 +269,9 @@ func (c *Client) wrap(op string, err error) error {
 	case codes.Unavailable:
 		if ce := c.certErr.Load(); ce != nil {
 			return fmt.Errorf("%s: %w", op, ce)
+		}
+		if ie := c.ioErr.Load(); ie != nil {
+			return fmt.Errorf("%s: %w: %s: %s; the link stopped answering for %s; check the network and retry", op, ErrUnavailable, c.endpoint.URL, printable.Line((*ie).Error(), 4*maxEcho), c.linkTimeout)
 		}
 		hint := ""
 		if strings.HasPrefix(c.endpoint.URL, "unix://") {
