@@ -62,6 +62,11 @@ type Client struct {
 	account  controlv1.AccountClient
 	// certErr is the last refused server certificate, if any.
 	certErr *atomic.Pointer[CertError]
+	// ioErr is the current connection's timed-out read or write, if any.
+	ioErr *atomic.Pointer[error]
+	// linkTimeout is how long the kernel waits for an acknowledgement
+	// before it gives up on the connection: the keepalive's timeout.
+	linkTimeout time.Duration
 }
 
 // DialOption changes how Dial connects.
@@ -95,9 +100,9 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	for _, f := range options {
 		f(&do)
 	}
-	certErr := new(atomic.Pointer[CertError])
-	direct := func() (*grpc.ClientConn, error) { return dialDirect(ep, token, do, certErr) }
-	c := &Client{endpoint: ep, signIn: do.signIn, certErr: certErr}
+	certErr, ioErr := new(atomic.Pointer[CertError]), new(atomic.Pointer[error])
+	direct := func() (*grpc.ClientConn, error) { return dialDirect(ep, token, do, certErr, ioErr) }
+	c := &Client{endpoint: ep, signIn: do.signIn, certErr: certErr, ioErr: ioErr, linkTimeout: do.keepaliveTimeout}
 	var d *muxDialer
 	if do.sharing != nil {
 		d, _ = viaMaster(ep, do.sharing)
@@ -126,7 +131,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 }
 
 // dialDirect makes the connection to the endpoint itself.
-func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Pointer[CertError]) (*grpc.ClientConn, error) {
+func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Pointer[CertError], ioErr *atomic.Pointer[error]) (*grpc.ClientConn, error) {
 	var tc credentials.TransportCredentials
 	if ep.TLS {
 		cfg, err := TLSConfig(ep)
@@ -138,7 +143,7 @@ func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Point
 		tc = insecure.NewCredentials()
 	}
 	opts := append(transportOptions(),
-		grpc.WithTransportCredentials(tc),
+		grpc.WithTransportCredentials(timeoutCreds{tc, ioErr}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                do.keepaliveTime,
 			Timeout:             do.keepaliveTimeout,
@@ -284,6 +289,15 @@ func (c *Client) wrap(op string, err error) error {
 	case codes.Unavailable:
 		if ce := c.certErr.Load(); ce != nil {
 			return fmt.Errorf("%s: %w", op, ce)
+		}
+		why := ""
+		if ie := c.ioErr.Load(); ie != nil {
+			why = (*ie).Error()
+		} else if w, ok := linkTimedOut(st); ok {
+			why = w
+		}
+		if why != "" {
+			return fmt.Errorf("%s: %w: %s: %s; the link stopped answering for %s; check the network and retry", op, ErrUnavailable, c.endpoint.URL, printable.Line(why, 4*maxEcho), c.linkTimeout)
 		}
 		hint := ""
 		if strings.HasPrefix(c.endpoint.URL, "unix://") {

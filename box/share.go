@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	"github.com/cocoonbox/cocoonbox/internal/flock"
+	"github.com/cocoonbox/cocoonbox/internal/window"
 )
 
 // Connection sharing (docs/architecture.md "Connection sharing"), after
@@ -291,8 +293,8 @@ func transportOptions() []grpc.DialOption {
 		experimental.WithBufferPool(bufpool.Shared),
 		grpc.WithReadBufferSize(ioBuffer),
 		grpc.WithWriteBufferSize(ioBuffer),
-		grpc.WithInitialWindowSize(streamWindow),
-		grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithInitialWindowSize(window.Stream),
+		grpc.WithInitialConnWindowSize(window.Conn),
 	}
 }
 
@@ -300,7 +302,7 @@ func transportOptions() []grpc.DialOption {
 // and per connection, and the size of its socket buffers, in bytes: a
 // proxy between a client and the endpoint (the control master) must allow
 // at least these not to slow a stream down.
-func Windows() (stream, conn int32, buffer int) { return streamWindow, connWindow, ioBuffer }
+func Windows() (stream, conn int32, buffer int) { return window.Stream, window.Conn, ioBuffer }
 
 // Conn is the client's connection, for the control master, which sends
 // calls it does not decode. It is nil for a client that goes through a
@@ -308,3 +310,32 @@ func Windows() (stream, conn int32, buffer int) { return streamWindow, connWindo
 func (c *Client) Conn() *grpc.ClientConn { return c.raw }
 
 var _ io.Closer = (*sharedConn)(nil)
+
+// reasonLinkTimedOut is the ErrorInfo reason with which a control master
+// passes on that its connection timed out, the error's text in its
+// metadata under "error": the master's client is the one that saw it.
+const reasonLinkTimedOut = "LINK_TIMED_OUT"
+
+// LinkError is err, a call's error on c's connection, with the timed-out
+// read or write attached when the connection failed for that, so that
+// the control master's clients name a frozen link as a direct client does.
+func (c *Client) LinkError(err error) error {
+	ie := c.ioErr.Load()
+	st, ok := status.FromError(err)
+	if ie == nil || !ok || st.Code() != codes.Unavailable {
+		return err
+	}
+	if with, werr := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonLinkTimedOut, Metadata: map[string]string{"error": (*ie).Error()}}); werr == nil {
+		return with.Err()
+	}
+	return err
+}
+
+func linkTimedOut(st *status.Status) (string, bool) {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonLinkTimedOut {
+			return info.GetMetadata()["error"], true
+		}
+	}
+	return "", false
+}

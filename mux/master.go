@@ -99,7 +99,7 @@ func (m *Master) Serve() error {
 	}
 	m.logf("master %d serving %s for %s", os.Getpid(), m.Socket, m.Endpoint.URL)
 
-	p := &proxy{up: up, idle: make(chan struct{}, 1)}
+	p := &proxy{up: up, link: c.LinkError, idle: make(chan struct{}, 1)}
 	stream, conn, buffer := box.Windows()
 	srv := grpc.NewServer(
 		grpc.UnknownServiceHandler(p.handle),
@@ -227,6 +227,8 @@ func (m *Master) logf(format string, args ...any) {
 type proxy struct {
 	up  *grpc.ClientConn
 	log func(string, ...any)
+	// link adds why the connection failed to a call's error.
+	link func(error) error
 	// idle gets a value each time the last open call ends.
 	idle chan struct{}
 
@@ -271,7 +273,7 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 	defer cancel()
 	cs, err := p.up.NewStream(ctx, callDesc, method, grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallRecvMsgSize(math.MaxInt32))
 	if err != nil {
-		return err
+		return p.link(err)
 	}
 	go func() {
 		for {
@@ -305,7 +307,7 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 			if err == io.EOF {
 				return nil
 			}
-			return err
+			return p.link(err)
 		}
 		if err := ss.SendMsg(f); err != nil {
 			return err
