@@ -251,3 +251,62 @@ func TestSSHKeepaliveUpload(t *testing.T) {
 		t.Errorf("stderr %q, want one line naming the keepalive or the timeout", msg)
 	}
 }
+
+// TestSSHKeepaliveThroughMaster: the same through a control master
+// (docs/architecture.md "Connection sharing"): the master's connection is
+// the one that freezes; its keepalive ends the call, whose client exits 255
+// with the same one line, and the master exits with its connection.
+func TestSSHKeepaliveThroughMaster(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	f := startFreezer(t, b.Addr)
+	log := filepath.Join(t.TempDir(), "control.log")
+	warm := f.shim(t, b, "true", "10s,1s")
+	warm.Env = append(warm.Env, "COCOONBOX_CONTROL_LOG="+log)
+	if out, err := warm.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	waitLog(t, log, "serving")
+	cmd := f.shim(t, b, "echo started; exec sleep 600", "10s,1s")
+	cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if line != "started\n" {
+		t.Fatalf("first line %q, %v; stderr: %s", line, err, stderr.String())
+	}
+	f.freeze()
+	io.Copy(io.Discard, stdout)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 255 {
+		t.Errorf("exit status %d, want 255", code)
+	}
+	msg := stderr.String()
+	t.Logf("stderr: %q", msg)
+	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") && !strings.Contains(msg, "stopped answering") {
+		t.Errorf("stderr %q, want one line naming the keepalive", msg)
+	}
+	waitLog(t, log, "exits: its connection to the endpoint failed")
+	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "via master") {
+		t.Errorf("the call did not go through the master; the log:\n%s", b)
+	}
+}
+
+// waitLog waits until the control log holds what, at most two minutes.
+func waitLog(t *testing.T, log, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, _ := os.ReadFile(log); strings.Contains(string(b), what) {
+			return
+		}
+	}
+	b, _ := os.ReadFile(log)
+	t.Fatalf("no %q in the control log:\n%s", what, b)
+}
