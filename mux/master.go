@@ -69,6 +69,9 @@ type Master struct {
 func (m *Master) Serve() error {
 	defer m.Lock.Close()
 	defer m.removeLock()
+	if fi, err := os.Lstat(m.Socket); err == nil && fi.Mode().Type() == os.ModeSocket {
+		os.Remove(m.Socket) // stale: its master would hold the lock
+	}
 	c, err := box.Dial(m.Endpoint, "", append(m.Options, box.WithIdleTimeout(0))...)
 	if err != nil {
 		return err
@@ -80,9 +83,6 @@ func (m *Master) Serve() error {
 		return err
 	}
 
-	if fi, err := os.Lstat(m.Socket); err == nil && fi.Mode().Type() == os.ModeSocket {
-		os.Remove(m.Socket) // stale: its master would hold the lock
-	}
 	lis, err := net.Listen("unix", m.Socket)
 	if err != nil {
 		return err
