@@ -101,7 +101,7 @@ func StopSharing(dir string, ep Endpoint) {
 }
 
 // ControlDir checks, or makes, a 0700 directory of the caller's own for
-// control sockets.
+// control sockets, in a directory of the caller's that only it may write.
 func ControlDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -112,6 +112,14 @@ func ControlDir(dir string) error {
 	}
 	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 || !ownedByMe(fi) {
 		return fmt.Errorf("%s is not a 0700 directory of this user's; remove it", dir)
+	}
+	// Nor may another user rename it away under us.
+	up, err := os.Lstat(filepath.Dir(dir))
+	if err != nil {
+		return err
+	}
+	if !up.IsDir() || up.Mode().Perm()&0o022 != 0 || !ownedByMe(up) {
+		return fmt.Errorf("%s is not a directory of this user's that only it may write; remove it", filepath.Dir(dir))
 	}
 	return nil
 }

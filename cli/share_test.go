@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -64,12 +65,17 @@ func gone(pid int) bool {
 	return strings.HasPrefix(after, "Z")
 }
 
-// killmaster FILE kills the last master FILE names with SIGKILL, waits
-// until it has gone, and prints "socket left" if its socket file stays.
+// killmaster FILE [TERM] kills the last master FILE names with SIGKILL
+// (or SIGTERM), waits until it has gone, and prints "socket left" if its
+// socket file stays.
 func killmaster() {
 	pid, sock := lastMaster(os.Args[1])
 	p, _ := os.FindProcess(pid)
-	if err := p.Kill(); err != nil {
+	sig := os.Kill
+	if len(os.Args) > 2 && os.Args[2] == "TERM" {
+		sig = syscall.SIGTERM
+	}
+	if err := p.Signal(sig); err != nil {
 		fmt.Fprintln(os.Stderr, "killmaster:", err)
 		os.Exit(1)
 	}
