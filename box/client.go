@@ -116,7 +116,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
 		}
-		c.conn = &sharedConn{d: d, mux: mux, direct: direct}
+		c.conn = &sharedConn{mux: mux, direct: direct}
 	} else {
 		conn, err := direct()
 		if err != nil {

@@ -193,31 +193,24 @@ func shareLog(file, format string, args ...any) {
 }
 
 // muxDialer connects gRPC to a master's socket: first the connection
-// viaMaster opened, then new ones. failed is set when the latest attempt
-// failed, so that a call refused for want of a connection is known not to
-// have reached the master.
+// viaMaster opened, then new ones.
 type muxDialer struct {
-	sock   string
-	first  atomic.Pointer[net.Conn]
-	failed atomic.Bool
+	sock  string
+	first atomic.Pointer[net.Conn]
 }
 
 func (d *muxDialer) dial(ctx context.Context, _ string) (net.Conn, error) {
 	if c := d.first.Swap(nil); c != nil {
-		d.failed.Store(false)
 		return *c, nil
 	}
-	c, err := dialMaster(d.sock)
-	d.failed.Store(err != nil)
-	return c, err
+	return dialMaster(d.sock)
 }
 
-// sharedConn sends each call through the master until a call fails
-// because no connection to the master could be made; then it, and every
-// later call, goes to the endpoint directly. A call that failed after it
-// reached the master is not sent again: it may have run.
+// sharedConn sends each call through the master until a call cannot be
+// opened there for want of a connection to it; then it, and every later
+// call, goes to the endpoint directly. A call that was opened on the
+// master's connection is never sent again: it may have run.
 type sharedConn struct {
-	d      *muxDialer
 	mux    *grpc.ClientConn
 	direct func() (*grpc.ClientConn, error)
 
@@ -234,11 +227,6 @@ func (s *sharedConn) pick() (grpc.ClientConnInterface, bool) {
 	return s.mux, true
 }
 
-// unreached reports whether err says the call never reached the master.
-func (s *sharedConn) unreached(err error) bool {
-	return status.Code(err) == codes.Unavailable && s.d.failed.Load()
-}
-
 func (s *sharedConn) giveUp() (grpc.ClientConnInterface, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -252,22 +240,29 @@ func (s *sharedConn) giveUp() (grpc.ClientConnInterface, error) {
 	return s.fallback, nil
 }
 
+var unaryDesc = &grpc.StreamDesc{}
+
+// Invoke is gRPC's own unary call (grpc.ClientConn.Invoke) made on
+// NewStream, so that a call is known to have been opened or not.
 func (s *sharedConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	cc, viaMux := s.pick()
-	err := cc.Invoke(ctx, method, args, reply, opts...)
-	if viaMux && s.unreached(err) {
-		if cc, err = s.giveUp(); err != nil {
-			return err
-		}
-		return cc.Invoke(ctx, method, args, reply, opts...)
+	st, err := s.NewStream(ctx, unaryDesc, method, opts...)
+	if err != nil {
+		return err
 	}
-	return err
+	if err := st.SendMsg(args); err != nil {
+		return err
+	}
+	return st.RecvMsg(reply)
 }
 
+// NewStream opens the call through the master, else directly. gRPC's
+// NewStream fails only before the call is sent: it picks a connection
+// (failing at once when none can be made) and queues the headers; what
+// goes wrong later comes out of the stream's RecvMsg.
 func (s *sharedConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	cc, viaMux := s.pick()
 	st, err := cc.NewStream(ctx, desc, method, opts...)
-	if viaMux && s.unreached(err) {
+	if viaMux && status.Code(err) == codes.Unavailable {
 		if cc, err = s.giveUp(); err != nil {
 			return nil, err
 		}
