@@ -86,7 +86,10 @@ func TestClientFallsBackInProcess(t *testing.T) {
 	if got := run(c, "echo two"); got != "two\n" {
 		t.Fatalf("got %q", got)
 	}
-	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "via master") || !strings.Contains(string(b), "call /cocoonbox.control.v1.Session/Exec") {
+	if boxes, err := c.List(context.Background()); err != nil || len(boxes) != 1 {
+		t.Fatalf("List through the master: %v, %v", boxes, err)
+	}
+	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "via master") || !strings.Contains(string(b), "call /cocoonbox.control.v1.Session/Exec") || !strings.Contains(string(b), "call /cocoonbox.control.v1.Boxes/List") {
 		t.Fatalf("the second client did not go through the master; the log:\n%s", b)
 	}
 
@@ -100,6 +103,10 @@ func TestClientFallsBackInProcess(t *testing.T) {
 		t.Fatalf("master: %v", err)
 	}
 	before, _ := os.ReadFile(log)
+	// A unary call first, then a stream, both from the client of the master.
+	if boxes, err := c.List(context.Background()); err != nil || len(boxes) != 1 {
+		t.Fatalf("List after the master: %v, %v", boxes, err)
+	}
 	if got := run(c, "echo three"); got != "three\n" {
 		t.Fatalf("got %q", got)
 	}
