@@ -69,8 +69,8 @@ type Master struct {
 func (m *Master) Serve() error {
 	defer m.Lock.Close()
 	defer m.removeLock()
-	if fi, err := os.Lstat(m.Socket); err == nil && fi.Mode().Type() == os.ModeSocket {
-		os.Remove(m.Socket) // stale: its master would hold the lock
+	if fi, err := os.Lstat(m.Socket); err == nil && !fi.IsDir() {
+		os.Remove(m.Socket) // stale: a live master would hold the lock
 	}
 	c, err := box.Dial(m.Endpoint, "", append(m.Options, box.WithIdleTimeout(0))...)
 	if err != nil {
