@@ -108,7 +108,16 @@ func TestSSHKeepalive(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
 	f := startFreezer(t, b.Addr)
-	cmd := f.shim(t, b, "echo started; exec sleep 600", "10s,1s")
+	msg := f.frozenCall(t, f.shim(t, b, "echo started; exec sleep 600", "10s,1s"))
+	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") {
+		t.Errorf("stderr %q, want one line naming the keepalive", msg)
+	}
+}
+
+// frozenCall runs cmd, which prints "started" first, freezes f once that
+// arrives, checks that cmd then exits 255, and returns its stderr.
+func (f *freezer) frozenCall(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -128,11 +137,8 @@ func TestSSHKeepalive(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 255 {
 		t.Errorf("exit status %d, want 255", code)
 	}
-	msg := stderr.String()
-	t.Logf("stderr: %q", msg)
-	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") {
-		t.Errorf("stderr %q, want one line naming the keepalive", msg)
-	}
+	t.Logf("stderr: %q", stderr.String())
+	return stderr.String()
 }
 
 // TestServerKeepalive: when a client's link freezes, the server's own
@@ -269,27 +275,7 @@ func TestSSHKeepaliveThroughMaster(t *testing.T) {
 	waitLog(t, log, "serving")
 	cmd := f.shim(t, b, "echo started; exec sleep 600", "10s,1s")
 	cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if line != "started\n" {
-		t.Fatalf("first line %q, %v; stderr: %s", line, err, stderr.String())
-	}
-	f.freeze()
-	io.Copy(io.Discard, stdout)
-	cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 255 {
-		t.Errorf("exit status %d, want 255", code)
-	}
-	msg := stderr.String()
-	t.Logf("stderr: %q", msg)
+	msg := f.frozenCall(t, cmd)
 	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") && !strings.Contains(msg, "stopped answering") {
 		t.Errorf("stderr %q, want one line naming the keepalive", msg)
 	}
