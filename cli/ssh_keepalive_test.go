@@ -108,7 +108,16 @@ func TestSSHKeepalive(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
 	f := startFreezer(t, b.Addr)
-	cmd := f.shim(t, b, "echo started; exec sleep 600", "10s,1s")
+	msg := f.frozenCall(t, f.shim(t, b, "echo started; exec sleep 600", "10s,1s"))
+	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") {
+		t.Errorf("stderr %q, want one line naming the keepalive", msg)
+	}
+}
+
+// frozenCall runs cmd, which prints "started" first, freezes f once that
+// arrives, checks that cmd then exits 255, and returns its stderr.
+func (f *freezer) frozenCall(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -128,11 +137,8 @@ func TestSSHKeepalive(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 255 {
 		t.Errorf("exit status %d, want 255", code)
 	}
-	msg := stderr.String()
-	t.Logf("stderr: %q", msg)
-	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") {
-		t.Errorf("stderr %q, want one line naming the keepalive", msg)
-	}
+	t.Logf("stderr: %q", stderr.String())
+	return stderr.String()
 }
 
 // TestServerKeepalive: when a client's link freezes, the server's own
@@ -250,4 +256,43 @@ func TestSSHKeepaliveUpload(t *testing.T) {
 	if msg := stderr.String(); strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "keepalive") && !strings.Contains(msg, "connection timed out") {
 		t.Errorf("stderr %q, want one line naming the keepalive or the timeout", msg)
 	}
+}
+
+// TestSSHKeepaliveThroughMaster: the same through a control master
+// (docs/architecture.md "Connection sharing"): the master's connection is
+// the one that freezes; its keepalive ends the call, whose client exits 255
+// with the same one line, and the master exits with its connection.
+func TestSSHKeepaliveThroughMaster(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	f := startFreezer(t, b.Addr)
+	log := filepath.Join(t.TempDir(), "control.log")
+	warm := f.shim(t, b, "true", "10s,1s")
+	warm.Env = append(warm.Env, "COCOONBOX_CONTROL_LOG="+log)
+	if out, err := warm.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	waitLog(t, log, "serving")
+	cmd := f.shim(t, b, "echo started; exec sleep 600", "10s,1s")
+	cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log)
+	msg := f.frozenCall(t, cmd)
+	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") && !strings.Contains(msg, "stopped answering") {
+		t.Errorf("stderr %q, want one line naming the keepalive", msg)
+	}
+	waitLog(t, log, "exits: its connection to the endpoint failed")
+	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "via master") {
+		t.Errorf("the call did not go through the master; the log:\n%s", b)
+	}
+}
+
+// waitLog waits until the control log holds what, at most two minutes.
+func waitLog(t *testing.T, log, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, _ := os.ReadFile(log); strings.Contains(string(b), what) {
+			return
+		}
+	}
+	b, _ := os.ReadFile(log)
+	t.Fatalf("no %q in the control log:\n%s", what, b)
 }
