@@ -94,7 +94,9 @@ func WithKeepalive(time, timeout time.Duration) DialOption {
 }
 
 // Dial makes a client for ep that sends token (which may be empty) with
-// every call. The connection is made lazily by the first call.
+// every call. The connection is made lazily by the first call; through a
+// control master (WithSharing), Dial first checks the master
+// (CheckMethod), and dials the endpoint itself if the check fails.
 func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	do := dialOptions{keepaliveTime: KeepaliveTime, keepaliveTimeout: KeepaliveTimeout, signIn: "sign in with `cocoonbox login`"}
 	for _, f := range options {
@@ -116,8 +118,15 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
 		}
-		c.conn = &sharedConn{mux: mux, direct: direct}
-	} else {
+		if err := checkMaster(mux); err != nil {
+			shareLog(do.sharing.Log, "direct; the master failed its check: %v", status.Convert(err).Message())
+			mux.Close()
+			d = nil
+		} else {
+			c.conn = &sharedConn{mux: mux, direct: direct}
+		}
+	}
+	if d == nil {
 		conn, err := direct()
 		if err != nil {
 			return nil, err

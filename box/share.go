@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	"github.com/cocoonbox/cocoonbox/internal/flock"
@@ -313,6 +314,28 @@ func Windows() (stream, conn int32, buffer int) { return window.Stream, window.C
 func (c *Client) Conn() *grpc.ClientConn { return c.raw }
 
 var _ io.Closer = (*sharedConn)(nil)
+
+// CheckMethod is the one call a control master answers itself, never
+// passing it on: Dial makes it before using a master, with an empty
+// request and reply (google.protobuf.Empty). The master answers at once
+// when its connection carried something in the last few seconds, and
+// otherwise first asks the endpoint (a gRPC health check, which any
+// answer, even Unimplemented, proves alive); a connection that does not
+// answer in time (a changed network, a NAT that forgot it) fails the check
+// and ends the master, and the caller dials the endpoint itself, having
+// sent nothing through the master.
+const CheckMethod = "/cocoonbox.mux.v1.Master/Check"
+
+// checkTimeout bounds Dial's check of a master: the master's own wait for
+// the endpoint (mux.probeTimeout, 3 s) and a margin.
+const checkTimeout = 5 * time.Second
+
+// checkMaster makes the CheckMethod call on a master's connection.
+func checkMaster(mux *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	return mux.Invoke(ctx, CheckMethod, &emptypb.Empty{}, &emptypb.Empty{})
+}
 
 // reasonLinkTimedOut is the ErrorInfo reason with which a control master
 // passes on that its connection timed out, the error's text in its

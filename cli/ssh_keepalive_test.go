@@ -26,7 +26,10 @@ type freezer struct {
 	lis    net.Listener
 	mu     sync.Mutex
 	frozen bool
-	thaw   chan struct{} // closed when the test ends
+	// accepted counts the connections; those numbered below frozenBelow
+	// are frozen (freezeOpen), whatever frozen says.
+	accepted, frozenBelow int
+	thaw                  chan struct{} // closed when the test ends
 }
 
 func startFreezer(t *testing.T, target string) *freezer {
@@ -51,22 +54,26 @@ func startFreezer(t *testing.T, target string) *freezer {
 				c.Close()
 				continue
 			}
-			go f.pipe(c, u)
-			go f.pipe(u, c)
+			f.mu.Lock()
+			id := f.accepted
+			f.accepted++
+			f.mu.Unlock()
+			go f.pipe(c, u, id)
+			go f.pipe(u, c, id)
 		}
 	}()
 	return f
 }
 
 // pipe copies from src to dst until an error, holding data once frozen.
-func (f *freezer) pipe(dst, src net.Conn) {
+func (f *freezer) pipe(dst, src net.Conn, id int) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		f.mu.Lock()
-		frozen := f.frozen
+		frozen := f.frozen || id < f.frozenBelow
 		f.mu.Unlock()
 		if frozen {
 			<-f.thaw
@@ -86,6 +93,14 @@ func (f *freezer) pipe(dst, src net.Conn) {
 func (f *freezer) freeze() {
 	f.mu.Lock()
 	f.frozen = true
+	f.mu.Unlock()
+}
+
+// freezeOpen freezes the connections open now; new ones still flow, as
+// after a laptop moved to another network.
+func (f *freezer) freezeOpen() {
+	f.mu.Lock()
+	f.frozenBelow = f.accepted
 	f.mu.Unlock()
 }
 
@@ -282,6 +297,43 @@ func TestSSHKeepaliveThroughMaster(t *testing.T) {
 	waitLog(t, log, "exits: its connection to the endpoint failed")
 	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "via master") {
 		t.Errorf("the call did not go through the master; the log:\n%s", b)
+	}
+}
+
+// TestSharedLinkCheckedAfterIdle: a control master whose connection has
+// carried nothing for a while checks it before the next call uses it
+// (box.CheckMethod); a connection that died meanwhile (frozen here, as
+// after a change of network) fails the check, the master exits, and the
+// call dials the endpoint itself and succeeds, instead of waiting for a
+// keepalive to fail it.
+func TestSharedLinkCheckedAfterIdle(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	f := startFreezer(t, b.Addr)
+	log := filepath.Join(t.TempDir(), "control.log")
+	run := func(line string) (string, error) {
+		cmd := f.shim(t, b, line, "10s,1s")
+		cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("true"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	waitLog(t, log, "serving")
+	if out, err := run("echo warm"); err != nil || out != "warm\n" {
+		t.Fatalf("%v: %q", err, out)
+	}
+	time.Sleep(11 * time.Second) // past mux.probeAfter
+	f.freezeOpen()
+	if out, err := run("echo after"); err != nil || out != "after\n" {
+		t.Fatalf("after the link died: %v: %q", err, out)
+	}
+	b2, _ := os.ReadFile(log)
+	for _, want := range []string{"via master", "direct; the master failed its check", "did not answer a check"} {
+		if !strings.Contains(string(b2), want) {
+			t.Errorf("no %q in the control log:\n%s", want, b2)
+		}
 	}
 }
 

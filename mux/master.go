@@ -19,15 +19,18 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
@@ -42,6 +45,18 @@ const connectTimeout = 30 * time.Second
 
 // pollEvery is how often the master checks that its socket is still its own.
 const pollEvery = time.Second
+
+// probeAfter is how long the master's connection may carry nothing
+// before a check (box.CheckMethod) first asks the endpoint whether it is
+// still there, and probeTimeout how long it waits for the answer.
+const (
+	probeAfter   = 10 * time.Second
+	probeTimeout = 3 * time.Second
+)
+
+// healthMethod is gRPC's standard health check: any answer to it, even
+// Unimplemented or Unauthenticated, shows the connection carries calls.
+const healthMethod = "/grpc.health.v1.Health/Check"
 
 // suspendGap is how far the wall clock may run ahead of the monotonic one
 // between two polls before the master takes it that the machine slept.
@@ -99,7 +114,7 @@ func (m *Master) Serve() error {
 	}
 	m.logf("master %d serving %s for %s", os.Getpid(), m.Socket, m.Endpoint.URL)
 
-	p := &proxy{up: up, link: c.LinkError, idle: make(chan struct{}, 1)}
+	p := &proxy{up: up, link: c.LinkError, idle: make(chan struct{}, 1), dead: make(chan struct{}), start: time.Now()}
 	stream, conn, buffer := box.Windows()
 	srv := grpc.NewServer(
 		grpc.UnknownServiceHandler(p.handle),
@@ -153,6 +168,8 @@ func (m *Master) wait(p *proxy, up *grpc.ClientConn, mine os.FileInfo, served <-
 			return fmt.Errorf("signal %v", s)
 		case <-broken:
 			return errUpstream
+		case <-p.dead:
+			return errors.New("its connection did not answer a check")
 		case err := <-served:
 			return fmt.Errorf("serve: %v", err)
 		case <-tick.C:
@@ -232,8 +249,40 @@ type proxy struct {
 	// idle gets a value each time the last open call ends.
 	idle chan struct{}
 
+	// dead is closed when the connection did not answer a check.
+	dead     chan struct{}
+	deadOnce sync.Once
+	// heard is when the connection last carried an answer, as time since
+	// start (monotonic).
+	start time.Time
+	heard atomic.Int64
+
 	mu    sync.Mutex
 	calls int
+}
+
+func (p *proxy) hear() { p.heard.Store(int64(time.Since(p.start))) }
+
+// check answers box.CheckMethod: at once while the connection is known to
+// work (another call is open, so its keepalive runs, or it carried an
+// answer lately), else after the endpoint answers a health check.
+func (p *proxy) check(ss grpc.ServerStream) error {
+	if err := ss.RecvMsg(new(frame)); err != nil {
+		return err
+	}
+	if p.open() == 1 && time.Since(p.start)-time.Duration(p.heard.Load()) > probeAfter {
+		ctx, cancel := context.WithTimeout(ss.Context(), probeTimeout)
+		err := p.up.Invoke(ctx, healthMethod, &frame{}, new(frame), grpc.ForceCodecV2(rawCodec{}))
+		cancel()
+		switch status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+			p.log("check: no answer from the endpoint: %v", err)
+			p.deadOnce.Do(func() { close(p.dead) })
+			return status.Error(codes.Unavailable, "the control master's connection does not answer")
+		}
+		p.hear()
+	}
+	return ss.SendMsg(&frame{})
 }
 
 func (p *proxy) open() int {
@@ -267,6 +316,9 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 	p.enter()
 	defer p.leave()
 	method, _ := grpc.MethodFromServerStream(ss)
+	if method == box.CheckMethod {
+		return p.check(ss)
+	}
 	p.log("call %s", method)
 	in, _ := metadata.FromIncomingContext(ss.Context())
 	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), forwardable(in)))
@@ -296,6 +348,9 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 	for {
 		f := new(frame)
 		err := cs.RecvMsg(f)
+		if status.Code(err) != codes.Unavailable {
+			p.hear()
+		}
 		if !headerSent {
 			headerSent = true
 			if h, herr := cs.Header(); herr == nil && len(h) > 0 {
