@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/version"
 	"github.com/cocoonbox/cocoonbox/mux"
 )
 
@@ -77,7 +78,9 @@ func (e Env) sharing(ep box.Endpoint) ([]box.DialOption, error) {
 		return nil, nil
 	}
 	cfg, _ := e.configDir()
-	key := strings.Join([]string{cfg, e.Getenv("SSL_CERT_FILE"), e.Getenv("SSL_CERT_DIR"), e.Getenv("COCOONBOX_KEEPALIVE")}, "\x00")
+	// The version too: a master of another build may not speak this one's
+	// check (box.CheckMethod).
+	key := strings.Join([]string{cfg, e.Getenv("SSL_CERT_FILE"), e.Getenv("SSL_CERT_DIR"), e.Getenv("COCOONBOX_KEEPALIVE"), version.String()}, "\x00")
 	start := func(ep box.Endpoint, sock string, lock *os.File) error {
 		exe, err := cocoonboxExe()
 		if err != nil {

@@ -330,7 +330,7 @@ func TestSharedLinkCheckedAfterIdle(t *testing.T) {
 		t.Fatalf("after the link died: %v: %q", err, out)
 	}
 	b2, _ := os.ReadFile(log)
-	for _, want := range []string{"via master", "direct; the master failed its check", "did not answer a check"} {
+	for _, want := range []string{"via master", "direct; the master failed its check", "check: no answer from the endpoint", "exits"} {
 		if !strings.Contains(string(b2), want) {
 			t.Errorf("no %q in the control log:\n%s", want, b2)
 		}
