@@ -120,7 +120,11 @@ func TestSSHConfigOpenSSH(t *testing.T) {
 			t.FailNow()
 		}
 	}
-	pinLine := "cocoonbox-ssh: " + kh + " does not pin the host key in " + filepath.Join(filepath.Dir(kh), "ssh_host_ed25519_key") + ", so ssh refuses the connection; to pin the key again, run: cocoonbox ssh-config --ssh-path '" + filepath.Join(dir, "cocoonbox-ssh") + "'\n"
+	// The advice names --ssh-path only when the ProxyCommand ran
+	// cocoonbox-ssh by an absolute argv[0] (ssh does; testscript's
+	// dispatch gives the bare name), so here the plain command: a rewrite
+	// keeps the block's path anyway (TestSSHConfigAdvice has the rest).
+	pinLine := "cocoonbox-ssh: " + kh + " does not pin the host key in " + filepath.Join(filepath.Dir(kh), "ssh_host_ed25519_key") + ", so ssh refuses the connection; to pin the key again, run: cocoonbox ssh-config\n"
 	refused("another key pinned", pinLine)
 	repin := func() {
 		t.Helper()
