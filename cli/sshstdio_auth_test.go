@@ -4,7 +4,6 @@ package cli_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,10 +44,7 @@ func paramikoSnippet(t *testing.T) string {
 // code is refused, so the pin is what lets it in.
 func TestSSHStdioParamikoClient(t *testing.T) {
 	t.Parallel()
-	const python = "/usr/bin/python3"
-	if out, err := exec.Command(python, "-c", "import paramiko").CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s: install python3-paramiko (scripts/deps.sh)", err, out)
-	}
+	python := paramikoPython(t)
 	b := startBox(t)
 	s := newStdioSSH(t, b)
 	home := envValue(s.Env, "HOME")
@@ -107,15 +103,7 @@ func TestSSHStdioNewToken(t *testing.T) {
 		}
 	}
 	login(b.Token)
-	dir := t.TempDir()
-	starts := filepath.Join(dir, "starts")
-	cfg := readFile(t, s.Config)
-	cfg = strings.Replace(cfg, fmt.Sprintf("  ProxyCommand %q --stdio %%n", s.Shim),
-		fmt.Sprintf("  ProxyCommand sh -c 'echo start >>%s; exec %s --stdio %%n'", starts, s.Shim), 1)
-	cfg = strings.Replace(cfg, "  ControlMaster no\n", fmt.Sprintf("  ControlMaster auto\n  ControlPath %s/cm-%%C\n  ControlPersist yes\n", dir), 1)
-	write(t, s.Config, cfg)
-	runOK(t, s.cmd("-fN", "main.cocoonbox"))
-	t.Cleanup(func() { s.cmd("-O", "exit", "main.cocoonbox").Run() })
+	starts := s.startMaster(t)
 	if out := runOK(t, s.cmd("main.cocoonbox", "echo one")); out != "one\n" {
 		t.Fatalf("ssh through the master: %q", out)
 	}
