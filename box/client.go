@@ -132,7 +132,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		d, _ = viaMaster(ep, do.sharing)
 	}
 	if d != nil {
-		opts := append(transportOptions(), do.creds(token)...)
+		opts := append(transportOptions(true), do.creds(token)...)
 		mux, err := dialMux(d, opts)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
@@ -170,7 +170,7 @@ func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Point
 	} else {
 		tc = insecure.NewCredentials()
 	}
-	opts := append(transportOptions(),
+	opts := append(transportOptions(strings.HasPrefix(ep.Target, "unix:")),
 		grpc.WithTransportCredentials(timeoutCreds{tc, ioErr}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                do.keepaliveTime,
