@@ -64,6 +64,10 @@ type fileData struct {
 
 func (s FileStore) path() string { return filepath.Join(s.Dir, "credentials.json") }
 
+// Path is the credentials file's path, for a caller that watches it for
+// changes (each Put replaces it, so its modification time changes).
+func (s FileStore) Path() string { return s.path() }
+
 // ModeError reports a credentials file or directory that others can reach.
 type ModeError struct {
 	Path string

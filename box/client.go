@@ -77,6 +77,7 @@ type dialOptions struct {
 	signIn                          string
 	sharing                         *Sharing
 	idleTimeout                     *time.Duration
+	tokenSource                     func() string
 }
 
 // WithSignIn replaces the next step an UNAUTHENTICATED error names, "sign
@@ -91,6 +92,27 @@ func WithSignIn(hint string) DialOption {
 // raises a time below 10 s to 10 s.
 func WithKeepalive(time, timeout time.Duration) DialOption {
 	return func(o *dialOptions) { o.keepaliveTime, o.keepaliveTimeout = time, timeout }
+}
+
+// WithTokenSource makes every call send the token src returns then,
+// instead of Dial's: a long-lived client (cocoonbox-ssh --stdio under an
+// OpenSSH ControlMaster) then picks up a token saved after it started.
+// src is called once per call, concurrently; it should be cheap, and
+// return the last good token when it cannot read a new one. Through a
+// control master too, since the master holds no token.
+func WithTokenSource(src func() string) DialOption {
+	return func(o *dialOptions) { o.tokenSource = src }
+}
+
+// creds is the per-call credentials for token, or for do's token source.
+func (do dialOptions) creds(token string) []grpc.DialOption {
+	if do.tokenSource != nil {
+		return []grpc.DialOption{grpc.WithPerRPCCredentials(bearerFunc(do.tokenSource))}
+	}
+	if token != "" {
+		return []grpc.DialOption{grpc.WithPerRPCCredentials(bearer(token))}
+	}
+	return nil
 }
 
 // Dial makes a client for ep that sends token (which may be empty) with
@@ -110,10 +132,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		d, _ = viaMaster(ep, do.sharing)
 	}
 	if d != nil {
-		opts := transportOptions(true)
-		if token != "" {
-			opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
-		}
+		opts := append(transportOptions(true), do.creds(token)...)
 		mux, err := dialMux(d, opts)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
@@ -162,9 +181,7 @@ func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Point
 	if do.idleTimeout != nil {
 		opts = append(opts, grpc.WithIdleTimeout(*do.idleTimeout))
 	}
-	if token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
-	}
+	opts = append(opts, do.creds(token)...)
 	conn, err := grpc.NewClient(ep.Target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
@@ -187,6 +204,19 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 
 func (b bearer) RequireTransportSecurity() bool { return false }
+
+// bearerFunc is bearer for the token a source returns at each call; an
+// empty one sends none.
+type bearerFunc func() string
+
+func (f bearerFunc) GetRequestMetadata(ctx context.Context, uri ...string) (map[string]string, error) {
+	if t := f(); t != "" {
+		return bearer(t).GetRequestMetadata(ctx, uri...)
+	}
+	return nil, nil
+}
+
+func (bearerFunc) RequireTransportSecurity() bool { return false }
 
 // State is a box's state as a lower-case word: absent, starting, running,
 // hibernating, hibernated or failed.

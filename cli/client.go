@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/auth"
@@ -68,6 +69,12 @@ func (e Env) token(ep box.Endpoint) (string, error) {
 // dial resolves the endpoint (flag > $COCOONBOX_ENDPOINT > config > the
 // service) and its token, and makes a client.
 func (e Env) dial(endpointFlag string) (*box.Client, error) {
+	return e.dialFor(endpointFlag, false)
+}
+
+// dialFor is dial; with follow, every call sends the token saved when it
+// is made (tokenSource), for a client that lives long.
+func (e Env) dialFor(endpointFlag string, follow bool) (*box.Client, error) {
 	ep, err := box.ResolveEndpoint(endpointFlag, e.Getenv)
 	if err != nil {
 		return nil, err
@@ -77,6 +84,11 @@ func (e Env) dial(endpointFlag string) (*box.Client, error) {
 		return nil, err
 	}
 	opts := []box.DialOption{box.WithSignIn(e.signInHint(ep))}
+	if follow && e.Getenv("COCOONBOX_TOKEN") == "" {
+		if src, err := e.tokenSource(ep, tok); err == nil {
+			opts = append(opts, box.WithTokenSource(src))
+		}
+	}
 	if v := e.Getenv("COCOONBOX_KEEPALIVE"); v != "" {
 		t, timeout, err := parseKeepalive(v)
 		if err != nil {
@@ -89,6 +101,51 @@ func (e Env) dial(endpointFlag string) (*box.Client, error) {
 		return nil, err
 	}
 	return box.Dial(ep, tok, append(opts, sh...)...)
+}
+
+// tokenSource returns the token saved for ep at each call, starting from
+// tok: the credentials file is read again only when its modification time
+// or size changed since the last read (or it is another file), and a failed read (the file half
+// way through a logout, or gone) keeps the last token, which the box then
+// refuses or not as it sees fit.
+func (e Env) tokenSource(ep box.Endpoint, tok string) (func() string, error) {
+	st, err := e.store()
+	if err != nil {
+		return nil, err
+	}
+	fst, ok := st.(auth.FileStore)
+	if !ok {
+		return nil, errors.New("not a file store")
+	}
+	// Each save replaces the file (a new inode), so the same file with the
+	// same time and size is the same content, even where the clock is
+	// coarse; all tokens are one size.
+	same := func(a, b os.FileInfo) bool {
+		if a == nil || b == nil {
+			return a == nil && b == nil
+		}
+		return os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
+	}
+	look := func() os.FileInfo {
+		fi, err := os.Stat(fst.Path())
+		if err != nil {
+			return nil
+		}
+		return fi
+	}
+	var mu sync.Mutex
+	last := look()
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if now := look(); !same(now, last) {
+			last = now
+			if t, err := e.token(ep); err == nil {
+				tok = t
+			}
+		}
+		return tok
+	}, nil
 }
 
 // signInHint names the command that gets a token for ep from where this

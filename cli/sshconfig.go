@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +33,9 @@ type sshConfigOptions struct {
 	// binary, else the one on the PATH.
 	SSHPath               string
 	Print, DryRun, Remove bool
+	// SuffixSet and SSHPathSet: the flags were given. A rewrite without
+	// them keeps the existing block's values.
+	SuffixSet, SSHPathSet bool
 }
 
 func newSSHConfig(env Env, s Streams) *cobra.Command {
@@ -43,13 +48,17 @@ func newSSHConfig(env Env, s Streams) *cobra.Command {
 host key pinned in a known_hosts file of ours, so that ssh main.cocoonbox,
 scp, sftp, rsync -e ssh, git, VS Code Remote-SSH and JetBrains Gateway
 reach box main with OpenSSH itself. Run again, it rewrites the block in
-place; --remove takes it out; --dry-run shows the change as a diff and
+place, keeping the block's --suffix and --ssh-path unless given; --remove
+takes it out; --dry-run shows the change as a diff and
 writes nothing; --print prints the block instead.`,
 		Example: `  cocoonbox ssh-config --dry-run
   cocoonbox ssh-config
   ssh main.cocoonbox`,
 		Args: usageArgs(cobra.NoArgs),
-		RunE: func(*cobra.Command, []string) error { return runSSHConfig(env, s, o) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			o.SuffixSet, o.SSHPathSet = c.Flags().Changed("suffix"), c.Flags().Changed("ssh-path")
+			return runSSHConfig(env, s, o)
+		},
 	}
 	f := c.Flags()
 	f.StringVar(&o.Suffix, "suffix", sshconfig.DefaultSuffix, "the host suffix: Host *SUFFIX")
@@ -66,21 +75,25 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 	if o.Print && (o.DryRun || o.Remove) {
 		return &UsageError{errors.New("ssh-config: --print goes with neither --dry-run nor --remove")}
 	}
+	if o.File == "-" {
+		return &UsageError{errors.New("ssh-config: --file - would write a file named \"-\"; to see the block on stdout, use --print")}
+	}
+	if h := env.Getenv("HOME"); h != "" && !filepath.IsAbs(h) {
+		return fmt.Errorf("HOME=%q is not an absolute path, and ssh would not read what it names; set HOME to your home directory, or name the file with: cocoonbox ssh-config --file FILE", h)
+	}
 	state, err := env.stateDir()
 	if err != nil {
 		return err
 	}
-	var block string
-	if !o.Remove {
-		if block, err = sshConfigBlock(state, o); err != nil {
-			return err
-		}
-	}
 	if o.Print {
-		if err := writeKnownHosts(state); err != nil {
+		block, err := sshConfigBlock(env, state, o)
+		if err != nil {
 			return err
 		}
-		_, err := io.WriteString(s.Out, block)
+		if _, err := writeKnownHosts(state); err != nil {
+			return err
+		}
+		_, err = io.WriteString(s.Out, block)
 		return err
 	}
 	path, err := sshConfigPath(env, o.File)
@@ -104,7 +117,15 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 	}
 	text := f.Without()
 	if !o.Remove {
+		kept := keepWritten(env, f, &o)
+		block, err := sshConfigBlock(env, state, o)
+		if err != nil {
+			return err
+		}
 		text = f.With(block)
+		if kept != "" {
+			fmt.Fprintf(s.Err, "cocoonbox: kept the block's %s (give the flag to change it)\n", kept)
+		}
 	}
 	if o.DryRun {
 		if text == string(old) {
@@ -119,10 +140,11 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 			return err
 		}
 	}
+	repinned := false
 	if !o.Remove {
 		// The block's pin: written first, so the block never points at a
 		// missing or stale key.
-		if err := writeKnownHosts(state); err != nil {
+		if repinned, err = writeKnownHosts(state); err != nil {
 			return err
 		}
 	}
@@ -130,7 +152,9 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 	if o.File == "" && !o.Remove {
 		warning = passwdHomeWarning(env.Getenv("HOME"), path)
 	}
-	if text == string(old) {
+	if text == string(old) && repinned {
+		fmt.Fprintf(s.Err, "cocoonbox: %s is up to date; pinned the host key again in %s\n", path, filepath.Join(state, knownHostsFile))
+	} else if text == string(old) {
 		fmt.Fprintf(s.Err, "cocoonbox: %s is up to date\n", path)
 	} else if err := writeSSHConfig(path, text); err != nil {
 		return err
@@ -173,9 +197,33 @@ func sameDir(a, b string) bool {
 	return filepath.Clean(a) == filepath.Clean(b) || sameFile(a, b)
 }
 
+// keepWritten fills in o's suffix and cocoonbox-ssh path from f's block
+// where their flags were not given, so that a rewrite changes only what
+// is asked. It names what it kept that differs from the default, or "".
+func keepWritten(env Env, f *sshconfig.File, o *sshConfigOptions) string {
+	suffix, path, ok := f.Written(env.platform())
+	if !ok {
+		return ""
+	}
+	var kept []string
+	if !o.SuffixSet {
+		o.Suffix = suffix
+		if suffix != sshconfig.DefaultSuffix {
+			kept = append(kept, "--suffix "+suffix)
+		}
+	}
+	if !o.SSHPathSet {
+		o.SSHPath = path
+		if found, err := findSSH(); err != nil || found != path {
+			kept = append(kept, "--ssh-path "+path)
+		}
+	}
+	return strings.Join(kept, " and ")
+}
+
 // sshConfigBlock is the block for o, with the host key's file names in
 // state.
-func sshConfigBlock(state string, o sshConfigOptions) (string, error) {
+func sshConfigBlock(env Env, state string, o sshConfigOptions) (string, error) {
 	p := o.SSHPath
 	if p == "" {
 		var err error
@@ -187,7 +235,10 @@ func sshConfigBlock(state string, o sshConfigOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	opts := sshconfig.Options{Suffix: o.Suffix, SSHPath: p, KnownHosts: filepath.Join(state, knownHostsFile), Ciphers: sshserve.ClientCiphers}
+	opts := sshconfig.Options{
+		Suffix: o.Suffix, SSHPath: p, KnownHosts: filepath.Join(state, knownHostsFile),
+		Ciphers: sshserve.ClientCiphers, KexAlgorithms: clientKex(), GOOS: env.platform(),
+	}
 	if err := opts.Check(); errors.Is(err, sshconfig.ErrEnvVar) {
 		// The path is the state directory's; the fix is another one, seen
 		// by ssh-config and by the ssh that runs the ProxyCommand alike.
@@ -197,6 +248,19 @@ func sshConfigBlock(state string, o sshConfigOptions) (string, error) {
 		return "", &UsageError{fmt.Errorf("ssh-config: %w", err)}
 	}
 	return sshconfig.Block(opts), nil
+}
+
+// clientKex is the block's KexAlgorithms: sshserve.ClientKexAlgorithms,
+// after sshserve.KexPQ when the ssh on the PATH knows it (ssh -Q kex).
+// Only then: an ssh that does not know a name in the file refuses the
+// whole file, every host's connection with it; and one that knows the
+// post-quantum exchange warns (OpenSSH 10.1 on) when it gets another.
+func clientKex() string {
+	out, err := exec.Command("ssh", "-Q", "kex").Output()
+	if err == nil && slices.Contains(strings.Fields(string(out)), sshserve.KexPQ) {
+		return sshserve.KexPQ + "," + sshserve.ClientKexAlgorithms
+	}
+	return sshserve.ClientKexAlgorithms
 }
 
 // findSSH is cocoonbox-ssh beside this binary (as an install puts them),
@@ -256,38 +320,65 @@ func sshConfigPath(env Env, file string) (string, error) {
 // checkWritable refuses a file without its owner's write bit, as an
 // editor asks before it writes one: someone made it read-only, and an
 // atomic replace would otherwise go through (it needs only the
-// directory's permission).
+// directory's permission). It refuses too a file with more than one hard
+// link, which the replace would split from its other names, and one of
+// another owner that a user other than root cannot give back to them.
 func checkWritable(path string) error {
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o200 == 0 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	if fi.Mode().Perm()&0o200 == 0 {
 		return fmt.Errorf("%s is read-only (mode %04o); nothing was changed; make it writable (chmod u+w %[1]s) and run ssh-config again, or use --print", path, fi.Mode().Perm())
+	}
+	uid, _, links := fileOwner(fi)
+	if links > 1 {
+		return fmt.Errorf("%s has %d hard links, and replacing it would split it from the others; nothing was changed; make the other names symbolic links to it (ln -sf %[1]s NAME) and run ssh-config again, or paste the block of --print yourself", path, links)
+	}
+	if uid >= 0 && uid != os.Getuid() && os.Getuid() != 0 {
+		return fmt.Errorf("%s belongs to user %d, and replacing it would make it yours; nothing was changed; run ssh-config as that user", path, uid)
 	}
 	return nil
 }
 
-// writeSSHConfig replaces path atomically, keeping its mode; a new file
-// is 0600, in a directory made 0700 if missing (as ~/.ssh must be).
+// writeSSHConfig replaces path atomically, keeping its mode, owner and
+// group (root writing a user's file leaves it theirs: ssh refuses a
+// config another user owns); a new file is 0600, in a directory made 0700
+// if missing (as ~/.ssh must be). A group a user other than root cannot
+// give is left as the system makes it.
 func writeSSHConfig(path, text string) error {
 	mode := fs.FileMode(0o600)
+	var keep func(*os.File) error
 	if fi, err := os.Stat(path); err == nil {
 		mode = fi.Mode().Perm()
+		if uid, gid, _ := fileOwner(fi); uid >= 0 {
+			keep = func(f *os.File) error {
+				err := f.Chown(uid, gid)
+				if err != nil && os.Getuid() != 0 {
+					return nil
+				}
+				return err
+			}
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(path, []byte(text), mode)
+	return atomicfile.WriteFileWith(path, []byte(text), mode, keep)
 }
 
 // writeKnownHosts pins the user's host key (made on first use) under
-// sshconfig.HostKeyAlias in our known_hosts file.
-func writeKnownHosts(state string) error {
+// sshconfig.HostKeyAlias in our known_hosts file. It reports whether it
+// wrote the file: there was none, or it did not pin that key.
+func writeKnownHosts(state string) (bool, error) {
 	key, err := sshserve.HostKey(state)
 	if err != nil {
-		return err
+		return false, err
 	}
 	line := sshserve.KnownHostsLine(sshconfig.HostKeyAlias, key.PublicKey()) + "\n"
 	path := filepath.Join(state, knownHostsFile)
 	if b, err := os.ReadFile(path); err == nil && string(b) == line {
-		return nil
+		return false, nil
 	}
-	return atomicfile.WriteFile(path, []byte(line), 0o600)
+	return true, atomicfile.WriteFile(path, []byte(line), 0o600)
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cocoonbox/cocoonbox/sshserve"
 )
 
 // TestSSHConfigOpenSSH writes the block with cocoonbox ssh-config and
@@ -118,6 +120,10 @@ func TestSSHConfigOpenSSH(t *testing.T) {
 			t.FailNow()
 		}
 	}
+	// The advice names --ssh-path only when the ProxyCommand ran
+	// cocoonbox-ssh by an absolute argv[0] (ssh does; testscript's
+	// dispatch gives the bare name), so here the plain command: a rewrite
+	// keeps the block's path anyway (TestSSHConfigAdvice has the rest).
 	pinLine := "cocoonbox-ssh: " + kh + " does not pin the host key in " + filepath.Join(filepath.Dir(kh), "ssh_host_ed25519_key") + ", so ssh refuses the connection; to pin the key again, run: cocoonbox ssh-config\n"
 	refused("another key pinned", pinLine)
 	repin := func() {
@@ -135,12 +141,21 @@ func TestSSHConfigOpenSSH(t *testing.T) {
 		t.Errorf("known_hosts after ssh-config: %q, want %q", got, good)
 	}
 
-	// An edited pin (one letter of the key changed) is refused the same way.
+	// An edited pin (one letter of the key changed) is refused the same way;
+	// the advice of the line, as it is, pins the key again and keeps the block.
 	fields := strings.Fields(good)
 	k := []byte(fields[2])
 	k[len(k)-5] ^= 1
 	write(t, kh, fields[0]+" "+fields[1]+" "+string(k)+"\n")
 	refused("an edited pin", pinLine)
+	block := readFile(t, cfg)
+	advice := strings.TrimSuffix(pinLine[strings.Index(pinLine, "run: ")+len("run: "):], "\n")
+	if _, errs, err := run("sh", "-c", advice); err != nil || !strings.Contains(errs, "is up to date; pinned the host key again in "+kh+"\n") {
+		t.Errorf("%s: %v, stderr %q; want the block up to date and the key pinned again", advice, err, errs)
+	}
+	if readFile(t, cfg) != block || readFile(t, kh) != good {
+		t.Errorf("after %s: the block or the pin is not as before", advice)
+	}
 	repin()
 
 	// The host key file replaced by another key: refused, and ssh-config
@@ -189,7 +204,10 @@ func TestSSHConfigOverGlobals(t *testing.T) {
 	inc := filepath.Join(mine, "included.conf")
 	write(t, inc, "Host *\n  UserKnownHostsFile "+incKnown+"\n  StrictHostKeyChecking no\n  HostKeyAlias included\n")
 	cfg := filepath.Join(home, ".ssh", "config")
-	write(t, cfg, "UserKnownHostsFile "+userKnown+"\nStrictHostKeyChecking accept-new\nInclude "+inc+"\nServerAliveInterval 17\n\nHost other\n  User someone\n")
+	// Algorithms and fd passing of the user's own that do not fit our
+	// server: the block's values win for boxes.
+	globals := "HostKeyAlgorithms rsa-sha2-512,rsa-sha2-256\nKexAlgorithms sntrup761x25519-sha512@openssh.com\nProxyUseFdpass yes\n"
+	write(t, cfg, "UserKnownHostsFile "+userKnown+"\nStrictHostKeyChecking accept-new\nInclude "+inc+"\nServerAliveInterval 17\n"+globals+"\nHost other\n  User someone\n")
 	env := append(append([]string{}, tb.Env...), "HOME="+home)
 	run := func(name string, args ...string) (string, string, error) {
 		cmd := exec.Command(name, args...)
@@ -220,10 +238,14 @@ func TestSSHConfigOverGlobals(t *testing.T) {
 		return m
 	}
 	for host, want := range map[string]map[string]string{
-		"main.cocoonbox": {"userknownhostsfile": ourKnown, "stricthostkeychecking": "true", "hostkeyalias": "cocoonbox", "serveraliveinterval": "17"},
-		"other":          {"userknownhostsfile": userKnown, "stricthostkeychecking": "accept-new", "hostkeyalias": "included", "user": "someone", "serveraliveinterval": "17"},
+		"main.cocoonbox": {"userknownhostsfile": ourKnown, "stricthostkeychecking": "true", "hostkeyalias": "cocoonbox", "serveraliveinterval": "17",
+			"hostkeyalgorithms": "ssh-ed25519", "kexalgorithms": sshserve.ClientKexAlgorithms, "proxyusefdpass": "no"},
+		"other": {"userknownhostsfile": userKnown, "stricthostkeychecking": "accept-new", "hostkeyalias": "included", "user": "someone", "serveraliveinterval": "17",
+			"hostkeyalgorithms": "rsa-sha2-512,rsa-sha2-256", "kexalgorithms": "sntrup761x25519-sha512@openssh.com", "proxyusefdpass": "yes"},
 	} {
 		got := g(host)
+		// The post-quantum exchange comes first where ssh knows it.
+		got["kexalgorithms"] = strings.TrimPrefix(got["kexalgorithms"], sshserve.KexPQ+",")
 		for k, w := range want {
 			if got[k] != w {
 				t.Errorf("ssh -G %s: %s %q, want %q", host, k, got[k], w)

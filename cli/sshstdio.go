@@ -92,11 +92,14 @@ func sshStdio(args []string, env Env, s Streams) int {
 	if err != nil {
 		return fail(err)
 	}
-	if w := pinWarning(dir, key.PublicKey()); w != "" {
+	if w := pinWarning(dir, key.PublicKey(), sshConfigAdvice(o.Suffix, os.Args[0])); w != "" {
 		// ssh will refuse the key, loudly but without naming our fix.
 		fmt.Fprintf(s.Err, "%s: %s\n", prog, w)
 	}
-	c, err := env.dial("")
+	// ssh's ControlMaster or VS Code keep this process for days: each
+	// channel's call sends the token saved then, so a new sign-in (after
+	// devices revoke, or a localbox start) reaches it.
+	c, err := env.dialFor("", true)
 	if err != nil {
 		return fail(err)
 	}
@@ -149,7 +152,7 @@ func sshSoftwareVersion(v string) string {
 // there, so ssh will refuse the connection: the key file was replaced, or
 // the pin edited. Empty when the pin matches, or there is no such file (a
 // Host block of the user's own, with a pin elsewhere).
-func pinWarning(dir string, key ssh.PublicKey) string {
+func pinWarning(dir string, key ssh.PublicKey, advice string) string {
 	path := filepath.Join(dir, knownHostsFile)
 	rest, err := os.ReadFile(path)
 	if err != nil {
@@ -165,6 +168,21 @@ func pinWarning(dir string, key ssh.PublicKey) string {
 		}
 		rest = next
 	}
-	return fmt.Sprintf("%s does not pin the host key in %s, so ssh refuses the connection; to pin the key again, run: cocoonbox ssh-config",
-		path, filepath.Join(dir, sshserve.HostKeyFile))
+	return fmt.Sprintf("%s does not pin the host key in %s, so ssh refuses the connection; to pin the key again, run: %s",
+		path, filepath.Join(dir, sshserve.HostKeyFile), advice)
+}
+
+// sshConfigAdvice is the ssh-config command line that writes the block
+// this process runs under again: with its --suffix when not the default,
+// and its own path (self, as the ProxyCommand named it) when absolute, so
+// the advice cannot turn the user's block into another one.
+func sshConfigAdvice(suffix, self string) string {
+	cmd := "cocoonbox ssh-config"
+	if suffix != sshconfig.DefaultSuffix {
+		cmd += " --suffix " + sshconfig.ShellQuote(suffix)
+	}
+	if filepath.IsAbs(self) {
+		cmd += " --ssh-path " + sshconfig.ShellQuote(self)
+	}
+	return cmd
 }

@@ -41,3 +41,20 @@ func TestParseStdio(t *testing.T) {
 		}
 	}
 }
+
+// TestSSHConfigAdvice: the fix a broken pin's line names is the
+// ssh-config command line of this block: its suffix when not the default
+// and the ProxyCommand's own path, quoted for the shell; so that pasting
+// it cannot turn a *.box block into *.cocoonbox.
+func TestSSHConfigAdvice(t *testing.T) {
+	for _, tt := range []struct{ suffix, self, want string }{
+		{".cocoonbox", "/usr/local/bin/cocoonbox-ssh", "cocoonbox ssh-config --ssh-path /usr/local/bin/cocoonbox-ssh"},
+		{".box", "/usr/local/bin/cocoonbox-ssh", "cocoonbox ssh-config --suffix .box --ssh-path /usr/local/bin/cocoonbox-ssh"},
+		{".box", "/opt/my tools/it's/cocoonbox-ssh", `cocoonbox ssh-config --suffix .box --ssh-path '/opt/my tools/it'\''s/cocoonbox-ssh'`},
+		{".cocoonbox", "cocoonbox-ssh", "cocoonbox ssh-config"},
+	} {
+		if got := sshConfigAdvice(tt.suffix, tt.self); got != tt.want {
+			t.Errorf("sshConfigAdvice(%q, %q) = %q, want %q", tt.suffix, tt.self, got, tt.want)
+		}
+	}
+}

@@ -366,18 +366,8 @@ func TestSSHStdioTools(t *testing.T) {
 func TestSSHStdioControlMaster(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
-	dir := t.TempDir()
-	starts := filepath.Join(dir, "starts")
-	// A ProxyCommand that counts its starts.
 	s := newStdioSSH(t, b)
-	shim := s.Shim
-	cfg := readFile(t, s.Config)
-	cfg = strings.Replace(cfg, fmt.Sprintf("  ProxyCommand %q --stdio %%n", shim),
-		fmt.Sprintf("  ProxyCommand sh -c 'echo start >>%s; exec %s --stdio %%n'", starts, shim), 1)
-	cfg = strings.Replace(cfg, "  ControlMaster no\n", fmt.Sprintf("  ControlMaster auto\n  ControlPath %s/cm-%%C\n  ControlPersist yes\n", dir), 1)
-	write(t, s.Config, cfg)
-	runOK(t, s.cmd("-fN", "main.cocoonbox"))
-	t.Cleanup(func() { s.cmd("-O", "exit", "main.cocoonbox").Run() })
+	starts := s.startMaster(t)
 	runOK(t, s.cmd("-O", "check", "main.cocoonbox"))
 
 	// Each waits until all three have started: they only finish if the
@@ -418,6 +408,22 @@ func TestSSHStdioControlMaster(t *testing.T) {
 	}
 }
 
+// startMaster turns ControlMaster on in s's config, with a ProxyCommand
+// that counts its starts in the file it returns, and starts the master.
+func (s *stdioSSH) startMaster(t *testing.T) (starts string) {
+	t.Helper()
+	dir := t.TempDir()
+	starts = filepath.Join(dir, "starts")
+	cfg := readFile(t, s.Config)
+	cfg = strings.Replace(cfg, fmt.Sprintf("  ProxyCommand %q --stdio %%n", s.Shim),
+		fmt.Sprintf("  ProxyCommand sh -c 'echo start >>%s; exec %s --stdio %%n'", starts, s.Shim), 1)
+	cfg = strings.Replace(cfg, "  ControlMaster no\n", fmt.Sprintf("  ControlMaster auto\n  ControlPath %s/cm-%%C\n  ControlPersist yes\n", dir), 1)
+	write(t, s.Config, cfg)
+	runOK(t, s.cmd("-fN", "main.cocoonbox"))
+	t.Cleanup(func() { s.cmd("-O", "exit", "main.cocoonbox").Run() })
+	return starts
+}
+
 // paramikoScript drives Paramiko over cocoonbox-ssh --stdio as its
 // ProxyCommand: the host key checked against known_hosts, auth none, two
 // sessions on one connection (stdin, EOF, stderr apart, exit codes), and
@@ -446,14 +452,21 @@ print(len(b.getvalue()), sftp.stat("paramiko.bin").st_size)
 t.close()
 `
 
-// TestSSHStdioParamiko: Paramiko (Debian's python3-paramiko) through the
-// ProxyCommand, as Fabric and Ansible's paramiko connection use it.
-func TestSSHStdioParamiko(t *testing.T) {
-	t.Parallel()
+// paramikoPython is Debian's python3, with python3-paramiko.
+func paramikoPython(t *testing.T) string {
+	t.Helper()
 	const python = "/usr/bin/python3"
 	if out, err := exec.Command(python, "-c", "import paramiko").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s: install python3-paramiko (scripts/deps.sh)", err, out)
 	}
+	return python
+}
+
+// TestSSHStdioParamiko: Paramiko (Debian's python3-paramiko) through the
+// ProxyCommand, as Fabric and Ansible's paramiko connection use it.
+func TestSSHStdioParamiko(t *testing.T) {
+	t.Parallel()
+	python := paramikoPython(t)
 	b := startBox(t)
 	s := newStdioSSH(t, b)
 	known := filepath.Join(s.Dir, "paramiko_known_hosts")

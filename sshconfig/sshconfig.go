@@ -42,6 +42,13 @@ type Options struct {
 	// Ciphers, if not empty, is the block's Ciphers line: the server's
 	// fastest first (sshserve.ClientCiphers).
 	Ciphers string
+	// KexAlgorithms, if not empty, is the block's KexAlgorithms line: the
+	// key exchanges the server speaks (sshserve.ClientKexAlgorithms).
+	KexAlgorithms string
+	// GOOS is the platform of the ssh that reads the block: "windows"
+	// quotes the ProxyCommand for Win32-OpenSSH, anything else for a
+	// POSIX shell.
+	GOOS string
 }
 
 var suffixRE = regexp.MustCompile(`^\.[A-Za-z0-9][A-Za-z0-9.-]*$`)
@@ -76,6 +83,9 @@ func (o Options) Check() error {
 			return fmt.Errorf("the %s path %q holds a control character, which no ssh_config line can carry", p.what, p.path)
 		}
 	}
+	if o.GOOS == "windows" && strings.Contains(o.SSHPath, `"`) {
+		return fmt.Errorf("the cocoonbox-ssh path %q holds a double quote, which Windows cannot pass in a ProxyCommand", o.SSHPath)
+	}
 	if strings.Contains(o.KnownHosts, "${") {
 		return fmt.Errorf("the known_hosts path %q %w", o.KnownHosts, ErrEnvVar)
 	}
@@ -90,7 +100,7 @@ func isAbs(p string) bool {
 // Block is the whole block, markers included, each line ending in "\n".
 // Check must have accepted o.
 func Block(o Options) string {
-	proxy := percent(shellQuote(o.SSHPath)) + " --stdio"
+	proxy := percent(proxyQuote(o.GOOS, o.SSHPath)) + " --stdio"
 	if o.suffix() != DefaultSuffix {
 		proxy += " --suffix " + o.suffix()
 	}
@@ -115,9 +125,18 @@ func Block(o Options) string {
 		"  KbdInteractiveAuthentication no",
 		"  ForwardAgent no",
 		"  ForwardX11 no",
+		// Our values come before the user's own "Host *" ones, so these
+		// win over choices that do not fit our server: its one host key
+		// is ed25519, and the ProxyCommand speaks SSH on its stdio rather
+		// than passing back a socket.
+		"  HostKeyAlgorithms ssh-ed25519",
+		"  ProxyUseFdpass no",
 		// Ends the block's Host: the user's lines after it are global again.
 		"Host *",
 		EndMarker,
+	}
+	if o.KexAlgorithms != "" {
+		lines = slices.Insert(lines, slices.Index(lines, "  User user")+1, "  KexAlgorithms "+o.KexAlgorithms)
 	}
 	if o.Ciphers != "" {
 		lines = slices.Insert(lines, slices.Index(lines, "  User user")+1, "  Ciphers "+o.Ciphers)
@@ -128,8 +147,29 @@ func Block(o Options) string {
 // percent escapes % for ssh_config's %-tokens.
 func percent(s string) string { return strings.ReplaceAll(s, "%", "%%") }
 
-// shellQuote single-quotes s for the shell ssh runs ProxyCommand with.
-func shellQuote(s string) string {
+// proxyQuote quotes the program s of a ProxyCommand for goos's ssh.
+func proxyQuote(goos, s string) string {
+	if goos == "windows" {
+		return windowsQuote(s)
+	}
+	return ShellQuote(s)
+}
+
+// windowsQuote double-quotes s when it holds a blank. Win32-OpenSSH runs
+// a ProxyCommand with no shell: it hands the line to CreateProcessW, which
+// reads the program's name up to the first blank, or between double
+// quotes; backslashes are path separators there, not escapes, and no
+// Windows file name holds a double quote.
+func windowsQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t") {
+		return s
+	}
+	return `"` + s + `"`
+}
+
+// ShellQuote single-quotes s for a POSIX shell, such as the one ssh runs
+// ProxyCommand with, unless it holds only characters no shell reads.
+func ShellQuote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%") == "" {
 		return s
 	}
@@ -312,4 +352,65 @@ func hunkRange(from, to int) string {
 		return fmt.Sprintf("%d", from+1)
 	}
 	return fmt.Sprintf("%d,%d", from+1, n)
+}
+
+// Written is what the file's block says of the options Block was given:
+// the suffix of its Host line and the cocoonbox-ssh path of its
+// ProxyCommand (quoted for goos, as Options.GOOS), read back so that a
+// rewrite can keep them. ok is false
+// when the file has no block, or one Block did not write.
+func (f *File) Written(goos string) (suffix, sshPath string, ok bool) {
+	if !f.has {
+		return "", "", false
+	}
+	for l := range strings.Lines(f.block) {
+		t := strings.TrimSpace(l)
+		if s, found := strings.CutPrefix(t, "Host *"); found && suffix == "" && s != "" {
+			suffix = s
+		}
+		if v, found := strings.CutPrefix(t, "ProxyCommand "); found && sshPath == "" {
+			w, rest, good := firstWord(goos, v)
+			if !good || !strings.HasPrefix(rest, " --stdio") {
+				return "", "", false
+			}
+			sshPath = strings.ReplaceAll(w, "%%", "%")
+		}
+	}
+	return suffix, sshPath, suffix != "" && sshPath != ""
+}
+
+// firstWord splits a ProxyCommand at its first unquoted blank as Block
+// quotes it for goos: the word unquoted, and the rest. For Unix it reads
+// a POSIX shell's quotes; for Windows, double quotes around a word whose
+// backslashes are its own.
+func firstWord(goos, s string) (word, rest string, ok bool) {
+	var w strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == ' ' || c == '\t':
+			return w.String(), s[i:], true
+		case c == '"':
+			j := strings.IndexByte(s[i+1:], '"')
+			if j < 0 || goos != "windows" && strings.ContainsAny(s[i+1:i+1+j], "$`\\") {
+				return "", "", false
+			}
+			w.WriteString(s[i+1 : i+1+j])
+			i += j + 1
+		case c == '\'' && goos != "windows":
+			j := strings.IndexByte(s[i+1:], '\'')
+			if j < 0 {
+				return "", "", false
+			}
+			w.WriteString(s[i+1 : i+1+j])
+			i += j + 1
+		case c == '\\' && goos != "windows":
+			if i+1 < len(s) {
+				i++
+			}
+			w.WriteByte(s[i])
+		default:
+			w.WriteByte(c)
+		}
+	}
+	return w.String(), "", true
 }

@@ -265,3 +265,67 @@ func TestBlockWinsOverGlobals(t *testing.T) {
 	// Host patterns are case-sensitive, as OpenSSH matches them.
 	check("MAIN.COCOONBOX", map[string]string{"hostkeyalias": "included", "userknownhostsfile": filepath.Join(dir, "users_known_hosts")})
 }
+
+// TestWindowsQuoting: for Windows the ProxyCommand's program is written
+// as Win32-OpenSSH hands it to CreateProcessW: as it is, backslashes and
+// all, and double-quoted when it holds a blank; % doubled all the same.
+// POSIX single quotes, which CreateProcessW does not strip, never appear.
+func TestWindowsQuoting(t *testing.T) {
+	for path, want := range map[string]string{
+		`C:\Users\me\bin\cocoonbox-ssh.exe`:            `  ProxyCommand C:\Users\me\bin\cocoonbox-ssh.exe --stdio %n`,
+		`C:\Program Files\cocoonbox\cocoonbox-ssh.exe`: `  ProxyCommand "C:\Program Files\cocoonbox\cocoonbox-ssh.exe" --stdio %n`,
+		`C:\Users\100%\it's here\cocoonbox-ssh.exe`:    `  ProxyCommand "C:\Users\100%%\it's here\cocoonbox-ssh.exe" --stdio %n`,
+		`D:/tools/cocoonbox-ssh.exe`:                   `  ProxyCommand D:/tools/cocoonbox-ssh.exe --stdio %n`,
+	} {
+		o := Options{SSHPath: path, KnownHosts: `C:\Users\me\state\ssh_known_hosts`, GOOS: "windows"}
+		if err := o.Check(); err != nil {
+			t.Fatalf("Check(%q): %v", path, err)
+		}
+		b := Block(o)
+		if !strings.Contains(b, "\n"+want+"\n") {
+			t.Errorf("Block for %q:\n%s\nwant the line %q", path, b, want)
+		}
+		f, err := Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if suffix, p, ok := f.Written("windows"); !ok || p != path || suffix != DefaultSuffix {
+			t.Errorf("Written of the block for %q: %q, %q, %v", path, suffix, p, ok)
+		}
+	}
+	if err := (Options{SSHPath: `C:\a"b\cocoonbox-ssh.exe`, KnownHosts: `C:\k`, GOOS: "windows"}).Check(); err == nil {
+		t.Error(`Check accepted a Windows path with a double quote`)
+	}
+}
+
+// TestWritten: a block reads back the suffix and path Block was given,
+// however the path is quoted; a block of another form is not ok.
+func TestWritten(t *testing.T) {
+	for _, o := range []Options{
+		{SSHPath: "/opt/cb/cocoonbox-ssh"},
+		{Suffix: ".box", SSHPath: "/opt/my tools/100%/it's/cocoonbox-ssh"},
+		{Suffix: ".dev.example", SSHPath: `/opt/back\slash/"q"/cocoonbox-ssh`},
+	} {
+		o.KnownHosts = "/k"
+		f, err := Parse("# mine\n" + Block(o) + "Host x\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if suffix, p, ok := f.Written(""); !ok || p != o.SSHPath || suffix != o.suffix() {
+			t.Errorf("Written of %+v: %q, %q, %v", o, suffix, p, ok)
+		}
+	}
+	for _, text := range []string{
+		"Host x\n",
+		BeginMarker + "\nHost *.cocoonbox\n  ProxyCommand nc %h %p\n" + EndMarker + "\n",
+		BeginMarker + "\nHost *.cocoonbox\n  ProxyCommand '/unclosed --stdio %n\n" + EndMarker + "\n",
+	} {
+		f, err := Parse(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, p, ok := f.Written(""); ok {
+			t.Errorf("Written of %q: %q, %q, ok", text, s, p)
+		}
+	}
+}

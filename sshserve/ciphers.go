@@ -44,3 +44,18 @@ func ciphers() []string {
 // without AES instructions this costs some speed against chacha20-poly1305;
 // every laptop CPU of our platforms has them.
 const ClientCiphers = "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr,aes192-ctr,aes256-ctr"
+
+// ClientKexAlgorithms is the value for ssh_config's KexAlgorithms in such
+// a Host block: key exchanges x/crypto/ssh's server speaks, spelled out,
+// so that a user's own `Host *` KexAlgorithms (one the server lacks, such
+// as sntrup761x25519-sha512@openssh.com) does not apply to our hosts.
+// Every name is known to OpenSSH 7.4 and later (curve25519-sha256 came in
+// 7.4; an unknown name makes ssh refuse the whole file), so the
+// post-quantum mlkem768x25519-sha256 (OpenSSH 9.9) is not here:
+// KexPQ is put first for an ssh that knows it.
+const ClientKexAlgorithms = "curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,ecdh-sha2-nistp384,ecdh-sha2-nistp521,diffie-hellman-group14-sha256"
+
+// KexPQ is the post-quantum key exchange the server speaks, first in the
+// block's KexAlgorithms when the user's ssh knows it (ssh -Q kex), so
+// OpenSSH 10.1 and later print no warning about a key exchange without it.
+const KexPQ = "mlkem768x25519-sha256"

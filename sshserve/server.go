@@ -2,8 +2,9 @@
 // its ProxyCommand: each session channel is one box command with the exec
 // semantics of cocoonbox-ssh (DESIGN.md "Exec semantics: exactly ssh's"),
 // and each direct-tcpip channel a byte stream from inside the box. The
-// server runs on the client's own stdio, so it authenticates no one (auth
-// "none"); the box authorizes with the cocoonbox token, as everywhere.
+// server runs on the client's own stdio, so it authenticates no one: it
+// lets in any client authentication; the box authorizes with the cocoonbox
+// token, as everywhere.
 package sshserve
 
 import (
@@ -70,8 +71,19 @@ type Server struct {
 // reason when the handshake failed.
 func (s *Server) Serve(conn net.Conn) error {
 	defer conn.Close()
+	// The client is the user's own process on the other end of our stdio:
+	// there is no one to tell apart, and the box checks the cocoonbox token
+	// itself. So every method lets the client in, whatever it offers:
+	// OpenSSH asks with "none" first, but Paramiko's SSHClient.connect
+	// starts with a key from ~/.ssh, or a password, and would be hung up
+	// on if only "none" were accepted.
 	cfg := &ssh.ServerConfig{
-		NoClientAuth:  true,
+		NoClientAuth:      true,
+		PublicKeyCallback: func(ssh.ConnMetadata, ssh.PublicKey) (*ssh.Permissions, error) { return nil, nil },
+		PasswordCallback:  func(ssh.ConnMetadata, []byte) (*ssh.Permissions, error) { return nil, nil },
+		KeyboardInteractiveCallback: func(ssh.ConnMetadata, ssh.KeyboardInteractiveChallenge) (*ssh.Permissions, error) {
+			return nil, nil
+		},
 		ServerVersion: "SSH-2.0-" + s.version(),
 		Config:        ssh.Config{Ciphers: ciphers()},
 	}

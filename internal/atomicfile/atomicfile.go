@@ -12,7 +12,15 @@ import (
 // syncs it, and renames it over path. On error path is unchanged and the
 // temporary file is removed.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
-	return write(path, data, perm, func(tmp string) error {
+	return WriteFileWith(path, data, perm, nil)
+}
+
+// WriteFileWith is WriteFile that calls prepare, if not nil, with the
+// temporary file once written and before the rename, such as to give it
+// the owner of the file it replaces; prepare's error leaves path as it
+// was.
+func WriteFileWith(path string, data []byte, perm os.FileMode, prepare func(*os.File) error) error {
+	return write(path, data, perm, prepare, func(tmp string) error {
 		if err := os.Rename(tmp, path); err != nil {
 			return fmt.Errorf("replace %s: %w", path, err)
 		}
@@ -25,7 +33,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 // satisfying errors.Is(err, fs.ErrExist), and path never changes once
 // written.
 func Create(path string, data []byte, perm os.FileMode) error {
-	return write(path, data, perm, func(tmp string) error {
+	return write(path, data, perm, nil, func(tmp string) error {
 		// A hard link fails where a file exists, where rename would replace it.
 		err := os.Link(tmp, path)
 		os.Remove(tmp)
@@ -35,7 +43,7 @@ func Create(path string, data []byte, perm os.FileMode) error {
 
 // write writes data to a synced temporary file beside path and calls
 // put with its name; the temporary file is removed on error.
-func write(path string, data []byte, perm os.FileMode, put func(tmp string) error) (err error) {
+func write(path string, data []byte, perm os.FileMode, prepare func(*os.File) error, put func(tmp string) error) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
@@ -51,6 +59,11 @@ func write(path string, data []byte, perm os.FileMode, put func(tmp string) erro
 	}
 	if _, err := f.Write(data); err != nil {
 		return err
+	}
+	if prepare != nil {
+		if err := prepare(f); err != nil {
+			return err
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return err
