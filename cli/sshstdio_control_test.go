@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"encoding/binary"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -64,6 +66,13 @@ func TestSSHStdioControlSocket(t *testing.T) {
 				c, err := l.Accept()
 				if err != nil {
 					return
+				}
+				// Read ssh's hello first (a 4-byte length, then the
+				// message), so that ssh always reads the garbage rather
+				// than, now and then, finding the socket closed.
+				var n [4]byte
+				if _, err := io.ReadFull(c, n[:]); err == nil {
+					io.CopyN(io.Discard, c, int64(binary.BigEndian.Uint32(n[:])))
 				}
 				c.Write([]byte("\x00\x00\x00\x05garbage that is no mux hello\n"))
 				c.Close()
