@@ -33,6 +33,8 @@ var (
 	keepWork = flag.Bool("keep", false, "keep the work directory")
 	rtts     = flag.String("rtt", "", "comma-separated round trips in ms (e.g. 0,10,50,100): run the latency table instead, ours over TLS and ssh through a delay proxy")
 	rttSize  = flag.Int64("rtt-size", 256<<20, "bytes for the download and upload workloads at a round trip above 0 in the latency table (-size at 0)")
+	verbose  = flag.Bool("v", false, "print each offload's own step times (with -offload)")
+	offloadT = flag.Bool("offload", false, "run the offload table instead: first and second offload and back of the tree's repository with the stand-in CLI (-rounds rounds, then one untimed round that counts processes)")
 )
 
 func main() {
@@ -86,6 +88,9 @@ func run() error {
 	}
 	if !*keepWork {
 		defer os.RemoveAll(e.work)
+	}
+	if *offloadT {
+		return e.runOffload(top)
 	}
 	stopSSHD, err := e.startSSHD()
 	if err != nil {
