@@ -99,6 +99,7 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 				return fail(err)
 			}
 		}
+		c.dropFsmonitor(dir)
 		if st.Bundle != "" {
 			c.logf("indexing the bundle")
 			if err := c.indexBundle(dir, st.Bundle); err != nil {
