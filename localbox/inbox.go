@@ -2,7 +2,6 @@ package localbox
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/proc"
+	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -111,7 +111,7 @@ func (s *Server) startInbox(b *box) {
 	// before sweep could end it) keeps the socket: say so rather than start
 	// one that exits at once. A socket nobody listens on is stale.
 	sock := filepath.Join(b.run(), "cocoonbox", "offload.sock")
-	if c, err := net.Dial("unix", sock); err == nil {
+	if c, err := unixsock.Dial(sock); err == nil {
 		c.Close()
 		s.logf("box %s: an inbox this server did not start listens on %s; end it, then restart the local box", b.Name, sock)
 		return
