@@ -35,11 +35,16 @@ type Entry struct {
 // sparse directory) 040000.
 func (e *Entry) Mode() uint32 { return binary.BigEndian.Uint32(e.Stat[24:]) }
 
-// MtimeSec, MtimeNsec and Size are the entry's mtime and size, as git
-// keeps them (32 bits).
-func (e *Entry) MtimeSec() uint32  { return binary.BigEndian.Uint32(e.Stat[8:]) }
+// MtimeSec is the whole seconds of the entry's mtime (32 bits, as git
+// keeps it).
+func (e *Entry) MtimeSec() uint32 { return binary.BigEndian.Uint32(e.Stat[8:]) }
+
+// MtimeNsec is the nanoseconds of the entry's mtime (0 from a git built
+// without USE_NSEC).
 func (e *Entry) MtimeNsec() uint32 { return binary.BigEndian.Uint32(e.Stat[12:]) }
-func (e *Entry) Size() uint32      { return binary.BigEndian.Uint32(e.Stat[36:]) }
+
+// Size is the entry's file size in bytes, modulo 2^32 as git keeps it.
+func (e *Entry) Size() uint32 { return binary.BigEndian.Uint32(e.Stat[36:]) }
 
 // Plain says the entry is stage 0 with none of assume-unchanged,
 // skip-worktree and intent-to-add set: one whose stat data git trusts on
