@@ -10,15 +10,16 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/window"
 )
 
 // The latency table's markers in docs/benchmarks.md.
 const rttBeginMark, rttEndMark = "<!-- bench-rtt:begin -->", "<!-- bench-rtt:end -->"
 
-// Windows that cap one stream at window/RTT: ours (box/client.go and
-// localbox/server.go) and OpenSSH's channel window.
+// Windows that cap one stream at window/RTT: ours (internal/window) and
+// OpenSSH's channel window.
 const (
-	ourWindow = 4 << 20
+	ourWindow = window.Stream
 	sshWindow = 2 << 20
 )
 
@@ -164,7 +165,7 @@ func renderRTT(rows []rttRow) string {
 			limit = "CPU and process start"
 		case r.bytes > 0:
 			cap := func(w int) string { return fmt.Sprintf("%.0f MB/s", float64(w)/r.rtt.Seconds()/1e6) }
-			limit = fmt.Sprintf("window/RTT: ours ≤ %s (4 MiB stream window), ssh ≤ %s (2 MiB channel window)", cap(ourWindow), cap(sshWindow))
+			limit = fmt.Sprintf("window/RTT: ours ≤ %s (%d MiB stream window), ssh ≤ %s (%d MiB channel window)", cap(ourWindow), ourWindow>>20, cap(sshWindow), sshWindow>>20)
 		default:
 			limit = "round trips"
 			if z, ok := zero[r.name]; ok {

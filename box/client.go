@@ -17,11 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
-	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
@@ -51,7 +49,12 @@ var (
 // Client talks to one endpoint. It is safe for concurrent use; the zero
 // value is not usable: make one with Dial.
 type Client struct {
-	conn     *grpc.ClientConn
+	conn interface {
+		grpc.ClientConnInterface
+		io.Closer
+	}
+	// raw is the endpoint's own connection; nil through a master.
+	raw      *grpc.ClientConn
 	endpoint Endpoint
 	signIn   string // the next step when the token is refused
 	boxes    controlv1.BoxesClient
@@ -59,6 +62,11 @@ type Client struct {
 	account  controlv1.AccountClient
 	// certErr is the last refused server certificate, if any.
 	certErr *atomic.Pointer[CertError]
+	// ioErr is the current connection's timed-out read or write, if any.
+	ioErr *atomic.Pointer[error]
+	// linkTimeout is how long the kernel waits for an acknowledgement
+	// before it gives up on the connection: the keepalive's timeout.
+	linkTimeout time.Duration
 }
 
 // DialOption changes how Dial connects.
@@ -67,6 +75,8 @@ type DialOption func(*dialOptions)
 type dialOptions struct {
 	keepaliveTime, keepaliveTimeout time.Duration
 	signIn                          string
+	sharing                         *Sharing
+	idleTimeout                     *time.Duration
 }
 
 // WithSignIn replaces the next step an UNAUTHENTICATED error names, "sign
@@ -84,14 +94,54 @@ func WithKeepalive(time, timeout time.Duration) DialOption {
 }
 
 // Dial makes a client for ep that sends token (which may be empty) with
-// every call. The connection is made lazily by the first call.
+// every call. The connection is made lazily by the first call; through a
+// control master (WithSharing), Dial first checks the master
+// (CheckMethod), and dials the endpoint itself if the check fails.
 func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	do := dialOptions{keepaliveTime: KeepaliveTime, keepaliveTimeout: KeepaliveTimeout, signIn: "sign in with `cocoonbox login`"}
 	for _, f := range options {
 		f(&do)
 	}
+	certErr, ioErr := new(atomic.Pointer[CertError]), new(atomic.Pointer[error])
+	direct := func() (*grpc.ClientConn, error) { return dialDirect(ep, token, do, certErr, ioErr) }
+	c := &Client{endpoint: ep, signIn: do.signIn, certErr: certErr, ioErr: ioErr, linkTimeout: do.keepaliveTimeout}
+	var d *muxDialer
+	if do.sharing != nil {
+		d, _ = viaMaster(ep, do.sharing)
+	}
+	if d != nil {
+		opts := transportOptions()
+		if token != "" {
+			opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+		}
+		mux, err := dialMux(d, opts)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
+		}
+		if err := checkMaster(mux); err != nil {
+			shareLog(do.sharing.Log, "direct; the master failed its check: %v", status.Convert(err).Message())
+			mux.Close()
+			d = nil
+		} else {
+			c.conn = &sharedConn{mux: mux, direct: direct}
+		}
+	}
+	if d == nil {
+		conn, err := direct()
+		if err != nil {
+			return nil, err
+		}
+		c.conn, c.raw = conn, conn
+	}
+	c.boxes = controlv1.NewBoxesClient(c.conn)
+	c.session = controlv1.NewSessionClient(c.conn)
+	c.account = controlv1.NewAccountClient(c.conn)
+	return c, nil
+}
+
+// dialDirect makes the connection to the endpoint itself.
+func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Pointer[CertError], ioErr *atomic.Pointer[error]) (*grpc.ClientConn, error) {
 	var tc credentials.TransportCredentials
-	certErr := new(atomic.Pointer[CertError])
 	if ep.TLS {
 		cfg, err := TLSConfig(ep)
 		if err != nil {
@@ -101,20 +151,16 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	} else {
 		tc = insecure.NewCredentials()
 	}
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(tc),
+	opts := append(transportOptions(),
+		grpc.WithTransportCredentials(timeoutCreds{tc, ioErr}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                do.keepaliveTime,
 			Timeout:             do.keepaliveTimeout,
 			PermitWithoutStream: false,
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.ForceCodecV2(bufpool.Codec{})),
-		grpc.WithUserAgent("cocoonbox-cli"),
-		experimental.WithBufferPool(bufpool.Shared),
-		grpc.WithReadBufferSize(ioBuffer),
-		grpc.WithWriteBufferSize(ioBuffer),
-		grpc.WithInitialWindowSize(streamWindow),
-		grpc.WithInitialConnWindowSize(connWindow),
+	)
+	if do.idleTimeout != nil {
+		opts = append(opts, grpc.WithIdleTimeout(*do.idleTimeout))
 	}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
@@ -123,15 +169,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
 	}
-	return &Client{
-		conn:     conn,
-		endpoint: ep,
-		signIn:   do.signIn,
-		boxes:    controlv1.NewBoxesClient(conn),
-		session:  controlv1.NewSessionClient(conn),
-		account:  controlv1.NewAccountClient(conn),
-		certErr:  certErr,
-	}, nil
+	return conn, nil
 }
 
 // Close releases the connection; calls in flight fail.
@@ -260,6 +298,15 @@ func (c *Client) wrap(op string, err error) error {
 	case codes.Unavailable:
 		if ce := c.certErr.Load(); ce != nil {
 			return fmt.Errorf("%s: %w", op, ce)
+		}
+		why := ""
+		if ie := c.ioErr.Load(); ie != nil {
+			why = (*ie).Error()
+		} else if w, ok := linkTimedOut(st); ok {
+			why = w
+		}
+		if why != "" {
+			return fmt.Errorf("%s: %w: %s: %s; the link stopped answering for %s; check the network and retry", op, ErrUnavailable, c.endpoint.URL, printable.Line(why, 4*maxEcho), c.linkTimeout)
 		}
 		hint := ""
 		if strings.HasPrefix(c.endpoint.URL, "unix://") {

@@ -18,11 +18,6 @@ const (
 	// ioBuffer is the size of gRPC's socket read and write buffers: HTTP/2
 	// frames are at most 16 KiB, and a bigger buffer writes many per syscall.
 	ioBuffer = 256 << 10
-	// streamWindow and connWindow are the HTTP/2 flow-control windows: how
-	// many bytes a peer may send before we read them. A fixed window turns
-	// off gRPC's BDP estimation, which starts at 64 KiB.
-	streamWindow = 4 << 20
-	connWindow   = 16 << 20
 )
 
 // TTY asks for a terminal (session.proto Tty).

@@ -84,7 +84,11 @@ func (e Env) dial(endpointFlag string) (*box.Client, error) {
 		}
 		opts = append(opts, box.WithKeepalive(t, timeout))
 	}
-	return box.Dial(ep, tok, opts...)
+	sh, err := e.sharing(ep)
+	if err != nil {
+		return nil, err
+	}
+	return box.Dial(ep, tok, append(opts, sh...)...)
 }
 
 // signInHint names the command that gets a token for ep from where this

@@ -148,6 +148,7 @@ cocoonbox-ssh.`,
 		newOffload(env, s),
 		newBack(env, s),
 		newSSHConfig(env, s),
+		newControlMaster(env, s),
 	)
 	groupsRefuseUnknown(root)
 	root.Version = version.String()

@@ -41,6 +41,9 @@ func runLogout(env Env, s Streams, o logoutOptions) error {
 	if err != nil {
 		return err
 	}
+	// The masters hold no token, but a signed-out user expects nothing
+	// of the session left.
+	defer env.stopSharing(ep)
 	st, err := env.store()
 	if err != nil {
 		return err

@@ -26,7 +26,10 @@ type freezer struct {
 	lis    net.Listener
 	mu     sync.Mutex
 	frozen bool
-	thaw   chan struct{} // closed when the test ends
+	// accepted counts the connections; those numbered below frozenBelow
+	// are frozen (freezeOpen), whatever frozen says.
+	accepted, frozenBelow int
+	thaw                  chan struct{} // closed when the test ends
 }
 
 func startFreezer(t *testing.T, target string) *freezer {
@@ -51,22 +54,26 @@ func startFreezer(t *testing.T, target string) *freezer {
 				c.Close()
 				continue
 			}
-			go f.pipe(c, u)
-			go f.pipe(u, c)
+			f.mu.Lock()
+			id := f.accepted
+			f.accepted++
+			f.mu.Unlock()
+			go f.pipe(c, u, id)
+			go f.pipe(u, c, id)
 		}
 	}()
 	return f
 }
 
 // pipe copies from src to dst until an error, holding data once frozen.
-func (f *freezer) pipe(dst, src net.Conn) {
+func (f *freezer) pipe(dst, src net.Conn, id int) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		f.mu.Lock()
-		frozen := f.frozen
+		frozen := f.frozen || id < f.frozenBelow
 		f.mu.Unlock()
 		if frozen {
 			<-f.thaw
@@ -89,6 +96,14 @@ func (f *freezer) freeze() {
 	f.mu.Unlock()
 }
 
+// freezeOpen freezes the connections open now; new ones still flow, as
+// after a laptop moved to another network.
+func (f *freezer) freezeOpen() {
+	f.mu.Lock()
+	f.frozenBelow = f.accepted
+	f.mu.Unlock()
+}
+
 // shim is cocoonbox-ssh main LINE, through f, with COCOONBOX_KEEPALIVE=keepalive.
 func (f *freezer) shim(t *testing.T, b *testBox, line, keepalive string) *exec.Cmd {
 	t.Helper()
@@ -108,7 +123,16 @@ func TestSSHKeepalive(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
 	f := startFreezer(t, b.Addr)
-	cmd := f.shim(t, b, "echo started; exec sleep 600", "10s,1s")
+	msg := f.frozenCall(t, f.shim(t, b, "echo started; exec sleep 600", "10s,1s"))
+	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") {
+		t.Errorf("stderr %q, want one line naming the keepalive", msg)
+	}
+}
+
+// frozenCall runs cmd, which prints "started" first, freezes f once that
+// arrives, checks that cmd then exits 255, and returns its stderr.
+func (f *freezer) frozenCall(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -128,11 +152,8 @@ func TestSSHKeepalive(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 255 {
 		t.Errorf("exit status %d, want 255", code)
 	}
-	msg := stderr.String()
-	t.Logf("stderr: %q", msg)
-	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") {
-		t.Errorf("stderr %q, want one line naming the keepalive", msg)
-	}
+	t.Logf("stderr: %q", stderr.String())
+	return stderr.String()
 }
 
 // TestServerKeepalive: when a client's link freezes, the server's own
@@ -250,4 +271,80 @@ func TestSSHKeepaliveUpload(t *testing.T) {
 	if msg := stderr.String(); strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "keepalive") && !strings.Contains(msg, "connection timed out") {
 		t.Errorf("stderr %q, want one line naming the keepalive or the timeout", msg)
 	}
+}
+
+// TestSSHKeepaliveThroughMaster: the same through a control master
+// (docs/architecture.md "Connection sharing"): the master's connection is
+// the one that freezes; its keepalive ends the call, whose client exits 255
+// with the same one line, and the master exits with its connection.
+func TestSSHKeepaliveThroughMaster(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	f := startFreezer(t, b.Addr)
+	log := filepath.Join(t.TempDir(), "control.log")
+	warm := f.shim(t, b, "true", "10s,1s")
+	warm.Env = append(warm.Env, "COCOONBOX_CONTROL_LOG="+log)
+	if out, err := warm.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	waitLog(t, log, "serving")
+	cmd := f.shim(t, b, "echo started; exec sleep 600", "10s,1s")
+	cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log)
+	msg := f.frozenCall(t, cmd)
+	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") && !strings.Contains(msg, "stopped answering") {
+		t.Errorf("stderr %q, want one line naming the keepalive", msg)
+	}
+	waitLog(t, log, "exits: its connection to the endpoint failed")
+	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "via master") {
+		t.Errorf("the call did not go through the master; the log:\n%s", b)
+	}
+}
+
+// TestSharedLinkCheckedAfterIdle: a control master whose connection has
+// carried nothing for a while checks it before the next call uses it
+// (box.CheckMethod); a connection that died meanwhile (frozen here, as
+// after a change of network) fails the check, the master exits, and the
+// call dials the endpoint itself and succeeds, instead of waiting for a
+// keepalive to fail it.
+func TestSharedLinkCheckedAfterIdle(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	f := startFreezer(t, b.Addr)
+	log := filepath.Join(t.TempDir(), "control.log")
+	run := func(line string) (string, error) {
+		cmd := f.shim(t, b, line, "10s,1s")
+		cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("true"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	waitLog(t, log, "serving")
+	if out, err := run("echo warm"); err != nil || out != "warm\n" {
+		t.Fatalf("%v: %q", err, out)
+	}
+	time.Sleep(11 * time.Second) // past mux.probeAfter
+	f.freezeOpen()
+	if out, err := run("echo after"); err != nil || out != "after\n" {
+		t.Fatalf("after the link died: %v: %q", err, out)
+	}
+	b2, _ := os.ReadFile(log)
+	for _, want := range []string{"via master", "direct; the master failed its check", "check: no answer from the endpoint", "exits"} {
+		if !strings.Contains(string(b2), want) {
+			t.Errorf("no %q in the control log:\n%s", want, b2)
+		}
+	}
+}
+
+// waitLog waits until the control log holds what, at most two minutes.
+func waitLog(t *testing.T, log, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, _ := os.ReadFile(log); strings.Contains(string(b), what) {
+			return
+		}
+	}
+	b, _ := os.ReadFile(log)
+	t.Fatalf("no %q in the control log:\n%s", what, b)
 }

@@ -38,7 +38,7 @@ func newSSHConfig(env Env, s Streams) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "ssh-config [--suffix .SUFFIX] [--print | --dry-run | --remove] [--file FILE]",
 		Short: "Let OpenSSH reach boxes: write a Host *.cocoonbox block into ~/.ssh/config",
-		Long: `ssh-config writes one block, between marker lines, into ~/.ssh/config:
+		Long: `ssh-config writes one block, between marker lines, at the top of ~/.ssh/config:
 "Host *.cocoonbox" with cocoonbox-ssh --stdio as its ProxyCommand and the
 host key pinned in a known_hosts file of ours, so that ssh main.cocoonbox,
 scp, sftp, rsync -e ssh, git, VS Code Remote-SSH and JetBrains Gateway
@@ -114,6 +114,11 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 		_, err := io.WriteString(s.Out, sshconfig.Diff(path, string(old), text))
 		return err
 	}
+	if text != string(old) {
+		if err := checkWritable(path); err != nil {
+			return err
+		}
+	}
 	if !o.Remove {
 		// The block's pin: written first, so the block never points at a
 		// missing or stale key.
@@ -133,6 +138,8 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 		fmt.Fprintf(s.Err, "cocoonbox: took the cocoonbox block out of %s\n", path)
 	} else if warning != "" {
 		fmt.Fprintf(s.Err, "cocoonbox: wrote the cocoonbox block to %s\n", path)
+	} else if o.File != "" && !readByOpenSSH(path) {
+		fmt.Fprintf(s.Err, "cocoonbox: wrote the cocoonbox block to %s; `ssh -F %s BOX%s` reaches box BOX\n", path, path, o.Suffix)
 	} else {
 		fmt.Fprintf(s.Err, "cocoonbox: wrote the cocoonbox block to %s; `ssh BOX%s` now reaches box BOX\n", path, o.Suffix)
 	}
@@ -155,6 +162,13 @@ func passwdHomeWarning(home, path string) string {
 		filepath.Join(u.HomeDir, ".ssh", "config"), path)
 }
 
+// readByOpenSSH reports whether path is the ssh_config file OpenSSH
+// reads without -F: ~/.ssh/config in the passwd entry's home.
+func readByOpenSSH(path string) bool {
+	u, err := user.Current()
+	return err == nil && u.HomeDir != "" && sameFile(path, filepath.Join(u.HomeDir, ".ssh", "config"))
+}
+
 func sameDir(a, b string) bool {
 	return filepath.Clean(a) == filepath.Clean(b) || sameFile(a, b)
 }
@@ -174,7 +188,12 @@ func sshConfigBlock(state string, o sshConfigOptions) (string, error) {
 		return "", err
 	}
 	opts := sshconfig.Options{Suffix: o.Suffix, SSHPath: p, KnownHosts: filepath.Join(state, knownHostsFile), Ciphers: sshserve.ClientCiphers}
-	if err := opts.Check(); err != nil {
+	if err := opts.Check(); errors.Is(err, sshconfig.ErrEnvVar) {
+		// The path is the state directory's; the fix is another one, seen
+		// by ssh-config and by the ssh that runs the ProxyCommand alike.
+		// Not a usage error: no flag of the command line is wrong.
+		return "", fmt.Errorf("ssh-config: %w; set XDG_STATE_HOME to a directory whose path has no \"${\" (in your shell profile, so ssh sees it too) and run ssh-config again", err)
+	} else if err != nil {
 		return "", &UsageError{fmt.Errorf("ssh-config: %w", err)}
 	}
 	return sshconfig.Block(opts), nil
@@ -221,10 +240,28 @@ func sshConfigPath(env Env, file string) (string, error) {
 		}
 		file = filepath.Join(home, ".ssh", "config")
 	}
-	if fi, err := os.Lstat(file); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return filepath.EvalSymlinks(file)
+	fi, err := os.Lstat(file)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return file, nil
 	}
-	return file, nil
+	target, err := filepath.EvalSymlinks(file)
+	if err != nil {
+		// A dangling link: a dotfiles checkout not made yet, or moved.
+		to, _ := os.Readlink(file)
+		return "", fmt.Errorf("%s is a symbolic link to %s, which does not exist; create it (or remove the link), then run ssh-config again", file, to)
+	}
+	return target, nil
+}
+
+// checkWritable refuses a file without its owner's write bit, as an
+// editor asks before it writes one: someone made it read-only, and an
+// atomic replace would otherwise go through (it needs only the
+// directory's permission).
+func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o200 == 0 {
+		return fmt.Errorf("%s is read-only (mode %04o); nothing was changed; make it writable (chmod u+w %[1]s) and run ssh-config again, or use --print", path, fi.Mode().Perm())
+	}
+	return nil
 }
 
 // writeSSHConfig replaces path atomically, keeping its mode; a new file

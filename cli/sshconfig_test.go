@@ -102,18 +102,141 @@ func TestSSHConfigOpenSSH(t *testing.T) {
 		t.Fatalf("ssh-keygen: %v\n%s", err, out)
 	}
 	write(t, kh, "cocoonbox "+readFile(t, other+".pub"))
-	out, errs, err = run("ssh", "-F", cfg, "main.cocoonbox", "echo", "ok")
-	if err == nil || out != "" || !strings.Contains(errs, "Host key verification failed") {
-		t.Errorf("ssh with a wrong pin: %q, stderr %q, %v; want it refused", out, errs, err)
+	// refused: OpenSSH refuses the box loudly, and our line names the fix;
+	// nothing pins the key again behind the user's back.
+	refused := func(what, wantOurs string) {
+		t.Helper()
+		before := readFile(t, kh)
+		out, errs, err := run("ssh", "-F", cfg, "main.cocoonbox", "echo", "ok")
+		if readFile(t, kh) != before {
+			t.Errorf("ssh with %s changed the pin", what)
+		}
+		if err == nil || out != "" || !strings.Contains(errs, "Host key verification failed") || !strings.Contains(errs, wantOurs) {
+			t.Errorf("ssh with %s: %q, stderr %q, %v; want it refused, with %q", what, out, errs, err, wantOurs)
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	pinLine := "cocoonbox-ssh: " + kh + " does not pin the host key in " + filepath.Join(filepath.Dir(kh), "ssh_host_ed25519_key") + ", so ssh refuses the connection; to pin the key again, run: cocoonbox ssh-config\n"
+	refused("another key pinned", pinLine)
+	repin := func() {
+		t.Helper()
+		if _, errs, err := run("cocoonbox", "ssh-config", "--ssh-path", filepath.Join(dir, "cocoonbox-ssh")); err != nil {
+			t.Fatalf("ssh-config: %v\n%s", err, errs)
+		}
+		if out, errs, err := run("ssh", "-F", cfg, "main.cocoonbox", "true"); err != nil || errs != "" {
+			t.Fatalf("ssh after ssh-config: %v\n%s%s", err, out, errs)
+		}
 	}
 	// ssh-config again pins the right key.
-	if _, errs, err := run("cocoonbox", "ssh-config", "--ssh-path", filepath.Join(dir, "cocoonbox-ssh")); err != nil {
-		t.Fatalf("ssh-config: %v\n%s", err, errs)
-	}
+	repin()
 	if got := readFile(t, kh); got != good {
 		t.Errorf("known_hosts after ssh-config: %q, want %q", got, good)
 	}
-	if out, errs, err := run("ssh", "-F", cfg, "main.cocoonbox", "true"); err != nil {
-		t.Errorf("ssh after ssh-config: %v\n%s%s", err, out, errs)
+
+	// An edited pin (one letter of the key changed) is refused the same way.
+	fields := strings.Fields(good)
+	k := []byte(fields[2])
+	k[len(k)-5] ^= 1
+	write(t, kh, fields[0]+" "+fields[1]+" "+string(k)+"\n")
+	refused("an edited pin", pinLine)
+	repin()
+
+	// The host key file replaced by another key: refused, and ssh-config
+	// pins the new one.
+	hostKey := filepath.Join(filepath.Dir(kh), "ssh_host_ed25519_key")
+	write(t, hostKey, readFile(t, other))
+	refused("a replaced host key", pinLine)
+	repin()
+	if got := readFile(t, kh); got == good || !strings.Contains(got, strings.Fields(readFile(t, other+".pub"))[1]) {
+		t.Errorf("known_hosts after ssh-config with a new host key: %q", got)
+	}
+
+	// A host key file that is no key: cocoonbox-ssh says so and how to fix
+	// it, and ssh-config refuses to pin anything.
+	write(t, hostKey, "garbage\n")
+	out, errs, err = run("ssh", "-F", cfg, "main.cocoonbox", "echo", "ok")
+	if err == nil || out != "" || !strings.Contains(errs, "cocoonbox-ssh: host key "+hostKey+": ") || !strings.Contains(errs, "remove it to make a new one (and run `cocoonbox ssh-config` again to pin it)") {
+		t.Errorf("ssh with a broken host key file: %q, stderr %q, %v", out, errs, err)
+	}
+	pinned := readFile(t, kh)
+	if _, errs, err := run("cocoonbox", "ssh-config", "--ssh-path", filepath.Join(dir, "cocoonbox-ssh")); err == nil || !strings.Contains(errs, "remove it to make a new one") {
+		t.Errorf("ssh-config with a broken host key file: %v, %q; want it refused", err, errs)
+	}
+	if readFile(t, kh) != pinned {
+		t.Error("ssh-config changed the pin with a broken host key file")
+	}
+	os.Remove(hostKey)
+	repin()
+}
+
+// TestSSHConfigOverGlobals: the block wins over the global options and
+// Include at the top of a user's ~/.ssh/config (OpenSSH takes the first
+// value it reads), so the real ssh main.cocoonbox checks our pin, writes
+// nothing to the user's known_hosts and prints nothing; the user's own
+// Host block and globals still apply to other hosts. $HOME holds a %,
+// which the block escapes.
+func TestSSHConfigOverGlobals(t *testing.T) {
+	tb := startBox(t)
+	home := filepath.Join(t.TempDir(), "h%u")
+	mine := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	userKnown := filepath.Join(mine, "known_hosts")
+	incKnown := filepath.Join(mine, "included_known_hosts")
+	inc := filepath.Join(mine, "included.conf")
+	write(t, inc, "Host *\n  UserKnownHostsFile "+incKnown+"\n  StrictHostKeyChecking no\n  HostKeyAlias included\n")
+	cfg := filepath.Join(home, ".ssh", "config")
+	write(t, cfg, "UserKnownHostsFile "+userKnown+"\nStrictHostKeyChecking accept-new\nInclude "+inc+"\nServerAliveInterval 17\n\nHost other\n  User someone\n")
+	env := append(append([]string{}, tb.Env...), "HOME="+home)
+	run := func(name string, args ...string) (string, string, error) {
+		cmd := exec.Command(name, args...)
+		cmd.Env = env
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	shim, err := exec.LookPath("cocoonbox-ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, err := run("cocoonbox", "ssh-config", "--ssh-path", shim); err != nil {
+		t.Fatalf("ssh-config: %v\n%s", err, errs)
+	}
+	ourKnown := filepath.Join(home, ".local", "state", "cocoonbox", "ssh_known_hosts")
+	g := func(host string) map[string]string {
+		out, errs, err := run("ssh", "-F", cfg, "-G", host)
+		if err != nil {
+			t.Fatalf("ssh -G %s: %v\n%s", host, err, errs)
+		}
+		m := map[string]string{}
+		for _, l := range strings.Split(out, "\n") {
+			k, v, _ := strings.Cut(l, " ")
+			m[k] = v
+		}
+		return m
+	}
+	for host, want := range map[string]map[string]string{
+		"main.cocoonbox": {"userknownhostsfile": ourKnown, "stricthostkeychecking": "true", "hostkeyalias": "cocoonbox", "serveraliveinterval": "17"},
+		"other":          {"userknownhostsfile": userKnown, "stricthostkeychecking": "accept-new", "hostkeyalias": "included", "user": "someone", "serveraliveinterval": "17"},
+	} {
+		got := g(host)
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("ssh -G %s: %s %q, want %q", host, k, got[k], w)
+			}
+		}
+	}
+	out, errs, err := run("ssh", "-F", cfg, "main.cocoonbox", "echo", "ok")
+	if err != nil || out != "ok\n" || errs != "" {
+		t.Errorf("ssh main.cocoonbox: %q, stderr %q, %v; want ok and nothing on stderr", out, errs, err)
+	}
+	for _, f := range []string{userKnown, incKnown} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("ssh wrote %s:\n%s", f, readFile(t, f))
+		}
 	}
 }

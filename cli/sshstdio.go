@@ -1,19 +1,26 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/version"
 	"github.com/cocoonbox/cocoonbox/relay"
 	"github.com/cocoonbox/cocoonbox/shim"
+	"github.com/cocoonbox/cocoonbox/sshconfig"
 	"github.com/cocoonbox/cocoonbox/sshserve"
 )
 
@@ -85,6 +92,10 @@ func sshStdio(args []string, env Env, s Streams) int {
 	if err != nil {
 		return fail(err)
 	}
+	if w := pinWarning(dir, key.PublicKey()); w != "" {
+		// ssh will refuse the key, loudly but without naming our fix.
+		fmt.Fprintf(s.Err, "%s: %s\n", prog, w)
+	}
 	c, err := env.dial("")
 	if err != nil {
 		return fail(err)
@@ -131,4 +142,29 @@ func sshSoftwareVersion(v string) string {
 		}
 		return r
 	}, v)
+}
+
+// pinWarning is the line saying that the known_hosts file of `cocoonbox
+// ssh-config` in the state directory dir does not pin key, the host key
+// there, so ssh will refuse the connection: the key file was replaced, or
+// the pin edited. Empty when the pin matches, or there is no such file (a
+// Host block of the user's own, with a pin elsewhere).
+func pinWarning(dir string, key ssh.PublicKey) string {
+	path := filepath.Join(dir, knownHostsFile)
+	rest, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for len(rest) > 0 {
+		marker, hosts, pub, _, next, err := ssh.ParseKnownHosts(rest)
+		if err != nil {
+			break
+		}
+		if marker == "" && slices.Contains(hosts, sshconfig.HostKeyAlias) && bytes.Equal(pub.Marshal(), key.Marshal()) {
+			return ""
+		}
+		rest = next
+	}
+	return fmt.Sprintf("%s does not pin the host key in %s, so ssh refuses the connection; to pin the key again, run: cocoonbox ssh-config",
+		path, filepath.Join(dir, sshserve.HostKeyFile))
 }

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
+	"github.com/cocoonbox/cocoonbox/internal/window"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -166,8 +167,8 @@ func (s *Server) init() error {
 			grpc.WaitForHandlers(true),
 			grpc.ReadBufferSize(256<<10),
 			grpc.WriteBufferSize(256<<10),
-			grpc.InitialWindowSize(4<<20),
-			grpc.InitialConnWindowSize(16<<20),
+			grpc.InitialWindowSize(window.Stream),
+			grpc.InitialConnWindowSize(window.Conn),
 			grpc.UnaryInterceptor(s.unaryAuth),
 			grpc.StreamInterceptor(s.streamAuth),
 		)

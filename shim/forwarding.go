@@ -2,6 +2,7 @@ package shim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -161,12 +162,17 @@ type closeWriter interface {
 }
 
 // splice copies a and b both ways; each EOF becomes the other side's
-// half-close, and both are closed when both directions are done.
+// half-close, and both are closed when both directions are done. A
+// failed read of a (a reset: the client is gone, not half-closed) closes
+// b at once, which ends the relay even if its target never answers.
 func splice(a net.Conn, b relay.Conn) {
 	done := make(chan struct{})
 	go func() {
-		io.Copy(b, a)
-		b.CloseWrite()
+		if _, err := io.Copy(b, a); err != nil && !errors.Is(err, net.ErrClosed) {
+			b.Close()
+		} else {
+			b.CloseWrite()
+		}
 		close(done)
 	}()
 	io.Copy(a, b)

@@ -7,6 +7,7 @@
 package sshconfig
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -52,9 +53,17 @@ func (o Options) suffix() string {
 	return o.Suffix
 }
 
+// ErrEnvVar is wrapped by Check's error for a known_hosts path holding
+// "${": OpenSSH expands ${NAME} in UserKnownHostsFile from the
+// environment (ssh_config(5), ENVIRONMENT VARIABLES), ignores the line
+// when NAME is unset, and has no escape for it.
+var ErrEnvVar = errors.New(`holds "${", which OpenSSH reads as an environment variable there and nothing can escape`)
+
 // Check reports a suffix that is not a dot and a host name, or a path
 // that is not absolute or holds a control character (no ssh_config line
-// could carry it).
+// could carry it), or a known_hosts path with "${" (ErrEnvVar). The
+// ProxyCommand's path may hold anything else: OpenSSH expands no ${} in
+// ProxyCommand, and the shell it runs it with sees it single-quoted.
 func (o Options) Check() error {
 	if !suffixRE.MatchString(o.suffix()) {
 		return fmt.Errorf("bad suffix %q: want a dot and a host name, such as .cocoonbox", o.Suffix)
@@ -66,6 +75,9 @@ func (o Options) Check() error {
 		if strings.ContainsFunc(p.path, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 			return fmt.Errorf("the %s path %q holds a control character, which no ssh_config line can carry", p.what, p.path)
 		}
+	}
+	if strings.Contains(o.KnownHosts, "${") {
+		return fmt.Errorf("the known_hosts path %q %w", o.KnownHosts, ErrEnvVar)
 	}
 	return nil
 }
@@ -103,6 +115,8 @@ func Block(o Options) string {
 		"  KbdInteractiveAuthentication no",
 		"  ForwardAgent no",
 		"  ForwardX11 no",
+		// Ends the block's Host: the user's lines after it are global again.
+		"Host *",
 		EndMarker,
 	}
 	if o.Ciphers != "" {
@@ -149,20 +163,20 @@ type File struct {
 	// block's text, markers included, when the file has one.
 	before, block, after string
 	has                  bool
-	eol                  string
+	// top: nothing but empty and comment lines comes before the block.
+	top bool
+	eol string
 }
 
 // Parse splits an ssh_config file's text around the block. Broken markers
-// are a *MarkerError. A file without a block gets one before its first
-// Host or Match line (so that it does not take in the file's global
-// options), else at its end.
+// are a *MarkerError.
 func Parse(text string) (*File, error) {
-	f := &File{eol: "\n"}
+	f := &File{eol: "\n", top: true}
 	if strings.Contains(text, "\r\n") {
 		f.eol = "\r\n"
 	}
 	lines := strings.SplitAfter(text, "\n")
-	begin, end, firstHost := -1, -1, -1
+	begin, end := -1, -1
 	for i, l := range lines {
 		switch t := strings.TrimSpace(l); {
 		case t == BeginMarker:
@@ -181,63 +195,51 @@ func Parse(text string) (*File, error) {
 				return nil, &MarkerError{"a second END line", i + 1}
 			}
 			end = i
-		case firstHost < 0 && begin < 0 && isBlockStart(t):
-			firstHost = i
+		case begin < 0 && t != "" && !strings.HasPrefix(t, "#"):
+			f.top = false
 		}
 	}
 	if begin >= 0 && end < 0 {
 		return nil, &MarkerError{"a BEGIN line with no END line after it", begin + 1}
 	}
 	join := func(ls []string) string { return strings.Join(ls, "") }
-	if begin >= 0 {
-		f.has = true
-		f.before, f.block, f.after = join(lines[:begin]), join(lines[begin:end+1]), join(lines[end+1:])
+	if begin < 0 {
+		f.after = text
 		return f, nil
 	}
-	if firstHost < 0 {
-		f.before = text
-		return f, nil
-	}
-	f.before, f.after = join(lines[:firstHost]), join(lines[firstHost:])
+	f.has = true
+	f.before, f.block, f.after = join(lines[:begin]), join(lines[begin:end+1]), join(lines[end+1:])
 	return f, nil
-}
-
-// isBlockStart reports whether a trimmed line opens a Host or Match block.
-func isBlockStart(t string) bool {
-	i := strings.IndexAny(t, " \t=")
-	if i < 0 {
-		return false
-	}
-	k := strings.ToLower(t[:i])
-	return k == "host" || k == "match"
 }
 
 // Has reports whether the file has the block.
 func (f *File) Has() bool { return f.has }
 
-// With is the file's text with block in the block's place: where it was,
-// or, for a new one, before the first Host or Match line followed by an
-// empty line, or at the end.
+// With is the file's text with block at its top: OpenSSH takes the first
+// value it reads for most options, so the block must come before any
+// global option or Include of the user's (the block ends in "Host *",
+// which makes what follows global again). A new block is followed by one
+// empty line (with the file's line ending) when the file is not empty. A
+// block already at the top (after nothing but comments and empty lines)
+// is rewritten in place; one further down, where an older cocoonbox
+// wrote it before the first Host line, is moved to the top.
 func (f *File) With(block string) string {
 	block = strings.ReplaceAll(block, "\n", f.eol)
-	before := f.before
-	if before != "" && !strings.HasSuffix(before, "\n") {
-		before += f.eol
+	if f.has && f.top {
+		return f.before + block + f.after
 	}
-	if f.has {
-		return before + block + f.after
+	rest := f.Without()
+	if rest == "" {
+		return block
 	}
-	if f.after != "" {
-		return before + block + f.eol + f.after
-	}
-	return before + block
+	return block + f.eol + rest
 }
 
 // Without is the file's text with the block, and the empty line With put
-// after it, taken out.
+// after it, taken out: byte for byte the file before With.
 func (f *File) Without() string {
 	if !f.has {
-		return f.before + f.after
+		return f.after
 	}
 	after := f.after
 	if rest, ok := strings.CutPrefix(after, f.eol); ok {

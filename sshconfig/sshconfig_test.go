@@ -13,17 +13,18 @@ var testOpts = Options{SSHPath: "/opt/cb/cocoonbox-ssh", KnownHosts: "/home/u/.l
 
 func TestWithWithout(t *testing.T) {
 	block := Block(testOpts)
+	crlf := strings.ReplaceAll(block, "\n", "\r\n")
 	for _, tc := range []struct {
 		name, in, want string
 	}{
 		{"empty", "", block},
-		{"globals only", "ServerAliveInterval 30\n", "ServerAliveInterval 30\n" + block},
-		{"no final newline", "ServerAliveInterval 30", "ServerAliveInterval 30\n" + block},
-		{"before the first Host", "A 1\nHost x\n  User y\n", "A 1\n" + block + "\nHost x\n  User y\n"},
-		{"before Match", "  match all\n", block + "\n  match all\n"},
-		{"Host=", "Host=x\n", block + "\nHost=x\n"},
-		{"not a Host line", "Hostname x\n", "Hostname x\n" + block},
-		{"crlf", "A 1\r\nHost x\r\n", "A 1\r\n" + strings.ReplaceAll(block, "\n", "\r\n") + "\r\nHost x\r\n"},
+		{"globals only", "ServerAliveInterval 30\n", block + "\nServerAliveInterval 30\n"},
+		{"no final newline", "ServerAliveInterval 30", block + "\nServerAliveInterval 30"},
+		{"globals, Include and Host", "A 1\nInclude other\nHost x\n  User y\n", block + "\nA 1\nInclude other\nHost x\n  User y\n"},
+		{"comment first", "# mine\nHost x\n", block + "\n# mine\nHost x\n"},
+		{"empty line first", "\nHost x\n", block + "\n\nHost x\n"},
+		{"crlf", "A 1\r\nHost x\r\n", crlf + "\r\nA 1\r\nHost x\r\n"},
+		{"crlf, no final newline", "A 1\r\nHost x", crlf + "\r\nA 1\r\nHost x"},
 	} {
 		f, err := Parse(tc.in)
 		if err != nil {
@@ -35,31 +36,45 @@ func TestWithWithout(t *testing.T) {
 			continue
 		}
 		// Rewriting finds the block and changes nothing; removing gives the
-		// input back (a final newline added to it stays).
+		// input back byte for byte.
 		f2, err := Parse(got)
 		if err != nil || !f2.Has() || f2.With(block) != got {
 			t.Errorf("%s: rewrite changed the file (%v)", tc.name, err)
 		}
-		in := tc.in
-		if in != "" && !strings.HasSuffix(in, "\n") {
-			in += "\n"
-		}
-		if back := f2.Without(); back != in {
-			t.Errorf("%s: Without = %q, want %q", tc.name, back, in)
+		if back := f2.Without(); back != tc.in {
+			t.Errorf("%s: Without = %q, want %q", tc.name, back, tc.in)
 		}
 	}
 }
 
-func TestRewriteInPlace(t *testing.T) {
-	old := Block(Options{Suffix: ".box", SSHPath: "/old/cocoonbox-ssh", KnownHosts: "/k"})
-	in := "A 1\nHost first\n  User a\n\n" + old + "Host last\n"
-	f, err := Parse(in)
-	if err != nil {
-		t.Fatal(err)
+// A block an older cocoonbox put before the first Host line (after the
+// user's globals) or at the end moves to the top on a rewrite; one at the
+// top, or after comments only, is rewritten in place.
+func TestRewrite(t *testing.T) {
+	old := strings.Replace(Block(Options{Suffix: ".box", SSHPath: "/old/cocoonbox-ssh", KnownHosts: "/k"}), "Host *\n", "", 1)
+	for _, tc := range []struct{ name, in, want string }{
+		{"old, before the first Host", "A 1\n" + old + "\nHost last\n", Block(testOpts) + "\nA 1\nHost last\n"},
+		{"old, at the end", "A 1\n" + old, Block(testOpts) + "\nA 1\n"},
+		{"old, alone", old, Block(testOpts)},
+		{"at the top", old + "\nA 1\n", Block(testOpts) + "\nA 1\n"},
+		{"after comments", "# mine\n\n" + old + "\nA 1\n", "# mine\n\n" + Block(testOpts) + "\nA 1\n"},
+	} {
+		f, err := Parse(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.With(Block(testOpts)); got != tc.want {
+			t.Errorf("%s: got\n%s\nwant\n%s", tc.name, got, tc.want)
+		}
+		// Removed where it is, or after the move, the user's lines stay.
+		f2, _ := Parse(tc.want)
+		if a, b := f.Without(), f2.Without(); a != b {
+			t.Errorf("%s: Without = %q in place, %q after the move", tc.name, a, b)
+		}
 	}
-	got := f.With(Block(testOpts))
-	if want := "A 1\nHost first\n  User a\n\n" + Block(testOpts) + "Host last\n"; got != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
+	f, _ := Parse("A 1\n" + old + "\nHost last\n")
+	if got := f.Without(); got != "A 1\nHost last\n" {
+		t.Errorf("old block removed: %q", got)
 	}
 }
 
@@ -89,12 +104,21 @@ func TestCheck(t *testing.T) {
 		{SSHPath: "relative/cocoonbox-ssh", KnownHosts: "/b"},
 		{SSHPath: "/a\nProxyCommand evil", KnownHosts: "/b"},
 		{SSHPath: "/a", KnownHosts: "/b\x00"},
+		{SSHPath: "/a", KnownHosts: "/home/${X}/known_hosts"},
 	} {
 		if o.Check() == nil {
 			t.Errorf("Check(%+v) = nil, want an error", o)
 		}
 	}
 	if err := testOpts.Check(); err != nil {
+		t.Error(err)
+	}
+	if err := (Options{SSHPath: "/a", KnownHosts: "/h/${X}"}).Check(); !errors.Is(err, ErrEnvVar) {
+		t.Errorf("${ in known_hosts: %v, want ErrEnvVar", err)
+	}
+	// What OpenSSH does not expand is written: $ without a brace, ~ past
+	// the start, and anything in the ProxyCommand's path.
+	if err := (Options{SSHPath: "/${X}/~/a", KnownHosts: "/h/$X/~/{}"}).Check(); err != nil {
 		t.Error(err)
 	}
 }
@@ -105,7 +129,7 @@ func TestBlockAsOpenSSHReadsIt(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Fatal("the OpenSSH client is needed (scripts/deps.sh installs it)")
 	}
-	o := Options{Suffix: ".box", SSHPath: `/opt/my tools/100%/it's/cocoonbox-ssh`, KnownHosts: `/home/a b/%d/"q"\x/known_hosts`}
+	o := Options{Suffix: ".box", SSHPath: `/opt/my tools/100%/it's/${X}~/cocoonbox-ssh`, KnownHosts: `/home/a b/%d/"q"\x/$X~/known_hosts`}
 	if err := o.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +137,9 @@ func TestBlockAsOpenSSHReadsIt(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("Host other\n  User nobody\n"+Block(o)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("ssh", "-F", cfg, "-G", "main.box").Output()
+	cmd := exec.Command("ssh", "-F", cfg, "-G", "main.box")
+	cmd.Env = append(os.Environ(), "X=expanded")
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +148,7 @@ func TestBlockAsOpenSSHReadsIt(t *testing.T) {
 		"userknownhostsfile":    o.KnownHosts,
 		"hostkeyalias":          "cocoonbox",
 		"stricthostkeychecking": "true",
-		"proxycommand":          `'/opt/my tools/100%%/it'\''s/cocoonbox-ssh' --stdio --suffix .box %n`,
+		"proxycommand":          `'/opt/my tools/100%%/it'\''s/${X}~/cocoonbox-ssh' --stdio --suffix .box %n`,
 	}
 	for _, l := range strings.Split(string(out), "\n") {
 		k, v, _ := strings.Cut(l, " ")
@@ -138,8 +164,8 @@ func TestBlockAsOpenSSHReadsIt(t *testing.T) {
 	}
 	// The shell ssh runs the ProxyCommand with, after ssh's own %%, sees one
 	// word: the path.
-	cmd := strings.ReplaceAll(`'/opt/my tools/100%%/it'\''s/cocoonbox-ssh'`, "%%", "%")
-	got, err := exec.Command("/bin/sh", "-c", "printf %s "+cmd).Output()
+	line := strings.ReplaceAll(`'/opt/my tools/100%%/it'\''s/${X}~/cocoonbox-ssh'`, "%%", "%")
+	got, err := exec.Command("/bin/sh", "-c", "X=expanded; printf %s "+line).Output()
 	if err != nil || string(got) != o.SSHPath {
 		t.Errorf("the shell reads the ProxyCommand's path as %q (%v), want %q", got, err, o.SSHPath)
 	}
@@ -169,4 +195,73 @@ func TestDiff(t *testing.T) {
 	if d := Diff("f", "", "x\n"); d != "--- f\n+++ f (new)\n@@ -0,0 +1 @@\n+x\n" {
 		t.Errorf("new file: %q", d)
 	}
+}
+
+// TestBlockWinsOverGlobals: OpenSSH takes the first value it reads, so
+// the block must win over the user's global options and Includes written
+// before any Host line, and leave the user's own Host blocks and globals
+// to the other hosts (read back with the real ssh -G).
+func TestBlockWinsOverGlobals(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Fatal("the OpenSSH client is needed (scripts/deps.sh installs it)")
+	}
+	dir := t.TempDir()
+	inc := filepath.Join(dir, "included")
+	if err := os.WriteFile(inc, []byte("Host *\n  HostKeyAlias included\n  IdentitiesOnly yes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	user := "UserKnownHostsFile " + filepath.Join(dir, "users_known_hosts") + "\n" +
+		"StrictHostKeyChecking accept-new\n" +
+		"Include " + inc + "\n" +
+		"ServerAliveInterval 17\n\n" +
+		"Host other\n  User someone\n  Port 2222\n"
+	f, err := Parse(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config")
+	if err := os.WriteFile(cfg, []byte(f.With(Block(testOpts))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := func(host string) map[string]string {
+		out, err := exec.Command("ssh", "-F", cfg, "-G", host).Output()
+		if err != nil {
+			t.Fatalf("ssh -G %s: %v", host, err)
+		}
+		m := map[string]string{}
+		for _, l := range strings.Split(string(out), "\n") {
+			k, v, _ := strings.Cut(l, " ")
+			m[k] = v
+		}
+		return m
+	}
+	check := func(host string, want map[string]string) {
+		t.Helper()
+		got := g(host)
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("ssh -G %s: %s %q, want %q", host, k, got[k], w)
+			}
+		}
+	}
+	check("main.cocoonbox", map[string]string{
+		"userknownhostsfile":    testOpts.KnownHosts,
+		"stricthostkeychecking": "true",
+		"hostkeyalias":          HostKeyAlias,
+		"user":                  "user",
+		"proxycommand":          "/opt/cb/cocoonbox-ssh --stdio %n",
+		// What the block does not set stays the user's, global.
+		"serveraliveinterval": "17",
+	})
+	check("other", map[string]string{
+		"userknownhostsfile":    filepath.Join(dir, "users_known_hosts"),
+		"stricthostkeychecking": "accept-new",
+		"hostkeyalias":          "included",
+		"user":                  "someone",
+		"port":                  "2222",
+		"identitiesonly":        "yes",
+		"serveraliveinterval":   "17",
+	})
+	// Host patterns are case-sensitive, as OpenSSH matches them.
+	check("MAIN.COCOONBOX", map[string]string{"hostkeyalias": "included", "userknownhostsfile": filepath.Join(dir, "users_known_hosts")})
 }

@@ -24,7 +24,9 @@ type directTCPIPReq struct {
 
 // directTCPIP connects a direct-tcpip channel to its host and port inside
 // the box through Dial, and copies both ways, each EOF passed on as a
-// half-close, until both directions are done.
+// half-close, until both directions are done, the client closes the
+// channel, or the connection ends: then the relay is closed (its Exec
+// cancelled), even when the target never answers.
 func (s *Server) directTCPIP(ctx context.Context, nc ssh.NewChannel) {
 	var m directTCPIPReq
 	if err := ssh.Unmarshal(nc.ExtraData(), &m); err != nil {
@@ -46,7 +48,14 @@ func (s *Server) directTCPIP(ctx context.Context, nc ssh.NewChannel) {
 		conn.Close()
 		return
 	}
-	go ssh.DiscardRequests(reqs)
+	// The requests' channel closes when the channel does: the client's
+	// CLOSE (it wants no more bytes), or the end of the connection. Its
+	// EOF is only the half-close the copy below passes on.
+	closed := make(chan struct{})
+	go func() {
+		ssh.DiscardRequests(reqs)
+		close(closed)
+	}()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		io.Copy(conn, ch)
@@ -63,6 +72,7 @@ func (s *Server) directTCPIP(ctx context.Context, nc ssh.NewChannel) {
 	}()
 	select {
 	case <-done:
+	case <-closed:
 	case <-ctx.Done():
 	}
 	conn.Close()

@@ -1,0 +1,19 @@
+// Package window holds the HTTP/2 flow-control windows of our gRPC
+// connections, shared by the client (box/) and the local box (localbox/).
+//
+// A window is how many bytes a peer may send on a stream (or a connection)
+// before the receiver has read them, so one stream moves at most
+// Stream/RTT: 16 MiB carries 335 MB/s at 50 ms. The receiver buffers the
+// window only while its reader lags, so memory stays bounded by it. A fixed
+// window turns off gRPC's BDP estimation, which starts at 64 KiB and grows
+// too slowly for a transfer of a few seconds (docs/benchmarks.md, "Window
+// sizes at 50 ms").
+package window
+
+const (
+	// Stream is the per-stream window, in bytes.
+	Stream = 16 << 20
+	// Conn is the per-connection window, in bytes: room for a few streams
+	// at full speed at once (git's and rsync's commands run one or two).
+	Conn = 64 << 20
+)

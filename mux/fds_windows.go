@@ -1,0 +1,4 @@
+package mux
+
+// CloseInherited does nothing: connection sharing does not run on Windows.
+func CloseInherited() {}

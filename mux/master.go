@@ -1,0 +1,416 @@
+// Package mux is the control master of connection sharing
+// (docs/architecture.md "Connection sharing"), after OpenSSH's
+// ControlMaster and ControlPersist: a background process that holds one
+// connection to an endpoint and serves it, as a gRPC proxy that decodes
+// nothing, on a unix socket of its user's, until it has been idle for the
+// persist time, its connection fails, its socket is removed or replaced,
+// the machine sleeps, or it is sent SIGTERM. box.Dial reaches it (box.WithSharing); Start
+// starts one.
+package mux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/bufpool"
+)
+
+// DefaultPersist is how long a master stays with no call open, as
+// OpenSSH's ControlPersist.
+const DefaultPersist = 10 * time.Minute
+
+// connectTimeout bounds the master's first connection to the endpoint.
+const connectTimeout = 30 * time.Second
+
+// pollEvery is how often the master checks that its socket is still its own.
+const pollEvery = time.Second
+
+// probeAfter is how long the master's connection may carry nothing
+// before a check (box.CheckMethod) first asks the endpoint whether it is
+// still there, and probeTimeout how long it waits for the answer.
+const (
+	probeAfter   = 10 * time.Second
+	probeTimeout = 3 * time.Second
+)
+
+// healthMethod is gRPC's standard health check: any answer to it, even
+// Unimplemented or Unauthenticated, shows the connection carries calls.
+const healthMethod = "/grpc.health.v1.Health/Check"
+
+// suspendGap is how far the wall clock may run ahead of the monotonic one
+// between two polls before the master takes it that the machine slept.
+const suspendGap = 5 * time.Second
+
+// Master is one control master's settings.
+type Master struct {
+	// Endpoint is where the master connects, as box.Dial would.
+	Endpoint box.Endpoint
+	// Options are box.Dial's for that connection (keepalive).
+	Options []box.DialOption
+	// Socket is the path to serve; Lock is the lock file the starter
+	// took, held until Serve returns.
+	Socket string
+	Lock   *os.File
+	// Persist is how long the master stays with no call open.
+	Persist time.Duration
+	// Log, if not empty, is a file to append one line to per event.
+	Log string
+}
+
+// Serve connects to the endpoint, then serves the socket until one of the
+// reasons to end (package doc). It returns why it ended; an error means it
+// could not start or its connection failed.
+func (m *Master) Serve() error {
+	defer m.Lock.Close()
+	defer m.removeLock()
+	if fi, err := os.Lstat(m.Socket); err == nil && !fi.IsDir() {
+		os.Remove(m.Socket) // stale: a live master would hold the lock
+	}
+	c, err := box.Dial(m.Endpoint, "", append(m.Options, box.WithIdleTimeout(0))...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	up := c.Conn()
+	if err := ready(up); err != nil {
+		m.logf("no connection to %s: %v", m.Endpoint.URL, err)
+		return err
+	}
+
+	lis, err := net.Listen("unix", m.Socket)
+	if err != nil {
+		return err
+	}
+	lis.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(m.Socket, 0o600); err != nil {
+		lis.Close()
+		return err
+	}
+	mine, err := os.Lstat(m.Socket)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	m.logf("master %d serving %s for %s", os.Getpid(), m.Socket, m.Endpoint.URL)
+
+	p := &proxy{up: up, link: c.LinkError, idle: make(chan struct{}, 1), dead: make(chan struct{}), start: time.Now()}
+	stream, conn, buffer := box.Windows()
+	srv := grpc.NewServer(
+		grpc.UnknownServiceHandler(p.handle),
+		grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.MaxRecvMsgSize(math.MaxInt32),
+		grpc.InitialWindowSize(stream),
+		grpc.InitialConnWindowSize(conn),
+		grpc.ReadBufferSize(buffer),
+		grpc.WriteBufferSize(buffer),
+		experimental.BufferPool(bufpool.Shared),
+	)
+	p.log = m.logf
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+
+	why := m.wait(p, up, mine, served)
+	m.logf("master %d exits: %s", os.Getpid(), why)
+	if fi, err := os.Lstat(m.Socket); err == nil && os.SameFile(fi, mine) {
+		os.Remove(m.Socket)
+	}
+	// New calls go direct from here; those open end as the endpoint ends them.
+	srv.GracefulStop()
+	if why == errUpstream {
+		return fmt.Errorf("the connection to %s failed", m.Endpoint.URL)
+	}
+	return nil
+}
+
+var errUpstream = errors.New("its connection to the endpoint failed")
+
+// wait returns the first reason to end.
+func (m *Master) wait(p *proxy, up *grpc.ClientConn, mine os.FileInfo, served <-chan error) error {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	broken := make(chan struct{})
+	go func() {
+		for s := up.GetState(); s == connectivity.Ready; s = up.GetState() {
+			up.WaitForStateChange(context.Background(), s)
+		}
+		close(broken)
+	}()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	last := time.Now()
+	idle := time.NewTimer(m.Persist)
+	defer idle.Stop()
+	for {
+		select {
+		case s := <-sigs:
+			return fmt.Errorf("signal %v", s)
+		case <-broken:
+			return errUpstream
+		case <-p.dead:
+			return errors.New("its connection did not answer a check")
+		case err := <-served:
+			return fmt.Errorf("serve: %v", err)
+		case <-tick.C:
+			if fi, err := os.Lstat(m.Socket); err != nil || !os.SameFile(fi, mine) {
+				return errors.New("its socket was removed or replaced")
+			}
+			// The monotonic clock stops while the machine sleeps and the
+			// wall clock does not: after a sleep the connection may be dead
+			// with nothing to say so until a call's keepalive fails, so the
+			// next call had better dial.
+			now := time.Now()
+			if now.Round(0).Sub(last.Round(0))-now.Sub(last) > suspendGap {
+				return errors.New("the machine slept")
+			}
+			last = now
+		case <-p.idle:
+			idle.Reset(m.Persist)
+		case <-idle.C:
+			if p.open() == 0 {
+				return fmt.Errorf("idle for %v", m.Persist)
+			}
+		}
+	}
+}
+
+// ready connects up and waits until it is ready, or has failed.
+func ready(up *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	up.Connect()
+	for {
+		s := up.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return errors.New(s.String())
+		}
+		if !up.WaitForStateChange(ctx, s) {
+			return ctx.Err()
+		}
+	}
+}
+
+// removeLock removes the lock file, if it is still the one held: one who
+// opened it just before finds it locked, and one who comes after makes a
+// new one; should two masters start all the same, the one whose socket is
+// replaced exits.
+func (m *Master) removeLock() {
+	p := strings.TrimSuffix(m.Socket, ".sock") + ".lock"
+	held, err1 := m.Lock.Stat()
+	fi, err2 := os.Lstat(p)
+	if err1 == nil && err2 == nil && os.SameFile(held, fi) {
+		os.Remove(p)
+	}
+}
+
+func (m *Master) logf(format string, args ...any) {
+	if m.Log == "" {
+		return
+	}
+	f, err := os.OpenFile(m.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(f, format+"\n", args...)
+	f.Close()
+}
+
+// proxy forwards each call as it comes, metadata (the caller's token
+// among it), messages, headers, trailers and status, without decoding it.
+type proxy struct {
+	up  *grpc.ClientConn
+	log func(string, ...any)
+	// link adds why the connection failed to a call's error.
+	link func(error) error
+	// idle gets a value each time the last open call ends.
+	idle chan struct{}
+
+	// dead is closed when the connection did not answer a check.
+	dead     chan struct{}
+	deadOnce sync.Once
+	// heard is when the connection last carried an answer, as time since
+	// start (monotonic).
+	start time.Time
+	heard atomic.Int64
+
+	mu    sync.Mutex
+	calls int
+}
+
+func (p *proxy) hear() { p.heard.Store(int64(time.Since(p.start))) }
+
+// check answers box.CheckMethod: at once while the connection is known to
+// work (another call is open, so its keepalive runs, or it carried an
+// answer lately), else after the endpoint answers a health check.
+func (p *proxy) check(ss grpc.ServerStream) error {
+	if err := ss.RecvMsg(new(frame)); err != nil {
+		return err
+	}
+	if p.open() == 1 && time.Since(p.start)-time.Duration(p.heard.Load()) > probeAfter {
+		ctx, cancel := context.WithTimeout(ss.Context(), probeTimeout)
+		err := p.up.Invoke(ctx, healthMethod, &frame{}, new(frame), grpc.ForceCodecV2(rawCodec{}))
+		cancel()
+		switch status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+			p.log("check: no answer from the endpoint: %v", err)
+			p.deadOnce.Do(func() { close(p.dead) })
+			return status.Error(codes.Unavailable, "the control master's connection does not answer")
+		}
+		p.hear()
+	}
+	return ss.SendMsg(&frame{})
+}
+
+func (p *proxy) open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls
+}
+
+func (p *proxy) enter() {
+	p.mu.Lock()
+	p.calls++
+	p.mu.Unlock()
+}
+
+func (p *proxy) leave() {
+	p.mu.Lock()
+	p.calls--
+	last := p.calls == 0
+	p.mu.Unlock()
+	if last {
+		select {
+		case p.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+var callDesc = &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
+
+func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
+	p.enter()
+	defer p.leave()
+	method, _ := grpc.MethodFromServerStream(ss)
+	if method == box.CheckMethod {
+		return p.check(ss)
+	}
+	p.log("call %s", method)
+	in, _ := metadata.FromIncomingContext(ss.Context())
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ss.Context(), forwardable(in)))
+	defer cancel()
+	cs, err := p.up.NewStream(ctx, callDesc, method, grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallRecvMsgSize(math.MaxInt32))
+	if err != nil {
+		return p.link(err)
+	}
+	go func() {
+		for {
+			f := new(frame)
+			if err := ss.RecvMsg(f); err != nil {
+				if err == io.EOF {
+					cs.CloseSend()
+				} else {
+					cancel()
+				}
+				return
+			}
+			if err := cs.SendMsg(f); err != nil {
+				// The upstream's status comes out of RecvMsg below.
+				return
+			}
+		}
+	}()
+	headerSent := false
+	for {
+		f := new(frame)
+		err := cs.RecvMsg(f)
+		if status.Code(err) != codes.Unavailable {
+			p.hear()
+		}
+		if !headerSent {
+			headerSent = true
+			if h, herr := cs.Header(); herr == nil && len(h) > 0 {
+				ss.SendHeader(h)
+			}
+		}
+		if err != nil {
+			ss.SetTrailer(forwardable(cs.Trailer()))
+			if err == io.EOF {
+				return nil
+			}
+			return p.link(err)
+		}
+		if err := ss.SendMsg(f); err != nil {
+			return err
+		}
+	}
+}
+
+// forwardable is md without what gRPC sets itself for each hop.
+func forwardable(md metadata.MD) metadata.MD {
+	out := metadata.MD{}
+	for k, v := range md {
+		switch {
+		case k == "" || k[0] == ':', k == "content-type", k == "user-agent", k == "te",
+			k == "grpc-status", k == "grpc-message", k == "grpc-status-details-bin", k == "grpc-timeout", k == "grpc-encoding", k == "grpc-accept-encoding":
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// frame is one message as bytes.
+type frame struct{ b mem.BufferSlice }
+
+// rawCodec passes messages through as they are; its name is "proto", the
+// codec the calls were made with, so the wire does not change.
+type rawCodec struct{}
+
+var _ encoding.CodecV2 = rawCodec{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	f, ok := v.(*frame)
+	if !ok {
+		return nil, fmt.Errorf("mux: cannot send %T", v)
+	}
+	b := f.b
+	f.b = nil
+	return b, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	f, ok := v.(*frame)
+	if !ok {
+		return fmt.Errorf("mux: cannot receive into %T", v)
+	}
+	data.Ref()
+	f.b = data
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
