@@ -32,22 +32,14 @@ import (
 // its size and mtime put back, which the laptop's git tells by ctime).
 func restatIndex(dir string) (int, error) {
 	p := filepath.Join(dir, ".git", "index")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return 0, err
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return 0, err
-	}
-	ix, err := gitindex.Parse(b)
+	ix, mtime, err := gitindex.ReadFile(p)
 	if err != nil {
 		return 0, err
 	}
 	changed := 0
 	for i := range ix.Entries {
 		e := &ix.Entries[i]
-		if e.Plain() && restatEntry(e, filepath.Join(dir, filepath.FromSlash(string(e.Name))), fi.ModTime()) {
+		if e.Plain() && restatEntry(e, filepath.Join(dir, filepath.FromSlash(string(e.Name))), mtime) {
 			changed++
 		}
 	}

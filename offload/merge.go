@@ -853,23 +853,11 @@ func holdSignals() (release func()) {
 // stage 0 without flags), and dst src's mtime. Any failure leaves dst as
 // it was: the refresh then hashes what it must.
 func seedStat(dst, src string) {
-	sb, err := os.ReadFile(src)
+	si, mtime, err := gitindex.ReadFile(src)
 	if err != nil {
 		return
 	}
-	fi, err := os.Stat(src)
-	if err != nil {
-		return
-	}
-	si, err := gitindex.Parse(sb)
-	if err != nil {
-		return
-	}
-	db, err := os.ReadFile(dst)
-	if err != nil {
-		return
-	}
-	di, err := gitindex.Parse(db)
+	di, _, err := gitindex.ReadFile(dst)
 	if err != nil {
 		return
 	}
@@ -895,7 +883,7 @@ func seedStat(dst, src string) {
 	// The mtime is set before the rename: an index with the stat data but
 	// a fresh mtime would trust racily clean entries.
 	tmp := dst + ".seed"
-	if os.WriteFile(tmp, di.Bytes(), 0o600) != nil || os.Chtimes(tmp, fi.ModTime(), fi.ModTime()) != nil || os.Rename(tmp, dst) != nil {
+	if os.WriteFile(tmp, di.Bytes(), 0o600) != nil || os.Chtimes(tmp, mtime, mtime) != nil || os.Rename(tmp, dst) != nil {
 		os.Remove(tmp)
 	}
 }

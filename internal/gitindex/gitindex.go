@@ -12,6 +12,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash"
+	"io"
+	"os"
+	"time"
 )
 
 // ErrFormat is an index this package does not rewrite: not an index, a
@@ -133,6 +136,26 @@ func Parse(b []byte) (*Index, error) {
 		off += 8 + int(binary.BigEndian.Uint32(b[off+4:]))
 	}
 	return ix, nil
+}
+
+// ReadFile reads and parses the index file at path, and returns it with
+// the file's mtime, which git's racy-clean check compares entries with.
+func ReadFile(path string) (*Index, time.Time, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	ix, err := Parse(b)
+	return ix, fi.ModTime(), err
 }
 
 // Bytes is the index file with the entries' stat data as they are now
