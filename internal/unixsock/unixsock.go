@@ -52,10 +52,12 @@ type listener struct {
 	once sync.Once
 }
 
+// Close removes the socket file, then closes: in that order, as Go's
+// own unix listener does, so that a server whose Accept ends with the
+// close and exits at once leaves no file behind.
 func (l *listener) Close() error {
-	err := l.Listener.Close()
 	l.once.Do(func() { os.Remove(l.path) })
-	return err
+	return l.Listener.Close()
 }
 
 // shorten returns a name for path within Max and a func that removes
