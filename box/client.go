@@ -110,7 +110,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		d, _ = viaMaster(ep, do.sharing)
 	}
 	if d != nil {
-		opts := transportOptions()
+		opts := transportOptions(true)
 		if token != "" {
 			opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
 		}
@@ -151,7 +151,7 @@ func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Point
 	} else {
 		tc = insecure.NewCredentials()
 	}
-	opts := append(transportOptions(),
+	opts := append(transportOptions(strings.HasPrefix(ep.Target, "unix:")),
 		grpc.WithTransportCredentials(timeoutCreds{tc, ioErr}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                do.keepaliveTime,

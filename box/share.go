@@ -289,24 +289,31 @@ func dialMux(d *muxDialer, opts []grpc.DialOption) (*grpc.ClientConn, error) {
 	return grpc.NewClient("passthrough:///cocoonbox-control-master", opts...)
 }
 
-// transportOptions are the options of every connection Dial makes.
-func transportOptions() []grpc.DialOption {
+// transportOptions are the options of every connection Dial makes;
+// local is for a connection over a unix socket (window.LocalStream).
+func transportOptions(local bool) []grpc.DialOption {
+	stream, conn := int32(window.Stream), int32(window.Conn)
+	if local {
+		stream, conn = window.LocalStream, window.LocalConn
+	}
 	return []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.ForceCodecV2(bufpool.Codec{})),
 		grpc.WithUserAgent("cocoonbox-cli"),
 		experimental.WithBufferPool(bufpool.Shared),
 		grpc.WithReadBufferSize(ioBuffer),
 		grpc.WithWriteBufferSize(ioBuffer),
-		grpc.WithInitialWindowSize(window.Stream),
-		grpc.WithInitialConnWindowSize(window.Conn),
+		grpc.WithInitialWindowSize(stream),
+		grpc.WithInitialConnWindowSize(conn),
 	}
 }
 
-// Windows are the HTTP/2 flow-control windows Dial asks for, per stream
-// and per connection, and the size of its socket buffers, in bytes: a
-// proxy between a client and the endpoint (the control master) must allow
-// at least these not to slow a stream down.
-func Windows() (stream, conn int32, buffer int) { return window.Stream, window.Conn, ioBuffer }
+// Windows are the HTTP/2 flow-control windows Dial asks for on a unix
+// socket (to a control master), per stream and per connection, and the
+// size of its socket buffers, in bytes: what the control master's socket
+// side must allow too, not to slow a stream down.
+func Windows() (stream, conn int32, buffer int) {
+	return window.LocalStream, window.LocalConn, ioBuffer
+}
 
 // Conn is the client's connection, for the control master, which sends
 // calls it does not decode. It is nil for a client that goes through a

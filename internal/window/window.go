@@ -16,4 +16,13 @@ const (
 	// Conn is the per-connection window, in bytes: room for a few streams
 	// at full speed at once (git's and rsync's commands run one or two).
 	Conn = 64 << 20
+
+	// LocalStream and LocalConn are the windows, in bytes, of a hop over a
+	// unix socket (a local box's, a control master's), whose round trip is
+	// microseconds: 4 MiB is more than one stream can use there, and it
+	// bounds what a receiver slower than its sender holds, so that the
+	// client stays within about 35 MiB of RSS whatever the size of a
+	// transfer (docs/benchmarks.md).
+	LocalStream = 4 << 20
+	LocalConn   = 16 << 20
 )
