@@ -33,6 +33,9 @@ var (
 	keepWork = flag.Bool("keep", false, "keep the work directory")
 	rtts     = flag.String("rtt", "", "comma-separated round trips in ms (e.g. 0,10,50,100): run the latency table instead, ours over TLS and ssh through a delay proxy")
 	rttSize  = flag.Int64("rtt-size", 256<<20, "bytes for the download and upload workloads at a round trip above 0 in the latency table (-size at 0)")
+	binDir   = flag.String("bin", "", "the directory of the binaries to measure (default bin/ of this tree, which bench/run builds)")
+	verbose  = flag.Bool("v", false, "print each offload's own step times (with -offload)")
+	offloadT = flag.Bool("offload", false, "run the offload table instead: first and second offload and back of the tree's repository with the stand-in CLI (-rounds rounds, then one untimed round that counts processes)")
 )
 
 func main() {
@@ -80,12 +83,18 @@ func run() error {
 		return err
 	}
 	e := &env{bin: filepath.Join(top, "bin")}
+	if *binDir != "" {
+		e.bin = *binDir
+	}
 	e.work, err = os.MkdirTemp("", "cocoonbox-bench")
 	if err != nil {
 		return err
 	}
 	if !*keepWork {
 		defer os.RemoveAll(e.work)
+	}
+	if *offloadT {
+		return e.runOffload(top)
 	}
 	stopSSHD, err := e.startSSHD()
 	if err != nil {

@@ -325,3 +325,17 @@ func (c *Config) attachments(dir string, p *promptInput) {
 		p.MacOnly = append(p.MacOnly, "core.hooksPath "+h)
 	}
 }
+
+// dropFsmonitor unsets core.fsmonitor in the copy's own config, which
+// rsync brought from the laptop: the laptop's file system monitor (a
+// watchman hook, git's own daemon, a helper at a laptop path) watches the
+// laptop, not the copy, and git 2.39 has no daemon of its own on Linux.
+// The box CLI's git then scans the copy as git does without one. The
+// user's other settings and the repository's hooks stay.
+func (c *Config) dropFsmonitor(dir string) {
+	if _, err := os.Stat(filepath.Join(dir, ".git", "config")); err != nil {
+		return
+	}
+	// Exit 5: it was not set.
+	c.git(dir, nil, nil, "config", "--local", "--unset-all", "core.fsmonitor")
+}

@@ -2,6 +2,7 @@ package boxagent
 
 import (
 	"github.com/cocoonbox/cocoonbox/handover"
+	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 
 	"bufio"
 	"context"
@@ -40,22 +41,22 @@ func NewInbox(cfg *Config) *Inbox {
 	return &Inbox{cfg: cfg, changed: make(chan struct{}), watchers: map[chan []byte]struct{}{}, envRuns: map[string]bool{}}
 }
 
-// Listen makes the inbox's socket: the directory 0700, the socket 0600.
+// Listen makes the inbox's socket: the directory 0700, the socket 0600,
+// at any length of path.
 // A socket another inbox answers on is refused; a stale one is replaced.
 func (ib *Inbox) Listen() (net.Listener, error) {
 	p := ib.cfg.SocketPath()
-	if len(p) > maxSocketPath {
-		return nil, fmt.Errorf("the inbox socket path %s is longer than %d bytes; use a shorter run directory", p, maxSocketPath)
-	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, err
 	}
-	if conn, err := net.Dial("unix", p); err == nil {
+	if conn, err := unixsock.Dial(p); err == nil {
 		conn.Close()
 		return nil, fmt.Errorf("an inbox already listens on %s", p)
 	}
 	os.Remove(p)
-	lis, err := net.Listen("unix", p)
+	// A path longer than a socket address holds is bound through a short
+	// name (internal/unixsock).
+	lis, err := unixsock.Listen(p)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/cocoonbox/cocoonbox/agentwire"
+	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 	"net"
 	"os"
 	"path/filepath"
@@ -80,17 +81,11 @@ const maxLine = 16 << 20
 // accept: a box that just woke starts its inbox.
 const dialWait = 3 * time.Second
 
-// maxSocketPath is the longest unix socket path Linux accepts.
-const maxSocketPath = 107
-
 func (c *Config) dial() (net.Conn, error) {
 	p := c.SocketPath()
-	if len(p) > maxSocketPath {
-		return nil, &Error{Code: CodeFailed, Err: fmt.Errorf("the inbox socket path %s is longer than %d bytes; use a shorter run directory", p, maxSocketPath)}
-	}
 	deadline := time.Now().Add(dialWait)
 	for {
-		conn, err := net.Dial("unix", p)
+		conn, err := unixsock.Dial(p)
 		if err == nil {
 			return conn, nil
 		}

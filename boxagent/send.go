@@ -99,6 +99,7 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 				return fail(err)
 			}
 		}
+		c.dropFsmonitor(dir)
 		if st.Bundle != "" {
 			c.logf("indexing the bundle")
 			if err := c.indexBundle(dir, st.Bundle); err != nil {
@@ -121,13 +122,12 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 				return fail(err)
 			}
 		}
-		c.git(dir, nil, nil, "update-index", "-q", "--refresh")
-		step("refresh")
 		base, err = c.git1(dir, "rev-parse", "--verify", "-q", "refs/cocoonbox/offload/"+o.ID+"^{commit}")
 		if err != nil || base == "" {
 			return fail(fmt.Errorf("the copy has no refs/cocoonbox/offload/%s (S): send a bundle that carries it", o.ID))
 		}
-		if err := c.checkEqualsS(dir, base); err != nil {
+		// A linked worktree's index came in the stream, without its mtime.
+		if err := c.refreshCopy(dir, base, st.Index == ""); err != nil {
 			return fail(err)
 		}
 		step("check")

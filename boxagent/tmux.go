@@ -232,9 +232,11 @@ func (c *Config) endCLI(session, kind string, grace time.Duration) {
 			exit = "/quit"
 		}
 		c.tmuxType(session, exit)
+		// A CLI exits within a few hundred ms, which back waits for:
+		// look often.
 		deadline := time.Now().Add(grace)
 		for time.Now().Before(deadline) && len(c.tmuxCLIPids(session)) > 0 {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	if pids := c.tmuxCLIPids(session); len(pids) > 0 {

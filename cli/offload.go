@@ -284,6 +284,7 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Kind: kind, Yes: o.Yes,
 		Environ: env.Environ, Home: env.Getenv("HOME"), Shim: oe.shim, Preflight: pf,
 		Logf: progress(s), Progress: progressWriter(s),
+		NoCompress: onThisMachine(oe.client.Endpoint()),
 	}
 	res, err := off.Run(ctx)
 	if err != nil {
@@ -677,4 +678,22 @@ func runOffloadAbandon(env Env, s Streams, o offloadOptions) error {
 	}
 	fmt.Fprintf(s.Out, "its commits:          git log %s%s\n", offload.RefAbandoned, res.ID)
 	return nil
+}
+
+// onThisMachine says whether ep is a box service on this machine: a unix
+// socket, or a loopback address. rsync's -z only costs CPU there
+// (docs/offload.md, step 8).
+func onThisMachine(ep box.Endpoint) bool {
+	if strings.HasPrefix(ep.Target, "unix:") {
+		return true
+	}
+	host, _, err := net.SplitHostPort(ep.Target)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -2,7 +2,6 @@ package localbox
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/proc"
+	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -50,6 +50,37 @@ func (s *Server) agentPath() string {
 	return p
 }
 
+// linkAgent puts cocoonbox-agent on the box's login PATH: a link to
+// agent at ~/.local/bin/cocoonbox-agent in the box home, as a box image
+// installs it. A login shell (bash -l, which the box CLIs run for their
+// hooks) resets PATH from /etc/profile and ~/.profile, which (Debian's
+// /etc/skel one, which new box homes get) puts ~/.local/bin first when the
+// directory exists; the server's own PATH does not reach it. A link of
+// ours to another binary is replaced; a file that is no link is the
+// user's, and stays.
+func linkAgent(home, agent string) error {
+	if a, err := filepath.Abs(agent); err == nil {
+		agent = a
+	}
+	bin := filepath.Join(home, ".local", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return err
+	}
+	p := filepath.Join(bin, "cocoonbox-agent")
+	if fi, err := os.Lstat(p); err == nil {
+		if fi.Mode()&os.ModeSymlink == 0 {
+			return nil
+		}
+		if t, _ := os.Readlink(p); t == agent {
+			return nil
+		}
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+	}
+	return os.Symlink(agent, p)
+}
+
 // startInbox starts b's inbox unless one runs, and waits (briefly) for its
 // socket. A server without cocoonbox-agent runs none.
 func (s *Server) startInbox(b *box) {
@@ -65,6 +96,9 @@ func (s *Server) startInbox(b *box) {
 	if s.inbox.cmds[b.Name] != nil {
 		return
 	}
+	if err := linkAgent(b.home(), agent); err != nil {
+		s.logf("box %s: cocoonbox-agent on the login PATH: %v", b.Name, err)
+	}
 	if err := s.chownBox(b); err != nil {
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
@@ -77,7 +111,7 @@ func (s *Server) startInbox(b *box) {
 	// before sweep could end it) keeps the socket: say so rather than start
 	// one that exits at once. A socket nobody listens on is stale.
 	sock := filepath.Join(b.run(), "cocoonbox", "offload.sock")
-	if c, err := net.Dial("unix", sock); err == nil {
+	if c, err := unixsock.Dial(sock); err == nil {
 		c.Close()
 		s.logf("box %s: an inbox this server did not start listens on %s; end it, then restart the local box", b.Name, sock)
 		return

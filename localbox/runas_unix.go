@@ -83,7 +83,7 @@ func (s *Server) chownBox(b *box) error {
 			return err
 		}
 	}
-	for _, f := range skelFiles {
+	for _, f := range append(slices.Clone(skelFiles), ".local", ".local/bin", ".local/bin/cocoonbox-agent") {
 		os.Lchown(filepath.Join(b.home(), f), int(u.uid), int(u.gid))
 	}
 	return nil

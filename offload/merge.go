@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cocoonbox/cocoonbox/internal/gitindex"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
@@ -807,11 +809,19 @@ func (r *Repo) apply(ctx context.Context, p *backPlan, lock *indexLock) error {
 // prepareCheckout makes the temporary index of tree from, its stat data
 // taken from the work tree, that git read-tree -m -u compares the files
 // with: it refuses, changing nothing, when one is not as from says.
+//
+// The entries read-tree makes have no stat data, and the refresh would
+// hash every file; so each entry that the real index has alike (path,
+// mode and object, stage 0, no flags) takes the real one's stat data
+// first, and the temporary index takes the real index's mtime, so that
+// git trusts exactly what it would trust in the real index (a racily clean
+// entry is still read again). Only the files that differ are hashed.
 func (r *Repo) prepareCheckout(ctx context.Context, from string) (git, func(), error) {
-	g, _, cleanup, err := r.tempIndex(ctx, from)
+	g, path, cleanup, err := r.tempIndex(ctx, from)
 	if err != nil {
 		return git{}, nil, err
 	}
+	seedStat(path, filepath.Join(r.GitDir, "index"))
 	g.run(ctx, nil, "update-index", "-q", "--refresh")
 	if err := ctx.Err(); err != nil {
 		cleanup()
@@ -836,4 +846,44 @@ func holdSignals() (release func()) {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	return func() { signal.Stop(c) }
+}
+
+// seedStat gives each entry of the index at dst the stat data of the
+// entry of the index at src that is alike (name, mode and object; both
+// stage 0 without flags), and dst src's mtime. Any failure leaves dst as
+// it was: the refresh then hashes what it must.
+func seedStat(dst, src string) {
+	si, mtime, err := gitindex.ReadFile(src)
+	if err != nil {
+		return
+	}
+	di, _, err := gitindex.ReadFile(dst)
+	if err != nil {
+		return
+	}
+	have := make(map[string]*gitindex.Entry, len(si.Entries))
+	for i := range si.Entries {
+		if e := &si.Entries[i]; e.Plain() {
+			have[string(e.Name)] = e
+		}
+	}
+	n := 0
+	for i := range di.Entries {
+		d := &di.Entries[i]
+		s := have[string(d.Name)]
+		if s == nil || !d.Plain() || s.Mode() != d.Mode() || !bytes.Equal(s.OID, d.OID) {
+			continue
+		}
+		copy(d.Stat, s.Stat)
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	// The mtime is set before the rename: an index with the stat data but
+	// a fresh mtime would trust racily clean entries.
+	tmp := dst + ".seed"
+	if os.WriteFile(tmp, di.Bytes(), 0o600) != nil || os.Chtimes(tmp, mtime, mtime) != nil || os.Rename(tmp, dst) != nil {
+		os.Remove(tmp)
+	}
 }

@@ -93,6 +93,10 @@ type Offloader struct {
 	Progress io.Writer
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// NoCompress drops rsync's -z: for a box on this machine (a unix
+	// socket or loopback endpoint), where compressing costs CPU for
+	// nothing.
+	NoCompress bool
 }
 
 // Client is what offload and back need of the box service.
@@ -328,7 +332,19 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	}
 	rpath := remotePath(begin.Dir, begin.name)
 	o.logf("rsync %s/ to %s:%s/", r.Top, bx.Name, rpath)
-	args := append(rsync.syncArgs(exFile, r.Linked), "-e", o.Shim, r.Top+"/", bx.Name+":"+rpath+"/")
+	opts := syncOpts{compress: !o.NoCompress}
+	// A first offload (no copy in the box) sends .git/objects as it is:
+	// the packs need no index-pack there, which a bundle of the whole
+	// history would. The refs as they were before it tell the bundle
+	// what the box then has: only objects made since go in it.
+	haveRefs := begin.Refs
+	if begin.Copy == "absent" && r.plainObjects() {
+		if haveRefs, err = r.refs(ctx); err != nil {
+			return nil, rollback(err)
+		}
+		opts.objects = true
+	}
+	args := append(rsync.syncArgs(exFile, r.Linked, opts), "-e", o.Shim, r.Top+"/", bx.Name+":"+rpath+"/")
 	_, err = rsync.run(ctx, HostEnv(o.Environ, true), args)
 	os.Remove(exFile)
 	if fi, serr := os.Stat(filepath.Join(r.Top, ".git")); err == nil && serr == nil && fi.IsDir() {
@@ -350,7 +366,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if err := o.Store.SaveRecord(rec); err != nil {
 		return nil, rollback(err)
 	}
-	members, err := o.members(ctx, handover, env, begin.Refs, secrets)
+	members, err := o.members(ctx, handover, env, haveRefs, secrets)
 	if err != nil {
 		return nil, rollback(err)
 	}

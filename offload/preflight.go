@@ -61,6 +61,23 @@ type Preflight struct {
 func (p *Preflight) Run(ctx context.Context, r *Repo) []Finding {
 	var fs []Finding
 	add := func(f ...Finding) { fs = append(fs, f...) }
+	// The two probes that read the whole tree (git grep for secrets, the
+	// size's rsync dry run) run beside the others; their findings keep
+	// their place.
+	secrets := make(chan []Finding, 1)
+	go func() { secrets <- p.secrets(ctx, r) }()
+	type sized struct {
+		n   int64
+		err error
+	}
+	size := make(chan sized, 1)
+	measure := p.Size != nil && !p.SizeOK
+	if measure {
+		go func() {
+			n, err := p.Size(ctx)
+			size <- sized{n, err}
+		}()
+	}
 	files, err := r.worktreeFiles(ctx)
 	if err != nil {
 		add(Finding{Check: "files", Outcome: Warn, Detail: err.Error()})
@@ -69,10 +86,11 @@ func (p *Preflight) Run(ctx context.Context, r *Repo) []Finding {
 	env := r.readEnvFiles(ctx, files)
 	add(p.localServices(ctx, r, env)...)
 	add(p.vpnHosts(ctx, r, env)...)
-	add(p.secrets(ctx, r)...)
+	add(<-secrets...)
 	add(lfsSubmodules(r)...)
-	if p.Size != nil && !p.SizeOK {
-		n, err := p.Size(ctx)
+	if measure {
+		sz := <-size
+		n, err := sz.n, sz.err
 		switch {
 		case err != nil:
 			add(Finding{Check: "size", Outcome: Warn, Detail: "measuring the work tree: " + err.Error()})

@@ -184,13 +184,31 @@ func (r *Rsync) openrsync() bool { return r.Variant == AppleOpenrsync }
 // box's own ignored files stay. git's lock files (index.lock, HEAD's,
 // refs' and packed-refs' locks) stay here: one a laptop git holds would
 // lock the box agent's git out.
-func (r *Rsync) syncArgs(excludeFile string, linked bool) []string {
-	args := []string{"-az", "--delete", "--exclude-from=" + excludeFile, "--exclude=/.git/objects/", "--exclude=/.git/**.lock"}
+//
+// compress is -z, which costs CPU for nothing when the box is on this
+// machine (a unix socket or loopback endpoint). objects keeps
+// .git/objects in (a first offload: the packs as they are, so the box
+// indexes nothing), less git's temporary files there.
+func (r *Rsync) syncArgs(excludeFile string, linked bool, o syncOpts) []string {
+	a := "-a"
+	if o.compress {
+		a = "-az"
+	}
+	args := []string{a, "--delete", "--exclude-from=" + excludeFile}
+	if o.objects {
+		args = append(args, "--exclude=/.git/objects/**/tmp_*", "--exclude=/.git/objects/incoming-*")
+	} else {
+		args = append(args, "--exclude=/.git/objects/")
+	}
+	args = append(args, "--exclude=/.git/**.lock")
 	if linked {
 		args = append(args, "--exclude=/.git")
 	}
 	return args
 }
+
+// syncOpts are the choices of the first rsync pass (syncArgs).
+type syncOpts struct{ compress, objects bool }
 
 // gitArgs are the arguments of the second pass of .git/ (no objects, no
 // locks), which compares by content: rsync's quick check (size and
@@ -282,7 +300,7 @@ func (r *Repo) rsyncMeasure(ctx context.Context, rs *Rsync, env []string, exclud
 		return 0, err
 	}
 	dest := filepath.Join(tmp, "dest")
-	args := append(append(rs.syncArgs(ex, r.Linked), rs.measureArgs()...), r.Top+"/", dest+"/")
+	args := append(append(rs.syncArgs(ex, r.Linked, syncOpts{}), rs.measureArgs()...), r.Top+"/", dest+"/")
 	out, err := rs.run(ctx, env, args)
 	if err != nil {
 		return 0, err

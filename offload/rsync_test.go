@@ -71,7 +71,7 @@ func TestRsyncExcludes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := localRsync(t, env)
-	args := append(rs.syncArgs(ex, false), r.Top+"/", dest+"/")
+	args := append(rs.syncArgs(ex, false, syncOpts{compress: true}), r.Top+"/", dest+"/")
 	if _, err := rs.run(ctx, env, args); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestRsyncGitLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := localRsync(t, env)
-	if _, err := rs.run(ctx, env, append(rs.syncArgs(ex, false), r.Top+"/", dest+"/")); err != nil {
+	if _, err := rs.run(ctx, env, append(rs.syncArgs(ex, false, syncOpts{compress: true}), r.Top+"/", dest+"/")); err != nil {
 		t.Fatal(err)
 	}
 	var locks []string
@@ -195,10 +195,10 @@ func TestRsyncVariants(t *testing.T) {
 			if rs.Variant != tt.variant || rs.Version != tt.version || rs.Protocol != tt.protocol {
 				t.Errorf("got %s %s protocol %d, want %s %s protocol %d", rs.Variant, rs.Version, rs.Protocol, tt.variant, tt.version, tt.protocol)
 			}
-			if diff := cmp.Diff(sync, rs.syncArgs("EX", false)); diff != "" {
+			if diff := cmp.Diff(sync, rs.syncArgs("EX", false, syncOpts{compress: true})); diff != "" {
 				t.Errorf("sync args (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(append(slices.Clone(sync), "--exclude=/.git"), rs.syncArgs("EX", true)); diff != "" {
+			if diff := cmp.Diff(append(slices.Clone(sync), "--exclude=/.git"), rs.syncArgs("EX", true, syncOpts{compress: true})); diff != "" {
 				t.Errorf("linked sync args (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.git, rs.gitArgs()); diff != "" {

@@ -257,3 +257,37 @@ func isOID(s string) bool {
 	_, err := hex.DecodeString(s)
 	return err == nil
 }
+
+// plainObjects says whether the repository's objects are all its own, in
+// .git/objects of the work tree's top, so that rsync can carry them as
+// they are: a .git directory (no linked worktree) with no alternates.
+func (r *Repo) plainObjects() bool {
+	if r.Linked {
+		return false
+	}
+	gd := filepath.Join(r.Top, ".git")
+	if fi, err := os.Lstat(gd); err != nil || !fi.IsDir() {
+		return false
+	}
+	for _, f := range []string{"alternates", "http-alternates"} {
+		if _, err := os.Lstat(filepath.Join(gd, "objects", "info", f)); !errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
+	}
+	return true
+}
+
+// refs maps each ref of the repository to the oid it names.
+func (r *Repo) refs(ctx context.Context) (map[string]string, error) {
+	out, err := r.git.run(ctx, nil, "for-each-ref", "--format=%(objectname) %(refname)")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if oid, name, ok := strings.Cut(l, " "); ok {
+			m[name] = oid
+		}
+	}
+	return m, nil
+}

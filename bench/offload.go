@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The offload table (-offload): one repository of the bench's tree (the
+// Go source tree, 11,478 files) cloned with one pack, offloaded into box
+// main of the local box with the stand-in CLI, brought back, offloaded a
+// second time and brought back again; each round on a fresh clone, so
+// every first offload finds no copy in the box. CI never runs it: only
+// -offload selects it.
+
+// offloadHandover is the hand-over the stand-in works from: one commit.
+const offloadHandover = `# Hand-over: bench
+## Goal and definition of done
+box.txt exists
+## User preferences and constraints
+none
+## Current state
+none
+## Decisions made
+none
+## Files touched
+none
+## Next steps
+standin: append box.txt made in the box
+## Commands
+none
+## Environment facts
+none
+## Gotchas learned
+none
+## Open questions
+none
+`
+
+func (e *env) runOffload(top string) error {
+	stopBox, err := e.startBox()
+	if err != nil {
+		return fmt.Errorf("local box: %w", err)
+	}
+	defer stopBox()
+	g, err := e.cachedRepo()
+	if err != nil {
+		return err
+	}
+	boxHome := e.boxHome()
+	for _, d := range []string{".local/bin", ".standin"} {
+		if err := os.MkdirAll(filepath.Join(boxHome, d), 0o755); err != nil {
+			return err
+		}
+	}
+	standin, err := os.ReadFile(filepath.Join(top, "cli", "testdata", "standin", "standin-cli"))
+	if err != nil {
+		return err
+	}
+	for name, data := range map[string]string{
+		".local/bin/claude":         string(standin),
+		".profile":                  "if [ -d \"$HOME/.local/bin\" ]; then PATH=\"$HOME/.local/bin:$PATH\"; fi\n",
+		".gitconfig":                "[user]\n\tname = Box User\n\temail = box-user@example.com\n",
+		".standin/signed-in-claude": "box-user@example.com\n",
+	} {
+		if err := os.WriteFile(filepath.Join(boxHome, name), []byte(data), 0o755); err != nil {
+			return err
+		}
+	}
+	rows := []string{"offload (first)", "back", "offload (second)", "back (second)"}
+	times := map[string][]time.Duration{}
+	for i := 0; i <= *rounds; i++ {
+		repo := filepath.Join(e.work, "offload", fmt.Sprintf("repo-%d", i))
+		if err := runIn(e.work, "git", "clone", "-q", g.packed(), repo); err != nil {
+			return err
+		}
+		// A clone writes its files and index in the same second, so git
+		// takes every entry as racily clean and hashes it again; a
+		// repository in use has had a git status since.
+		time.Sleep(1100 * time.Millisecond)
+		if err := runIn(repo, "git", "status", "-s"); err != nil {
+			return err
+		}
+		counting := i == *rounds // the last round counts processes, untimed
+		for _, row := range rows {
+			var d time.Duration
+			var err error
+			if counting {
+				var c string
+				c, err = e.countProcs(repo, row)
+				fmt.Fprintf(os.Stderr, "%-18s processes: %s\n", row, c)
+				counts[row] = c
+			} else {
+				d, err = e.offloadStep(repo, row)
+				fmt.Fprintf(os.Stderr, "%-18s %s\n", row, d.Round(time.Millisecond))
+				times[row] = append(times[row], d)
+			}
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", i+1, row, err)
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| step | median of %d | min | max | processes here | git processes in the box |\n| --- | --- | --- | --- | --- | --- |\n", *rounds)
+	for _, row := range rows {
+		ds := times[row]
+		s := append([]time.Duration(nil), ds...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		here, box, _ := strings.Cut(counts[row], " / ")
+		if len(s) == 0 {
+			fmt.Fprintf(&b, "| %s | | | | %s | %s |\n", row, here, box)
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", row, median(ds).Round(time.Millisecond), s[0].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), here, box)
+	}
+	fmt.Print(b.String())
+	if *write {
+		doc, err := os.ReadFile(filepath.Join(top, "docs", "benchmarks.md"))
+		if err != nil {
+			return err
+		}
+		header := fmt.Sprintf("Run %s on %s, load average %s; %d rounds; %s.\n\n",
+			time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), loadAvg(), *rounds, version("rsync", "--version"))
+		return replaceMarked(filepath.Join(top, "docs", "benchmarks.md"), string(doc), "<!-- bench-offload:begin -->", "<!-- bench-offload:end -->", header+b.String())
+	}
+	return nil
+}
+
+var counts = map[string]string{}
+
+func loadAvg() string {
+	f := strings.Fields(mustRead("/proc/loadavg"))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// offloadCmd is the command of one step in repo.
+func (e *env) offloadCmd(repo, row string) (*exec.Cmd, error) {
+	var c *exec.Cmd
+	if strings.HasPrefix(row, "back") {
+		c = e.ours("cocoonbox", "back")
+	} else {
+		hp := e.ours("cocoonbox", "offload", "handover-path")
+		hp.Dir = repo
+		out, err := hp.Output()
+		if err != nil {
+			return nil, fmt.Errorf("handover-path: %w", err)
+		}
+		if err := os.WriteFile(strings.TrimSpace(string(out)), []byte(offloadHandover), 0o600); err != nil {
+			return nil, err
+		}
+		c = e.ours("cocoonbox", "offload", "--kind", "claude", "--yes")
+	}
+	c.Dir = repo
+	return c, nil
+}
+
+func (e *env) offloadStep(repo, row string) (time.Duration, error) {
+	c, err := e.offloadCmd(repo, row)
+	if err != nil {
+		return 0, err
+	}
+	var out strings.Builder
+	c.Stdout = &out
+	d, _, err := timed(c)
+	if m := regexp.MustCompile(`in [0-9.]+ s total: .*`).FindString(out.String()); m != "" && *verbose {
+		fmt.Fprintf(os.Stderr, "  %s\n", m)
+	}
+	return d, err
+}
+
+// cachedRepo builds the bench's repository once per machine, under the
+// user's cache directory, keyed by the tree and the number of commits.
+func (e *env) cachedRepo() (*gitWork, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cache, "cocoonbox-bench", fmt.Sprintf("%s-%d", strings.ReplaceAll(strings.Trim(*srcTree, "/"), "/", "_"), *commits))
+	g := &gitWork{e: e, dir: dir}
+	if _, err := os.Stat(g.packed()); err == nil {
+		return g, nil
+	}
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := g.setup(); err != nil {
+		return nil, err
+	}
+	if err := runIn(dir, "git", "clone", "-q", "--bare", "--no-local", g.bare(), g.packed()+".tmp"); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(g.packed()+".tmp", g.packed()); err != nil {
+		return nil, err
+	}
+	return g, os.RemoveAll(filepath.Join(dir, "build"))
+}
+
+// packed is the bare repository with all its objects in one pack, which
+// each round clones (locally: its pack is linked, not rewritten).
+func (g *gitWork) packed() string { return filepath.Join(g.dir, "packed.git") }
+
+// countProcs runs one step with every process here counted (strace -f
+// of the command) and every git process in the box counted (git's trace2
+// event target, a directory, set in the box user's ~/.gitconfig: one file
+// per process), and returns "N (git G) / H": the processes here that ran
+// a program, of them the gits, and the box's gits. The box's count
+// includes the stand-in CLI's own git (its commit and log).
+func (e *env) countProcs(repo, row string) (string, error) {
+	dir, err := os.MkdirTemp(e.work, "count-*")
+	if err != nil {
+		return "", err
+	}
+	boxTrace := filepath.Join(dir, "box")
+	if err := os.Mkdir(boxTrace, 0o777); err != nil {
+		return "", err
+	}
+	gc := filepath.Join(e.boxHome(), ".gitconfig")
+	orig, err := os.ReadFile(gc)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(gc, append(append([]byte{}, orig...), "[trace2]\n\teventTarget = "+boxTrace+"\n"...), 0o644); err != nil {
+		return "", err
+	}
+	defer os.WriteFile(gc, orig, 0o644)
+	c, err := e.offloadCmd(repo, row)
+	if err != nil {
+		return "", err
+	}
+	here := filepath.Join(dir, "here")
+	c.Args = append([]string{"strace", "-f", "-qq", "-e", "trace=execve", "-o", here, c.Path}, c.Args[1:]...)
+	c.Path, _ = exec.LookPath("strace")
+	if _, _, err := timed(c); err != nil {
+		return "", err
+	}
+	files, _ := os.ReadDir(boxTrace)
+	return countExecs(here) + fmt.Sprintf(" / %d", len(files)), nil
+}
+
+var execRE = regexp.MustCompile(`^(\d+)\s+execve\("([^"]*)".*= 0$`)
+
+// countExecs counts the pids of an strace log that ran a program, and of
+// them those that ran git.
+func countExecs(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "?"
+	}
+	defer f.Close()
+	procs, gits := map[string]bool{}, map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := execRE.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		procs[m[1]] = true
+		if b := filepath.Base(m[2]); b == "git" || strings.HasPrefix(b, "git-") {
+			gits[m[1]] = true
+		}
+	}
+	return fmt.Sprintf("%d (git %d)", len(procs), len(gits))
+}
+
+// boxHome is box main's home in the bench's local box.
+func (e *env) boxHome() string {
+	return filepath.Join(e.work, "home", ".local", "state", "cocoonbox", "localbox", "boxes", "main", "home")
+}
