@@ -417,6 +417,9 @@ func (s *Server) environ(b *box, start *controlv1.Start) []string {
 			env[k] = v
 		}
 	}
+	// Set last, so that no client's env replaces it: how stop and the next
+	// start find a box command that left its process group (setsid).
+	env[markerVar] = s.Dir
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)

@@ -196,6 +196,9 @@ func (s *Server) powerOff() {
 	if n := s.sweep(killDelay); n > 0 {
 		s.logf("ended %d process groups left by box commands", n)
 	}
+	if n := s.endMarked(killDelay); n > 0 {
+		s.logf("ended %d box processes that had left their process group", n)
+	}
 }
 
 // killTmux ends box b's tmux server, if its socket is there.
@@ -221,5 +224,8 @@ func (s *Server) cleanUp() {
 	}
 	for _, b := range s.reg.list() {
 		s.killTmux(b)
+	}
+	if n := s.endMarked(0); n > 0 {
+		s.logf("ended %d box processes a previous local box left outside their process groups", n)
 	}
 }

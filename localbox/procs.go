@@ -20,6 +20,41 @@ import (
 // after the leader exits while others of its group live (a command left in
 // the background), so that stop and the next start end those too.
 
+// markerVar is set to the state directory in every box command's
+// environment. A command that leaves its process group (setsid, a daemon's
+// double fork) escapes the records above; on Linux the server finds it by
+// this variable in /proc/PID/environ (markedProcs), unless it replaced its
+// environment.
+const markerVar = "COCOONBOX_LOCALBOX"
+
+// endMarked ends the processes markedProcs finds for this state: SIGTERM,
+// then SIGKILL after grace (at once when grace is 0). It returns how many
+// it found.
+func (s *Server) endMarked(grace time.Duration) int {
+	pids := markedProcs(markerVar + "=" + s.Dir)
+	if len(pids) == 0 {
+		return 0
+	}
+	sig := syscall.SIGTERM
+	if grace == 0 {
+		sig = syscall.SIGKILL
+	}
+	for _, pid := range pids {
+		proc.Signal(pid, sig)
+	}
+	for deadline := time.Now().Add(grace); grace > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if !slices.ContainsFunc(pids, func(pid int) bool { return !exited(pid) }) {
+			return len(pids)
+		}
+	}
+	for _, pid := range pids {
+		if !exited(pid) {
+			proc.Signal(pid, syscall.SIGKILL)
+		}
+	}
+	return len(pids)
+}
+
 func (s *Server) procsDir() string { return filepath.Join(s.Dir, "procs") }
 
 // recordProc notes the process group led by pid.

@@ -1,6 +1,7 @@
 package localbox
 
 import (
+	"bytes"
 	"os"
 	"strconv"
 	"strings"
@@ -36,4 +37,33 @@ func exited(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && strings.HasPrefix(s[i+1:], " Z")
+}
+
+// markedProcs lists the processes (not this one) whose initial
+// environment holds the entry marker ("NAME=VALUE"), as /proc/PID/environ
+// shows it; processes it may not read are passed over.
+func markedProcs(marker string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := []byte(marker)
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range bytes.Split(b, []byte{0}) {
+			if bytes.Equal(kv, want) {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
 }

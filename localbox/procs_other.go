@@ -10,3 +10,7 @@ func startToken(int) string { return "" }
 
 // exited reports whether pid is gone.
 func exited(pid int) bool { return !proc.Alive(pid) }
+
+// markedProcs finds nothing here: the platform shows no other process's
+// environment cheaply (docs/self-hosting.md).
+func markedProcs(string) []int { return nil }
