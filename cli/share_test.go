@@ -88,7 +88,8 @@ func killmaster() {
 }
 
 // masterfds FILE prints what each open descriptor of the last master FILE
-// names refers to, one a line: "FD TARGET".
+// names refers to, one a line: "FD TARGET", then "cwd DIR", its working
+// directory.
 func masterfds() {
 	pid, _ := lastMaster(os.Args[1])
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
@@ -101,4 +102,6 @@ func masterfds() {
 		t, _ := os.Readlink(filepath.Join(dir, e.Name()))
 		fmt.Println(e.Name(), t)
 	}
+	cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	fmt.Println("cwd", cwd)
 }

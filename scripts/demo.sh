@@ -11,6 +11,10 @@ for b in cocoonbox cocoonbox-ssh git-remote-cocoonbox cocoonbox-agent; do
 done
 export PATH="$top/bin:$PATH"
 demo=$(mktemp -d /tmp/cocoonbox-demo.XXXXXX)
+# Run as root, the local box gives its commands the unprivileged user
+# `user`, who must be able to pass through (not list) the throw-away
+# directory to reach the box's state and the binaries.
+if [ "$(id -u)" = 0 ]; then chmod 0711 "$demo"; fi
 export HOME="$demo/home"
 mkdir -p "$HOME"
 unset XDG_CONFIG_HOME XDG_STATE_HOME XDG_DATA_HOME COCOONBOX_ENDPOINT COCOONBOX_TOKEN
@@ -93,6 +97,10 @@ cp "$top/cli/testdata/standin/standin-cli" "$box_home/.local/bin/claude"
 echo 'if [ -d "$HOME/.local/bin" ]; then PATH="$HOME/.local/bin:$PATH"; fi' >"$box_home/.profile"
 printf '[user]\n\tname = Box User\n\temail = box-user@example.com\n' >"$box_home/.gitconfig"
 echo demo@example.com >"$box_home/.standin/signed-in-claude"
+# Written here as root, they must be the box user's, as the box's own files.
+if [ "$(id -u)" = 0 ]; then
+	chown -R "$(ls -ldn "$box_home" | awk '{print $3 ":" $4}')" "$box_home/.local" "$box_home/.standin" "$box_home/.profile" "$box_home/.gitconfig"
+fi
 run git clone -q "$top" "$demo/cocoonbox"
 cd "$demo/cocoonbox"
 echo "uncommitted on the laptop" >>README.md

@@ -287,7 +287,7 @@ var unsupportedFlags = map[byte]string{
 	'1': "-1: SSH protocol v.1 is no longer supported",
 	'f': "-f (go to background) is not supported",
 	'J': "-J (jump host) is not supported: a box is reached through the cocoonbox API",
-	'O': "-O (control a multiplexing master) is not supported",
+	'O': "-O (control a multiplexing master) is not supported; cocoonbox-ssh shares its connections by itself: COCOONBOX_CONTROL_PERSIST=no turns that off, cocoonbox logout stops the masters",
 	'Q': "-Q (query ssh algorithms) is not supported: a box is reached through the cocoonbox API",
 	'R': "-R (remote port forwarding) is not supported: a box does not listen for this machine; forward with -L or -D instead",
 	'w': "-w (tunnel device forwarding) is not supported",
