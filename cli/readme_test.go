@@ -76,7 +76,7 @@ func TestReadmeUse(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(state, "workspace", "src", "hello.txt")); err != nil || string(b) != "hello\n" {
 		t.Errorf("the tar pipe: %q, %v", b, err)
 	}
-	if head, err := os.ReadFile(filepath.Join(state, "workspace", "app", "HEAD")); err != nil || string(head) != "ref: refs/heads/main\n" {
+	if head, err := os.ReadFile(filepath.Join(state, "workspace", "app.git", "HEAD")); err != nil || string(head) != "ref: refs/heads/main\n" {
 		t.Errorf("the box's repository: HEAD %q, %v; want main", head, err)
 	}
 	if _, err := os.Stat(filepath.Join(work, "app", ".git")); err != nil {
