@@ -409,6 +409,11 @@ func (s *Server) environ(b *box, start *controlv1.Start) []string {
 	if lang := os.Getenv("LANG"); lang != "" {
 		env["LANG"] = lang
 	}
+	for _, k := range trustVars {
+		if v := os.Getenv(k); v != "" {
+			env[k] = v
+		}
+	}
 	if t := start.GetTty(); t != nil && t.GetTerm() != "" {
 		env["TERM"] = t.GetTerm()
 	}
@@ -426,6 +431,13 @@ func (s *Server) environ(b *box, start *controlv1.Start) []string {
 	}
 	return out
 }
+
+// trustVars are the TLS trust settings of the machine, as the local box
+// was started with them (never the client's), that its commands get as
+// they get its PATH and LANG: behind a proxy that re-signs TLS, npm, curl,
+// git and Python in the box then trust what the machine's own tools do
+// (install-cli's npm among them).
+var trustVars = []string{"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "REQUESTS_CA_BUNDLE"}
 
 var termRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
 
