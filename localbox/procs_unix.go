@@ -3,10 +3,9 @@
 package localbox
 
 import (
-	"os"
-	"strconv"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
 // isGroupLeader reports whether pid leads its process group.
@@ -20,19 +19,9 @@ func isGroupLeader(pid int) bool {
 // that started this one (a shell's, say) would otherwise pass to every
 // process it starts, box commands included.
 func CloseInherited() {
-	for _, dir := range []string{"/proc/self/fd", "/dev/fd"} {
-		f, err := os.Open(dir)
-		if err != nil {
-			continue
+	for _, fd := range proc.OpenFDs() {
+		if fd > 2 {
+			unix.CloseOnExec(fd)
 		}
-		names, _ := f.Readdirnames(-1)
-		own := int(f.Fd())
-		for _, n := range names {
-			if fd, err := strconv.Atoi(n); err == nil && fd > 2 && fd != own {
-				unix.CloseOnExec(fd)
-			}
-		}
-		f.Close()
-		return
 	}
 }

@@ -3,10 +3,9 @@
 package mux
 
 import (
-	"os"
-	"strconv"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
 // CloseInherited closes the descriptors above LockFD that this process
@@ -14,23 +13,12 @@ import (
 // from whoever started the process, and a master living on must not hold
 // them (a pipe would never see its end).
 func CloseInherited() {
-	for _, dir := range []string{"/proc/self/fd", "/dev/fd"} {
-		f, err := os.Open(dir)
-		if err != nil {
+	for _, fd := range proc.OpenFDs() {
+		if fd <= LockFD {
 			continue
 		}
-		names, _ := f.Readdirnames(-1)
-		own := int(f.Fd())
-		for _, n := range names {
-			fd, err := strconv.Atoi(n)
-			if err != nil || fd <= LockFD || fd == own {
-				continue
-			}
-			if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
-				unix.Close(fd)
-			}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			unix.Close(fd)
 		}
-		f.Close()
-		return
 	}
 }
