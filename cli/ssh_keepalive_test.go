@@ -281,16 +281,8 @@ func TestSSHKeepaliveThroughMaster(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
 	f := startFreezer(t, b.Addr)
-	log := filepath.Join(t.TempDir(), "control.log")
-	warm := f.shim(t, b, "true", "10s,1s")
-	warm.Env = append(warm.Env, "COCOONBOX_CONTROL_LOG="+log)
-	if out, err := warm.CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	waitLog(t, log, "serving")
-	cmd := f.shim(t, b, "echo started; exec sleep 600", "10s,1s")
-	cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log)
-	msg := f.frozenCall(t, cmd)
+	log := f.warmMaster(t, b)
+	msg := f.frozenCall(t, f.logged(t, b, "echo started; exec sleep 600", log))
 	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") && !strings.Contains(msg, "stopped answering") {
 		t.Errorf("stderr %q, want one line naming the keepalive", msg)
 	}
@@ -310,17 +302,11 @@ func TestSharedLinkCheckedAfterIdle(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
 	f := startFreezer(t, b.Addr)
-	log := filepath.Join(t.TempDir(), "control.log")
+	log := f.warmMaster(t, b)
 	run := func(line string) (string, error) {
-		cmd := f.shim(t, b, line, "10s,1s")
-		cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log)
-		out, err := cmd.CombinedOutput()
+		out, err := f.logged(t, b, line, log).CombinedOutput()
 		return string(out), err
 	}
-	if out, err := run("true"); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	waitLog(t, log, "serving")
 	if out, err := run("echo warm"); err != nil || out != "warm\n" {
 		t.Fatalf("%v: %q", err, out)
 	}
@@ -335,6 +321,25 @@ func TestSharedLinkCheckedAfterIdle(t *testing.T) {
 			t.Errorf("no %q in the control log:\n%s", want, b2)
 		}
 	}
+}
+
+// logged is f.shim with keepalive 10s,1s and the control log at log.
+func (f *freezer) logged(t *testing.T, b *testBox, line, log string) *exec.Cmd {
+	cmd := f.shim(t, b, line, "10s,1s")
+	cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log)
+	return cmd
+}
+
+// warmMaster runs `true` through f, so that a control master starts, waits
+// until it serves, and returns the control log's path.
+func (f *freezer) warmMaster(t *testing.T, b *testBox) string {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "control.log")
+	if out, err := f.logged(t, b, "true", log).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	waitLog(t, log, "serving")
+	return log
 }
 
 // waitLog waits until the control log holds what, at most two minutes.
