@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -341,10 +342,12 @@ func (c *Client) wrap(op string, err error) error {
 		hint := ""
 		if strings.HasPrefix(c.endpoint.URL, "unix://") {
 			hint = "; is the local box running? (cocoonbox localbox start)"
-		} else if h, ok := strings.CutPrefix(c.endpoint.URL, "http://"); ok && loopbackHost(h) {
-			hint = "; is the local box running? (cocoonbox localbox start --listen " + h + ")"
-		} else if h, ok := strings.CutPrefix(c.endpoint.URL, "https://"); ok && loopbackHost(h) {
-			hint = "; is the local box running? (cocoonbox localbox start --listen " + h + " --tls self-signed, or your --tls-cert and --tls-key)"
+		} else if host, _, err := net.SplitHostPort(c.endpoint.Target); err == nil && isLoopback(host) {
+			tls := ""
+			if c.endpoint.TLS {
+				tls = " --tls self-signed, or your --tls-cert and --tls-key"
+			}
+			hint = "; is the local box running? (cocoonbox localbox start --listen " + c.endpoint.Target + tls + ")"
 		}
 		return fmt.Errorf("%s: %w: %s: %s%s", op, ErrUnavailable, c.endpoint.URL, dialReason(msg), hint)
 	case codes.DeadlineExceeded:
@@ -353,11 +356,6 @@ func (c *Client) wrap(op string, err error) error {
 		return fmt.Errorf("%s: %w", op, context.Canceled)
 	}
 	return fmt.Errorf("%s: %s (%s)", op, msg, st.Code())
-}
-
-// loopbackHost says whether "host:port" names this machine's loopback.
-func loopbackHost(h string) bool {
-	return strings.HasPrefix(h, "127.0.0.1:") || strings.HasPrefix(h, "localhost:") || strings.HasPrefix(h, "[::1]:")
 }
 
 // dialReason trims gRPC's wrapping from a connection error, leaving the
