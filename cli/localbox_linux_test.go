@@ -15,11 +15,7 @@ import (
 // the server, by the next start: it carries the state directory in
 // COCOONBOX_LOCALBOX, which the server looks for in /proc.
 func TestLocalboxSetsid(t *testing.T) {
-	home, err := os.MkdirTemp("", "lb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
+	home := shortHome(t)
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "COCOONBOX_CONTROL_PERSIST=no"}
 	state := filepath.Join(home, ".local", "state", "cocoonbox", "localbox")
 	ws := filepath.Join(state, "boxes", "main", "workspace")

@@ -21,11 +21,7 @@ func TestLocalboxStopEndsTmux(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("tmux is missing: run scripts/deps.sh")
 	}
-	home, err := os.MkdirTemp("", "lb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
+	home := shortHome(t)
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 	run := runner(t, env)
 	run("cocoonbox", "localbox", "start")
@@ -58,11 +54,7 @@ func TestLocalboxStopEndsTmux(t *testing.T) {
 // died, naming a pid that now belongs to another process, neither stops
 // start nor makes stop signal that process.
 func TestLocalboxStaleRuntimeFile(t *testing.T) {
-	home, err := os.MkdirTemp("", "lb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
+	home := shortHome(t)
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 	state := filepath.Join(home, ".local", "state", "cocoonbox", "localbox")
 	if err := os.MkdirAll(state, 0o700); err != nil {
@@ -104,11 +96,7 @@ func TestLocalboxStaleRuntimeFile(t *testing.T) {
 // does not outlive stop. Box commands get no descriptor but their stdio,
 // even from a start that had more open (as a shell may pass).
 func TestLocalboxKill9(t *testing.T) {
-	home, err := os.MkdirTemp("", "lb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
+	home := shortHome(t)
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 	state := filepath.Join(home, ".local", "state", "cocoonbox", "localbox")
 	ws := filepath.Join(state, "boxes", "main", "workspace")
@@ -175,6 +163,19 @@ func TestLocalboxKill9(t *testing.T) {
 	if alive(bg) {
 		t.Errorf("after stop, the background command (pid %d) still runs", bg)
 	}
+}
+
+// shortHome is a throw-away HOME under the system's temporary directory,
+// removed when t ends: shorter than t.TempDir, so that the sockets in it
+// (tmux's must fit in 107 bytes) fit.
+func shortHome(t *testing.T) string {
+	t.Helper()
+	home, err := os.MkdirTemp("", "lb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	return home
 }
 
 // serverPID is the pid of the local box serving state.
