@@ -35,24 +35,35 @@ func (s *Server) endMarked(grace time.Duration) int {
 	if len(pids) == 0 {
 		return 0
 	}
-	sig := syscall.SIGTERM
-	if grace == 0 {
-		sig = syscall.SIGKILL
-	}
-	for _, pid := range pids {
+	terminate(pids, grace, func(pid int, hard bool) {
+		sig := syscall.SIGTERM
+		if hard {
+			sig = syscall.SIGKILL
+		}
 		proc.Signal(pid, sig)
-	}
-	for deadline := time.Now().Add(grace); grace > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if !slices.ContainsFunc(pids, func(pid int) bool { return !exited(pid) }) {
-			return len(pids)
-		}
-	}
-	for _, pid := range pids {
-		if !exited(pid) {
-			proc.Signal(pid, syscall.SIGKILL)
-		}
-	}
+	}, exited)
 	return len(pids)
+}
+
+// terminate ends each of ids with kill: SIGTERM (hard false), then, after
+// up to grace for all to be gone, SIGKILL to each not gone (at once when
+// grace is 0). A gone one is not signalled again: its number may be reused.
+func terminate(ids []int, grace time.Duration, kill func(id int, hard bool), gone func(id int) bool) {
+	if grace > 0 {
+		for _, id := range ids {
+			kill(id, false)
+		}
+		for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if !slices.ContainsFunc(ids, func(id int) bool { return !gone(id) }) {
+				break
+			}
+		}
+	}
+	for _, id := range ids {
+		if !gone(id) {
+			kill(id, true)
+		}
+	}
 }
 
 func (s *Server) procsDir() string { return filepath.Join(s.Dir, "procs") }
@@ -102,22 +113,8 @@ func (s *Server) sweep(grace time.Duration) int {
 	if len(live) == 0 {
 		return 0
 	}
-	if grace > 0 {
-		for _, pid := range live {
-			killGroup(pid, false)
-		}
-		for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			alive := false
-			for _, pid := range live {
-				alive = alive || groupAlive(pid)
-			}
-			if !alive {
-				break
-			}
-		}
-	}
+	terminate(live, grace, killGroup, func(pid int) bool { return !groupAlive(pid) })
 	for _, pid := range live {
-		killGroup(pid, true)
 		os.Remove(filepath.Join(s.procsDir(), strconv.Itoa(pid)))
 	}
 	// SIGKILL takes a moment: wait (briefly) until the leaders are gone, so
