@@ -175,6 +175,13 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			}
 			go srv.Serve(lis)
 			e.Defer(srv.Stop)
+			// A script that starts a local box of its own under HOME and
+			// fails before its `localbox stop` would leave it running.
+			e.Defer(func() {
+				stop := exec.Command(bin, "localbox", "stop")
+				stop.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+				stop.Run()
+			})
 			_, port, _ := net.SplitHostPort(lis.Addr().String())
 			e.Setenv("HOME", home)
 			e.Setenv("XDG_CONFIG_HOME", "")
