@@ -383,7 +383,14 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 		before := r.Status
 		switch {
 		case pane == paneCLI && (req.Interrupt || (atPrompt(r.Status) && len(r.Queue) == 0)):
-			if err := ib.cfg.tmuxPaste(session, body, req.Interrupt); err != nil {
+			// At its prompt, the CLI gets the Enter as soon as it shows the
+			// paste, but not within pasteSettle of its last hook: a CLI
+			// just at its prompt may still be ending its turn, and claude
+			// 2.1.197 then took an Enter soon after a paste into the
+			// message after it as well. After an Esc the pane changes for
+			// the interrupt itself.
+			enter := pasteEnter{shown: !req.Interrupt, notBefore: time.UnixMilli(r.HookAtMS).Add(pasteSettle)}
+			if err := ib.cfg.tmuxPaste(session, body, req.Interrupt, enter); err != nil {
 				return nil, failedf("deliver to %s: %v", session, err)
 			}
 			ib.confirmPaste(r, nowMS())
@@ -677,9 +684,12 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 		if atPrompt(r.Status) && len(r.Queue) > 0 {
 			q := r.Queue[0]
 			session := SessionName(r.Repo, r.CLI)
+			// The CLI is in the hook this answers, so still in its turn:
+			// the Enter waits pasteSettle (claude 2.1.197 took a quick one
+			// into the next message as well).
 			if pane != paneCLI {
 				ib.cfg.logf("queued message %d for %s stays queued: its CLI does not hold the terminal", q.Seq, session)
-			} else if err := ib.cfg.tmuxPaste(session, q.Body, false); err != nil {
+			} else if err := ib.cfg.tmuxPaste(session, q.Body, false, pasteEnter{}); err != nil {
 				ib.cfg.logf("deliver queued message %d to %s: %v", q.Seq, session, err)
 			} else {
 				ib.confirmPaste(r, nowMS())

@@ -71,29 +71,76 @@ func (c *Config) tmuxStart(session, dir string, env []string, line string) error
 
 // tmuxPaste pastes body into the session as one bracketed paste and
 // presses Enter; escFirst sends Esc before it.
-func (c *Config) tmuxPaste(session, body string, escFirst bool) error {
+//
+// Claude Code takes an Enter that reaches it in the same read as the end
+// of a paste as part of the paste, and the text then sits at its prompt
+// unsent (seen with 2.1.197): the Enter goes on its own. By default it
+// goes pasteSettle after the paste. With enter.shown it goes once the pane
+// shows the paste taken, and not before enter.notBefore: both real CLIs
+// show a paste at their prompt within about 10 ms (claude 2.1.197, codex
+// 0.171.0); a pane that has not changed after pasteSettle (a CLI that is
+// busy, or that shows nothing) gets the Enter then.
+func (c *Config) tmuxPaste(session, body string, escFirst bool, enter pasteEnter) error {
 	if escFirst {
 		if _, err := c.tmux(nil, "send-keys", "-t", target(session), "Escape"); err != nil {
 			return err
 		}
 	}
 	buf := "cb-" + session
-	if _, err := c.tmux([]byte(body), "load-buffer", "-b", buf, "-"); err != nil {
+	// One tmux loads the buffer and captures the pane as it is before the
+	// paste.
+	before, err := c.tmux([]byte(body), "load-buffer", "-b", buf, "-", ";", "capture-pane", "-p", "-t", target(session))
+	if err != nil {
 		return err
 	}
 	if _, err := c.tmux(nil, "paste-buffer", "-p", "-d", "-b", buf, "-t", target(session)); err != nil {
 		return err
 	}
-	// Claude Code takes an Enter that reaches it in the same read as the
-	// end of a paste as part of the paste, and the text then sits at its
-	// prompt unsent (seen with 2.1.197): the Enter goes on its own.
-	time.Sleep(pasteSettle)
-	_, err := c.tmux(nil, "send-keys", "-t", target(session), "Enter")
+	if enter.shown {
+		c.waitPaneChange(session, before, enter.notBefore, time.Now().Add(pasteSettle))
+	} else {
+		time.Sleep(pasteSettle)
+	}
+	_, err = c.tmux(nil, "send-keys", "-t", target(session), "Enter")
 	return err
 }
 
-// pasteSettle is the pause between a paste and its Enter.
+// pasteEnter says when a paste's Enter goes (tmuxPaste).
+type pasteEnter struct {
+	// shown: once the pane shows the paste taken, from notBefore on, and
+	// pasteSettle after the paste at the latest.
+	shown     bool
+	notBefore time.Time
+}
+
+// pasteSettle is the pause between a paste and its Enter, and the
+// longest wait for the pane to show the paste.
 const pasteSettle = 300 * time.Millisecond
+
+// pastePoll is how often the pane is looked at after a paste.
+const pastePoll = 5 * time.Millisecond
+
+// waitPaneChange waits until the session's pane differs from before at a
+// time from notBefore on, or until deadline, and reports whether it did.
+func (c *Config) waitPaneChange(session, before string, notBefore, deadline time.Time) bool {
+	for {
+		time.Sleep(pastePoll)
+		now := time.Now()
+		if !now.Before(deadline) {
+			return false
+		}
+		if now.Before(notBefore) {
+			continue
+		}
+		pane, err := c.tmux(nil, "capture-pane", "-p", "-t", target(session))
+		if err != nil {
+			return false
+		}
+		if pane != before {
+			return true
+		}
+	}
+}
 
 // tmuxType types text and Enter, as a user would at the prompt.
 func (c *Config) tmuxType(session, text string) error {
