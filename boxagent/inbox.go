@@ -384,13 +384,12 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 		switch {
 		case pane == paneCLI && (req.Interrupt || (atPrompt(r.Status) && len(r.Queue) == 0)):
 			// At its prompt, the CLI gets the Enter as soon as it shows the
-			// paste, but not within pasteSettle of its last hook: a CLI
-			// just at its prompt may still be ending its turn, and claude
-			// 2.1.197 then took an Enter soon after a paste into the
-			// message after it as well. After an Esc the pane changes for
-			// the interrupt itself.
-			enter := pasteEnter{shown: !req.Interrupt, notBefore: time.UnixMilli(r.HookAtMS).Add(pasteSettle)}
-			if err := ib.cfg.tmuxPaste(session, body, req.Interrupt, enter); err != nil {
+			// paste; in a hook of its own it is still in its turn, where
+			// claude 2.1.197 took a quick Enter into the message after it as
+			// well, so the Enter waits pasteSettle there. After an Esc the
+			// pane changes for the interrupt itself.
+			watch := !req.Interrupt && !inHook(r.CLIPid)
+			if err := ib.cfg.tmuxPaste(session, body, req.Interrupt, watch); err != nil {
 				return nil, failedf("deliver to %s: %v", session, err)
 			}
 			ib.confirmPaste(r, nowMS())
@@ -689,7 +688,7 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 			// into the next message as well).
 			if pane != paneCLI {
 				ib.cfg.logf("queued message %d for %s stays queued: its CLI does not hold the terminal", q.Seq, session)
-			} else if err := ib.cfg.tmuxPaste(session, q.Body, false, pasteEnter{}); err != nil {
+			} else if err := ib.cfg.tmuxPaste(session, q.Body, false, false); err != nil {
 				ib.cfg.logf("deliver queued message %d to %s: %v", q.Seq, session, err)
 			} else {
 				ib.confirmPaste(r, nowMS())
