@@ -167,7 +167,7 @@ func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Point
 		if err != nil {
 			return nil, err
 		}
-		tc = explainedCreds{credentials.NewTLS(cfg), ep, certErr}
+		tc = corkCreds{explainedCreds{credentials.NewTLS(cfg), ep, certErr}}
 	} else {
 		tc = insecure.NewCredentials()
 	}

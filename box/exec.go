@@ -7,6 +7,11 @@ import (
 	"io"
 	"sync"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -112,7 +117,7 @@ func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
 // start opens the stream, sends start and waits for started, so that no
 // stdin is consumed before the box is known to be running.
 func (c *Client) start(ctx context.Context, cmd *Command) (controlv1.Session_ExecClient, string, error) {
-	st, err := c.session.Exec(ctx)
+	st, err := c.session.Exec(ctx, grpc.ForceCodecV2(bufpool.Codec{}))
 	if err != nil {
 		return nil, "", err
 	}
@@ -136,10 +141,21 @@ func (c *Client) start(ctx context.Context, cmd *Command) (controlv1.Session_Exe
 	return st, r.GetStarted().GetExecId(), nil
 }
 
+// The numbers of ExecResponse's stdout and stderr, received as a
+// bufpool.Chunk.
+var stdoutField, stderrField = responseField("stdout"), responseField("stderr")
+
+func responseField(name protoreflect.Name) protowire.Number {
+	return (&controlv1.ExecResponse{}).ProtoReflect().Descriptor().Fields().ByName(name).Number()
+}
+
 func (c *Client) receive(st controlv1.Session_ExecClient, cmd *Command) (ExitStatus, error) {
 	var exit *controlv1.Exit
+	r := &controlv1.ExecResponse{}
+	chunk := &bufpool.Chunk{Fields: []protowire.Number{stdoutField, stderrField}, Msg: r}
+	defer chunk.Free()
 	for {
-		r, err := st.Recv()
+		err := st.RecvMsg(chunk)
 		if err == io.EOF {
 			if exit == nil {
 				return ExitStatus{}, fmt.Errorf("exec in %s: the server closed the stream without an exit status", cmd.Box)
@@ -149,17 +165,24 @@ func (c *Client) receive(st controlv1.Session_ExecClient, cmd *Command) (ExitSta
 		if err != nil {
 			return ExitStatus{}, c.wrap("exec in "+cmd.Box, err)
 		}
-		switch m := r.GetMsg().(type) {
-		case *controlv1.ExecResponse_Stdout:
-			if err := write(cmd.Stdout, m.Stdout); err != nil {
-				return ExitStatus{}, err
+		switch chunk.Field {
+		case stdoutField:
+			err = write(cmd.Stdout, chunk.Data)
+		case stderrField:
+			err = write(cmd.Stderr, chunk.Data)
+		default:
+			switch m := r.GetMsg().(type) {
+			case *controlv1.ExecResponse_Stdout:
+				err = write(cmd.Stdout, m.Stdout)
+			case *controlv1.ExecResponse_Stderr:
+				err = write(cmd.Stderr, m.Stderr)
+			case *controlv1.ExecResponse_Exit:
+				exit = m.Exit
 			}
-		case *controlv1.ExecResponse_Stderr:
-			if err := write(cmd.Stderr, m.Stderr); err != nil {
-				return ExitStatus{}, err
-			}
-		case *controlv1.ExecResponse_Exit:
-			exit = m.Exit
+		}
+		chunk.Free()
+		if err != nil {
+			return ExitStatus{}, err
 		}
 	}
 }
