@@ -49,7 +49,7 @@ func (e Env) controlPersist() (time.Duration, error) {
 
 // defaultMinRTT is COCOONBOX_CONTROL_MIN_RTT's default: a box on this
 // machine or the LAN is dialed directly, one over the internet shared.
-const defaultMinRTT = time.Millisecond
+const defaultMinRTT = 2 * time.Millisecond
 
 // controlMinRTT reads COCOONBOX_CONTROL_MIN_RTT: the shortest round trip
 // of a master's link for which calls go through the master (box.Sharing).
@@ -64,7 +64,7 @@ func (e Env) controlMinRTT() (time.Duration, error) {
 	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
 		return d, nil
 	}
-	return 0, fmt.Errorf("COCOONBOX_CONTROL_MIN_RTT=%q: want a round trip such as 1ms or 500us, or 0 to share every master's connection", v)
+	return 0, fmt.Errorf("COCOONBOX_CONTROL_MIN_RTT=%q: want a round trip such as 2ms or 500us, or 0 to share every master's connection", v)
 }
 
 // controlDir is where the control sockets live: $XDG_RUNTIME_DIR/cocoonbox,
