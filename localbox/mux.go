@@ -77,7 +77,8 @@ func (m *mux) sniff(c net.Conn) {
 			m.deliver(m.grpc, cork.Wrap(tc, raw))
 			return
 		case "http/1.1":
-			m.deliver(m.http, cork.Wrap(tc, raw))
+			// net/http sets Request.TLS only for a *tls.Conn.
+			m.deliver(m.http, tc)
 			return
 		}
 		c = cork.Wrap(tc, raw)
