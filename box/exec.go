@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -137,16 +138,51 @@ type firstChunk struct {
 type firstRead struct {
 	b   []byte
 	err error
+	// peeked is whether b was read from a file at its offset, which is
+	// moved past b only once the command started (commit).
+	peeked bool
 }
 
+// readFirst reads the first chunk of in. From a regular file it reads at
+// the file's offset without moving it, so that a start the box refuses
+// takes none of the file, as ssh to a host that refuses reads none
+// (`(cocoonbox-ssh nobox cmd; cat) < file`); from a pipe what was read is
+// gone.
 func readFirst(in io.Reader) *firstChunk {
 	f := &firstChunk{read: make(chan firstRead, 1)}
 	go func() {
 		b := make([]byte, chunkSize)
+		if file, off, ok := regularFile(in); ok {
+			n, err := file.ReadAt(b, off)
+			f.read <- firstRead{b[:n], err, true}
+			return
+		}
 		n, err := in.Read(b)
-		f.read <- firstRead{b[:n], err}
+		f.read <- firstRead{b: b[:n], err: err}
 	}()
 	return f
+}
+
+// regularFile returns in as a regular file and its offset.
+func regularFile(in io.Reader) (*os.File, int64, bool) {
+	file, ok := in.(*os.File)
+	if !ok {
+		return nil, 0, false
+	}
+	if fi, err := file.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, 0, false
+	}
+	off, err := file.Seek(0, io.SeekCurrent)
+	return file, off, err == nil
+}
+
+// commit moves a file's offset past a peeked chunk, as if it had been read.
+func (r *firstRead) commit(in io.Reader) error {
+	if !r.peeked || len(r.b) == 0 {
+		return nil
+	}
+	_, err := in.(*os.File).Seek(int64(len(r.b)), io.SeekCurrent)
+	return err
 }
 
 // take records the read's result once it has come.
@@ -293,6 +329,9 @@ func (s *stream) pumpStdin(in io.Reader, first *firstChunk) {
 	if first != nil {
 		if first.read != nil {
 			first.take(<-first.read)
+		}
+		if first.got.commit(in) != nil {
+			in = nil
 		}
 		if len(first.got.b) > 0 && !first.sent && s.send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Stdin{Stdin: first.got.b}}) != nil {
 			return
