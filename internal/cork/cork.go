@@ -30,6 +30,11 @@ type RawConn struct {
 	mu     sync.Mutex
 	corked bool
 	buf    []byte
+	// err is the first write's error, which every later write returns:
+	// a record after a lost or torn one would reach the peer as garbage,
+	// and the uncork's error does not reach crypto/tls, which would
+	// otherwise keep it (as it keeps its own).
+	err error
 }
 
 // Raw wraps c, the connection a tls.Client or tls.Server is made over.
@@ -41,12 +46,18 @@ func Raw(c net.Conn) *RawConn {
 func (c *RawConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // Write writes p, or while corked appends it to what the uncork writes.
-// A held write's error is the uncork's.
+// A held write's error is the uncork's. After an error every write
+// fails with it.
 func (c *RawConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.err != nil {
+		return 0, c.err
+	}
 	if !c.corked {
-		return c.Conn.Write(p)
+		n, err := c.Conn.Write(p)
+		c.err = err
+		return n, err
 	}
 	c.buf = append(c.buf, p...)
 	if len(c.buf) >= flushSize {
@@ -72,10 +83,15 @@ func (c *RawConn) uncork() error {
 }
 
 func (c *RawConn) flushLocked() error {
+	if c.err != nil {
+		c.buf = c.buf[:0]
+		return c.err
+	}
 	if len(c.buf) == 0 {
 		return nil
 	}
 	_, err := c.Conn.Write(c.buf)
+	c.err = err
 	if cap(c.buf) > 2*flushSize {
 		c.buf = nil
 	} else {

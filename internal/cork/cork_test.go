@@ -125,3 +125,24 @@ func TestSmallWriteArrivesAndReadsBuffered(t *testing.T) {
 		t.Fatalf("client read %d bytes that differ, %v", len(got), err)
 	}
 }
+
+// After a write that failed (here a deadline that passed while the peer
+// read nothing), every later write fails, as crypto/tls's do: records
+// written after a lost or torn one would reach the peer as garbage.
+func TestWriteErrorIsSticky(t *testing.T) {
+	c, srv, _ := pair(t)
+	chunk := make([]byte, 64<<10)
+	c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	var err error
+	for err == nil {
+		_, err = c.Write(chunk)
+	}
+	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("Write to a peer that reads nothing = %v, want a timeout", err)
+	}
+	c.SetWriteDeadline(time.Time{})
+	go io.Copy(io.Discard, srv)
+	if _, err := c.Write([]byte("after")); err == nil {
+		t.Fatal("a Write after a failed one succeeded, its records behind a torn one")
+	}
+}
