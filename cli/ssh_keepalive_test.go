@@ -235,7 +235,37 @@ func TestSSHKeepaliveUpload(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
 	f := startFreezer(t, b.Addr)
+	uploadFrozen(t, f, f.shim(t, b, "head -c 1 && echo started && cat > /dev/null", "10s,1s"))
+}
+
+// TestSSHKeepaliveUploadTLS is TestSSHKeepaliveUpload over TLS, where the
+// client's records are held and written at once (internal/cork), so that
+// a write blocked on the frozen link may sit outside crypto/tls's Write.
+func TestSSHKeepaliveUploadTLS(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "box.crt"), filepath.Join(dir, "box.key")
+	if _, err := ca.issue(cert, key, []string{"127.0.0.1"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := localbox.LoadTLS(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startBox(t, func(s *localbox.Server) { s.TLS = tc })
+	f := startFreezer(t, b.Addr)
 	cmd := f.shim(t, b, "head -c 1 && echo started && cat > /dev/null", "10s,1s")
+	cmd.Env = append(cmd.Env, "COCOONBOX_ENDPOINT=https://"+f.lis.Addr().String(), "COCOONBOX_CA_FILE="+ca.file)
+	uploadFrozen(t, f, cmd)
+}
+
+// uploadFrozen runs cmd, which reads a byte, says started and reads the
+// rest of its stdin, feeds it zeros, freezes f once it started, and wants
+// the end a keepalive gives: 255 and one line.
+func uploadFrozen(t *testing.T, f *freezer, cmd *exec.Cmd) {
+	t.Helper()
+	start := time.Now()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -262,9 +292,11 @@ func TestSSHKeepaliveUpload(t *testing.T) {
 		t.Fatalf("first line %q, %v; stderr: %s", line, err, stderr.String())
 	}
 	f.freeze()
+	frozen := time.Now()
 	io.Copy(io.Discard, r)
 	cmd.Wait()
 	stdin.Close()
+	t.Logf("started after %v, ended %v after the freeze", frozen.Sub(start), time.Since(frozen))
 	if code := cmd.ProcessState.ExitCode(); code != 255 {
 		t.Errorf("exit status %d, want 255", code)
 	}
