@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // readSize is the read buffer under TLS, in bytes: a few records, and as
@@ -106,6 +107,9 @@ type Conn struct {
 	net.Conn
 	raw *RawConn
 	mu  sync.Mutex
+	// active is twice the number of Writes under way, plus 1 once Close
+	// was called (crypto/tls's interlock of Write and Close).
+	active atomic.Int32
 }
 
 // Wrap wraps tc, a TLS connection (or a wrapper of one) made over raw.
@@ -115,6 +119,16 @@ func Wrap(tc net.Conn, raw *RawConn) *Conn {
 
 // Write writes p through TLS, its records held and written at once.
 func (c *Conn) Write(p []byte) (int, error) {
+	for {
+		x := c.active.Load()
+		if x&1 != 0 {
+			return 0, net.ErrClosed
+		}
+		if c.active.CompareAndSwap(x, x+2) {
+			break
+		}
+	}
+	defer c.active.Add(-2)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.raw.cork()
@@ -123,4 +137,26 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, ferr
 	}
 	return n, err
+}
+
+// Close closes the connection. While a Write is under way it closes the
+// socket under TLS at once, without close_notify, as crypto/tls does for
+// its own Write: the Write may be blocked writing what it held, outside
+// tls.Conn.Write, and close_notify would wait behind it (up to the 5 s
+// crypto/tls allows it) while net.Conn's Close must unblock it.
+func (c *Conn) Close() error {
+	var x int32
+	for {
+		x = c.active.Load()
+		if x&1 != 0 {
+			return net.ErrClosed
+		}
+		if c.active.CompareAndSwap(x, x|1) {
+			break
+		}
+	}
+	if x != 0 {
+		return c.raw.Conn.Close()
+	}
+	return c.Conn.Close()
 }

@@ -146,3 +146,81 @@ func TestWriteErrorIsSticky(t *testing.T) {
 		t.Fatal("a Write after a failed one succeeded, its records behind a torn one")
 	}
 }
+
+// deafToDeadlines is a connection whose write deadlines do nothing: what
+// bounds crypto/tls's close_notify on a blocked socket (a deadline of
+// 5 s) is gone, so that waiting behind a blocked write shows as a hang.
+type deafToDeadlines struct{ net.Conn }
+
+func (deafToDeadlines) SetWriteDeadline(time.Time) error { return nil }
+
+// Close unblocks a Write blocked on a peer that reads nothing (net.Conn's
+// contract), as crypto/tls's Close does, even when the Write is blocked
+// writing what it held, outside tls.Conn.Write: it must not wait to send
+// close_notify behind it (with a real socket it waited the 5 s crypto/tls
+// gives close_notify; gRPC's keepalive closes connections to frozen peers).
+func TestCloseUnblocksWrite(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	cert := selfSigned(t)
+	accepted := make(chan *tls.Conn, 1)
+	go func() {
+		c, err := lis.Accept()
+		if err != nil {
+			accepted <- nil
+			return
+		}
+		s := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}})
+		s.Handshake()
+		accepted <- s
+	}()
+	nc, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := cork.Raw(deafToDeadlines{nc})
+	tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, ServerName: "cork"})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	srv := <-accepted
+	if srv == nil {
+		t.Fatal("accept failed")
+	}
+	defer srv.Close()
+	c := cork.Wrap(tc, raw)
+	// Writes below the flush size, so that the one that blocks does in
+	// the uncork; the server reads nothing.
+	var written atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		chunk := make([]byte, 100<<10)
+		for {
+			if _, err := c.Write(chunk); err != nil {
+				done <- err
+				return
+			}
+			written.Add(1)
+		}
+	}()
+	for last := int64(-1); ; time.Sleep(100 * time.Millisecond) {
+		if n := written.Load(); n == last {
+			break
+		} else {
+			last = n
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close hung behind a blocked Write")
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the blocked Write returned no error")
+	}
+}
