@@ -52,7 +52,8 @@ host key pinned in a known_hosts file of ours, so that ssh main.cocoonbox,
 scp, sftp, rsync -e ssh, git, VS Code Remote-SSH and JetBrains Gateway
 reach box main with OpenSSH itself. Run again, it rewrites the block in
 place, keeping the block's --suffix and --ssh-path unless given; --remove
-takes it out; --dry-run shows the change as a diff and
+takes it out, and the file too when ssh-config created it and nothing
+else is in it; --dry-run shows the change as a diff and
 writes nothing; --print prints the block instead.`,
 		Example: `  cocoonbox ssh-config --dry-run
   cocoonbox ssh-config
