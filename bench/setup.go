@@ -113,7 +113,7 @@ func (e *env) startBox(args ...string) (func(), error) {
 	}
 	e.boxEnv = []string{"HOME=" + home, "PATH=" + e.bin + ":" + os.Getenv("PATH")}
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); k == "LANG" || k == "TERM" {
+		if k, _, _ := strings.Cut(kv, "="); k == "LANG" || k == "TERM" || k == "COCOONBOX_CONTROL_LOG" {
 			e.boxEnv = append(e.boxEnv, kv)
 		}
 	}

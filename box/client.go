@@ -138,8 +138,12 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
 		}
-		if err := checkMaster(mux); err != nil {
+		if rtt, err := checkMaster(mux); err != nil {
 			shareLog(do.sharing.Log, "direct; the master failed its check: %v", status.Convert(err).Message())
+			mux.Close()
+			d = nil
+		} else if rtt > 0 && rtt < do.sharing.MinRTT {
+			shareLog(do.sharing.Log, "direct; the master's round trip %v is below %v", rtt, do.sharing.MinRTT)
 			mux.Close()
 			d = nil
 		} else {
@@ -167,7 +171,7 @@ func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Point
 		if err != nil {
 			return nil, err
 		}
-		tc = explainedCreds{credentials.NewTLS(cfg), ep, certErr}
+		tc = corkCreds{explainedCreds{credentials.NewTLS(cfg), ep, certErr}}
 	} else {
 		tc = insecure.NewCredentials()
 	}

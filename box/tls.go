@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/cork"
 )
 
 // How a client trusts an https endpoint (docs/self-hosting.md): the CAs in
@@ -192,4 +193,23 @@ func (c explainedCreds) ClientHandshake(ctx context.Context, authority string, c
 
 func (c explainedCreds) Clone() credentials.TransportCredentials {
 	return explainedCreds{c.TransportCredentials.Clone(), c.ep, c.last}
+}
+
+// corkCreds makes TLS over a cork.RawConn, so that each write of gRPC's is
+// one write(2) and not one per record.
+type corkCreds struct {
+	credentials.TransportCredentials
+}
+
+func (c corkCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	raw := cork.Raw(conn)
+	nc, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	if err != nil {
+		return nc, info, err
+	}
+	return cork.Wrap(nc, raw), info, nil
+}
+
+func (c corkCreds) Clone() credentials.TransportCredentials {
+	return corkCreds{c.TransportCredentials.Clone()}
 }

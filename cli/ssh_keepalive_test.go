@@ -311,7 +311,7 @@ func TestSharedLinkCheckedAfterIdle(t *testing.T) {
 // logged is f.shim with keepalive 10s,1s and the control log at log.
 func (f *freezer) logged(t *testing.T, b *testBox, line, log string) *exec.Cmd {
 	cmd := f.shim(t, b, line, "10s,1s")
-	cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log)
+	cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log, "COCOONBOX_CONTROL_MIN_RTT=0")
 	return cmd
 }
 
