@@ -67,7 +67,14 @@ func TestOffloadInterrupted(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		// Whatever this test fails on, it leaves no box running.
+		for _, pid := range leftBehind(root) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	sc := bufio.NewScanner(stderr)
 	var seen []string
 	for sc.Scan() {
@@ -133,11 +140,11 @@ func isTmux(pid int) bool {
 	return filepath.Base(argv0) == "tmux"
 }
 
-// shortTemp is a new directory /tmp/bN, removed at the end: as short as
-// the bench's own /tmp, so that the sockets under it fit.
+// shortTemp is a new directory /tmp/cbbN, removed at the end: nearly as
+// short as the bench's own /tmp, so that the sockets under it fit.
 func shortTemp(t *testing.T) string {
 	for n := os.Getpid() % 1000; ; n++ {
-		dir := "/tmp/b" + strconv.Itoa(n)
+		dir := "/tmp/cbb" + strconv.Itoa(n)
 		if err := os.Mkdir(dir, 0o700); err == nil {
 			t.Cleanup(func() { os.RemoveAll(dir) })
 			return dir
