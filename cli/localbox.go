@@ -287,7 +287,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	if ri.Fingerprint != "" {
 		logger.Printf("TLS certificate for %s, SHA-256 fingerprint %s", strings.Join(localbox.CertNames(tc), ", "), ri.Fingerprint)
 		if ri.CA != "" {
-			logger.Printf("a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s", laptopURL(url), ri.CA)
+			logger.Printf("a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s", laptopURL(url, o.Listen), ri.CA)
 		}
 	}
 	if !strings.HasPrefix(url, "unix://") {
@@ -377,7 +377,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 					fmt.Fprintf(s.Err, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
 				}
 				if ri.CA != "" {
-					fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", laptopURL(ri.Endpoint), ri.CA)
+					fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", laptopURL(ri.Endpoint, o.Listen), ri.CA)
 				}
 				if ri.RootWhy != "" {
 					fmt.Fprintln(s.Err, rootLine(ri.RootWhy))
@@ -484,9 +484,16 @@ func localEndpoint(env Env, ri runtimeInfo) (box.Endpoint, error) {
 	return box.WithCA(ep, env.Getenv), nil
 }
 
-// laptopURL is how another machine names the endpoint u of this one: with
-// this machine's host name in place of a loopback name.
-func laptopURL(u string) string {
+// laptopURL is the endpoint u of this machine as a client elsewhere names
+// it: for an unspecified listen address (0.0.0.0:PORT, [::]:PORT, :PORT),
+// whose endpoint here is named localhost, this machine's host name;
+// otherwise u itself, which a loopback listen leaves the only one that
+// answers (from another machine, through a forwarded port).
+func laptopURL(u, listen string) string {
+	lh, _, err := net.SplitHostPort(listen)
+	if ip := net.ParseIP(lh); err != nil || lh != "" && (ip == nil || !ip.IsUnspecified()) {
+		return u
+	}
 	ep, err := box.ParseEndpoint(u)
 	h, p, err2 := net.SplitHostPort(ep.Target)
 	name, err3 := os.Hostname()
