@@ -116,6 +116,16 @@ func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
 	if err != nil {
 		return ExitStatus{}, c.wrap("exec in "+cmd.Box, err)
 	}
+	if first != nil && first.peek {
+		// Before Exec can return, so that what follows on the file starts
+		// past what was sent, whenever the command ends.
+		if first.read != nil {
+			first.take(<-first.read)
+		}
+		if first.got.commit(cmd.Stdin) != nil {
+			first.got.err = io.ErrUnexpectedEOF
+		}
+	}
 	if cmd.Started != nil {
 		cmd.Started()
 	}
@@ -133,14 +143,14 @@ type firstChunk struct {
 	got  *firstRead
 	// sent is whether got's bytes went on the current stream.
 	sent bool
+	// peek is whether the read is from a regular file at its offset,
+	// which Exec moves past the chunk once started (commit).
+	peek bool
 }
 
 type firstRead struct {
 	b   []byte
 	err error
-	// peeked is whether b was read from a file at its offset, which is
-	// moved past b only once the command started (commit).
-	peeked bool
 }
 
 // readFirst reads the first chunk of in. From a regular file it reads at
@@ -150,15 +160,18 @@ type firstRead struct {
 // gone.
 func readFirst(in io.Reader) *firstChunk {
 	f := &firstChunk{read: make(chan firstRead, 1)}
+	file, off, ok := regularFile(in)
+	f.peek = ok
 	go func() {
 		b := make([]byte, chunkSize)
-		if file, off, ok := regularFile(in); ok {
-			n, err := file.ReadAt(b, off)
-			f.read <- firstRead{b[:n], err, true}
-			return
+		var n int
+		var err error
+		if f.peek {
+			n, err = file.ReadAt(b, off)
+		} else {
+			n, err = in.Read(b)
 		}
-		n, err := in.Read(b)
-		f.read <- firstRead{b: b[:n], err: err}
+		f.read <- firstRead{b[:n], err}
 	}()
 	return f
 }
@@ -176,9 +189,10 @@ func regularFile(in io.Reader) (*os.File, int64, bool) {
 	return file, off, err == nil
 }
 
-// commit moves a file's offset past a peeked chunk, as if it had been read.
+// commit moves a regular file's offset past a chunk read at it, as if
+// it had been read.
 func (r *firstRead) commit(in io.Reader) error {
-	if !r.peeked || len(r.b) == 0 {
+	if len(r.b) == 0 {
 		return nil
 	}
 	_, err := in.(*os.File).Seek(int64(len(r.b)), io.SeekCurrent)
@@ -329,9 +343,6 @@ func (s *stream) pumpStdin(in io.Reader, first *firstChunk) {
 	if first != nil {
 		if first.read != nil {
 			first.take(<-first.read)
-		}
-		if first.got.commit(in) != nil {
-			in = nil
 		}
 		if len(first.got.b) > 0 && !first.sent && s.send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Stdin{Stdin: first.got.b}}) != nil {
 			return
