@@ -48,6 +48,17 @@ func selfSigned(t *testing.T) tls.Certificate {
 // server plain, and the client's socket writes counted.
 func pair(t *testing.T) (*cork.Conn, *tls.Conn, *counted) {
 	t.Helper()
+	var cnt *counted
+	c, srv := pairOver(t, func(nc net.Conn) net.Conn {
+		cnt = &counted{Conn: nc}
+		return cnt
+	})
+	return c, srv, cnt
+}
+
+// pairOver is pair with the client's socket wrapped by wrap.
+func pairOver(t *testing.T, wrap func(net.Conn) net.Conn) (*cork.Conn, *tls.Conn) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -69,8 +80,7 @@ func pair(t *testing.T) (*cork.Conn, *tls.Conn, *counted) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cnt := &counted{Conn: nc}
-	raw := cork.Raw(cnt)
+	raw := cork.Raw(wrap(nc))
 	tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, ServerName: "cork"})
 	if err := tc.Handshake(); err != nil {
 		t.Fatal(err)
@@ -80,7 +90,7 @@ func pair(t *testing.T) (*cork.Conn, *tls.Conn, *counted) {
 		t.Fatal("accept failed")
 	}
 	t.Cleanup(func() { tc.Close(); srv.Close() })
-	return cork.Wrap(tc, raw), srv, cnt
+	return cork.Wrap(tc, raw), srv
 }
 
 func TestOneWritePerCall(t *testing.T) {
@@ -160,38 +170,7 @@ func (deafToDeadlines) SetWriteDeadline(time.Time) error { return nil }
 // close_notify behind it (with a real socket it waited the 5 s crypto/tls
 // gives close_notify; gRPC's keepalive closes connections to frozen peers).
 func TestCloseUnblocksWrite(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	cert := selfSigned(t)
-	accepted := make(chan *tls.Conn, 1)
-	go func() {
-		c, err := lis.Accept()
-		if err != nil {
-			accepted <- nil
-			return
-		}
-		s := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}})
-		s.Handshake()
-		accepted <- s
-	}()
-	nc, err := net.Dial("tcp", lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := cork.Raw(deafToDeadlines{nc})
-	tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, ServerName: "cork"})
-	if err := tc.Handshake(); err != nil {
-		t.Fatal(err)
-	}
-	srv := <-accepted
-	if srv == nil {
-		t.Fatal("accept failed")
-	}
-	defer srv.Close()
-	c := cork.Wrap(tc, raw)
+	c, _ := pairOver(t, func(nc net.Conn) net.Conn { return deafToDeadlines{nc} })
 	// Writes below the flush size, so that the one that blocks does in
 	// the uncork; the server reads nothing.
 	var written atomic.Int64
