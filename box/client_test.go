@@ -14,8 +14,8 @@ import (
 func TestUnreachableNamesNextStep(t *testing.T) {
 	refused := status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 192.0.2.7:7300: connect: connection refused\"")
 	for url, want := range map[string]string{
-		"https://192.0.2.7:7300":  "is its box server up, and this endpoint right (COCOONBOX_ENDPOINT, cocoonbox login --endpoint)? else check the network and retry",
-		"https://127.0.0.1:7300":  "is the local box running? (cocoonbox localbox start --listen 127.0.0.1:7300 --tls self-signed",
+		"https://192.0.2.7:7300": "is its box server up, and this endpoint right (COCOONBOX_ENDPOINT, cocoonbox login --endpoint)? else check the network and retry",
+		"https://127.0.0.1:7300": "is the local box running? (cocoonbox localbox start --listen 127.0.0.1:7300 --tls self-signed",
 		"unix:///tmp/x/box.sock": "is the local box running? (cocoonbox localbox start)",
 	} {
 		ep, err := ParseEndpoint(url)
