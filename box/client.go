@@ -352,6 +352,8 @@ func (c *Client) wrap(op string, err error) error {
 				tls = " --tls self-signed, or your --tls-cert and --tls-key"
 			}
 			hint = "; is the local box running? (cocoonbox localbox start --listen " + c.endpoint.Target + tls + ")"
+		} else {
+			hint = "; is its box server up, and this endpoint right (COCOONBOX_ENDPOINT, cocoonbox login --endpoint)? else check the network and retry"
 		}
 		return fmt.Errorf("%s: %w: %s: %s%s", op, ErrUnavailable, c.endpoint.URL, dialReason(msg), hint)
 	case codes.DeadlineExceeded:

@@ -132,7 +132,7 @@ func TLSError(ep Endpoint, err error) error {
 	)
 	fix := "trust its CA with `cocoonbox login --endpoint " + ep.URL + " --ca FILE` or COCOONBOX_CA_FILE=FILE (docs/self-hosting.md)"
 	if ep.CAFile != "" {
-		fix = "this computer trusts only the CA in " + ep.CAFile + " for it (COCOONBOX_CA_FILE, else the pin of `cocoonbox login --ca`); give the server's CA there (docs/self-hosting.md)"
+		fix = "this computer trusts only the CA in " + ep.CAFile + " for it; if the server's certificate changed (a self-signed one made anew), pin the new one: `cocoonbox login --endpoint " + ep.URL + " --ca FILE` (docs/self-hosting.md)"
 	}
 	switch {
 	case errors.As(err, &ua):
@@ -159,7 +159,7 @@ func TLSError(ep Endpoint, err error) error {
 				names = strings.Join(all, ", ")
 			}
 		}
-		return &CertError{fmt.Sprintf("%s: its certificate is for %s, not %s; use one of those names in the endpoint, or give the server a certificate with this one (--tls-name)", ep.URL, names, hn.Host)}
+		return &CertError{fmt.Sprintf("%s: its certificate is for %s, not %s; use one of those names in the endpoint, or give the server a certificate with this one (--tls-name with --tls self-signed; else a new certificate)", ep.URL, names, hn.Host)}
 	case errors.As(err, &inv):
 		return &CertError{fmt.Sprintf("%s: its certificate is not valid here (%v); %s", ep.URL, inv, fix)}
 	}
