@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -115,6 +116,16 @@ func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
 	if err != nil {
 		return ExitStatus{}, c.wrap("exec in "+cmd.Box, err)
 	}
+	if first != nil && first.peek {
+		// Before Exec can return, so that what follows on the file starts
+		// past what was sent, whenever the command ends.
+		if first.read != nil {
+			first.take(<-first.read)
+		}
+		if first.got.commit(cmd.Stdin) != nil {
+			first.got.err = io.ErrUnexpectedEOF
+		}
+	}
 	if cmd.Started != nil {
 		cmd.Started()
 	}
@@ -132,6 +143,9 @@ type firstChunk struct {
 	got  *firstRead
 	// sent is whether got's bytes went on the current stream.
 	sent bool
+	// peek is whether the read is from a regular file at its offset,
+	// which Exec moves past the chunk once started (commit).
+	peek bool
 }
 
 type firstRead struct {
@@ -139,14 +153,50 @@ type firstRead struct {
 	err error
 }
 
+// readFirst reads the first chunk of in. From a regular file it reads at
+// the file's offset without moving it, so that a start the box refuses
+// takes none of the file, as ssh to a host that refuses reads none
+// (`(cocoonbox-ssh nobox cmd; cat) < file`); from a pipe what was read is
+// gone.
 func readFirst(in io.Reader) *firstChunk {
 	f := &firstChunk{read: make(chan firstRead, 1)}
+	file, off, ok := regularFile(in)
+	f.peek = ok
 	go func() {
 		b := make([]byte, chunkSize)
-		n, err := in.Read(b)
+		var n int
+		var err error
+		if f.peek {
+			n, err = file.ReadAt(b, off)
+		} else {
+			n, err = in.Read(b)
+		}
 		f.read <- firstRead{b[:n], err}
 	}()
 	return f
+}
+
+// regularFile returns in as a regular file and its offset.
+func regularFile(in io.Reader) (*os.File, int64, bool) {
+	file, ok := in.(*os.File)
+	if !ok {
+		return nil, 0, false
+	}
+	if fi, err := file.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, 0, false
+	}
+	off, err := file.Seek(0, io.SeekCurrent)
+	return file, off, err == nil
+}
+
+// commit moves a regular file's offset past a chunk read at it, as if
+// it had been read.
+func (r *firstRead) commit(in io.Reader) error {
+	if len(r.b) == 0 {
+		return nil
+	}
+	_, err := in.(*os.File).Seek(int64(len(r.b)), io.SeekCurrent)
+	return err
 }
 
 // take records the read's result once it has come.

@@ -240,8 +240,35 @@ func alive(pid int) bool {
 func TestSSHKeepaliveUpload(t *testing.T) {
 	t.Parallel()
 	b, f := behindFreezer(t)
-	// started only once a byte of stdin arrived.
+	uploadFrozen(t, f, f.shim(t, b, "head -c 1 >/dev/null && echo started && cat > /dev/null", "10s,1s"))
+}
+
+// TestSSHKeepaliveUploadTLS is TestSSHKeepaliveUpload over TLS, where the
+// client's records are held and written at once (internal/cork), so that
+// a write blocked on the frozen link may sit outside crypto/tls's Write.
+func TestSSHKeepaliveUploadTLS(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "box.crt"), filepath.Join(dir, "box.key")
+	if _, err := ca.issue(cert, key, []string{"127.0.0.1"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := localbox.LoadTLS(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, f := behindFreezer(t, func(s *localbox.Server) { s.TLS = tc })
 	cmd := f.shim(t, b, "head -c 1 >/dev/null && echo started && cat > /dev/null", "10s,1s")
+	cmd.Env = append(cmd.Env, "COCOONBOX_ENDPOINT=https://"+f.lis.Addr().String(), "COCOONBOX_CA_FILE="+ca.file)
+	uploadFrozen(t, f, cmd)
+}
+
+// uploadFrozen runs cmd, which says started once a byte of its stdin
+// arrived and then reads the rest, feeding it zeros, and wants the end a
+// keepalive (or the kernel's TCP_USER_TIMEOUT) gives once f froze.
+func uploadFrozen(t *testing.T, f *freezer, cmd *exec.Cmd) {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

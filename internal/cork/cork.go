@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // readSize is the read buffer under TLS, in bytes: a few records, and as
@@ -30,6 +31,11 @@ type RawConn struct {
 	mu     sync.Mutex
 	corked bool
 	buf    []byte
+	// err is the first write's error, which every later write returns:
+	// a record after a lost or torn one would reach the peer as garbage,
+	// and the uncork's error does not reach crypto/tls, which would
+	// otherwise keep it (as it keeps its own).
+	err error
 }
 
 // Raw wraps c, the connection a tls.Client or tls.Server is made over.
@@ -41,12 +47,18 @@ func Raw(c net.Conn) *RawConn {
 func (c *RawConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // Write writes p, or while corked appends it to what the uncork writes.
-// A held write's error is the uncork's.
+// A held write's error is the uncork's. After an error every write
+// fails with it.
 func (c *RawConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.err != nil {
+		return 0, c.err
+	}
 	if !c.corked {
-		return c.Conn.Write(p)
+		n, err := c.Conn.Write(p)
+		c.err = err
+		return n, err
 	}
 	c.buf = append(c.buf, p...)
 	if len(c.buf) >= flushSize {
@@ -72,10 +84,15 @@ func (c *RawConn) uncork() error {
 }
 
 func (c *RawConn) flushLocked() error {
+	if c.err != nil {
+		c.buf = c.buf[:0]
+		return c.err
+	}
 	if len(c.buf) == 0 {
 		return nil
 	}
 	_, err := c.Conn.Write(c.buf)
+	c.err = err
 	if cap(c.buf) > 2*flushSize {
 		c.buf = nil
 	} else {
@@ -90,6 +107,9 @@ type Conn struct {
 	net.Conn
 	raw *RawConn
 	mu  sync.Mutex
+	// active is twice the number of Writes under way, plus 1 once Close
+	// was called (crypto/tls's interlock of Write and Close).
+	active atomic.Int32
 }
 
 // Wrap wraps tc, a TLS connection (or a wrapper of one) made over raw.
@@ -99,6 +119,16 @@ func Wrap(tc net.Conn, raw *RawConn) *Conn {
 
 // Write writes p through TLS, its records held and written at once.
 func (c *Conn) Write(p []byte) (int, error) {
+	for {
+		x := c.active.Load()
+		if x&1 != 0 {
+			return 0, net.ErrClosed
+		}
+		if c.active.CompareAndSwap(x, x+2) {
+			break
+		}
+	}
+	defer c.active.Add(-2)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.raw.cork()
@@ -107,4 +137,26 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, ferr
 	}
 	return n, err
+}
+
+// Close closes the connection. While a Write is under way it closes the
+// socket under TLS at once, without close_notify, as crypto/tls does for
+// its own Write: the Write may be blocked writing what it held, outside
+// tls.Conn.Write, and close_notify would wait behind it (up to the 5 s
+// crypto/tls allows it) while net.Conn's Close must unblock it.
+func (c *Conn) Close() error {
+	var x int32
+	for {
+		x = c.active.Load()
+		if x&1 != 0 {
+			return net.ErrClosed
+		}
+		if c.active.CompareAndSwap(x, x|1) {
+			break
+		}
+	}
+	if x != 0 {
+		return c.raw.Conn.Close()
+	}
+	return c.Conn.Close()
 }

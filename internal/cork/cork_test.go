@@ -48,6 +48,17 @@ func selfSigned(t *testing.T) tls.Certificate {
 // server plain, and the client's socket writes counted.
 func pair(t *testing.T) (*cork.Conn, *tls.Conn, *counted) {
 	t.Helper()
+	var cnt *counted
+	c, srv := pairOver(t, func(nc net.Conn) net.Conn {
+		cnt = &counted{Conn: nc}
+		return cnt
+	})
+	return c, srv, cnt
+}
+
+// pairOver is pair with the client's socket wrapped by wrap.
+func pairOver(t *testing.T, wrap func(net.Conn) net.Conn) (*cork.Conn, *tls.Conn) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -69,8 +80,7 @@ func pair(t *testing.T) (*cork.Conn, *tls.Conn, *counted) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cnt := &counted{Conn: nc}
-	raw := cork.Raw(cnt)
+	raw := cork.Raw(wrap(nc))
 	tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, ServerName: "cork"})
 	if err := tc.Handshake(); err != nil {
 		t.Fatal(err)
@@ -80,7 +90,7 @@ func pair(t *testing.T) (*cork.Conn, *tls.Conn, *counted) {
 		t.Fatal("accept failed")
 	}
 	t.Cleanup(func() { tc.Close(); srv.Close() })
-	return cork.Wrap(tc, raw), srv, cnt
+	return cork.Wrap(tc, raw), srv
 }
 
 func TestOneWritePerCall(t *testing.T) {
@@ -123,5 +133,73 @@ func TestSmallWriteArrivesAndReadsBuffered(t *testing.T) {
 	got := make([]byte, len(want))
 	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("client read %d bytes that differ, %v", len(got), err)
+	}
+}
+
+// After a write that failed (here a deadline that passed while the peer
+// read nothing), every later write fails, as crypto/tls's do: records
+// written after a lost or torn one would reach the peer as garbage.
+func TestWriteErrorIsSticky(t *testing.T) {
+	c, srv, _ := pair(t)
+	chunk := make([]byte, 64<<10)
+	c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	var err error
+	for err == nil {
+		_, err = c.Write(chunk)
+	}
+	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("Write to a peer that reads nothing = %v, want a timeout", err)
+	}
+	c.SetWriteDeadline(time.Time{})
+	go io.Copy(io.Discard, srv)
+	if _, err := c.Write([]byte("after")); err == nil {
+		t.Fatal("a Write after a failed one succeeded, its records behind a torn one")
+	}
+}
+
+// deafToDeadlines is a connection whose write deadlines do nothing: what
+// bounds crypto/tls's close_notify on a blocked socket (a deadline of
+// 5 s) is gone, so that waiting behind a blocked write shows as a hang.
+type deafToDeadlines struct{ net.Conn }
+
+func (deafToDeadlines) SetWriteDeadline(time.Time) error { return nil }
+
+// Close unblocks a Write blocked on a peer that reads nothing (net.Conn's
+// contract), as crypto/tls's Close does, even when the Write is blocked
+// writing what it held, outside tls.Conn.Write: it must not wait to send
+// close_notify behind it (with a real socket it waited the 5 s crypto/tls
+// gives close_notify; gRPC's keepalive closes connections to frozen peers).
+func TestCloseUnblocksWrite(t *testing.T) {
+	c, _ := pairOver(t, func(nc net.Conn) net.Conn { return deafToDeadlines{nc} })
+	// Writes below the flush size, so that the one that blocks does in
+	// the uncork; the server reads nothing.
+	var written atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		chunk := make([]byte, 100<<10)
+		for {
+			if _, err := c.Write(chunk); err != nil {
+				done <- err
+				return
+			}
+			written.Add(1)
+		}
+	}()
+	for last := int64(-1); ; time.Sleep(100 * time.Millisecond) {
+		if n := written.Load(); n == last {
+			break
+		} else {
+			last = n
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close hung behind a blocked Write")
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the blocked Write returned no error")
 	}
 }
