@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
@@ -131,6 +132,22 @@ func (s FileStore) Get(endpoint string) (Credential, error) {
 		return Credential{}, ErrNoToken
 	}
 	return c, nil
+}
+
+// Endpoints lists the endpoints a token is saved for, sorted.
+func (s FileStore) Endpoints() ([]string, error) {
+	d, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	var eps []string
+	for ep, c := range d.Endpoints {
+		if c.Token != "" {
+			eps = append(eps, ep)
+		}
+	}
+	slices.Sort(eps)
+	return eps, nil
 }
 
 // Put implements Store.

@@ -44,7 +44,11 @@ func main() {
 	if *delayTo != "" {
 		do = serveDelay
 	}
-	if err := do(); err != nil {
+	err := do()
+	if stopping() {
+		select {} // the signal's handler exits
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -90,8 +94,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	undoOnSignal()
 	if !*keepWork {
-		defer os.RemoveAll(e.work)
+		defer atExit(func() { os.RemoveAll(e.work) })()
 	}
 	if *offloadT {
 		return e.runOffload(top)

@@ -66,7 +66,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 	if err := sshd.Start(); err != nil {
 		return nil, err
 	}
-	stop := func() { sshd.Process.Signal(syscall.SIGTERM); sshd.Wait(); logf.Close() }
+	stop := atExit(func() { sshd.Process.Signal(syscall.SIGTERM); sshd.Wait(); logf.Close() })
 	e.sshCfg = filepath.Join(dir, "ssh_config")
 	client := fmt.Sprintf(`Host bench
   HostName 127.0.0.1
@@ -113,14 +113,17 @@ func (e *env) startBox(args ...string) (func(), error) {
 	}
 	e.boxEnv = []string{"HOME=" + home, "PATH=" + e.bin + ":" + os.Getenv("PATH")}
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); k == "LANG" || k == "TERM" {
+		if k, _, _ := strings.Cut(kv, "="); k == "LANG" || k == "TERM" || k == "COCOONBOX_CONTROL_LOG" {
 			e.boxEnv = append(e.boxEnv, kv)
 		}
 	}
+	// Registered first, so that a signal during start stops it too.
+	stop := atExit(func() { e.ours("cocoonbox", "localbox", "stop").Run() })
 	if out, err := e.ours("cocoonbox", append([]string{"localbox", "start"}, args...)...).CombinedOutput(); err != nil {
+		stop()
 		return nil, fmt.Errorf("%v: %s", err, out)
 	}
-	return func() { e.ours("cocoonbox", "localbox", "stop").Run() }, nil
+	return stop, nil
 }
 
 // ours is a command through our binaries, in the local box's environment.

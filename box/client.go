@@ -138,8 +138,12 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
 		}
-		if err := checkMaster(mux); err != nil {
+		if rtt, err := checkMaster(mux); err != nil {
 			shareLog(do.sharing.Log, "direct; the master failed its check: %v", status.Convert(err).Message())
+			mux.Close()
+			d = nil
+		} else if rtt > 0 && rtt < do.sharing.MinRTT {
+			shareLog(do.sharing.Log, "direct; the master's round trip %v is below %v", rtt, do.sharing.MinRTT)
 			mux.Close()
 			d = nil
 		} else {
@@ -167,7 +171,7 @@ func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Point
 		if err != nil {
 			return nil, err
 		}
-		tc = explainedCreds{credentials.NewTLS(cfg), ep, certErr}
+		tc = corkCreds{explainedCreds{credentials.NewTLS(cfg), ep, certErr}}
 	} else {
 		tc = insecure.NewCredentials()
 	}
@@ -348,6 +352,8 @@ func (c *Client) wrap(op string, err error) error {
 				tls = " --tls self-signed, or your --tls-cert and --tls-key"
 			}
 			hint = "; is the local box running? (cocoonbox localbox start --listen " + c.endpoint.Target + tls + ")"
+		} else {
+			hint = "; is its box server up, and this endpoint right (COCOONBOX_ENDPOINT, cocoonbox login --endpoint)? else check the network and retry"
 		}
 		return fmt.Errorf("%s: %w: %s: %s%s", op, ErrUnavailable, c.endpoint.URL, dialReason(msg), hint)
 	case codes.DeadlineExceeded:

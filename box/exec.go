@@ -5,8 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -87,32 +93,131 @@ func (e *WriteError) Unwrap() error { return e.Err }
 // running is woken with Ensure and the call retried once. The error is
 // non-nil only for failures of the client or the transport: then the
 // command's status is unknown.
+//
+// Without a terminal, the first chunk of stdin goes right behind the
+// start, not a round trip later after started: a command whose client
+// speaks first (rsync) saves that round trip. It is kept until started,
+// and sent again on the retry after a wake. With a terminal no stdin is
+// read before started (the terminal goes raw only then).
 func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st, execID, err := c.start(ctx, cmd)
+	var first *firstChunk
+	if cmd.TTY == nil && cmd.Stdin != nil {
+		first = readFirst(cmd.Stdin)
+	}
+	st, execID, err := c.start(ctx, cmd, first)
 	if notRunning(err) {
 		if _, err := c.Ensure(ctx, cmd.Box, cmd.Progress); err != nil {
 			return ExitStatus{}, err
 		}
-		st, execID, err = c.start(ctx, cmd)
+		st, execID, err = c.start(ctx, cmd, first)
 	}
 	if err != nil {
 		return ExitStatus{}, c.wrap("exec in "+cmd.Box, err)
+	}
+	if first != nil && first.peek {
+		// Before Exec can return, so that what follows on the file starts
+		// past what was sent, whenever the command ends.
+		if first.read != nil {
+			first.take(<-first.read)
+		}
+		if first.got.commit(cmd.Stdin) != nil {
+			first.got.err = io.ErrUnexpectedEOF
+		}
 	}
 	if cmd.Started != nil {
 		cmd.Started()
 	}
 	s := &stream{st: st, c: c, execID: execID}
-	go s.pumpStdin(cmd.Stdin)
+	go s.pumpStdin(cmd.Stdin, first)
 	go s.pumpControl(ctx, cmd.Signals, cmd.Resizes)
 	return c.receive(st, cmd)
 }
 
-// start opens the stream, sends start and waits for started, so that no
-// stdin is consumed before the box is known to be running.
-func (c *Client) start(ctx context.Context, cmd *Command) (controlv1.Session_ExecClient, string, error) {
-	st, err := c.session.Exec(ctx)
+// firstChunk is the first read of a command's stdin, made while the start
+// is on its way.
+type firstChunk struct {
+	// read delivers the read's result once; nil after it has.
+	read chan firstRead
+	got  *firstRead
+	// sent is whether got's bytes went on the current stream.
+	sent bool
+	// peek is whether the read is from a regular file at its offset,
+	// which Exec moves past the chunk once started (commit).
+	peek bool
+}
+
+type firstRead struct {
+	b   []byte
+	err error
+}
+
+// readFirst reads the first chunk of in. From a regular file it reads at
+// the file's offset without moving it, so that a start the box refuses
+// takes none of the file, as ssh to a host that refuses reads none
+// (`(cocoonbox-ssh nobox cmd; cat) < file`); from a pipe what was read is
+// gone.
+func readFirst(in io.Reader) *firstChunk {
+	f := &firstChunk{read: make(chan firstRead, 1)}
+	file, off, ok := regularFile(in)
+	f.peek = ok
+	go func() {
+		b := make([]byte, chunkSize)
+		var n int
+		var err error
+		if f.peek {
+			n, err = file.ReadAt(b, off)
+		} else {
+			n, err = in.Read(b)
+		}
+		f.read <- firstRead{b[:n], err}
+	}()
+	return f
+}
+
+// regularFile returns in as a regular file and its offset.
+func regularFile(in io.Reader) (*os.File, int64, bool) {
+	file, ok := in.(*os.File)
+	if !ok {
+		return nil, 0, false
+	}
+	if fi, err := file.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, 0, false
+	}
+	off, err := file.Seek(0, io.SeekCurrent)
+	return file, off, err == nil
+}
+
+// commit moves a regular file's offset past a chunk read at it, as if
+// it had been read.
+func (r *firstRead) commit(in io.Reader) error {
+	if len(r.b) == 0 {
+		return nil
+	}
+	_, err := in.(*os.File).Seek(int64(len(r.b)), io.SeekCurrent)
+	return err
+}
+
+// take records the read's result once it has come.
+func (f *firstChunk) take(r firstRead) {
+	f.got, f.read = &r, nil
+}
+
+// send sends what was read, if anything and not yet on st.
+func (f *firstChunk) send(st controlv1.Session_ExecClient) {
+	if f.got == nil || f.sent || len(f.got.b) == 0 {
+		return
+	}
+	f.sent = true
+	// An error shows in the answer to the start.
+	st.Send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Stdin{Stdin: f.got.b}})
+}
+
+// start opens the stream, sends start (and the first chunk of stdin, as
+// soon as it is read) and waits for started.
+func (c *Client) start(ctx context.Context, cmd *Command, first *firstChunk) (controlv1.Session_ExecClient, string, error) {
+	st, err := c.session.Exec(ctx, grpc.ForceCodecV2(bufpool.Codec{}))
 	if err != nil {
 		return nil, "", err
 	}
@@ -126,20 +231,55 @@ func (c *Client) start(ctx context.Context, cmd *Command) (controlv1.Session_Exe
 		}
 		return nil, "", err
 	}
-	r, err := st.Recv()
-	if err != nil {
-		return nil, "", err
+	type answer struct {
+		r   *controlv1.ExecResponse
+		err error
 	}
-	if r.GetStarted() == nil {
-		return nil, "", fmt.Errorf("protocol error: the server answered start with %T, not started", r.GetMsg())
+	answered := make(chan answer, 1)
+	go func() {
+		r, err := st.Recv()
+		answered <- answer{r, err}
+	}()
+	var read chan firstRead
+	if first != nil {
+		first.sent = false
+		first.send(st)
+		read = first.read
 	}
-	return st, r.GetStarted().GetExecId(), nil
+	for {
+		select {
+		case r := <-read:
+			first.take(r)
+			first.send(st)
+			read = nil
+			continue
+		case a := <-answered:
+			if a.err != nil {
+				return nil, "", a.err
+			}
+			if a.r.GetStarted() == nil {
+				return nil, "", fmt.Errorf("protocol error: the server answered start with %T, not started", a.r.GetMsg())
+			}
+			return st, a.r.GetStarted().GetExecId(), nil
+		}
+	}
+}
+
+// The numbers of ExecResponse's stdout and stderr, received as a
+// bufpool.Chunk.
+var stdoutField, stderrField = responseField("stdout"), responseField("stderr")
+
+func responseField(name protoreflect.Name) protowire.Number {
+	return (&controlv1.ExecResponse{}).ProtoReflect().Descriptor().Fields().ByName(name).Number()
 }
 
 func (c *Client) receive(st controlv1.Session_ExecClient, cmd *Command) (ExitStatus, error) {
 	var exit *controlv1.Exit
+	r := &controlv1.ExecResponse{}
+	chunk := &bufpool.Chunk{Fields: []protowire.Number{stdoutField, stderrField}, Msg: r}
+	defer chunk.Free()
 	for {
-		r, err := st.Recv()
+		err := st.RecvMsg(chunk)
 		if err == io.EOF {
 			if exit == nil {
 				return ExitStatus{}, fmt.Errorf("exec in %s: the server closed the stream without an exit status", cmd.Box)
@@ -149,17 +289,24 @@ func (c *Client) receive(st controlv1.Session_ExecClient, cmd *Command) (ExitSta
 		if err != nil {
 			return ExitStatus{}, c.wrap("exec in "+cmd.Box, err)
 		}
-		switch m := r.GetMsg().(type) {
-		case *controlv1.ExecResponse_Stdout:
-			if err := write(cmd.Stdout, m.Stdout); err != nil {
-				return ExitStatus{}, err
+		switch chunk.Field {
+		case stdoutField:
+			err = write(cmd.Stdout, chunk.Data)
+		case stderrField:
+			err = write(cmd.Stderr, chunk.Data)
+		default:
+			switch m := r.GetMsg().(type) {
+			case *controlv1.ExecResponse_Stdout:
+				err = write(cmd.Stdout, m.Stdout)
+			case *controlv1.ExecResponse_Stderr:
+				err = write(cmd.Stderr, m.Stderr)
+			case *controlv1.ExecResponse_Exit:
+				exit = m.Exit
 			}
-		case *controlv1.ExecResponse_Stderr:
-			if err := write(cmd.Stderr, m.Stderr); err != nil {
-				return ExitStatus{}, err
-			}
-		case *controlv1.ExecResponse_Exit:
-			exit = m.Exit
+		}
+		chunk.Free()
+		if err != nil {
+			return ExitStatus{}, err
 		}
 	}
 }
@@ -189,7 +336,21 @@ func (s *stream) send(r *controlv1.ExecRequest) error {
 	return s.st.Send(r)
 }
 
-func (s *stream) pumpStdin(in io.Reader) {
+// pumpStdin sends in to the command, first what first read (if it was
+// not sent with the start), then chunk by chunk, and closes the remote
+// stdin at in's end.
+func (s *stream) pumpStdin(in io.Reader, first *firstChunk) {
+	if first != nil {
+		if first.read != nil {
+			first.take(<-first.read)
+		}
+		if len(first.got.b) > 0 && !first.sent && s.send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Stdin{Stdin: first.got.b}}) != nil {
+			return
+		}
+		if first.got.err != nil {
+			in = nil
+		}
+	}
 	if in != nil {
 		buf := make([]byte, chunkSize)
 		for {

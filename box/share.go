@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
@@ -52,6 +53,11 @@ type Sharing struct {
 	// master must inherit it (and keep it open for its life) so that no
 	// second one starts. Start must not wait for the master.
 	Start func(ep Endpoint, sock string, lock *os.File) error
+	// MinRTT is the shortest round trip of a master's link for which
+	// Dial goes through the master: on a nearer link (a box on this
+	// machine or the LAN) the extra hop costs more CPU per byte than the
+	// round trips it saves (docs/benchmarks.md). 0 always goes through.
+	MinRTT time.Duration
 	// Log, if not empty, is a file to which Dial appends one line saying
 	// whether it went through a master or dialed itself (for tests).
 	Log string
@@ -330,18 +336,25 @@ var _ io.Closer = (*sharedConn)(nil)
 // answer, even Unimplemented, proves alive); a connection that does not
 // answer in time (a changed network, a NAT that forgot it) fails the check
 // and ends the master, and the caller dials the endpoint itself, having
-// sent nothing through the master.
+// sent nothing through the master. The reply (google.protobuf.Duration)
+// is the round trip of the master's connection, zero while it is not yet
+// measured: Dial goes direct when it is below Sharing.MinRTT.
 const CheckMethod = "/cocoonbox.mux.v1.Master/Check"
 
 // checkTimeout bounds Dial's check of a master: the master's own wait for
 // the endpoint (mux.probeTimeout, 3 s) and a margin.
 const checkTimeout = 5 * time.Second
 
-// checkMaster makes the CheckMethod call on a master's connection.
-func checkMaster(mux *grpc.ClientConn) error {
+// checkMaster makes the CheckMethod call on a master's connection and
+// returns the round trip of the master's link (0 if not yet known).
+func checkMaster(mux *grpc.ClientConn) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	return mux.Invoke(ctx, CheckMethod, &emptypb.Empty{}, &emptypb.Empty{})
+	rtt := &durationpb.Duration{}
+	if err := mux.Invoke(ctx, CheckMethod, &emptypb.Empty{}, rtt); err != nil {
+		return 0, err
+	}
+	return rtt.AsDuration(), nil
 }
 
 // reasonLinkTimedOut is the ErrorInfo reason with which a control master

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/cork"
 )
 
 // How a client trusts an https endpoint (docs/self-hosting.md): the CAs in
@@ -131,7 +132,7 @@ func TLSError(ep Endpoint, err error) error {
 	)
 	fix := "trust its CA with `cocoonbox login --endpoint " + ep.URL + " --ca FILE` or COCOONBOX_CA_FILE=FILE (docs/self-hosting.md)"
 	if ep.CAFile != "" {
-		fix = "this computer trusts only the CA in " + ep.CAFile + " for it (COCOONBOX_CA_FILE, else the pin of `cocoonbox login --ca`); give the server's CA there (docs/self-hosting.md)"
+		fix = "this computer trusts only the CA in " + ep.CAFile + " for it; if the server's certificate changed (a self-signed one made anew), pin the new one: `cocoonbox login --endpoint " + ep.URL + " --ca FILE` (docs/self-hosting.md)"
 	}
 	switch {
 	case errors.As(err, &ua):
@@ -158,7 +159,7 @@ func TLSError(ep Endpoint, err error) error {
 				names = strings.Join(all, ", ")
 			}
 		}
-		return &CertError{fmt.Sprintf("%s: its certificate is for %s, not %s; use one of those names in the endpoint, or give the server a certificate with this one (--tls-name)", ep.URL, names, hn.Host)}
+		return &CertError{fmt.Sprintf("%s: its certificate is for %s, not %s; use one of those names in the endpoint, or give the server a certificate with this one (--tls-name with --tls self-signed; else a new certificate)", ep.URL, names, hn.Host)}
 	case errors.As(err, &inv):
 		return &CertError{fmt.Sprintf("%s: its certificate is not valid here (%v); %s", ep.URL, inv, fix)}
 	}
@@ -192,4 +193,23 @@ func (c explainedCreds) ClientHandshake(ctx context.Context, authority string, c
 
 func (c explainedCreds) Clone() credentials.TransportCredentials {
 	return explainedCreds{c.TransportCredentials.Clone(), c.ep, c.last}
+}
+
+// corkCreds makes TLS over a cork.RawConn, so that each write of gRPC's is
+// one write(2) and not one per record.
+type corkCreds struct {
+	credentials.TransportCredentials
+}
+
+func (c corkCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	raw := cork.Raw(conn)
+	nc, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	if err != nil {
+		return nc, info, err
+	}
+	return cork.Wrap(nc, raw), info, nil
+}
+
+func (c corkCreds) Clone() credentials.TransportCredentials {
+	return corkCreds{c.TransportCredentials.Clone()}
 }

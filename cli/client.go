@@ -170,10 +170,34 @@ func (e Env) signInHint(ep box.Endpoint) string {
 	if strings.HasPrefix(ep.URL, "unix://") {
 		return fmt.Sprintf("a unix socket takes no browser sign-in: give a key with `cocoonbox login --endpoint %s --token -`", ep.URL)
 	}
+	if near := e.sameHostEndpoints(ep); len(near) > 0 {
+		return fmt.Sprintf("a token is saved for %s: is the endpoint right? else %s", strings.Join(near, ", "), login)
+	}
 	if u, err := url.Parse(ep.URL); err == nil && u.Scheme == "http" && (u.Hostname() == "127.0.0.1" || u.Hostname() == "localhost" || u.Hostname() == "::1") {
 		return fmt.Sprintf("%s, or if it is your local box, start it with `cocoonbox localbox start --listen %s`", login, u.Host)
 	}
 	return login
+}
+
+// sameHostEndpoints are the endpoints with a saved token on ep's host but
+// not ep itself (another port: a typo, or the server moved).
+func (e Env) sameHostEndpoints(ep box.Endpoint) []string {
+	dir, err := e.configDir()
+	if err != nil {
+		return nil
+	}
+	eps, err := auth.FileStore{Dir: dir}.Endpoints()
+	u, uerr := url.Parse(ep.URL)
+	if err != nil || uerr != nil {
+		return nil
+	}
+	var near []string
+	for _, s := range eps {
+		if v, err := url.Parse(s); err == nil && s != ep.URL && v.Hostname() == u.Hostname() {
+			near = append(near, s)
+		}
+	}
+	return near
 }
 
 // parseKeepalive reads COCOONBOX_KEEPALIVE, "INTERVAL,TIMEOUT" in Go's

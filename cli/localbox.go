@@ -70,8 +70,9 @@ type runtimeInfo struct {
 	// Fingerprint is the SHA-256 of the TLS certificate; empty without TLS.
 	Fingerprint string `json:"fingerprint,omitempty"`
 	// CA is the self-signed certificate, which clients on this machine pin;
-	// empty otherwise.
-	CA string `json:"ca,omitempty"`
+	// empty otherwise. NewCA says this serve made it anew.
+	CA    string `json:"ca,omitempty"`
+	NewCA bool   `json:"new_ca,omitempty"`
 	// RunAs is the account box commands run as; RootWhy, when they run as
 	// root though it serves as root, says why not as the box user and the
 	// next step (localbox.RootUser).
@@ -224,7 +225,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	if on, err := o.tls(); err != nil {
 		return err
 	} else if on {
-		if tc, ri.CA, err = serverTLS(dir, o, logger); err != nil {
+		if tc, ri.CA, ri.NewCA, err = serverTLS(dir, o, logger); err != nil {
 			return err
 		}
 		ri.Fingerprint = localbox.Fingerprint(tc)
@@ -287,7 +288,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	if ri.Fingerprint != "" {
 		logger.Printf("TLS certificate for %s, SHA-256 fingerprint %s", strings.Join(localbox.CertNames(tc), ", "), ri.Fingerprint)
 		if ri.CA != "" {
-			logger.Printf("a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s", laptopURL(url), ri.CA)
+			logger.Printf("a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s", laptopURL(url, o.Listen), ri.CA)
 		}
 	}
 	if !strings.HasPrefix(url, "unix://") {
@@ -371,13 +372,22 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	lost := false
 	for {
 		if ri, ok := readRuntime(dir); ok && (ri.PID == cmd.Process.Pid || lost) {
-			if err := adopt(env, dir, ri); err == nil {
+			err := adopt(env, dir, ri)
+			if ce, ok := errors.AsType[*box.CertError](err); ok {
+				// It serves; this computer only does not trust it.
+				fmt.Fprintf(s.Err, "local box running at %s (pid %d), but this computer does not trust its certificate, so the current endpoint is unchanged: %v\n", ri.Endpoint, ri.PID, ce)
+				return nil
+			}
+			if err == nil {
 				fmt.Fprintf(s.Err, "local box running at %s (pid %d); it is now the current endpoint\n", ri.Endpoint, ri.PID)
 				if ri.Fingerprint != "" {
 					fmt.Fprintf(s.Err, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
 				}
+				if ri.NewCA {
+					fmt.Fprintln(s.Err, newCertLine(ri.CA))
+				}
 				if ri.CA != "" {
-					fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", laptopURL(ri.Endpoint), ri.CA)
+					fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", laptopURL(ri.Endpoint, o.Listen), ri.CA)
 				}
 				if ri.RootWhy != "" {
 					fmt.Fprintln(s.Err, rootLine(ri.RootWhy))
@@ -484,9 +494,16 @@ func localEndpoint(env Env, ri runtimeInfo) (box.Endpoint, error) {
 	return box.WithCA(ep, env.Getenv), nil
 }
 
-// laptopURL is how another machine names the endpoint u of this one: with
-// this machine's host name in place of a loopback name.
-func laptopURL(u string) string {
+// laptopURL is the endpoint u of this machine as a client elsewhere names
+// it: for an unspecified listen address (0.0.0.0:PORT, [::]:PORT, :PORT),
+// whose endpoint here is named localhost, this machine's host name;
+// otherwise u itself, which a loopback listen leaves the only one that
+// answers (from another machine, through a forwarded port).
+func laptopURL(u, listen string) string {
+	lh, _, err := net.SplitHostPort(listen)
+	if ip := net.ParseIP(lh); err != nil || lh != "" && (ip == nil || !ip.IsUnspecified()) {
+		return u
+	}
 	ep, err := box.ParseEndpoint(u)
 	h, p, err2 := net.SplitHostPort(ep.Target)
 	name, err3 := os.Hostname()
@@ -502,22 +519,28 @@ func isLoopbackName(h string) bool {
 }
 
 // serverTLS is the TLS configuration o asks for, with the self-signed
-// certificate's path (empty for one the user gave).
-func serverTLS(dir string, o localboxOptions, logger *log.Logger) (*tls.Config, string, error) {
+// certificate's path (empty for one the user gave) and whether it was made
+// now.
+func serverTLS(dir string, o localboxOptions, logger *log.Logger) (*tls.Config, string, bool, error) {
 	if o.TLS == "" {
 		tc, err := localbox.LoadTLS(o.TLSCert, o.TLSKey)
-		return tc, "", err
+		return tc, "", false, err
 	}
 	host, _, _ := net.SplitHostPort(o.Listen)
 	cert, key, made, err := localbox.SelfSigned(dir, localbox.SelfSignedNames(host, o.TLSNames))
 	if err != nil {
-		return nil, "", fmt.Errorf("make a self-signed certificate in %s: %w", dir, err)
+		return nil, "", false, fmt.Errorf("make a self-signed certificate in %s: %w", dir, err)
 	}
 	if made {
-		logger.Printf("made a new self-signed certificate %s; clients that pinned an older one must pin this one", cert)
+		logger.Printf("%s", newCertLine(cert))
 	}
 	tc, err := localbox.LoadTLS(cert, key)
-	return tc, cert, err
+	return tc, cert, made, err
+}
+
+// newCertLine says that a self-signed certificate was made anew.
+func newCertLine(cert string) string {
+	return fmt.Sprintf("made a new self-signed certificate %s; laptops that pinned an older one must pin this one (cocoonbox login --ca FILE, FILE a copy of it)", cert)
 }
 
 // localClient dials the local box at ep with a token it accepts: the one

@@ -2,17 +2,15 @@ package cli_test
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 
 	"github.com/cocoonbox/cocoonbox/auth"
+	"github.com/cocoonbox/cocoonbox/cli"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
@@ -100,31 +98,5 @@ func consent(link, action string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	post := func(path, sess string, body any) (map[string]any, error) {
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Cocoonbox-Session", sess)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("%s: %s", path, resp.Status)
-		}
-		return m, json.NewDecoder(resp.Body).Decode(&m)
-	}
-	m, err := post("/cb/api/session", "", map[string]string{"code": code})
-	if err != nil {
-		return "", err
-	}
-	sess, _ := m["session"].(string)
-	verb := map[string]string{"allow": "approve", "deny": "deny"}[action]
-	if m, err = post("/cb/api/oauth/"+verb, sess, map[string]string{"query": query}); err != nil {
-		return "", err
-	}
-	red, _ := m["redirect"].(string)
-	return red, nil
+	return cli.Consent(base, query, code, action)
 }

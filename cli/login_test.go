@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -65,23 +64,11 @@ func TestLoginNoBrowser(t *testing.T) {
 	}
 	go io.Copy(io.Discard, pr)
 
-	post := func(path, sess string, body any) map[string]any {
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Cocoonbox-Session", sess)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		json.NewDecoder(resp.Body).Decode(&m)
-		return m
-	}
 	code, _ := localbox.SignInCode(dir)
-	sess, _ := post("/cb/api/session", "", map[string]string{"code": code})["session"].(string)
-	red, _ := post("/cb/api/oauth/approve", sess, map[string]string{"query": strings.SplitN(link, "?", 2)[1]})["redirect"].(string)
+	red, err := Consent(base, strings.SplitN(link, "?", 2)[1], code, "allow")
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.Get(red)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/loopback"
 	"github.com/cocoonbox/cocoonbox/localbox"
 	"github.com/cocoonbox/cocoonbox/relay"
 )
@@ -34,30 +35,6 @@ func relayBox(t testing.TB, binDir string) *box.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// listen serves each connection on loopback with serve.
-func listen(t testing.TB, serve func(net.Conn)) (string, uint32) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				serve(c)
-			}()
-		}
-	}()
-	a := l.Addr().(*net.TCPAddr)
-	return a.IP.String(), uint32(a.Port)
 }
 
 // answerAtEOF reads to the client's EOF, then answers "got:" and the bytes.
@@ -98,7 +75,7 @@ func TestRelayDial(t *testing.T) {
 		c    *box.Client
 	}{{"agent", agentBox}, {"python3", oldBox}, {"no agent", noneBox}} {
 		t.Run(b.name+"/half-close", func(t *testing.T) {
-			host, port := listen(t, answerAtEOF)
+			host, port := loopback.TCP(t, answerAtEOF)
 			c, err := relay.Dial(ctx, b.c, localbox.DefaultBox, host, port)
 			if err != nil {
 				t.Fatal(err)
@@ -116,7 +93,7 @@ func TestRelayDial(t *testing.T) {
 		t.Run(b.name+"/both-ways", func(t *testing.T) {
 			// 16 MiB each way at once: more than every buffer on the path,
 			// so a relay that read only one direction at a time would stall.
-			host, port := listen(t, echo)
+			host, port := loopback.TCP(t, echo)
 			c, err := relay.Dial(ctx, b.c, localbox.DefaultBox, host, port)
 			if err != nil {
 				t.Fatal(err)
@@ -149,7 +126,7 @@ func TestRelayDial(t *testing.T) {
 	t.Run("close", func(t *testing.T) {
 		// Close ends the box half: the target sees its connection end.
 		ended := make(chan struct{})
-		host, port := listen(t, func(c net.Conn) {
+		host, port := loopback.TCP(t, func(c net.Conn) {
 			io.WriteString(c, "hi")
 			io.Copy(io.Discard, c)
 			close(ended)
@@ -198,7 +175,7 @@ func agentClient(b *testing.B) *box.Client {
 // box's agent: the Exec, the connect, the ready byte.
 func BenchmarkRelayDial(b *testing.B) {
 	c := agentClient(b)
-	host, port := listen(b, func(net.Conn) {})
+	host, port := loopback.TCP(b, func(net.Conn) {})
 	for b.Loop() {
 		rc, err := relay.Dial(context.Background(), c, localbox.DefaultBox, host, port)
 		if err != nil {
@@ -214,7 +191,7 @@ func BenchmarkRelayDownload(b *testing.B) {
 	c := agentClient(b)
 	const size = 256 << 20
 	chunk := make([]byte, 1<<20)
-	host, port := listen(b, func(conn net.Conn) {
+	host, port := loopback.TCP(b, func(conn net.Conn) {
 		for range size / len(chunk) {
 			conn.Write(chunk)
 		}

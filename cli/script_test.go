@@ -6,9 +6,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -19,7 +21,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	cmds := map[string]func(){
 		"cocoonbox":            func() { os.Exit(cli.Cocoonbox(os.Args[1:], cli.SystemEnv(), cli.System())) },
 		"cocoonbox-ssh":        func() { os.Exit(cli.SSH(os.Args[1:], cli.SystemEnv(), cli.System())) },
 		"git-remote-cocoonbox": func() { os.Exit(cli.GitRemote(os.Args[1:], cli.SystemEnv(), cli.System())) },
@@ -35,7 +37,39 @@ func TestMain(m *testing.M) {
 		"mktree":               mktree,
 		"blackhole":            blackhole,
 		"pasteback":            pasteback,
-	})
+	}
+	if cmds[strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe")] == nil {
+		takeIgnoredSignals()
+	}
+	testscript.Main(m, cmds)
+}
+
+// takeIgnoredSignals: a test binary started with INT, QUIT or HUP ignored
+// (a background job of a non-interactive shell has INT and QUIT ignored,
+// nohup HUP) passes that on to every program its tests start, as an
+// ignored signal survives exec; the signal tests then find their
+// cocoonbox-ssh deaf to INT, as ssh would be, and hang. So the test binary
+// takes those signals itself, and drops them as it was told to: a handled
+// signal is reset to its default at exec, so its children start as from a
+// terminal. The commands above, the same binary run by the tests, keep
+// what they are given (TestSSHIgnoredSignalStaysIgnored starts one with
+// HUP ignored).
+func takeIgnoredSignals() {
+	var sigs []os.Signal
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP} {
+		if signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	if len(sigs) == 0 {
+		return
+	}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	go func() {
+		for range ch {
+		}
+	}()
 }
 
 // exitcode N CMD ARGS... runs CMD with this process's stdio and succeeds

@@ -47,6 +47,26 @@ func (e Env) controlPersist() (time.Duration, error) {
 	return 0, fmt.Errorf("COCOONBOX_CONTROL_PERSIST=%q: want a time such as 10m or 600 (seconds, at least 1s), or no to turn connection sharing off", v)
 }
 
+// defaultMinRTT is COCOONBOX_CONTROL_MIN_RTT's default: a box on this
+// machine or the LAN is dialed directly, one over the internet shared.
+const defaultMinRTT = 2 * time.Millisecond
+
+// controlMinRTT reads COCOONBOX_CONTROL_MIN_RTT: the shortest round trip
+// of a master's link for which calls go through the master (box.Sharing).
+func (e Env) controlMinRTT() (time.Duration, error) {
+	v := strings.TrimSpace(e.Getenv("COCOONBOX_CONTROL_MIN_RTT"))
+	if v == "" {
+		return defaultMinRTT, nil
+	}
+	if v == "0" {
+		return 0, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return d, nil
+	}
+	return 0, fmt.Errorf("COCOONBOX_CONTROL_MIN_RTT=%q: want a round trip such as 2ms or 500us, or 0 to share every master's connection", v)
+}
+
 // controlDir is where the control sockets live: $XDG_RUNTIME_DIR/cocoonbox,
 // else the state directory, else /tmp/cocoonbox-UID when those make a
 // socket path too long.
@@ -71,6 +91,10 @@ func (e Env) controlDir() (string, error) {
 func (e Env) sharing(ep box.Endpoint) ([]box.DialOption, error) {
 	persist, err := e.controlPersist()
 	if err != nil || persist == 0 || runtime.GOOS == "windows" || e.GOOS != "" {
+		return nil, err
+	}
+	minRTT, err := e.controlMinRTT()
+	if err != nil {
 		return nil, err
 	}
 	dir, err := e.controlDir()
@@ -99,7 +123,7 @@ func (e Env) sharing(ep box.Endpoint) ([]box.DialOption, error) {
 		}
 		return mux.Start(exe, argv, env, lock)
 	}
-	return []box.DialOption{box.WithSharing(box.Sharing{Dir: dir, Key: key, Start: start, Log: e.Getenv("COCOONBOX_CONTROL_LOG")})}, nil
+	return []box.DialOption{box.WithSharing(box.Sharing{Dir: dir, Key: key, Start: start, MinRTT: minRTT, Log: e.Getenv("COCOONBOX_CONTROL_LOG")})}, nil
 }
 
 // cocoonboxExe finds the cocoonbox binary, which runs the master: this

@@ -65,6 +65,14 @@ func startFreezer(t *testing.T, target string) *freezer {
 	return f
 }
 
+// behindFreezer is a box (startBox with options) and a freezer in front
+// of it, which f.shim's commands go through.
+func behindFreezer(t *testing.T, options ...func(*localbox.Server)) (*testBox, *freezer) {
+	t.Helper()
+	b := startBox(t, options...)
+	return b, startFreezer(t, b.Addr)
+}
+
 // pipe copies from src to dst until an error, holding data once frozen.
 func (f *freezer) pipe(dst, src net.Conn, id int) {
 	defer dst.Close()
@@ -121,8 +129,7 @@ func (f *freezer) shim(t *testing.T, b *testBox, line, keepalive string) *exec.C
 // with 255 and one line instead of a hang.
 func TestSSHKeepalive(t *testing.T) {
 	t.Parallel()
-	b := startBox(t)
-	f := startFreezer(t, b.Addr)
+	b, f := behindFreezer(t)
 	msg := f.frozenCall(t, f.shim(t, b, "echo started; exec sleep 600", "10s,1s"))
 	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") {
 		t.Errorf("stderr %q, want one line naming the keepalive", msg)
@@ -162,8 +169,7 @@ func (f *freezer) frozenCall(t *testing.T, cmd *exec.Cmd) string {
 // on its much longer keepalive.
 func TestServerKeepalive(t *testing.T) {
 	t.Parallel()
-	b := startBox(t, func(s *localbox.Server) { s.KeepaliveTime, s.KeepaliveTimeout = time.Second, time.Second })
-	f := startFreezer(t, b.Addr)
+	b, f := behindFreezer(t, func(s *localbox.Server) { s.KeepaliveTime, s.KeepaliveTimeout = time.Second, time.Second })
 	cmd := f.shim(t, b, "echo $$ > sleep.pid; echo started; exec sleep 600", "600s,600s")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -233,20 +239,38 @@ func alive(pid int) bool {
 // keepalive's TIMEOUT, which also bounds data left unacknowledged.
 func TestSSHKeepaliveUpload(t *testing.T) {
 	t.Parallel()
-	b := startBox(t)
-	f := startFreezer(t, b.Addr)
-	cmd := f.shim(t, b, "head -c 1 && echo started && cat > /dev/null", "10s,1s")
+	b, f := behindFreezer(t)
+	uploadFrozen(t, f, f.shim(t, b, "head -c 1 >/dev/null && echo started && cat > /dev/null", "10s,1s"))
+}
+
+// TestSSHKeepaliveUploadTLS is TestSSHKeepaliveUpload over TLS, where the
+// client's records are held and written at once (internal/cork), so that
+// a write blocked on the frozen link may sit outside crypto/tls's Write.
+func TestSSHKeepaliveUploadTLS(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "box.crt"), filepath.Join(dir, "box.key")
+	if _, err := ca.issue(cert, key, []string{"127.0.0.1"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := localbox.LoadTLS(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, f := behindFreezer(t, func(s *localbox.Server) { s.TLS = tc })
+	cmd := f.shim(t, b, "head -c 1 >/dev/null && echo started && cat > /dev/null", "10s,1s")
+	cmd.Env = append(cmd.Env, "COCOONBOX_ENDPOINT=https://"+f.lis.Addr().String(), "COCOONBOX_CA_FILE="+ca.file)
+	uploadFrozen(t, f, cmd)
+}
+
+// uploadFrozen runs cmd, which says started once a byte of its stdin
+// arrived and then reads the rest, feeding it zeros, and wants the end a
+// keepalive (or the kernel's TCP_USER_TIMEOUT) gives once f froze.
+func uploadFrozen(t *testing.T, f *freezer, cmd *exec.Cmd) {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
@@ -257,18 +281,8 @@ func TestSSHKeepaliveUpload(t *testing.T) {
 			}
 		}
 	}()
-	r := bufio.NewReader(stdout)
-	if line, err := r.ReadString('\n'); line != "\x00started\n" {
-		t.Fatalf("first line %q, %v; stderr: %s", line, err, stderr.String())
-	}
-	f.freeze()
-	io.Copy(io.Discard, r)
-	cmd.Wait()
-	stdin.Close()
-	if code := cmd.ProcessState.ExitCode(); code != 255 {
-		t.Errorf("exit status %d, want 255", code)
-	}
-	if msg := stderr.String(); strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "keepalive") && !strings.Contains(msg, "connection timed out") {
+	msg := f.frozenCall(t, cmd)
+	if strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "keepalive") && !strings.Contains(msg, "connection timed out") {
 		t.Errorf("stderr %q, want one line naming the keepalive or the timeout", msg)
 	}
 }
@@ -279,8 +293,7 @@ func TestSSHKeepaliveUpload(t *testing.T) {
 // with the same one line, and the master exits with its connection.
 func TestSSHKeepaliveThroughMaster(t *testing.T) {
 	t.Parallel()
-	b := startBox(t)
-	f := startFreezer(t, b.Addr)
+	b, f := behindFreezer(t)
 	log := f.warmMaster(t, b)
 	msg := f.frozenCall(t, f.logged(t, b, "echo started; exec sleep 600", log))
 	if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") || !strings.Contains(msg, "keepalive") && !strings.Contains(msg, "stopped answering") {
@@ -300,8 +313,7 @@ func TestSSHKeepaliveThroughMaster(t *testing.T) {
 // keepalive to fail it.
 func TestSharedLinkCheckedAfterIdle(t *testing.T) {
 	t.Parallel()
-	b := startBox(t)
-	f := startFreezer(t, b.Addr)
+	b, f := behindFreezer(t)
 	log := f.warmMaster(t, b)
 	run := func(line string) (string, error) {
 		out, err := f.logged(t, b, line, log).CombinedOutput()
@@ -326,7 +338,7 @@ func TestSharedLinkCheckedAfterIdle(t *testing.T) {
 // logged is f.shim with keepalive 10s,1s and the control log at log.
 func (f *freezer) logged(t *testing.T, b *testBox, line, log string) *exec.Cmd {
 	cmd := f.shim(t, b, line, "10s,1s")
-	cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log)
+	cmd.Env = append(cmd.Env, "COCOONBOX_CONTROL_LOG="+log, "COCOONBOX_CONTROL_MIN_RTT=0")
 	return cmd
 }
 

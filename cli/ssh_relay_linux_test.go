@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/loopback"
 )
 
 // silentTarget listens on the box's loopback (the local box shares this
@@ -17,7 +19,7 @@ import (
 func silentTarget(t *testing.T) string {
 	t.Helper()
 	stop := make(chan struct{})
-	_, port := listen(t, func(net.Conn) { <-stop })
+	_, port := loopback.TCP(t, func(net.Conn) { <-stop })
 	t.Cleanup(func() { close(stop) })
 	return strconv.Itoa(int(port))
 }

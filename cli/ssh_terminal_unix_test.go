@@ -119,6 +119,15 @@ func (p *ptyRun) waitFor(s string) {
 	}
 }
 
+// resize gives the terminal a new size: the kernel sends SIGWINCH to
+// its foreground process group, cocoonbox-ssh's.
+func (p *ptyRun) resize(rows, cols uint16) {
+	p.t.Helper()
+	if err := pty.Setsize(p.ptmx, &pty.Winsize{Rows: rows, Cols: cols}); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
 // drain reads all cocoonbox-ssh wrote, after it has exited.
 func (p *ptyRun) drain() {
 	p.t.Helper()
@@ -194,9 +203,7 @@ func TestSSHTerminalResize(t *testing.T) {
 	p := startOnPTY(t, ttyEnv(b), "-t", "main", `stty size; trap 'stty size; exit 0' WINCH; echo READY; while :; do sleep 0.1; done`)
 	p.waitFor("24 80\r\n")
 	p.waitFor("READY")
-	if err := pty.Setsize(p.ptmx, &pty.Winsize{Rows: 40, Cols: 100}); err != nil {
-		t.Fatal(err)
-	}
+	p.resize(40, 100)
 	p.waitFor("40 100\r\n")
 	p.wantExit(0)
 }

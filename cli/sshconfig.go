@@ -36,6 +36,9 @@ type sshConfigOptions struct {
 	// SuffixSet and SSHPathSet: the flags were given. A rewrite without
 	// them keeps the existing block's values.
 	SuffixSet, SSHPathSet bool
+	// created: the block says ssh-config created the file (it did not
+	// exist, or the block it replaces says so).
+	created bool
 }
 
 func newSSHConfig(env Env, s Streams) *cobra.Command {
@@ -49,7 +52,8 @@ host key pinned in a known_hosts file of ours, so that ssh main.cocoonbox,
 scp, sftp, rsync -e ssh, git, VS Code Remote-SSH and JetBrains Gateway
 reach box main with OpenSSH itself. Run again, it rewrites the block in
 place, keeping the block's --suffix and --ssh-path unless given; --remove
-takes it out; --dry-run shows the change as a diff and
+takes it out, and the file too when ssh-config created it and nothing
+else is in it; --dry-run shows the change as a diff and
 writes nothing; --print prints the block instead.`,
 		Example: `  cocoonbox ssh-config --dry-run
   cocoonbox ssh-config
@@ -96,7 +100,7 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 		_, err = io.WriteString(s.Out, block)
 		return err
 	}
-	path, err := sshConfigPath(env, o.File)
+	path, linked, err := sshConfigPath(env, o.File)
 	if err != nil {
 		return err
 	}
@@ -104,6 +108,7 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	o.created = errors.Is(err, fs.ErrNotExist)
 	f, err := sshconfig.Parse(string(old))
 	if me, ok := errors.AsType[*sshconfig.MarkerError](err); ok {
 		return fmt.Errorf("%s: %v; nothing was changed\nfix: edit %s to leave one BEGIN line and one END line after it (or neither), then run: cocoonbox ssh-config", path, me, path)
@@ -116,6 +121,10 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 		return nil
 	}
 	text := f.Without()
+	o.created = o.created || f.Created()
+	// The state before the first run: no file. Not through a link, which
+	// would be left dangling.
+	deleteFile := o.Remove && o.created && text == "" && !linked
 	if !o.Remove {
 		kept := keepWritten(env, f, &o)
 		block, err := sshConfigBlock(env, state, o)
@@ -156,6 +165,11 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 		fmt.Fprintf(s.Err, "cocoonbox: %s is up to date; pinned the host key again in %s\n", path, filepath.Join(state, knownHostsFile))
 	} else if text == string(old) {
 		fmt.Fprintf(s.Err, "cocoonbox: %s is up to date\n", path)
+	} else if deleteFile {
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.Err, "cocoonbox: removed %s: ssh-config created it, and it held nothing but the cocoonbox block\n", path)
 	} else if err := writeSSHConfig(path, text); err != nil {
 		return err
 	} else if o.Remove {
@@ -238,6 +252,7 @@ func sshConfigBlock(env Env, state string, o sshConfigOptions) (string, error) {
 	opts := sshconfig.Options{
 		Suffix: o.Suffix, SSHPath: p, KnownHosts: filepath.Join(state, knownHostsFile),
 		Ciphers: sshserve.ClientCiphers, KexAlgorithms: clientKex(), GOOS: env.platform(),
+		Created: o.created,
 	}
 	if err := opts.Check(); errors.Is(err, sshconfig.ErrEnvVar) {
 		// The path is the state directory's; the fix is another one, seen
@@ -295,26 +310,27 @@ func sameFile(a, b string) bool {
 }
 
 // sshConfigPath is the file to change: file, or ~/.ssh/config; a symbolic
-// link (a dotfiles manager's) is followed, so the link stays.
-func sshConfigPath(env Env, file string) (string, error) {
+// link (a dotfiles manager's) is followed, so the link stays, and linked
+// says so.
+func sshConfigPath(env Env, file string) (path string, linked bool, err error) {
 	if file == "" {
 		home := env.Getenv("HOME")
 		if home == "" {
-			return "", errors.New("HOME is not set; name the file with: cocoonbox ssh-config --file FILE")
+			return "", false, errors.New("HOME is not set; name the file with: cocoonbox ssh-config --file FILE")
 		}
 		file = filepath.Join(home, ".ssh", "config")
 	}
 	fi, err := os.Lstat(file)
 	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-		return file, nil
+		return file, false, nil
 	}
 	target, err := filepath.EvalSymlinks(file)
 	if err != nil {
 		// A dangling link: a dotfiles checkout not made yet, or moved.
 		to, _ := os.Readlink(file)
-		return "", fmt.Errorf("%s is a symbolic link to %s, which does not exist; create it (or remove the link), then run ssh-config again", file, to)
+		return "", false, fmt.Errorf("%s is a symbolic link to %s, which does not exist; create it (or remove the link), then run ssh-config again", file, to)
 	}
-	return target, nil
+	return target, true, nil
 }
 
 // checkWritable refuses a file without its owner's write bit, as an

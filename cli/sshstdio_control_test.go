@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cocoonbox/cocoonbox/internal/loopback"
 )
 
 // TestSSHStdioControlSocket: ControlMaster auto with a ControlPath that
@@ -56,28 +58,16 @@ func TestSSHStdioControlSocket(t *testing.T) {
 	}
 	plain := func(p string) { write(t, p, "not a socket\n") }
 	impostor := func(p string) {
-		l, err := net.Listen("unix", p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				// Read ssh's hello first (a 4-byte length, then the
-				// message), so that ssh always reads the garbage rather
-				// than, now and then, finding the socket closed.
-				var n [4]byte
-				if _, err := io.ReadFull(c, n[:]); err == nil {
-					io.CopyN(io.Discard, c, int64(binary.BigEndian.Uint32(n[:])))
-				}
-				c.Write([]byte("\x00\x00\x00\x05garbage that is no mux hello\n"))
-				c.Close()
+		loopback.Serve(t, "unix", p, func(c net.Conn) {
+			// Read ssh's hello first (a 4-byte length, then the message),
+			// so that ssh always reads the garbage rather than, now and
+			// then, finding the socket closed.
+			var n [4]byte
+			if _, err := io.ReadFull(c, n[:]); err == nil {
+				io.CopyN(io.Discard, c, int64(binary.BigEndian.Uint32(n[:])))
 			}
-		}()
+			c.Write([]byte("\x00\x00\x00\x05garbage that is no mux hello\n"))
+		})
 	}
 	for _, tc := range []struct {
 		name  string

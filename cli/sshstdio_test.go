@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/ssh"
 
@@ -171,9 +170,7 @@ func TestSSHStdioTerminal(t *testing.T) {
 	p.waitFor("TERMINFO-OK\r\n")
 	p.waitFor("TTY-OK\r\n")
 	p.waitFor("READY")
-	if err := pty.Setsize(p.ptmx, &pty.Winsize{Rows: 40, Cols: 100}); err != nil {
-		t.Fatal(err)
-	}
+	p.resize(40, 100)
 	p.waitFor("40 100\r\n")
 	p.waitFor("READY2")
 	// Ctrl-C, NUL, Ctrl-D: bytes for the box, not signals or EOF here.

@@ -42,6 +42,13 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	return "the hand-over " + strings.Join(e.Problems(), "; ")
+}
+
+// Problems lists each of e's problems as a phrase whose subject is the
+// hand-over ("lacks ## Next steps"): Problem, then the missing headings,
+// then the repeated ones.
+func (e *Error) Problems() []string {
 	var parts []string
 	if e.Problem != "" {
 		parts = append(parts, e.Problem)
@@ -52,7 +59,7 @@ func (e *Error) Error() string {
 	if len(e.Repeated) > 0 {
 		parts = append(parts, "has "+strings.Join(e.Repeated, ", ")+" more than once")
 	}
-	return "the hand-over " + strings.Join(parts, "; ")
+	return parts
 }
 
 // Validate checks b: at most Max bytes of UTF-8, a first line of Title and

@@ -22,13 +22,15 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
 // chunkSize is the largest output message the server sends, in bytes.
-const chunkSize = 128 << 10
+const chunkSize = 512 << 10
 
 // pipeSize is the capacity asked for each pipe to and from a command.
 const pipeSize = 1 << 20
@@ -180,11 +182,18 @@ func exitOf(ps *os.ProcessState, werr error) *controlv1.Exit {
 	return &controlv1.Exit{Code: int32(ps.ExitCode())}
 }
 
+// stdinField is the number of ExecRequest's stdin, received as a
+// bufpool.Chunk.
+var stdinField = (&controlv1.ExecRequest{}).ProtoReflect().Descriptor().Fields().ByName("stdin").Number()
+
 // receive applies the client's messages until the stream ends; a broken
 // stream cancels the call.
 func (x *sessionService) receive(ctx context.Context, st execStream, p *process, cancel context.CancelFunc) {
+	r := &controlv1.ExecRequest{}
+	chunk := &bufpool.Chunk{Fields: []protowire.Number{stdinField}, Msg: r}
+	defer chunk.Free()
 	for {
-		r, err := st.Recv()
+		err := st.RecvMsg(chunk)
 		if err == io.EOF {
 			p.closeStdin()
 			return
@@ -192,6 +201,11 @@ func (x *sessionService) receive(ctx context.Context, st execStream, p *process,
 		if err != nil {
 			cancel()
 			return
+		}
+		if chunk.Field == stdinField {
+			p.write(chunk.Data)
+			chunk.Free()
+			continue
 		}
 		switch m := r.GetMsg().(type) {
 		case *controlv1.ExecRequest_Stdin:

@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/cork"
 )
 
 // http2Preface is what every HTTP/2 connection with prior knowledge, and
@@ -62,7 +64,8 @@ func (m *mux) serve() {
 
 func (m *mux) sniff(c net.Conn) {
 	if m.tls != nil {
-		tc := tls.Server(c, m.tls)
+		raw := cork.Raw(c)
+		tc := tls.Server(raw, m.tls)
 		c.SetDeadline(time.Now().Add(sniffTimeout))
 		if err := tc.Handshake(); err != nil {
 			c.Close()
@@ -71,13 +74,14 @@ func (m *mux) sniff(c net.Conn) {
 		c.SetDeadline(time.Time{})
 		switch tc.ConnectionState().NegotiatedProtocol {
 		case "h2":
-			m.deliver(m.grpc, tc)
+			m.deliver(m.grpc, cork.Wrap(tc, raw))
 			return
 		case "http/1.1":
+			// net/http sets Request.TLS only for a *tls.Conn.
 			m.deliver(m.http, tc)
 			return
 		}
-		c = tc
+		c = cork.Wrap(tc, raw)
 	}
 	c.SetReadDeadline(time.Now().Add(sniffTimeout))
 	buf := make([]byte, len(http2Preface))

@@ -117,12 +117,15 @@ func (s *Server) sweep(grace time.Duration) int {
 	for _, pid := range live {
 		os.Remove(filepath.Join(s.procsDir(), strconv.Itoa(pid)))
 	}
-	// SIGKILL takes a moment: wait (briefly) until the leaders are gone, so
-	// that what they held (the inbox's socket) is free.
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if !slices.ContainsFunc(live, func(pid int) bool { return !exited(pid) }) {
-			break
-		}
+	// SIGKILL takes a moment: wait (briefly) until the leaders are gone, all
+	// their threads with them, so that what they held (the inbox's socket)
+	// is free.
+	left := slices.Clone(live)
+	for deadline := time.Now().Add(2 * time.Second); len(left) > 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		left = slices.DeleteFunc(left, exited)
+	}
+	for _, pid := range left {
+		s.logf("pid %d still exits after SIGKILL; what it holds may not be free yet", pid)
 	}
 	return len(live)
 }

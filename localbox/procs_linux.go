@@ -27,8 +27,11 @@ func startToken(pid int) string {
 	return f[19]
 }
 
-// exited reports whether pid is gone or a zombie (an orphan's reaper may
-// be slow, or absent in a container).
+// exited reports whether pid is gone, or a zombie whose threads have all
+// exited (an orphan's reaper may be slow, or absent in a container). The
+// leader thread of a process killed with SIGKILL can show Z while its other
+// threads still exit and hold the process's descriptors (a listening
+// socket answers): only with one thread left are they closed.
 func exited(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -36,7 +39,12 @@ func exited(pid int) bool {
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && strings.HasPrefix(s[i+1:], " Z")
+	if i < 0 {
+		return false
+	}
+	// Fields from 3 on: state is field 3, num_threads field 20.
+	f := strings.Fields(s[i+1:])
+	return len(f) >= 18 && f[0] == "Z" && f[17] == "1"
 }
 
 // markedProcs lists the processes (not this one) whose initial

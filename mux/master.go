@@ -31,6 +31,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
@@ -115,6 +117,7 @@ func (m *Master) Serve() error {
 	m.logf("master %d serving %s for %s", os.Getpid(), m.Socket, m.Endpoint.URL)
 
 	p := &proxy{up: up, link: c.LinkError, idle: make(chan struct{}, 1), dead: make(chan struct{}), start: time.Now()}
+	go p.measure()
 	stream, conn, buffer := box.Windows()
 	srv := grpc.NewServer(
 		grpc.UnknownServiceHandler(p.handle),
@@ -256,6 +259,8 @@ type proxy struct {
 	// start (monotonic).
 	start time.Time
 	heard atomic.Int64
+	// rtt is the connection's round trip (measure), 0 until known.
+	rtt atomic.Int64
 
 	mu    sync.Mutex
 	calls int
@@ -263,9 +268,32 @@ type proxy struct {
 
 func (p *proxy) hear() { p.heard.Store(int64(time.Since(p.start))) }
 
+// rttSamples is how many health checks measure the connection's round trip.
+const rttSamples = 3
+
+// measure sets rtt to the shortest of a few health checks' round trips.
+func (p *proxy) measure() {
+	best := time.Duration(math.MaxInt64)
+	for range rttSamples {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		t := time.Now()
+		err := p.up.Invoke(ctx, healthMethod, &frame{}, new(frame), grpc.ForceCodecV2(rawCodec{}))
+		d := time.Since(t)
+		cancel()
+		switch status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+			return
+		}
+		best = min(best, d)
+	}
+	p.rtt.Store(int64(best))
+	p.log("round trip %v", best)
+}
+
 // check answers box.CheckMethod: at once while the connection is known to
 // work (another call is open, so its keepalive runs, or it carried an
 // answer lately), else after the endpoint answers a health check.
+// Its reply is the connection's round trip (measure), zero until known.
 func (p *proxy) check(ss grpc.ServerStream) error {
 	if err := ss.RecvMsg(new(frame)); err != nil {
 		return err
@@ -282,7 +310,11 @@ func (p *proxy) check(ss grpc.ServerStream) error {
 		}
 		p.hear()
 	}
-	return ss.SendMsg(&frame{})
+	b, err := proto.Marshal(durationpb.New(time.Duration(p.rtt.Load())))
+	if err != nil {
+		return err
+	}
+	return ss.SendMsg(&frame{b: mem.BufferSlice{mem.SliceBuffer(b)}})
 }
 
 func (p *proxy) open() int {

@@ -39,7 +39,7 @@ func HandoverTemplate() []byte {
 	return b.Bytes()
 }
 
-// templateLeft lists what of a valid hand-over is still the template's:
+// templateLeft lists what of a hand-over is still the template's:
 // the task line, and each heading whose section is only its hint.
 func templateLeft(b []byte) []string {
 	lines := strings.Split(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n")

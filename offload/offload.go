@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
@@ -135,7 +136,9 @@ func (o *Offloader) now() time.Time {
 }
 
 // ReadHandover reads and checks the repo's hand-over: present, not the
-// untouched template, valid (contract "Hand-over"). It is the first check.
+// untouched template, valid, no section left as the template's text
+// (contract "Hand-over"). It is the first check. A refusal lists every
+// problem found, one finding each, and returns what was read with it.
 func ReadHandover(st Store, key string) ([]byte, error) {
 	p := st.HandoverPath(key)
 	b, err := readLimited(p, handover.Max+1)
@@ -147,16 +150,52 @@ func ReadHandover(st Store, key string) ([]byte, error) {
 		return nil, refused(err)
 	}
 	if bytes.Equal(b, HandoverTemplate()) {
-		return nil, refused(fmt.Errorf("the hand-over at %s is still the template", p), "fill in each section, then run offload again")
+		return b, refused(fmt.Errorf("the hand-over at %s is still the template", p), "fill in each section, then run offload again")
 	}
+	var problems, fix []string
 	if err := handover.Validate(b); err != nil {
-		return nil, refused(err, "fix "+p+", then run offload again")
+		var he *handover.Error
+		if !errors.As(err, &he) {
+			return b, refused(err, "fix "+p+", then run offload again")
+		}
+		problems = he.Problems()
 	}
-	if left := templateLeft(b); len(left) > 0 {
-		return nil, refused(fmt.Errorf("the hand-over at %s still holds the template's text in %s", p, strings.Join(left, ", ")),
-			"replace it with what the box agent needs to know (an empty section says none), then run offload again")
+	if utf8.Valid(b) && len(b) <= handover.Max {
+		if left := templateLeft(b); len(left) > 0 {
+			problems = append(problems, "still holds the template's text in "+strings.Join(left, ", "))
+			fix = append(fix, "replace the template's text with what the box agent needs to know (an empty section says none)")
+		}
 	}
-	return b, nil
+	if len(problems) == 0 {
+		return b, nil
+	}
+	if len(problems) > len(fix) {
+		fix = append(fix, "fix "+p)
+	}
+	next := strings.Join(fix, "; ") + "; then run offload again"
+	e := refused(fmt.Errorf("the hand-over at %s is not ready", p), next)
+	for _, pr := range problems {
+		e.Findings = append(e.Findings, Finding{Check: "handover", Outcome: Block, Detail: pr})
+	}
+	return b, e
+}
+
+// withSecretsNeeded adds to a hand-over's refusal the preflight's warning
+// on its "Secrets needed:" line, when it applies, so that one run names
+// every problem of the hand-over.
+func (o *Offloader) withSecretsNeeded(err error, h []byte) error {
+	var e *Error
+	if !errors.As(err, &e) || len(e.Findings) == 0 {
+		return err
+	}
+	settings, serr := o.Store.LoadSettings()
+	if serr != nil {
+		return err
+	}
+	if f, ok := secretsNeededFinding(h, settings[o.Repo.Key].Secrets); ok {
+		e.Findings = append(e.Findings, f)
+	}
+	return err
 }
 
 func readLimited(p string, max int64) ([]byte, error) {
@@ -185,7 +224,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	r := o.Repo
 	handover, err := ReadHandover(o.Store, r.Key)
 	if err != nil {
-		return nil, err
+		return nil, o.withSecretsNeeded(err, handover)
 	}
 	unlock, err := o.Store.Lock(r.Key)
 	if err != nil {

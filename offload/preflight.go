@@ -495,8 +495,8 @@ func (p *Preflight) secrets(ctx context.Context, r *Repo) []Finding {
 			}
 		}
 	}
-	if names := secretsNeeded(p.Handover); names != "" && len(p.Secrets) == 0 {
-		fs = append(fs, Finding{Check: "secrets", Outcome: Warn, Detail: "the hand-over says secrets are needed (" + names + ") and none is opted in; see: cocoonbox offload secrets add"})
+	if f, ok := secretsNeededFinding(p.Handover, p.Secrets); ok {
+		fs = append(fs, f)
 	}
 	if len(p.Environ) > 0 {
 		set := map[string]bool{}
@@ -523,6 +523,16 @@ func (p *Preflight) secrets(ctx context.Context, r *Repo) []Finding {
 		}
 	}
 	return fs
+}
+
+// secretsNeededFinding is the warning when hand-over h says secrets are
+// needed and none of secrets (the repo's opted-in entries) is there.
+func secretsNeededFinding(h []byte, secrets []string) (Finding, bool) {
+	names := secretsNeeded(h)
+	if names == "" || len(secrets) > 0 {
+		return Finding{}, false
+	}
+	return Finding{Check: "secrets", Outcome: Warn, Detail: "the hand-over says secrets are needed (" + names + ") and none is opted in; see: cocoonbox offload secrets add"}, true
 }
 
 // secretsNeeded returns the names of the hand-over's first line that

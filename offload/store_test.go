@@ -123,7 +123,7 @@ func TestReadHandover(t *testing.T) {
 		t.Errorf("the template: %v", err)
 	}
 	os.WriteFile(st.HandoverPath("k"), []byte("# Hand-over: x\n"), 0o600)
-	if _, err := ReadHandover(st, "k"); code(err) != ExitRefused || !strings.Contains(err.Error(), "lacks ## Goal") {
+	if _, err := ReadHandover(st, "k"); code(err) != ExitRefused || len(problems(err)) != 1 || !strings.HasPrefix(problems(err)[0], "lacks ## Goal") {
 		t.Errorf("headings missing: %v", err)
 	}
 	good := validHandover("make", "none")

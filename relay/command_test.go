@@ -10,36 +10,22 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cocoonbox/cocoonbox/internal/loopback"
 )
 
 // target listens on loopback; each connection gets greeting at once, then
 // "got:" and everything read up to the client's EOF, then a close.
 func target(t *testing.T, greeting string) (host string, port uint32) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.WriteString(c, greeting)
-				if greeting != "" {
-					return
-				}
-				b, _ := io.ReadAll(c)
-				c.Write(append([]byte("got:"), b...))
-			}()
+	return loopback.TCP(t, func(c net.Conn) {
+		io.WriteString(c, greeting)
+		if greeting != "" {
+			return
 		}
-	}()
-	a := l.Addr().(*net.TCPAddr)
-	return a.IP.String(), uint32(a.Port)
+		b, _ := io.ReadAll(c)
+		c.Write(append([]byte("got:"), b...))
+	})
 }
 
 // closedPort is a loopback port nothing listens on.

@@ -201,9 +201,10 @@ func (h *Helper) connect(ctx context.Context, service string, in *bufio.Reader, 
 		}
 		h.Logf("box %s: %s (protocol v%s)", repo.Box, cmd.Line, v)
 	}
-	acc := &accept{out: out}
+	acc := &accept{out: out, started: make(chan struct{})}
 	var missing bool
-	cmd.Stdin = &acceptReader{acc, in}
+	cmd.Started = acc.start
+	cmd.Stdin = &acceptReader{ctx, acc, in}
 	// upload-archive reports a missing repository through the protocol.
 	cmd.Stdout = &watch{w: &acceptWriter{acc, out}, limit: 4 << 10, seen: &missing}
 	cmd.Stderr = &watch{w: h.Stderr, seen: &missing}
@@ -230,13 +231,16 @@ func (h *Helper) connect(ctx context.Context, service string, in *bufio.Reader, 
 }
 
 // accept writes the blank line that accepts a connect exactly once, when
-// the command is known to have started: box.Client.Exec reads no stdin
-// before the box has said started, and the service's first bytes cannot
-// come earlier either.
+// the command is known to have started (box.Command.Started), or when the
+// service's first bytes come, which cannot be earlier. git sends nothing
+// before it, so stdin is read only after it: box.Client.Exec reads the
+// first chunk while the start is on its way, and a box that refused the
+// start must not have been accepted.
 type accept struct {
-	once sync.Once
-	out  io.Writer
-	err  error
+	once    sync.Once
+	out     io.Writer
+	err     error
+	started chan struct{}
 }
 
 func (a *accept) do() error {
@@ -248,12 +252,24 @@ func (a *accept) do() error {
 	return a.err
 }
 
+// start accepts the connect and lets stdin be read.
+func (a *accept) start() {
+	a.do()
+	close(a.started)
+}
+
 type acceptReader struct {
-	a *accept
-	r io.Reader
+	ctx context.Context
+	a   *accept
+	r   io.Reader
 }
 
 func (r *acceptReader) Read(p []byte) (int, error) {
+	select {
+	case <-r.a.started:
+	case <-r.ctx.Done():
+		return 0, r.ctx.Err()
+	}
 	if err := r.a.do(); err != nil {
 		return 0, err
 	}

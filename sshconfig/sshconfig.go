@@ -21,6 +21,10 @@ const (
 	EndMarker   = "# ------------ END cocoonbox ssh-config ------------"
 )
 
+// CreatedMarker is the block's line when ssh-config created the file:
+// removing the block then removes the file too, if nothing else is in it.
+const CreatedMarker = "# ssh-config created this file: --remove deletes it while it holds nothing else."
+
 // DefaultSuffix is the host suffix of the block's pattern: `Host
 // *.cocoonbox`, so `ssh main.cocoonbox` reaches box main.
 const DefaultSuffix = ".cocoonbox"
@@ -49,6 +53,9 @@ type Options struct {
 	// quotes the ProxyCommand for Win32-OpenSSH, anything else for a
 	// POSIX shell.
 	GOOS string
+	// Created adds CreatedMarker: the file did not exist before the
+	// block, or its block already says so.
+	Created bool
 }
 
 var suffixRE = regexp.MustCompile(`^\.[A-Za-z0-9][A-Za-z0-9.-]*$`)
@@ -134,6 +141,9 @@ func Block(o Options) string {
 		// Ends the block's Host: the user's lines after it are global again.
 		"Host *",
 		EndMarker,
+	}
+	if o.Created {
+		lines = slices.Insert(lines, 3, CreatedMarker)
 	}
 	if o.KexAlgorithms != "" {
 		lines = slices.Insert(lines, slices.Index(lines, "  User user")+1, "  KexAlgorithms "+o.KexAlgorithms)
@@ -254,6 +264,17 @@ func Parse(text string) (*File, error) {
 
 // Has reports whether the file has the block.
 func (f *File) Has() bool { return f.has }
+
+// Created reports whether the file's block has CreatedMarker: ssh-config
+// created the file.
+func (f *File) Created() bool {
+	for l := range strings.Lines(f.block) {
+		if strings.TrimSpace(l) == CreatedMarker {
+			return true
+		}
+	}
+	return false
+}
 
 // With is the file's text with block at its top: OpenSSH takes the first
 // value it reads for most options, so the block must come before any

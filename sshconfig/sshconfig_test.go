@@ -329,3 +329,31 @@ func TestWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestCreated: the block of a file ssh-config created says so, and only
+// that block; the rest of its lines and what Written reads are the same.
+func TestCreated(t *testing.T) {
+	o := testOpts
+	o.Created = true
+	created, plain := Block(o), Block(testOpts)
+	for _, c := range []struct {
+		text string
+		want bool
+	}{{created, true}, {plain, false}, {"Host x\n" + CreatedMarker + "\n", false}, {created + "Host x\n", true}} {
+		f, err := Parse(c.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Created() != c.want {
+			t.Errorf("Created() of %q is %v, want %v", c.text, f.Created(), c.want)
+		}
+	}
+	if strings.Replace(created, CreatedMarker+"\n", "", 1) != plain {
+		t.Errorf("the created block differs from the plain one beyond its marker:\n%s", created)
+	}
+	fc, _ := Parse(created)
+	s, p, ok := fc.Written("linux")
+	if !ok || s != DefaultSuffix || p != testOpts.SSHPath {
+		t.Errorf("Written of the created block: %q %q %v", s, p, ok)
+	}
+}

@@ -2,9 +2,11 @@ package bufpool
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -40,8 +42,11 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, Shared)}, nil
 }
 
-// Unmarshal decodes data into v, a proto.Message.
+// Unmarshal decodes data into v, a proto.Message or a *Chunk.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if c, ok := v.(*Chunk); ok {
+		return c.unmarshal(data)
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return fmt.Errorf("proto: cannot unmarshal into %T, not a proto.Message", v)
@@ -56,3 +61,51 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 
 // Name is "proto", the content-subtype gRPC's own proto codec uses.
 func (Codec) Name() string { return "proto" }
+
+// Chunk receives a message whose one field may be bulk bytes (an Exec's
+// stdin, stdout or stderr) without the copy and the allocation
+// proto.Unmarshal makes of a bytes field: pass it to RecvMsg of a stream
+// that uses Codec. When the message on the wire is one length-delimited
+// field whose number is in Fields, Field and Data are set, Data points into
+// a pooled buffer, and Msg is left as it was; otherwise Field is 0 and the
+// message is decoded into Msg. Free the chunk once Data is used.
+type Chunk struct {
+	// Fields are the numbers of the bytes fields to receive as Data.
+	Fields []protowire.Number
+	// Msg receives any other message.
+	Msg proto.Message
+
+	// Field is the number of the field in Data, or 0.
+	Field protowire.Number
+	// Data is the field's bytes, valid until Free.
+	Data []byte
+	buf  mem.Buffer
+}
+
+func (c *Chunk) unmarshal(data mem.BufferSlice) error {
+	c.Free()
+	var buf mem.Buffer
+	if len(data) == 1 {
+		buf = data[0]
+		buf.Ref()
+	} else {
+		buf = data.MaterializeToBuffer(Shared)
+	}
+	b := buf.ReadOnlyData()
+	if num, typ, n := protowire.ConsumeTag(b); n > 0 && typ == protowire.BytesType && slices.Contains(c.Fields, num) {
+		if v, m := protowire.ConsumeBytes(b[n:]); m > 0 && n+m == len(b) {
+			c.Field, c.Data, c.buf = num, v, buf
+			return nil
+		}
+	}
+	defer buf.Free()
+	return proto.Unmarshal(b, c.Msg)
+}
+
+// Free gives Data's buffer back to the pool and clears Field and Data.
+func (c *Chunk) Free() {
+	if c.buf != nil {
+		c.buf.Free()
+	}
+	c.Field, c.Data, c.buf = 0, nil, nil
+}

@@ -3,6 +3,7 @@ package modeltest
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -38,15 +39,19 @@ func blocks(raw json.RawMessage) []block {
 // userText is the prompt a user message carries, or "" when it carries
 // none (only tool results, or only the CLI's own reminders).
 func userText(bs []block) string {
+	if slices.ContainsFunc(bs, func(b block) bool { return b.Type == "tool_result" }) {
+		return ""
+	}
+	return texts(bs, "<system-reminder>", "text")
+}
+
+// texts joins, a line each, the text of bs's blocks of the given types,
+// but for those that are blank or start with skip once trimmed.
+func texts(bs []block, skip string, types ...string) string {
 	var parts []string
 	for _, b := range bs {
-		switch b.Type {
-		case "tool_result":
-			return ""
-		case "text":
-			if t := strings.TrimSpace(b.Text); t != "" && !strings.HasPrefix(t, "<system-reminder>") {
-				parts = append(parts, b.Text)
-			}
+		if t := strings.TrimSpace(b.Text); slices.Contains(types, b.Type) && t != "" && !strings.HasPrefix(t, skip) {
+			parts = append(parts, b.Text)
 		}
 	}
 	return strings.Join(parts, "\n")
@@ -118,26 +123,26 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	e := newSSE(w)
-	e.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+	e.event("message_start", map[string]any{"message": map[string]any{
 		"id": id, "type": "message", "role": "assistant", "model": model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": usage}})
 	for i, c := range content {
 		switch c["type"] {
 		case "text":
-			e.event("content_block_start", map[string]any{"type": "content_block_start", "index": i,
+			e.event("content_block_start", map[string]any{"index": i,
 				"content_block": map[string]any{"type": "text", "text": ""}})
-			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": i,
+			e.event("content_block_delta", map[string]any{"index": i,
 				"delta": map[string]any{"type": "text_delta", "text": c["text"]}})
 		case "tool_use":
-			e.event("content_block_start", map[string]any{"type": "content_block_start", "index": i,
+			e.event("content_block_start", map[string]any{"index": i,
 				"content_block": map[string]any{"type": "tool_use", "id": c["id"], "name": c["name"], "input": map[string]any{}}})
 			in, _ := json.Marshal(c["input"])
-			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": i,
+			e.event("content_block_delta", map[string]any{"index": i,
 				"delta": map[string]any{"type": "input_json_delta", "partial_json": string(in)}})
 		}
-		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
+		e.event("content_block_stop", map[string]any{"index": i})
 	}
-	e.event("message_delta", map[string]any{"type": "message_delta",
+	e.event("message_delta", map[string]any{
 		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 5}})
-	e.event("message_stop", map[string]any{"type": "message_stop"})
+	e.event("message_stop", map[string]any{})
 }

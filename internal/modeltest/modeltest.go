@@ -244,7 +244,10 @@ func newSSE(w http.ResponseWriter) *sse {
 	return &sse{w: w, f: f}
 }
 
-func (e *sse) event(name string, data any) {
+// event writes event name with data, whose "type" is name too, as in
+// both vendors' streams.
+func (e *sse) event(name string, data map[string]any) {
+	data["type"] = name
 	b, _ := json.Marshal(data)
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "event: %s\ndata: %s\n\n", name, b)

@@ -3,7 +3,6 @@ package modeltest
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 )
 
 // responsesRequest is the part of a Responses API request read here.
@@ -24,16 +23,7 @@ type responsesRequest struct {
 // CLI's own context messages (<environment_context>, <user_instructions>
 // and the like).
 func inputText(raw json.RawMessage) string {
-	var parts []string
-	for _, b := range blocks(raw) {
-		if b.Type != "input_text" && b.Type != "text" {
-			continue
-		}
-		if t := strings.TrimSpace(b.Text); t != "" && !strings.HasPrefix(t, "<") {
-			parts = append(parts, b.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
+	return texts(blocks(raw), "<", "input_text", "text")
 }
 
 func responsesTurn(req *responsesRequest) turn {
@@ -109,12 +99,12 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, body []byte) 
 				"output_tokens": 5, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": 15}}
 	}
 	e := newSSE(w)
-	e.event("response.created", map[string]any{"type": "response.created", "response": resp("in_progress", []any{})})
-	e.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": 0, "item": item})
+	e.event("response.created", map[string]any{"response": resp("in_progress", []any{})})
+	e.event("response.output_item.added", map[string]any{"output_index": 0, "item": item})
 	if item["type"] == "message" {
-		e.event("response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": item["id"],
+		e.event("response.output_text.delta", map[string]any{"item_id": item["id"],
 			"output_index": 0, "content_index": 0, "delta": "Done."})
 	}
-	e.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
-	e.event("response.completed", map[string]any{"type": "response.completed", "response": resp("completed", []any{item})})
+	e.event("response.output_item.done", map[string]any{"output_index": 0, "item": item})
+	e.event("response.completed", map[string]any{"response": resp("completed", []any{item})})
 }

@@ -1,0 +1,74 @@
+package box_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/bufpool"
+	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
+)
+
+// firstStdinServer answers an Exec's start with started only once the
+// first stdin has come, then echoes it and exits 0: a client that waited
+// for started before sending stdin would hang.
+type firstStdinServer struct {
+	controlv1.UnimplementedSessionServer
+}
+
+func (firstStdinServer) Exec(st grpc.BidiStreamingServer[controlv1.ExecRequest, controlv1.ExecResponse]) error {
+	if r, err := st.Recv(); err != nil || r.GetStart() == nil {
+		return err
+	}
+	r, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	if err := st.Send(&controlv1.ExecResponse{Msg: &controlv1.ExecResponse_Started{Started: &controlv1.Started{}}}); err != nil {
+		return err
+	}
+	st.Send(&controlv1.ExecResponse{Msg: &controlv1.ExecResponse_Stdout{Stdout: r.GetStdin()}})
+	return st.Send(&controlv1.ExecResponse{Msg: &controlv1.ExecResponse_Exit{Exit: &controlv1.Exit{}}})
+}
+
+// TestExecSendsFirstStdinWithStart: without a terminal the first chunk of
+// stdin follows the start at once, not after started, saving a client
+// that speaks first (rsync) a round trip (docs/protocol.md).
+func TestExecSendsFirstStdinWithStart(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(bufpool.Codec{}))
+	controlv1.RegisterSessionServer(srv, firstStdinServer{})
+	go srv.Serve(lis)
+	defer srv.Stop()
+	ep, err := box.ParseEndpoint("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := box.Dial(ep, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// stdin stays open: only its first chunk can have been read.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write([]byte("version 32\n"))
+	var out strings.Builder
+	st, err := c.Exec(ctx, &box.Command{Box: "main", Stdin: pr, Stdout: &out})
+	if err != nil || st.Code != 0 || out.String() != "version 32\n" {
+		t.Fatalf("Exec = %+v, %v, stdout %q; want exit 0 and the first stdin echoed", st, err, out.String())
+	}
+}
