@@ -211,17 +211,7 @@ func inHook(cli int) bool {
 	if cli <= 0 {
 		return false
 	}
-	kids := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, ok := readProcStat(p); ok {
-			kids[st.ppid] = append(kids[st.ppid], p)
-		}
-	}
+	kids := procChildren()
 	for todo := append([]int(nil), kids[cli]...); len(todo) > 0; todo = todo[1:] {
 		p := todo[0]
 		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "cmdline"))
@@ -277,19 +267,22 @@ func readProcStat(pid int) (procStat, bool) {
 }
 
 // children lists the processes whose parent is pid, from /proc.
-func children(pid int) []int {
+func children(pid int) []int { return procChildren()[pid] }
+
+// procChildren maps each pid of /proc to its children's.
+func procChildren() map[int][]int {
+	kids := map[int][]int{}
 	ents, _ := os.ReadDir("/proc")
-	var out []int
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if st, ok := readProcStat(p); ok && st.ppid == pid {
-			out = append(out, p)
+		if st, ok := readProcStat(p); ok {
+			kids[st.ppid] = append(kids[st.ppid], p)
 		}
 	}
-	return out
+	return kids
 }
 
 // endCLI ends the session's CLI: the kind's exit command, then SIGTERM
