@@ -91,6 +91,11 @@ func (e *env) runOffload(top string) error {
 		for _, row := range rows {
 			var d time.Duration
 			var err error
+			if strings.HasPrefix(row, "back") {
+				if err := e.waitIdle(repo); err != nil {
+					return fmt.Errorf("round %d, %s: %w", i+1, row, err)
+				}
+			}
 			if counting {
 				var c string
 				c, err = e.countProcs(repo, row)
@@ -140,6 +145,27 @@ func loadAvg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// waitIdle waits, 30 s at most, until the box CLI session of repo is
+// idle: back is timed from the box CLI's work done, as a user brings
+// finished work home. A back that began while the stand-in still made
+// its first commit had BACK queued and timed the rest of that turn too.
+func (e *env) waitIdle(repo string) error {
+	idle := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(filepath.Base(repo)) + `\s+\S+\s+idle\s`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c := e.ours("cocoonbox", "offload", "status")
+		c.Dir = repo
+		out, err := c.Output()
+		if err == nil && idle.Match(out) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the box CLI session is not idle after 30 s: %s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // offloadCmd is the command of one step in repo.

@@ -383,7 +383,13 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 		before := r.Status
 		switch {
 		case pane == paneCLI && (req.Interrupt || (atPrompt(r.Status) && len(r.Queue) == 0)):
-			if err := ib.cfg.tmuxPaste(session, body, req.Interrupt); err != nil {
+			// At its prompt, the CLI gets the Enter as soon as it shows the
+			// paste; in a hook of its own it is still in its turn, where
+			// claude 2.1.197 took a quick Enter into the message after it as
+			// well, so the Enter waits pasteSettle there. After an Esc the
+			// pane changes for the interrupt itself.
+			watch := !req.Interrupt && !inHook(r.CLIPid)
+			if err := ib.cfg.tmuxPaste(session, body, req.Interrupt, watch); err != nil {
 				return nil, failedf("deliver to %s: %v", session, err)
 			}
 			ib.confirmPaste(r, nowMS())
@@ -677,9 +683,12 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 		if atPrompt(r.Status) && len(r.Queue) > 0 {
 			q := r.Queue[0]
 			session := SessionName(r.Repo, r.CLI)
+			// The CLI is in the hook this answers, so still in its turn:
+			// the Enter waits pasteSettle (claude 2.1.197 took a quick one
+			// into the next message as well).
 			if pane != paneCLI {
 				ib.cfg.logf("queued message %d for %s stays queued: its CLI does not hold the terminal", q.Seq, session)
-			} else if err := ib.cfg.tmuxPaste(session, q.Body, false); err != nil {
+			} else if err := ib.cfg.tmuxPaste(session, q.Body, false, false); err != nil {
 				ib.cfg.logf("deliver queued message %d to %s: %v", q.Seq, session, err)
 			} else {
 				ib.confirmPaste(r, nowMS())

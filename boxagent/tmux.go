@@ -71,29 +71,64 @@ func (c *Config) tmuxStart(session, dir string, env []string, line string) error
 
 // tmuxPaste pastes body into the session as one bracketed paste and
 // presses Enter; escFirst sends Esc before it.
-func (c *Config) tmuxPaste(session, body string, escFirst bool) error {
+//
+// Claude Code takes an Enter that reaches it in the same read as the end
+// of a paste as part of the paste, and the text then sits at its prompt
+// unsent (seen with 2.1.197): the Enter goes on its own. By default it
+// goes pasteSettle after the paste. With watch it goes once the pane
+// shows the paste taken: both real CLIs show a paste at their prompt
+// within about 10 ms (claude 2.1.197, codex 0.171.0); a pane that has not
+// changed after pasteSettle (a CLI that is busy, or that shows nothing)
+// gets the Enter then.
+func (c *Config) tmuxPaste(session, body string, escFirst, watch bool) error {
 	if escFirst {
 		if _, err := c.tmux(nil, "send-keys", "-t", target(session), "Escape"); err != nil {
 			return err
 		}
 	}
 	buf := "cb-" + session
-	if _, err := c.tmux([]byte(body), "load-buffer", "-b", buf, "-"); err != nil {
+	// One tmux loads the buffer and captures the pane as it is before the
+	// paste.
+	before, err := c.tmux([]byte(body), "load-buffer", "-b", buf, "-", ";", "capture-pane", "-p", "-t", target(session))
+	if err != nil {
 		return err
 	}
 	if _, err := c.tmux(nil, "paste-buffer", "-p", "-d", "-b", buf, "-t", target(session)); err != nil {
 		return err
 	}
-	// Claude Code takes an Enter that reaches it in the same read as the
-	// end of a paste as part of the paste, and the text then sits at its
-	// prompt unsent (seen with 2.1.197): the Enter goes on its own.
-	time.Sleep(pasteSettle)
-	_, err := c.tmux(nil, "send-keys", "-t", target(session), "Enter")
+	if watch {
+		c.waitPaneChange(session, before, time.Now().Add(pasteSettle))
+	} else {
+		time.Sleep(pasteSettle)
+	}
+	_, err = c.tmux(nil, "send-keys", "-t", target(session), "Enter")
 	return err
 }
 
-// pasteSettle is the pause between a paste and its Enter.
+// pasteSettle is the pause between a paste and its Enter, and the
+// longest wait for the pane to show the paste.
 const pasteSettle = 300 * time.Millisecond
+
+// pastePoll is how often the pane is looked at after a paste.
+const pastePoll = 5 * time.Millisecond
+
+// waitPaneChange waits until the session's pane differs from before, or
+// until deadline, and reports whether it did.
+func (c *Config) waitPaneChange(session, before string, deadline time.Time) bool {
+	for {
+		time.Sleep(pastePoll)
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		pane, err := c.tmux(nil, "capture-pane", "-p", "-t", target(session))
+		if err != nil {
+			return false
+		}
+		if pane != before {
+			return true
+		}
+	}
+}
 
 // tmuxType types text and Enter, as a user would at the prompt.
 func (c *Config) tmuxType(session, text string) error {
@@ -131,18 +166,15 @@ func (c *Config) tmuxWindowActivity(session string) int64 {
 	return s * 1000
 }
 
-// tmuxCLIPids are the processes running in the session's pane under its
-// shell: the box CLI, when one runs.
-func (c *Config) tmuxCLIPids(session string) []int {
+// tmuxPanePid is the pid of the session's pane's process, its login
+// shell, or 0 when the session is gone.
+func (c *Config) tmuxPanePid(session string) int {
 	out, err := c.tmux(nil, "display-message", "-p", "-t", target(session), "#{pane_pid}")
 	if err != nil {
-		return nil
+		return 0
 	}
-	shell, err := strconv.Atoi(strings.TrimSpace(out))
-	if err != nil {
-		return nil
-	}
-	return children(shell)
+	shell, _ := strconv.Atoi(strings.TrimSpace(out))
+	return shell
 }
 
 // tmuxForeground is the pid of the job that has the terminal of the
@@ -152,12 +184,12 @@ func (c *Config) tmuxCLIPids(session string) []int {
 // about to run), or the pane is gone. The shell is interactive, so it
 // runs each job in a process group of its own (job control).
 func (c *Config) tmuxForeground(session string) int {
-	out, err := c.tmux(nil, "display-message", "-p", "-t", target(session), "#{pane_pid}")
-	if err != nil {
-		return 0
-	}
-	shell, err := strconv.Atoi(strings.TrimSpace(out))
-	if err != nil {
+	return foreground(c.tmuxPanePid(session))
+}
+
+// foreground is tmuxForeground for the pane whose shell is shell.
+func foreground(shell int) int {
+	if shell <= 0 {
 		return 0
 	}
 	sh, ok := readProcStat(shell)
@@ -169,6 +201,38 @@ func (c *Config) tmuxForeground(session string) int {
 		return 0
 	}
 	return sh.tpgid
+}
+
+// inHook reports whether one of our hook commands (cocoonbox-agent
+// offload event) runs under the process cli: the CLI is in a hook of its
+// own, so still in its turn, though the hook's news may say it is at its
+// prompt (a Stop hook waits for the inbox's answer).
+func inHook(cli int) bool {
+	if cli <= 0 {
+		return false
+	}
+	kids := procChildren()
+	for todo := append([]int(nil), kids[cli]...); len(todo) > 0; todo = todo[1:] {
+		p := todo[0]
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "cmdline"))
+		if bytes.Contains(b, []byte("offload\x00event\x00")) {
+			return true
+		}
+		todo = append(todo, kids[p]...)
+	}
+	return false
+}
+
+// alive are those of pids that still run as children of parent (not
+// exited, not reaped: a zombie has exited).
+func alive(pids []int, parent int) []int {
+	var out []int
+	for _, p := range pids {
+		if st, ok := readProcStat(p); ok && st.state != 'Z' && st.ppid == parent {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // procStat holds the fields of /proc/PID/stat (proc(5)) used here.
@@ -203,49 +267,61 @@ func readProcStat(pid int) (procStat, bool) {
 }
 
 // children lists the processes whose parent is pid, from /proc.
-func children(pid int) []int {
+func children(pid int) []int { return procChildren()[pid] }
+
+// procChildren maps each pid of /proc to its children's.
+func procChildren() map[int][]int {
+	kids := map[int][]int{}
 	ents, _ := os.ReadDir("/proc")
-	var out []int
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if st, ok := readProcStat(p); ok && st.ppid == pid {
-			out = append(out, p)
+		if st, ok := readProcStat(p); ok {
+			kids[st.ppid] = append(kids[st.ppid], p)
 		}
 	}
-	return out
+	return kids
 }
 
 // endCLI ends the session's CLI: the kind's exit command, then SIGTERM
-// after grace, then the tmux session itself.
+// after grace, then the tmux session itself. It waits for what ran under
+// the pane's shell when it typed the command (the CLI, and what the CLI
+// started), not for the line the shell runs after the CLI (the exit
+// event), which the session's end cuts short; the record says stopped
+// after end either way.
 func (c *Config) endCLI(session, kind string, grace time.Duration) {
-	if !c.tmuxAlive(session) {
+	shell := c.tmuxPanePid(session)
+	if shell == 0 {
+		if c.tmuxAlive(session) {
+			c.tmux(nil, "kill-session", "-t", "="+session)
+		}
 		return
 	}
+	pids := children(shell)
 	// The exit command is typed only to a program that holds the terminal,
 	// never to the login shell.
-	if c.tmuxForeground(session) != 0 {
+	if foreground(shell) != 0 {
 		exit := "/exit"
 		if kind == KindCodex {
 			exit = "/quit"
 		}
 		c.tmuxType(session, exit)
-		// A CLI exits within a few hundred ms, which back waits for:
-		// look often.
+		// A CLI exits within a few hundred ms, which back waits for (beside
+		// its merge): look often; a look reads a few /proc files.
 		deadline := time.Now().Add(grace)
-		for time.Now().Before(deadline) && len(c.tmuxCLIPids(session)) > 0 {
-			time.Sleep(20 * time.Millisecond)
+		for time.Now().Before(deadline) && len(alive(pids, shell)) > 0 {
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if pids := c.tmuxCLIPids(session); len(pids) > 0 {
+	if left := alive(pids, shell); len(left) > 0 {
 		c.logf("the %s session did not exit within %v: SIGTERM", kind, grace)
-		for _, p := range pids {
+		for _, p := range left {
 			proc.Signal(p, syscall.SIGTERM)
 		}
 		deadline := time.Now().Add(2 * time.Second)
-		for time.Now().Before(deadline) && len(c.tmuxCLIPids(session)) > 0 {
+		for time.Now().Before(deadline) && len(alive(left, shell)) > 0 {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}

@@ -117,7 +117,21 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 		return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("the box has no %s: %w", backRef, err)}
 	}
 	b.logf("merge")
-	m, err := r.mergeBack(ctx, rec.ID, rec.Base, back, b.now())
+	// end runs beside the merge once the merge holds the index lock, so
+	// that the CLI's exit costs no time of its own; back waits for both.
+	// From there on only a git that fails unexpectedly stops the merge,
+	// and back again then still finds the box's back and ends the box
+	// session (end is the same when it has ended).
+	var ended chan error
+	m, err := r.mergeBackLocked(ctx, rec.ID, rec.Base, back, b.now(), func() {
+		b.logf("end")
+		ended = make(chan error, 1)
+		go func() { ended <- agent.End(ctx, r.Key) }()
+	})
+	var endErr error
+	if ended != nil {
+		endErr = <-ended
+	}
 	if errors.Is(err, ErrIndexLocked) {
 		e := &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed; when no git is running here, remove " + r.GitDir + "/index.lock and run cocoonbox back again"}}
 		if ok, _ := r.git.ok(ctx, "rev-parse", "-q", "--verify", RefPreBackWork+rec.ID); ok {
@@ -138,13 +152,13 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 		atomicfile.WriteFile(b.Store.BackPath(r.Key), []byte(entry.Body), 0o600)
 	}
 	if ctx.Err() != nil {
-		// Interrupted while the work tree changed, which it finished.
-		return res, &Error{Code: ExitFailed, Err: fmt.Errorf("interrupted: the box's work is here (%s), but the box session still runs", m.Outcome),
+		// Interrupted while the work tree changed, which it finished; the
+		// end beside it was cut short too, or not.
+		return res, &Error{Code: ExitFailed, Err: fmt.Errorf("interrupted: the box's work is here (%s), but the box session may still run", m.Outcome),
 			Next: []string{"run cocoonbox back again to end it"}}
 	}
-	b.logf("end")
-	if err := agent.End(ctx, r.Key); err != nil {
-		return res, &Error{Code: ExitFailed, Err: fmt.Errorf("the box's work is here (%s), but ending the box session failed: %w", m.Outcome, err),
+	if endErr != nil {
+		return res, &Error{Code: ExitFailed, Err: fmt.Errorf("the box's work is here (%s), but ending the box session failed: %w", m.Outcome, endErr),
 			Next: []string{"run cocoonbox back again to end it"}}
 	}
 	if err := b.Store.RemoveRecord(r.Key); err != nil {

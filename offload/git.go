@@ -136,6 +136,36 @@ func (g git) ok(ctx context.Context, args ...string) (bool, error) {
 	return err == nil, err
 }
 
+// revs resolves revision expressions with one git (cat-file
+// --batch-check) instead of a rev-parse each: each one's object name, or
+// "" for one that names no object (git rev-parse -q --verify would fail).
+// An expression must be one line.
+func (g git) revs(ctx context.Context, exprs ...string) ([]string, error) {
+	var in strings.Builder
+	for _, e := range exprs {
+		if e == "" || strings.ContainsAny(e, "\n\r") {
+			return nil, fmt.Errorf("bad revision %q", e)
+		}
+		in.WriteString(e + "\n")
+	}
+	out, err := g.run(ctx, strings.NewReader(in.String()), "cat-file", "--batch-check=%(objectname)")
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != len(exprs) {
+		return nil, fmt.Errorf("git cat-file --batch-check: %d lines for %d revisions", len(lines), len(exprs))
+	}
+	for i, l := range lines {
+		// Found: the object name alone; else "<expr> missing" or
+		// "<expr> ambiguous".
+		if !isOID(l) {
+			lines[i] = ""
+		}
+	}
+	return lines, nil
+}
+
 // nulList splits git's -z output.
 func nulList(s string) []string {
 	s = strings.TrimSuffix(s, "\x00")

@@ -1,7 +1,6 @@
 package offload
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cocoonbox/cocoonbox/internal/gitindex"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
@@ -77,6 +75,12 @@ type backPlan struct {
 	outcome string // FastForward or Merged
 	// endMerge: a merge is in progress here and moveTo commits it.
 	endMerge bool
+	// checkout is the index wt was written from, which the work tree
+	// update checks the files against.
+	checkout git
+	// flags are the index's skip-worktree and assume-unchanged paths
+	// (indexFlags).
+	flags map[string]int
 }
 
 // mergeBack brings S' (back) home against S (base), for offload id:
@@ -91,16 +95,28 @@ type backPlan struct {
 // never removed. The index lock is held from the start, so that the
 // index the decisions read is the one that is replaced.
 func (r *Repo) mergeBack(ctx context.Context, id, base, back string, now time.Time) (*MergeResult, error) {
+	return r.mergeBackLocked(ctx, id, base, back, now, nil)
+}
+
+// mergeBackLocked is mergeBack calling locked, when set, once it holds
+// the index lock.
+func (r *Repo) mergeBackLocked(ctx context.Context, id, base, back string, now time.Time, locked func()) (*MergeResult, error) {
 	lock, err := r.lockIndex()
 	if err != nil {
 		return nil, err
 	}
 	defer lock.release()
-	back, err = r.git.line(ctx, "rev-parse", "--verify", back+"^{commit}")
+	if locked != nil {
+		locked()
+	}
+	rv, err := r.resolveBack(ctx, id, base, back)
 	if err != nil {
 		return nil, err
 	}
-	p, reason, err := r.planBack(ctx, id, base, back)
+	back = rv.back
+	var wtIdx wtIndex
+	defer wtIdx.release()
+	p, reason, err := r.planBack(ctx, id, rv, &wtIdx)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +127,7 @@ func (r *Repo) mergeBack(ctx context.Context, id, base, back string, now time.Ti
 		return &MergeResult{Outcome: UpToDate}, nil
 	}
 	if p.moveTo != "" {
-		err := r.buildIndex(ctx, p.head, p.moveTo, lock)
+		err := r.buildIndex(ctx, p.head, p.moveTo, p.flags, lock)
 		if errors.Is(err, errNotApplied) && ctx.Err() == nil {
 			return r.branch(ctx, back, now, err.Error())
 		}
@@ -129,47 +145,65 @@ func (r *Repo) mergeBack(ctx context.Context, id, base, back string, now time.Ti
 	return &MergeResult{Outcome: p.outcome, Head: p.moveTo, MergeDone: p.endMerge}, nil
 }
 
+// backRevs are the commits and trees back's merge starts from.
+type backRevs struct {
+	back, head       string // S' and the laptop's HEAD
+	base, baseParent string // S and its parent
+	baseTree         string
+	backTree         string
+	boxHead          string // S''s parent, the box's HEAD, or ""
+	offIndex         string // the tree of the index at offload, or ""
+}
+
+// resolveBack resolves, with one git, what the merge of back (S') against
+// base (S) for offload id starts from.
+func (r *Repo) resolveBack(ctx context.Context, id, base, back string) (*backRevs, error) {
+	v, err := r.git.revs(ctx, back+"^{commit}", "HEAD^{commit}", base+"^1", base+"^{tree}", back+"^{tree}", back+"^1", RefIndex+id+"^{tree}")
+	if err != nil {
+		return nil, err
+	}
+	rv := &backRevs{back: v[0], head: v[1], base: base, baseParent: v[2], baseTree: v[3], backTree: v[4], boxHead: v[5], offIndex: v[6]}
+	switch {
+	case rv.back == "":
+		return nil, fmt.Errorf("%s is not a commit here", back)
+	case rv.head == "":
+		_, err := r.git.head(ctx)
+		if err == nil {
+			err = errors.New("HEAD moved while back read it")
+		}
+		return nil, err
+	case rv.baseParent == "" || rv.baseTree == "":
+		return nil, fmt.Errorf("the offload's snapshot %s is not here, or has no parent", base)
+	}
+	return rv, nil
+}
+
 // planBack decides: a plan to apply; a reason to take the branch; or
-// neither, when the box's work is here already.
-func (r *Repo) planBack(ctx context.Context, id, base, back string) (*backPlan, string, error) {
+// neither, when the box's work is here already. The index wt is written
+// from goes into wtIdx, which the caller releases.
+func (r *Repo) planBack(ctx context.Context, id string, rv *backRevs, wtIdx *wtIndex) (*backPlan, string, error) {
 	g := r.git
-	head, err := g.head(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	baseParent, err := g.line(ctx, "rev-parse", "--verify", base+"^1")
-	if err != nil {
-		return nil, "", err
-	}
-	baseTree, err := g.line(ctx, "rev-parse", "--verify", base+"^{tree}")
-	if err != nil {
-		return nil, "", err
-	}
-	backTree, err := g.line(ctx, "rev-parse", "--verify", back+"^{tree}")
-	if err != nil {
-		return nil, "", err
-	}
-	boxHead, _ := g.line(ctx, "rev-parse", "-q", "--verify", back+"^1")
+	head, base, baseParent, baseTree, backTree, boxHead := rv.head, rv.base, rv.baseParent, rv.baseTree, rv.backTree, rv.boxHead
 	if out, err := g.line(ctx, "ls-files", "--unmerged"); err != nil {
 		return nil, "", err
 	} else if out != "" {
 		return nil, "the index has unresolved merge conflicts", nil
 	}
-	wt, err := r.worktreeTree(ctx)
+	wt, err := r.worktreeIndex(ctx, wtIdx)
 	if err != nil {
 		return nil, "", err
 	}
 	// The index as it was at offload tells which of S's files were
 	// tracked; without its ref, S's parent does.
-	offIndex, err := g.line(ctx, "rev-parse", "-q", "--verify", RefIndex+id+"^{tree}")
-	if err != nil {
+	offIndex := rv.offIndex
+	if offIndex == "" {
 		offIndex = baseParent + "^{tree}"
 	}
 	theirs, reason, err := r.keepUntracked(ctx, baseTree, backTree, offIndex)
 	if err != nil || reason != "" {
 		return nil, reason, err
 	}
-	p := &backPlan{id: id, head: head, wt: wt, outcome: FastForward, target: theirs}
+	p := &backPlan{id: id, head: head, wt: wt, outcome: FastForward, target: theirs, checkout: wtIdx.g}
 	// The branch follows the box's commits only from where the box started.
 	if head == baseParent && boxHead != "" && boxHead != head {
 		if ok, err := g.ok(ctx, "merge-base", "--is-ancestor", head, boxHead); err != nil {
@@ -241,13 +275,12 @@ func (r *Repo) guard(ctx context.Context, p *backPlan, offIndex string) (string,
 	if err != nil {
 		return "", err
 	}
-	flags, err := r.indexFlags(ctx)
-	if err != nil {
+	if p.flags, err = r.indexFlags(ctx); err != nil {
 		return "", err
 	}
 	var skipped []string
 	for _, path := range changed {
-		if flags[path] != 0 {
+		if p.flags[path] != 0 {
 			skipped = append(skipped, path)
 		}
 	}
@@ -656,12 +689,8 @@ func (l *indexLock) release() {
 // flags, intent-to-add and staged changes included. A staged change of a
 // path the box's commits changed is in them (the box's copy had the
 // index), and refs/cocoonbox/index/<id> keeps it. errNotApplied when an
-// entry could not be kept.
-func (r *Repo) buildIndex(ctx context.Context, head, moveTo string, lock *indexLock) error {
-	flags, err := r.indexFlags(ctx)
-	if err != nil {
-		return err
-	}
+// entry could not be kept. flags are the index's (indexFlags).
+func (r *Repo) buildIndex(ctx context.Context, head, moveTo string, flags map[string]int, lock *indexLock) error {
 	g, path, cleanup, err := r.tempIndex(ctx, "")
 	if err != nil {
 		return err
@@ -748,12 +777,14 @@ func stages(ctx context.Context, g git) (map[string]string, error) {
 // reach, as an update cut short would read as changes of the user's. A
 // failure before any file changed is errNotApplied; after, an *Error
 // that says where everything is.
+//
+// The update checks the files against p.checkout, the index wt was
+// written from: git add -A left in it the stat data of the files as it
+// found them, and it re-read what it did not trust (a racily clean entry
+// of the real index), so git trusts in it what it would trust in the real
+// index, and hashes only what changed since.
 func (r *Repo) apply(ctx context.Context, p *backPlan, lock *indexLock) error {
-	g, cleanup, err := r.prepareCheckout(ctx, p.wt)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
+	g := p.checkout
 	work, err := r.git.with(snapshotIdent...).line(ctx, "commit-tree", p.wt, "-p", p.head, "-m", "cocoonbox back "+p.id+": the work tree back found")
 	if err != nil {
 		return err
@@ -806,30 +837,6 @@ func (r *Repo) apply(ctx context.Context, p *backPlan, lock *indexLock) error {
 	return nil
 }
 
-// prepareCheckout makes the temporary index of tree from, its stat data
-// taken from the work tree, that git read-tree -m -u compares the files
-// with: it refuses, changing nothing, when one is not as from says.
-//
-// The entries read-tree makes have no stat data, and the refresh would
-// hash every file; so each entry that the real index has alike (path,
-// mode and object, stage 0, no flags) takes the real one's stat data
-// first, and the temporary index takes the real index's mtime, so that
-// git trusts exactly what it would trust in the real index (a racily clean
-// entry is still read again). Only the files that differ are hashed.
-func (r *Repo) prepareCheckout(ctx context.Context, from string) (git, func(), error) {
-	g, path, cleanup, err := r.tempIndex(ctx, from)
-	if err != nil {
-		return git{}, nil, err
-	}
-	seedStat(path, filepath.Join(r.GitDir, "index"))
-	g.run(ctx, nil, "update-index", "-q", "--refresh")
-	if err := ctx.Err(); err != nil {
-		cleanup()
-		return git{}, nil, err
-	}
-	return g, cleanup, nil
-}
-
 // detached returns g running each git in a process group of its own,
 // out of reach of the terminal's Ctrl-C, and never prompting: a git that
 // would ask for credentials (a smudge filter fetching a file) fails
@@ -846,44 +853,4 @@ func holdSignals() (release func()) {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	return func() { signal.Stop(c) }
-}
-
-// seedStat gives each entry of the index at dst the stat data of the
-// entry of the index at src that is alike (name, mode and object; both
-// stage 0 without flags), and dst src's mtime. Any failure leaves dst as
-// it was: the refresh then hashes what it must.
-func seedStat(dst, src string) {
-	si, mtime, err := gitindex.ReadFile(src)
-	if err != nil {
-		return
-	}
-	di, _, err := gitindex.ReadFile(dst)
-	if err != nil {
-		return
-	}
-	have := make(map[string]*gitindex.Entry, len(si.Entries))
-	for i := range si.Entries {
-		if e := &si.Entries[i]; e.Plain() {
-			have[string(e.Name)] = e
-		}
-	}
-	n := 0
-	for i := range di.Entries {
-		d := &di.Entries[i]
-		s := have[string(d.Name)]
-		if s == nil || !d.Plain() || s.Mode() != d.Mode() || !bytes.Equal(s.OID, d.OID) {
-			continue
-		}
-		copy(d.Stat, s.Stat)
-		n++
-	}
-	if n == 0 {
-		return
-	}
-	// The mtime is set before the rename: an index with the stat data but
-	// a fresh mtime would trust racily clean entries.
-	tmp := dst + ".seed"
-	if os.WriteFile(tmp, di.Bytes(), 0o600) != nil || os.Chtimes(tmp, mtime, mtime) != nil || os.Rename(tmp, dst) != nil {
-		os.Remove(tmp)
-	}
 }

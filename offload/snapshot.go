@@ -119,11 +119,35 @@ func (r *Repo) tempIndex(ctx context.Context, from string) (git, string, func(),
 // tracked and untracked files, not ignored ones. It starts from the index
 // so that nothing is re-hashed that need not be.
 func (r *Repo) worktreeTree(ctx context.Context) (string, error) {
+	var w wtIndex
+	defer w.release()
+	return r.worktreeIndex(ctx, &w)
+}
+
+// wtIndex is the temporary index a work tree's tree was written from: its
+// entries are that tree's, with the stat data git add -A found in the
+// work tree, so git can check the files against it without hashing them.
+type wtIndex struct {
+	g       git // git with GIT_INDEX_FILE set to it
+	cleanup func()
+}
+
+// release removes the index, if one was made.
+func (w *wtIndex) release() {
+	if w.cleanup != nil {
+		w.cleanup()
+		w.cleanup = nil
+	}
+}
+
+// worktreeIndex is worktreeTree, keeping the index the tree was written
+// from in w, which the caller releases (also on an error).
+func (r *Repo) worktreeIndex(ctx context.Context, w *wtIndex) (string, error) {
 	g, _, cleanup, err := r.tempIndex(ctx, "")
 	if err != nil {
 		return "", err
 	}
-	defer cleanup()
+	w.g, w.cleanup = g, cleanup
 	if _, err := g.run(ctx, nil, "add", "-A", "--", "."); err != nil {
 		return "", err
 	}
