@@ -126,7 +126,11 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		f(&do)
 	}
 	certErr, ioErr := new(atomic.Pointer[CertError]), new(atomic.Pointer[error])
-	direct := func() (*grpc.ClientConn, error) { return dialDirect(ep, token, do, certErr, ioErr) }
+	// near is set when a master measured the path's round trip below
+	// Sharing.MinRTT: the direct connection then takes the small windows
+	// of a local hop, enough for that path (window.LocalStream).
+	near := false
+	direct := func() (*grpc.ClientConn, error) { return dialDirect(ep, token, do, near, certErr, ioErr) }
 	c := &Client{endpoint: ep, signIn: do.signIn, certErr: certErr, ioErr: ioErr, linkTimeout: do.keepaliveTimeout}
 	var d *muxDialer
 	if do.sharing != nil {
@@ -145,7 +149,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 		} else if rtt > 0 && rtt < do.sharing.MinRTT {
 			shareLog(do.sharing.Log, "direct; the master's round trip %v is below %v", rtt, do.sharing.MinRTT)
 			mux.Close()
-			d = nil
+			d, near = nil, true
 		} else {
 			c.conn = &sharedConn{mux: mux, direct: direct}
 		}
@@ -164,7 +168,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 }
 
 // dialDirect makes the connection to the endpoint itself.
-func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Pointer[CertError], ioErr *atomic.Pointer[error]) (*grpc.ClientConn, error) {
+func dialDirect(ep Endpoint, token string, do dialOptions, near bool, certErr *atomic.Pointer[CertError], ioErr *atomic.Pointer[error]) (*grpc.ClientConn, error) {
 	var tc credentials.TransportCredentials
 	if ep.TLS {
 		cfg, err := TLSConfig(ep)
@@ -175,7 +179,7 @@ func dialDirect(ep Endpoint, token string, do dialOptions, certErr *atomic.Point
 	} else {
 		tc = insecure.NewCredentials()
 	}
-	opts := append(transportOptions(strings.HasPrefix(ep.Target, "unix:")),
+	opts := append(transportOptions(near || strings.HasPrefix(ep.Target, "unix:")),
 		grpc.WithTransportCredentials(timeoutCreds{tc, ioErr}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                do.keepaliveTime,

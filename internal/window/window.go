@@ -19,7 +19,9 @@ const (
 
 	// LocalStream is the per-stream window, in bytes, of a hop over a
 	// unix socket (a local box's, a control master's), whose round trip is
-	// microseconds: 4 MiB is more than one stream can use there, and it
+	// microseconds, or of a TCP path a control master measured shorter
+	// than its sharing bound (box.Sharing.MinRTT, 2 ms by default: 4 MiB
+	// carries 2 GB/s there): 4 MiB is more than one stream can use, and it
 	// bounds what a receiver slower than its sender holds, so that the
 	// client stays within about 35 MiB of RSS whatever the size of a
 	// transfer (docs/benchmarks.md).
