@@ -271,17 +271,27 @@ func (p *proxy) hear() { p.heard.Store(int64(time.Since(p.start))) }
 // rttSamples is how many health checks measure the connection's round trip.
 const rttSamples = 3
 
+// probe sends the endpoint a health check, at most probeTimeout, and
+// returns its round trip, or the error of a connection that did not
+// answer (any answer, an error status included, is one).
+func (p *proxy) probe(ctx context.Context) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	t := time.Now()
+	err := p.up.Invoke(ctx, healthMethod, &frame{}, new(frame), grpc.ForceCodecV2(rawCodec{}))
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return 0, err
+	}
+	return time.Since(t), nil
+}
+
 // measure sets rtt to the shortest of a few health checks' round trips.
 func (p *proxy) measure() {
 	best := time.Duration(math.MaxInt64)
 	for range rttSamples {
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		t := time.Now()
-		err := p.up.Invoke(ctx, healthMethod, &frame{}, new(frame), grpc.ForceCodecV2(rawCodec{}))
-		d := time.Since(t)
-		cancel()
-		switch status.Code(err) {
-		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		d, err := p.probe(context.Background())
+		if err != nil {
 			return
 		}
 		best = min(best, d)
@@ -299,11 +309,7 @@ func (p *proxy) check(ss grpc.ServerStream) error {
 		return err
 	}
 	if p.open() == 1 && time.Since(p.start)-time.Duration(p.heard.Load()) > probeAfter {
-		ctx, cancel := context.WithTimeout(ss.Context(), probeTimeout)
-		err := p.up.Invoke(ctx, healthMethod, &frame{}, new(frame), grpc.ForceCodecV2(rawCodec{}))
-		cancel()
-		switch status.Code(err) {
-		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		if _, err := p.probe(ss.Context()); err != nil {
 			p.log("check: no answer from the endpoint: %v", err)
 			p.deadOnce.Do(func() { close(p.dead) })
 			return status.Error(codes.Unavailable, "the control master's connection does not answer")
