@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
@@ -119,9 +118,7 @@ func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
 	if first != nil && first.peek {
 		// Before Exec can return, so that what follows on the file starts
 		// past what was sent, whenever the command ends.
-		if first.read != nil {
-			first.take(<-first.read)
-		}
+		first.wait()
 		if first.got.commit(cmd.Stdin) != nil {
 			first.got.err = io.ErrUnexpectedEOF
 		}
@@ -204,14 +201,21 @@ func (f *firstChunk) take(r firstRead) {
 	f.got, f.read = &r, nil
 }
 
-// send sends what was read, if anything and not yet on st.
-func (f *firstChunk) send(st controlv1.Session_ExecClient) {
+// wait waits for the read's result, if it has not come yet.
+func (f *firstChunk) wait() {
+	if f.read != nil {
+		f.take(<-f.read)
+	}
+}
+
+// send sends what was read with send, if anything and not yet on the
+// current stream.
+func (f *firstChunk) send(send func(*controlv1.ExecRequest) error) error {
 	if f.got == nil || f.sent || len(f.got.b) == 0 {
-		return
+		return nil
 	}
 	f.sent = true
-	// An error shows in the answer to the start.
-	st.Send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Stdin{Stdin: f.got.b}})
+	return send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Stdin{Stdin: f.got.b}})
 }
 
 // start opens the stream, sends start (and the first chunk of stdin, as
@@ -240,17 +244,18 @@ func (c *Client) start(ctx context.Context, cmd *Command, first *firstChunk) (co
 		r, err := st.Recv()
 		answered <- answer{r, err}
 	}()
+	// A failed send shows in the answer to the start.
 	var read chan firstRead
 	if first != nil {
 		first.sent = false
-		first.send(st)
+		first.send(st.Send)
 		read = first.read
 	}
 	for {
 		select {
 		case r := <-read:
 			first.take(r)
-			first.send(st)
+			first.send(st.Send)
 			read = nil
 			continue
 		case a := <-answered:
@@ -267,11 +272,10 @@ func (c *Client) start(ctx context.Context, cmd *Command, first *firstChunk) (co
 
 // The numbers of ExecResponse's stdout and stderr, received as a
 // bufpool.Chunk.
-var stdoutField, stderrField = responseField("stdout"), responseField("stderr")
-
-func responseField(name protoreflect.Name) protowire.Number {
-	return (&controlv1.ExecResponse{}).ProtoReflect().Descriptor().Fields().ByName(name).Number()
-}
+var (
+	stdoutField = bufpool.FieldNumber(&controlv1.ExecResponse{}, "stdout")
+	stderrField = bufpool.FieldNumber(&controlv1.ExecResponse{}, "stderr")
+)
 
 func (c *Client) receive(st controlv1.Session_ExecClient, cmd *Command) (ExitStatus, error) {
 	var exit *controlv1.Exit
@@ -341,10 +345,8 @@ func (s *stream) send(r *controlv1.ExecRequest) error {
 // stdin at in's end.
 func (s *stream) pumpStdin(in io.Reader, first *firstChunk) {
 	if first != nil {
-		if first.read != nil {
-			first.take(<-first.read)
-		}
-		if len(first.got.b) > 0 && !first.sent && s.send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Stdin{Stdin: first.got.b}}) != nil {
+		first.wait()
+		if first.send(s.send) != nil {
 			return
 		}
 		if first.got.err != nil {

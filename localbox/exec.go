@@ -184,7 +184,7 @@ func exitOf(ps *os.ProcessState, werr error) *controlv1.Exit {
 
 // stdinField is the number of ExecRequest's stdin, received as a
 // bufpool.Chunk.
-var stdinField = (&controlv1.ExecRequest{}).ProtoReflect().Descriptor().Fields().ByName("stdin").Number()
+var stdinField = bufpool.FieldNumber(&controlv1.ExecRequest{}, "stdin")
 
 // receive applies the client's messages until the stream ends; a broken
 // stream cancels the call.

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Codec is gRPC's proto codec with its buffers from Shared. gRPC's own
@@ -100,6 +101,16 @@ func (c *Chunk) unmarshal(data mem.BufferSlice) error {
 	}
 	defer buf.Free()
 	return proto.Unmarshal(b, c.Msg)
+}
+
+// FieldNumber is the number of m's field name, for Chunk.Fields; it
+// panics if m has no such field (a name out of step with the .proto).
+func FieldNumber(m proto.Message, name protoreflect.Name) protowire.Number {
+	f := m.ProtoReflect().Descriptor().Fields().ByName(name)
+	if f == nil {
+		panic(fmt.Sprintf("bufpool: %T has no field %s", m, name))
+	}
+	return f.Number()
 }
 
 // Free gives Data's buffer back to the pool and clears Field and Data.
