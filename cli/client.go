@@ -182,11 +182,15 @@ func (e Env) signInHint(ep box.Endpoint) string {
 // sameHostEndpoints are the endpoints with a saved token on ep's host but
 // not ep itself (another port: a typo, or the server moved).
 func (e Env) sameHostEndpoints(ep box.Endpoint) []string {
-	dir, err := e.configDir()
+	st, err := e.store()
 	if err != nil {
 		return nil
 	}
-	eps, err := auth.FileStore{Dir: dir}.Endpoints()
+	fst, ok := st.(auth.FileStore)
+	if !ok {
+		return nil
+	}
+	eps, err := fst.Endpoints()
 	u, uerr := url.Parse(ep.URL)
 	if err != nil || uerr != nil {
 		return nil

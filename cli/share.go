@@ -58,9 +58,7 @@ func (e Env) controlMinRTT() (time.Duration, error) {
 	if v == "" {
 		return defaultMinRTT, nil
 	}
-	if v == "0" {
-		return 0, nil
-	}
+	// ParseDuration takes a bare 0 too.
 	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
 		return d, nil
 	}
