@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -21,11 +20,7 @@ func TestLocalboxSetsid(t *testing.T) {
 	ws := filepath.Join(state, "boxes", "main", "workspace")
 	run := runner(t, env)
 	run("cocoonbox", "localbox", "start")
-	t.Cleanup(func() {
-		c := exec.Command("cocoonbox", "localbox", "stop")
-		c.Env = env
-		c.Run()
-	})
+	stopAtCleanup(t, env)
 	daemon := func(name string) int {
 		run("cocoonbox-ssh", "main", "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > "+name)
 		pid := waitPID(t, filepath.Join(ws, name))

@@ -25,11 +25,7 @@ func TestLocalboxStopEndsTmux(t *testing.T) {
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 	run := runner(t, env)
 	run("cocoonbox", "localbox", "start")
-	t.Cleanup(func() {
-		c := exec.Command("cocoonbox", "localbox", "stop")
-		c.Env = env
-		c.Run()
-	})
+	stopAtCleanup(t, env)
 	marker := "sleep 4243" + filepath.Base(home)[2:]
 	run("cocoonbox-ssh", "main", "tmux new-session -d -s keep '"+marker+"'")
 	if exec.Command("pgrep", "-f", marker).Run() != nil {
@@ -113,11 +109,7 @@ func TestLocalboxKill9(t *testing.T) {
 	if out, err := start.CombinedOutput(); err != nil {
 		t.Fatalf("start: %v\n%s", err, out)
 	}
-	t.Cleanup(func() {
-		c := exec.Command("cocoonbox", "localbox", "stop")
-		c.Env = env
-		c.Run()
-	})
+	stopAtCleanup(t, env)
 	if fds := run("cocoonbox-ssh", "main", "ls /proc/$$/fd; true"); fds != "0\n1\n2\n" {
 		t.Errorf("a box command's descriptors:\n%s want only 0, 1 and 2", fds)
 	}
@@ -201,6 +193,16 @@ func inboxPID(t *testing.T, state string, n int) int {
 
 // runner returns a func that runs a command with env and returns its
 // output, failing the test if it fails.
+// stopAtCleanup stops the local box of env's HOME when the test ends,
+// whatever it fails on.
+func stopAtCleanup(t *testing.T, env []string) {
+	t.Cleanup(func() {
+		c := exec.Command("cocoonbox", "localbox", "stop")
+		c.Env = env
+		c.Run()
+	})
+}
+
 func runner(t *testing.T, env []string) func(name string, args ...string) string {
 	return func(name string, args ...string) string {
 		t.Helper()
