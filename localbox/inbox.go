@@ -23,6 +23,10 @@ import (
 type inboxes struct {
 	mu   sync.Mutex
 	cmds map[string]*inboxProc
+	// closed is set once the server powers off: no inbox starts after it,
+	// so none can outlive it (a start racing Stop, as Serve's own or an
+	// Ensure's, found the boxes already stopped).
+	closed bool
 }
 
 type inboxProc struct {
@@ -90,6 +94,9 @@ func (s *Server) startInbox(b *box) {
 	}
 	s.inbox.mu.Lock()
 	defer s.inbox.mu.Unlock()
+	if s.inbox.closed {
+		return
+	}
 	if s.inbox.cmds == nil {
 		s.inbox.cmds = map[string]*inboxProc{}
 	}
@@ -189,6 +196,9 @@ func (s *Server) stopInbox(b *box) {
 // box CLI sessions in them, and what is left of the box commands: the
 // server is going away.
 func (s *Server) powerOff() {
+	s.inbox.mu.Lock()
+	s.inbox.closed = true
+	s.inbox.mu.Unlock()
 	for _, b := range s.reg.list() {
 		s.stopInbox(b)
 		s.killTmux(b)
