@@ -50,7 +50,14 @@ if [ "$profile" = test ] && [ -f "$versions" ]; then
 fi
 boxuser=yes
 [ "$profile" = test ] && [ "$root" = yes ] && ! id -u user >/dev/null 2>&1 && boxuser=no
-[ ${#need[@]} -eq 0 ] && [ "$mise" = yes ] && [ ${#clis_missing[@]} -eq 0 ] && [ "$boxuser" = yes ] && exit 0
+if [ ${#need[@]} -eq 0 ] && [ "$mise" = yes ] && [ ${#clis_missing[@]} -eq 0 ] && [ "$boxuser" = yes ]; then
+	if [ "$profile" = test ]; then
+		echo "deps.sh: the tests' programs, packages, pinned coding-agent CLIs and box user are all here" >&2
+	else
+		echo "deps.sh: the demo's programs are all here" >&2
+	fi
+	exit 0
+fi
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sed '/^$/d' | sort -u)
 install_clis() {
 	for c in "${clis_missing[@]}"; do
