@@ -116,7 +116,7 @@ func (m *Master) Serve() error {
 	}
 	m.logf("master %d serving %s for %s", os.Getpid(), m.Socket, m.Endpoint.URL)
 
-	p := &proxy{up: up, link: c.LinkError, idle: make(chan struct{}, 1), dead: make(chan struct{}), start: time.Now()}
+	p := &proxy{up: up, log: m.logf, link: c.LinkError, idle: make(chan struct{}, 1), dead: make(chan struct{}), start: time.Now()}
 	go p.measure()
 	stream, conn, buffer := box.Windows()
 	srv := grpc.NewServer(
@@ -129,7 +129,6 @@ func (m *Master) Serve() error {
 		grpc.WriteBufferSize(buffer),
 		experimental.BufferPool(bufpool.Shared),
 	)
-	p.log = m.logf
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 
@@ -292,6 +291,7 @@ func (p *proxy) measure() {
 	for range rttSamples {
 		d, err := p.probe(context.Background())
 		if err != nil {
+			p.log("round trip not measured: %v", err)
 			return
 		}
 		best = min(best, d)
