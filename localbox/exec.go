@@ -342,7 +342,7 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 		return nil, status.Errorf(codes.InvalidArgument, "working directory %s does not exist in box %s", start.GetDir(), b.Name)
 	}
 	name := filepath.Base(s.shell)
-	cmd := &exec.Cmd{Path: s.shell, Dir: dir, Env: s.environ(b, start), SysProcAttr: s.sysProcAttr()}
+	cmd := &exec.Cmd{Path: s.shell, Dir: dir, Env: s.environ(b, start), SysProcAttr: s.sysProcAttr(b)}
 	if start.GetCommand() == "" {
 		cmd.Args = []string{"-" + name}
 	} else {
@@ -401,7 +401,7 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 // server's.
 func (s *Server) environ(b *box, start *controlv1.Start) []string {
 	u := "user"
-	if n := s.userName(); n != "" {
+	if n := s.userName(b); n != "" {
 		u = n
 	} else if cu, err := user.Current(); err == nil {
 		u = cu.Username

@@ -137,7 +137,7 @@ func (s *Server) startInbox(b *box) {
 		Env:         s.environ(b, &controlv1.Start{}),
 		Stdout:      logf,
 		Stderr:      logf,
-		SysProcAttr: s.sysProcAttr(),
+		SysProcAttr: s.sysProcAttr(b),
 	}
 	proc.NewSession(cmd)
 	if err := cmd.Start(); err != nil {
@@ -221,7 +221,7 @@ func (s *Server) killTmux(b *box) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "tmux", "kill-server")
 	cmd.Env = s.environ(b, &controlv1.Start{})
-	cmd.SysProcAttr = s.sysProcAttr()
+	cmd.SysProcAttr = s.sysProcAttr(b)
 	cmd.Run()
 }
 

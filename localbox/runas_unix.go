@@ -46,29 +46,33 @@ func lookupBoxUser(name string) (*boxUser, error) {
 	return bu, nil
 }
 
-// sysProcAttr is the attributes a box process starts with: the box user's
-// credentials when the server has one.
-func (s *Server) sysProcAttr() *syscall.SysProcAttr {
+// userOf is the account box b's commands run as, or nil for the server's
+// own user.
+func (s *Server) userOf(b *box) *boxUser { return s.boxUser }
+
+// sysProcAttr is the attributes a process of box b starts with: its box
+// user's credentials when it has one.
+func (s *Server) sysProcAttr(b *box) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{}
-	if u := s.boxUser; u != nil {
+	if u := s.userOf(b); u != nil {
 		a.Credential = &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}
 	}
 	return a
 }
 
-// userName is the box user's name for USER and LOGNAME, or "" for the
+// userName is box b's user's name for USER and LOGNAME, or "" for the
 // server's own.
-func (s *Server) userName() string {
-	if s.boxUser == nil {
-		return ""
+func (s *Server) userName(b *box) string {
+	if u := s.userOf(b); u != nil {
+		return u.name
 	}
-	return s.boxUser.name
+	return ""
 }
 
 // chownBox gives the box user b's home, workspace and run directories
 // (not what is in them), and makes the box's own directory traversable.
 func (s *Server) chownBox(b *box) error {
-	u := s.boxUser
+	u := s.userOf(b)
 	if u == nil {
 		return nil
 	}

@@ -13,10 +13,10 @@ func lookupBoxUser(name string) (*boxUser, error) {
 	return nil, errors.New("a box user is not supported on Windows")
 }
 
-func (s *Server) sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
-func (s *Server) userName() string                  { return "" }
-func (s *Server) chownBox(b *box) error             { return nil }
-func (s *Server) checkReach() error                 { return nil }
+func (s *Server) sysProcAttr(b *box) *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
+func (s *Server) userName(b *box) string                  { return "" }
+func (s *Server) chownBox(b *box) error                   { return nil }
+func (s *Server) checkReach() error                       { return nil }
 
 // DefaultUser is the box user a local box served by root runs box
 // commands as (docs/cocoonbox.md "Local box").
