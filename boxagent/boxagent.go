@@ -12,10 +12,12 @@ package boxagent
 import (
 	"errors"
 	"fmt"
-	"github.com/cocoonbox/cocoonbox/agentwire"
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
 // Error codes of a verb's JSON line (contract "Verbs"), with their exit
@@ -102,9 +104,12 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
+// logf gives Logf one line, escaped: its fields come from the box's
+// records (a repository's name, a session's), which the box user can
+// write, and must not forge a line of the log the inbox writes to.
 func (c *Config) logf(format string, args ...any) {
 	if c.Logf != nil {
-		c.Logf(format, args...)
+		c.Logf("%s", printable.Line(fmt.Sprintf(format, args...), 0))
 	}
 }
 

@@ -143,7 +143,7 @@ func TestLocalboxKill9(t *testing.T) {
 		t.Errorf("the log does not say what start ended:\n%s", log)
 	}
 	if inbox2 := inboxPID(t, state, 2); !alive(inbox2) {
-		t.Errorf("the new inbox (pid %d) exited:\n%s", inbox2, readFile(t, filepath.Join(state, "boxes", "main", "run", "inbox.log")))
+		t.Errorf("the new inbox (pid %d) exited:\n%s", inbox2, readFile(t, filepath.Join(state, "boxes", "main", "inbox.log")))
 	}
 
 	run("cocoonbox-ssh", "main", "sleep 600 </dev/null >/dev/null 2>&1 & echo $! > bg.pid")

@@ -43,6 +43,9 @@ type box struct {
 	boxMeta
 	// execs cancels the Execs running in the box, for Hibernate.
 	execs map[*context.CancelFunc]struct{}
+	// fresh is set when create made the box, until prepareHome gave its
+	// home the skeleton's files.
+	fresh bool
 }
 
 func (b *box) home() string      { return filepath.Join(b.dir, "home") }
@@ -151,13 +154,13 @@ func (r *registry) create(name string) (*box, error) {
 		dir:     filepath.Join(r.dir, "boxes", name),
 		boxMeta: boxMeta{ID: "box_" + hex.EncodeToString(id), Name: name},
 		execs:   map[*context.CancelFunc]struct{}{},
+		fresh:   true,
 	}
 	for _, d := range []string{b.home(), b.workspace(), b.run()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
 	}
-	copySkel(b.home())
 	if err := b.saveLocked(); err != nil {
 		return nil, err
 	}
@@ -173,22 +176,52 @@ const skelDir = "/etc/skel"
 // an ssh-shaped `-T` login would print as stray bytes.
 var skelFiles = []string{".profile", ".bashrc"}
 
-// copySkel gives a new box home the machine's /etc/skel shell files, as
-// useradd does, so a login shell in the box reads a .profile (Debian's puts
-// ~/.local/bin, where CLI installers put themselves, on the PATH). A
-// missing skeleton leaves the home empty.
-func copySkel(home string) {
-	for _, name := range skelFiles {
-		data, err := os.ReadFile(filepath.Join(skelDir, name))
-		if err != nil {
-			continue
+// prepareScript is prepareHome's, run as the box user: $1 is
+// cocoonbox-agent's path or "", $2 skelDir, the rest skeleton files to
+// copy where the home has nothing of that name. A link of ours to another
+// agent is replaced; a file that is no link is the user's, and stays.
+const prepareScript = `umask 022
+agent=$1 skel=$2
+shift 2
+for f; do
+	[ -e "$HOME/$f" ] || [ -L "$HOME/$f" ] || cp "$skel/$f" "$HOME/$f" 2>/dev/null || :
+done
+[ -n "$agent" ] || exit 0
+mkdir -p "$HOME/.local/bin"
+p=$HOME/.local/bin/cocoonbox-agent
+if [ -L "$p" ]; then
+	[ "$(readlink "$p")" = "$agent" ] || ln -sfn "$agent" "$p"
+elif [ ! -e "$p" ]; then
+	ln -s "$agent" "$p"
+fi
+`
+
+// prepareHome, as box b's user, gives a home that create just made the
+// machine's /etc/skel shell files, as useradd does, so a login shell in the
+// box reads a .profile (Debian's puts ~/.local/bin, where CLI installers
+// put themselves, on the PATH); and it puts cocoonbox-agent on the box's
+// login PATH, a link at ~/.local/bin/cocoonbox-agent, as a box image
+// installs it. A login shell (bash -l, which the box CLIs run for their
+// hooks) resets PATH from /etc/profile and ~/.profile; the server's own
+// PATH does not reach it. A failure is logged: the box still serves.
+func (s *Server) prepareHome(b *box) {
+	agent := s.agentPath()
+	if agent != "" {
+		if a, err := filepath.Abs(agent); err == nil {
+			agent = a
 		}
-		dst := filepath.Join(home, name)
-		if _, err := os.Lstat(dst); err == nil {
-			continue
-		}
-		os.WriteFile(dst, data, 0o644)
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var skel []string
+	if b.fresh {
+		skel = skelFiles
+	}
+	if err := s.asUser(b, nil, prepareScript, append([]string{agent, skelDir}, skel...)...); err != nil {
+		s.logf("box %s: prepare its home (skeleton files, cocoonbox-agent on the login PATH): %v", b.Name, err)
+		return
+	}
+	b.fresh = false
 }
 
 // get finds a box by name or id.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -338,9 +339,6 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 	case !filepath.IsAbs(dir):
 		dir = filepath.Join(b.workspace(), dir)
 	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return nil, status.Errorf(codes.InvalidArgument, "working directory %s does not exist in box %s", start.GetDir(), b.Name)
-	}
 	name := filepath.Base(s.shell)
 	cmd := &exec.Cmd{Path: s.shell, Dir: dir, Env: s.environ(b, start), SysProcAttr: s.sysProcAttr(b)}
 	if start.GetCommand() == "" {
@@ -357,7 +355,7 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 		}
 		f, err := pty.StartWithSize(cmd, ws)
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "start %s: %v", s.shell, err)
+			return nil, startError(b, start, s.shell, err)
 		}
 		p.tty, p.stdin = f, f
 		p.outputs = []output{{r: f}}
@@ -389,11 +387,25 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 	closeAll(child[:])
 	if err != nil {
 		closeAll(ours[:])
-		return nil, status.Errorf(codes.Internal, "start %s: %v", s.shell, err)
+		return nil, startError(b, start, s.shell, err)
 	}
 	p.stdin = ours[0]
 	p.outputs = []output{{r: ours[1]}, {r: ours[2], stderr: true}}
 	return p, nil
+}
+
+// startError is the status of a command of box b that did not start. The
+// shell is known to exist, so a missing or closed file is the working
+// directory, which the child enters as the box user: the server never
+// looks at that path as root.
+func startError(b *box, start *controlv1.Start, shell string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR):
+		return status.Errorf(codes.InvalidArgument, "working directory %s does not exist in box %s", start.GetDir(), b.Name)
+	case errors.Is(err, syscall.EACCES):
+		return status.Errorf(codes.InvalidArgument, "working directory %s is closed to the user of box %s", start.GetDir(), b.Name)
+	}
+	return status.Errorf(codes.Internal, "start %s: %v", shell, err)
 }
 
 // environ is the command's whole environment: a fresh login environment
@@ -455,23 +467,38 @@ var trustVars = []string{"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS",
 
 var termRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
 
+// maxTerminfo is the largest compiled terminfo entry installTerminfo
+// keeps, in bytes; ncurses' own entries are under 4 KiB, extended ones
+// under 32 KiB.
+const maxTerminfo = 64 << 10
+
+// terminfoScript is installTerminfo's, run as the box user: $1 is the
+// entry's name, the rest the subdirectories of ~/.terminfo to put it in
+// where none is; the entry is stdin.
+const terminfoScript = `umask 022
+t=$1
+shift
+src=
+for sub; do
+	f=$HOME/.terminfo/$sub/$t
+	[ -e "$f" ] && continue
+	mkdir -p "$HOME/.terminfo/$sub" || exit
+	if [ -n "$src" ]; then cp "$src" "$f"; else cat >"$f" && src=$f; fi || exit
+done
+`
+
 // installTerminfo puts the client's compiled terminfo entry in the box
-// user's ~/.terminfo, where ncurses looks first, unless one is there.
+// user's ~/.terminfo, where ncurses looks first, unless one is there; as
+// the box user (asUser), since the home is its.
 func (s *Server) installTerminfo(b *box, t *controlv1.Tty) {
 	term, data := t.GetTerm(), t.GetTerminfo()
-	if len(data) == 0 || !termRE.MatchString(term) {
+	if len(data) == 0 || len(data) > maxTerminfo || !termRE.MatchString(term) {
 		return
 	}
 	// ncurses names the subdirectory by the first letter, or by its hex
 	// code on case-insensitive file systems.
-	for _, sub := range []string{term[:1], strconv.FormatInt(int64(term[0]), 16)} {
-		p := filepath.Join(b.home(), ".terminfo", sub, term)
-		if _, err := os.Stat(p); err == nil {
-			continue
-		}
-		if os.MkdirAll(filepath.Dir(p), 0o755) == nil {
-			os.WriteFile(p, data, 0o644)
-		}
+	if err := s.asUser(b, data, terminfoScript, term, term[:1], strconv.FormatInt(int64(term[0]), 16)); err != nil {
+		s.logf("box %s: terminfo entry %s: %v", b.Name, term, err)
 	}
 }
 

@@ -1,16 +1,20 @@
 package localbox
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
-	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -54,39 +58,39 @@ func (s *Server) agentPath() string {
 	return p
 }
 
-// linkAgent puts cocoonbox-agent on the box's login PATH: a link to
-// agent at ~/.local/bin/cocoonbox-agent in the box home, as a box image
-// installs it. A login shell (bash -l, which the box CLIs run for their
-// hooks) resets PATH from /etc/profile and ~/.profile, which (Debian's
-// /etc/skel one, which new box homes get) puts ~/.local/bin first when the
-// directory exists; the server's own PATH does not reach it. A link of
-// ours to another binary is replaced; a file that is no link is the
-// user's, and stays.
-func linkAgent(home, agent string) error {
-	if a, err := filepath.Abs(agent); err == nil {
-		agent = a
-	}
-	bin := filepath.Join(home, ".local", "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return err
-	}
-	p := filepath.Join(bin, "cocoonbox-agent")
-	if fi, err := os.Lstat(p); err == nil {
-		if fi.Mode()&os.ModeSymlink == 0 {
-			return nil
+// inboxLog is where box b's inbox's output is logged: in the box's own
+// directory, which is root's, beside box.json, out of the box user's reach.
+func (b *box) inboxLog() string { return filepath.Join(b.dir, "inbox.log") }
+
+// maxLogLine is the longest line of an inbox's output the log keeps, in
+// bytes; the rest of a longer one is dropped.
+const maxLogLine = 4096
+
+// copyLog writes each line r gives to w escaped (printable.Line), so the
+// box user, who writes r, cannot forge the log's lines or put a terminal
+// sequence in it, and closes w at the end.
+func copyLog(w io.WriteCloser, r io.Reader) {
+	defer w.Close()
+	br := bufio.NewReaderSize(r, maxLogLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			io.WriteString(w, printable.Line(strings.TrimSuffix(string(line), "\n"), 0)+"\n")
 		}
-		if t, _ := os.Readlink(p); t == agent {
-			return nil
+		for err == bufio.ErrBufferFull {
+			_, err = br.ReadSlice('\n')
 		}
-		if err := os.Remove(p); err != nil {
-			return err
+		if err != nil {
+			return
 		}
 	}
-	return os.Symlink(agent, p)
 }
 
 // startInbox starts b's inbox unless one runs, and waits (briefly) for its
-// socket. A server without cocoonbox-agent runs none.
+// socket. A server without cocoonbox-agent runs none. The inbox itself
+// makes its socket's directory and replaces a stale socket (as the box
+// user), and refuses to start when another inbox answers there: one left
+// by a local box killed before sweep could end it.
 func (s *Server) startInbox(b *box) {
 	agent := s.agentPath()
 	if agent == "" {
@@ -103,47 +107,45 @@ func (s *Server) startInbox(b *box) {
 	if s.inbox.cmds[b.Name] != nil {
 		return
 	}
-	if err := linkAgent(b.home(), agent); err != nil {
-		s.logf("box %s: cocoonbox-agent on the login PATH: %v", b.Name, err)
-	}
 	if err := s.chownBox(b); err != nil {
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
 	}
-	if err := os.MkdirAll(filepath.Join(b.run(), "cocoonbox"), 0o700); err != nil {
-		s.logf("box %s: inbox: %v", b.Name, err)
-		return
-	}
-	// An inbox this server did not start (one left by a local box killed
-	// before sweep could end it) keeps the socket: say so rather than start
-	// one that exits at once. A socket nobody listens on is stale.
-	sock := filepath.Join(b.run(), "cocoonbox", "offload.sock")
-	if c, err := unixsock.Dial(sock); err == nil {
-		c.Close()
-		s.logf("box %s: an inbox this server did not start listens on %s; end it, then restart the local box", b.Name, sock)
-		return
-	}
-	os.Remove(sock)
-	logf, err := os.OpenFile(filepath.Join(b.run(), "inbox.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(b.inboxLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND|oNoFollow, 0o600)
 	if err != nil {
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
 	}
-	defer logf.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		logf.Close()
+		s.logf("box %s: inbox: %v", b.Name, err)
+		return
+	}
 	cmd := &exec.Cmd{
 		Path:        agent,
 		Args:        []string{"cocoonbox-agent", "offload", "serve"},
 		Dir:         b.home(),
 		Env:         s.environ(b, &controlv1.Start{}),
-		Stdout:      logf,
-		Stderr:      logf,
+		Stdout:      pw,
+		Stderr:      pw,
 		SysProcAttr: s.sysProcAttr(b),
 	}
 	proc.NewSession(cmd)
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		logf.Close()
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
 	}
+	logged := make(chan struct{})
+	go func() {
+		copyLog(logf, pr)
+		pr.Close()
+		close(logged)
+	}()
 	p := &inboxProc{cmd: cmd, exited: make(chan struct{})}
 	s.inbox.cmds[b.Name] = p
 	exited := p.exited
@@ -151,6 +153,12 @@ func (s *Server) startInbox(b *box) {
 	go func() {
 		cmd.Wait()
 		s.forgetProc(cmd.Process.Pid)
+		// A process the inbox started may hold the pipe after it exits.
+		select {
+		case <-logged:
+		case <-time.After(time.Second):
+			pr.Close()
+		}
 		close(exited)
 		s.inbox.mu.Lock()
 		if s.inbox.cmds[b.Name] == p {
@@ -158,14 +166,22 @@ func (s *Server) startInbox(b *box) {
 		}
 		s.inbox.mu.Unlock()
 	}()
+	// The socket is looked for through an os.Root of the run directory
+	// (the box user's): a link there cannot take the look outside it.
+	run, err := os.OpenRoot(b.run())
+	if err != nil {
+		s.logf("box %s: inbox: %v", b.Name, err)
+		return
+	}
+	defer run.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat(sock); err == nil {
+		if _, err := run.Lstat(filepath.Join("cocoonbox", "offload.sock")); err == nil {
 			break
 		}
 		select {
 		case <-exited:
-			s.logf("box %s: the inbox exited at start; see %s", b.Name, filepath.Join(b.run(), "inbox.log"))
+			s.logf("box %s: the inbox exited at start; see %s", b.Name, b.inboxLog())
 			return
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -211,10 +227,22 @@ func (s *Server) powerOff() {
 	}
 }
 
-// killTmux ends box b's tmux server, if its socket is there.
+// killTmux ends box b's tmux server, if the run directory holds a tmux
+// socket directory. The directory is listed through an os.Root of it, and
+// tmux runs as the box user.
 func (s *Server) killTmux(b *box) {
-	socks, _ := filepath.Glob(filepath.Join(b.run(), "tmux-*", "*"))
-	if len(socks) == 0 {
+	run, err := os.OpenRoot(b.run())
+	if err != nil {
+		return
+	}
+	d, err := run.Open(".")
+	run.Close()
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "tmux-") }) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

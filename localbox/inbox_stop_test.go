@@ -25,7 +25,7 @@ func TestNoInboxAfterStop(t *testing.T) {
 	pidFile := filepath.Join(dir, "agent.pid")
 	// It listens on the inbox's socket, as the real one does, so that a
 	// start does not wait out the 5 s the socket may take.
-	agent := "#!/bin/sh\necho $$ > " + pidFile + "\nexec python3 -c 'import os, socket, time\ns = socket.socket(socket.AF_UNIX)\ns.bind(os.environ[\"COCOONBOX_RUN_DIR\"] + \"/cocoonbox/offload.sock\")\ns.listen()\ntime.sleep(600)'\n"
+	agent := "#!/bin/sh\necho $$ > " + pidFile + "\nmkdir -p \"$COCOONBOX_RUN_DIR/cocoonbox\"\nexec python3 -c 'import os, socket, time\ns = socket.socket(socket.AF_UNIX)\ns.bind(os.environ[\"COCOONBOX_RUN_DIR\"] + \"/cocoonbox/offload.sock\")\ns.listen()\ntime.sleep(600)'\n"
 	if err := os.WriteFile(filepath.Join(bin, "cocoonbox-agent"), []byte(agent), 0o755); err != nil {
 		t.Fatal(err)
 	}

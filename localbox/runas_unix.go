@@ -3,16 +3,22 @@
 package localbox
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
 // boxUser is the account box commands run as when Server.User is set: a
@@ -69,8 +75,11 @@ func (s *Server) userName(b *box) string {
 	return ""
 }
 
-// chownBox gives the box user b's home, workspace and run directories
+// chownBox gives box b's user its home, workspace and run directories
 // (not what is in them), and makes the box's own directory traversable.
+// The three are entries of b.dir, which is root's and 0711, so the box
+// user cannot put a link in their place; what is inside them is the box
+// user's, and the server changes it only through asUser.
 func (s *Server) chownBox(b *box) error {
 	u := s.userOf(b)
 	if u == nil {
@@ -79,16 +88,51 @@ func (s *Server) chownBox(b *box) error {
 	if err := os.Chmod(b.dir, 0o711); err != nil {
 		return err
 	}
-	for _, d := range []string{b.home(), b.workspace(), b.run(), filepath.Join(b.run(), "cocoonbox")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+	for _, d := range []string{b.home(), b.workspace(), b.run()} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
+		}
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is no directory (%s); move it away and start again", d, fi.Mode().Type())
 		}
 		if err := os.Lchown(d, int(u.uid), int(u.gid)); err != nil {
 			return err
 		}
 	}
-	for _, f := range append(slices.Clone(skelFiles), ".local", ".local/bin", ".local/bin/cocoonbox-agent") {
-		os.Lchown(filepath.Join(b.home(), f), int(u.uid), int(u.gid))
+	return nil
+}
+
+// asUserTimeout bounds one asUser child.
+const asUserTimeout = 10 * time.Second
+
+// asUser runs script with /bin/sh -c as box b's user (its credentials;
+// HOME, COCOONBOX_RUN_DIR and a plain PATH; args as $1…), with stdin, and
+// waits for it at most asUserTimeout. It is the one way the server
+// creates, links or removes anything under a box's home or run directory:
+// the child can do only what the box user can, so a symlink or hard link
+// the box user planted there reaches nothing of root's. The error carries
+// the child's stderr, escaped and cut to one line.
+func (s *Server) asUser(b *box, stdin []byte, script string, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), asUserTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", script, "sh"}, args...)...)
+	cmd.Dir = b.home()
+	cmd.Env = []string{"HOME=" + b.home(), "COCOONBOX_RUN_DIR=" + b.run(), "PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"}
+	cmd.SysProcAttr = s.sysProcAttr(b)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return fmt.Errorf("%v: %s", err, printable.Line(msg, 300))
+		}
+		return err
 	}
 	return nil
 }
@@ -260,3 +304,6 @@ func MkdirState(dir string) error {
 	}
 	return nil
 }
+
+// oNoFollow makes an open fail on a symbolic link as its last component.
+const oNoFollow = syscall.O_NOFOLLOW

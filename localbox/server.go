@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/window"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
@@ -89,9 +90,11 @@ type Server struct {
 	inbox inboxes
 }
 
+// logf logs one line, escaped: a box names files, repositories and
+// errors that reach it, and none may forge a line or a terminal sequence.
 func (s *Server) logf(format string, args ...any) {
 	if s.Logf != nil {
-		s.Logf(format, args...)
+		s.Logf("%s", printable.Line(fmt.Sprintf(format, args...), 0))
 	}
 }
 
@@ -127,6 +130,7 @@ func (s *Server) init() error {
 				s.err = fmt.Errorf("give box %s to its user: %w", b.Name, err)
 				return
 			}
+			s.prepareHome(b)
 		}
 		s.toks = &tokens{path: filepath.Join(s.Dir, "tokens.json")}
 		if err := s.toks.load(); err != nil {
@@ -254,6 +258,9 @@ func (s *Server) CreateBox(name string) error {
 	b, err := s.reg.create(name)
 	if err == nil {
 		err = s.chownBox(b)
+	}
+	if err == nil {
+		s.prepareHome(b)
 	}
 	if err == nil && s.grpc != nil {
 		s.startInbox(b)

@@ -1,0 +1,424 @@
+//go:build unix
+
+package localbox
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
+)
+
+// The hostile box user: a local box served by root runs box commands as
+// the box user `user` (scripts/deps.sh makes it), who owns the box's home
+// and run directories and so can plant links there before the server's
+// next step. Each test plants what an attacker would, then lets the server
+// do what it does on a start, an inbox's start or an `rsh -t`, and checks
+// that the root-owned stand-ins are untouched and nothing was made where
+// only root may write (docs/security.md "The box boundary").
+
+// hostile is one state directory of a root-run local box and the stand-ins
+// a box user aims at.
+type hostile struct {
+	t     *testing.T
+	state string
+	bin   string
+	// rootDir is root's and 0755: the box user may search it, not write
+	// it. standin is a root-owned 0644 file in it.
+	rootDir, standin string
+	u                *boxUser
+}
+
+const standinText = "root's own\n"
+
+// newHostile makes the state directory (reachable by the box user), a
+// bin directory holding agent as cocoonbox-agent (none when ""), and the
+// stand-ins. It fails, never skips, when the box user is missing: as root
+// the suite must run.
+func newHostile(t *testing.T, agent string) *hostile {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the box boundary exists only for a local box served by root")
+	}
+	u, err := lookupBoxUser(DefaultUser)
+	if err != nil {
+		t.Fatalf("%v (scripts/deps.sh test makes it)", err)
+	}
+	base := t.TempDir()
+	for d := base; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o711)
+	}
+	h := &hostile{t: t, state: filepath.Join(base, "state"), bin: filepath.Join(base, "bin"), rootDir: filepath.Join(base, "root"), u: u}
+	h.standin = filepath.Join(h.rootDir, "standin")
+	for _, d := range []string{h.bin, h.rootDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(h.standin, []byte(standinText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if agent != "" {
+		if err := os.WriteFile(filepath.Join(h.bin, "cocoonbox-agent"), []byte(agent), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+// serve starts a Server on the state directory and stops it at the end
+// of the test; its log lines go to the test's log.
+func (h *hostile) serve() (*Server, string) {
+	h.t.Helper()
+	srv := &Server{Dir: h.state, BinDir: h.bin, User: DefaultUser, Logf: h.t.Logf}
+	if err := srv.init(); err != nil {
+		h.t.Fatal(err)
+	}
+	lis, _, err := Listen(srv.Dir, "")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	h.t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return srv, SocketPath(srv.Dir)
+}
+
+// start runs a Server's start (its boxes prepared, no listener) and stops it.
+func (h *hostile) start() {
+	h.t.Helper()
+	srv := &Server{Dir: h.state, BinDir: h.bin, User: DefaultUser, Logf: h.t.Logf}
+	if err := srv.CreateBox(DefaultBox); err != nil {
+		h.t.Fatal(err)
+	}
+	srv.Stop()
+}
+
+func (h *hostile) home() string { return filepath.Join(h.state, "boxes", DefaultBox, "home") }
+func (h *hostile) run() string  { return filepath.Join(h.state, "boxes", DefaultBox, "run") }
+
+// plant makes a symbolic link at path (in the box) to target, owned by
+// the box user as if it had made it, with the directories above it.
+func (h *hostile) plant(path, target string) {
+	h.t.Helper()
+	h.mkdirs(filepath.Dir(path))
+	if err := os.Symlink(target, path); err != nil {
+		h.t.Fatal(err)
+	}
+	os.Lchown(path, int(h.u.uid), int(h.u.gid))
+}
+
+// mkdirs makes the directories from the box's home or run down to d as
+// the box user's.
+func (h *hostile) mkdirs(d string) {
+	if d == h.home() || d == h.run() || d == filepath.Dir(d) {
+		return
+	}
+	h.mkdirs(filepath.Dir(d))
+	if err := os.Mkdir(d, 0o755); err == nil {
+		os.Lchown(d, int(h.u.uid), int(h.u.gid))
+	}
+}
+
+// untouched fails the test unless the stand-in still holds its text, is
+// root's and 0644, and rootDir holds nothing else (less the names in
+// also, which the test made there itself).
+func (h *hostile) untouched(also ...string) {
+	h.t.Helper()
+	fi, err := os.Lstat(h.standin)
+	if err != nil {
+		h.t.Fatalf("the stand-in: %v", err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if data, _ := os.ReadFile(h.standin); string(data) != standinText || st.Uid != 0 || fi.Mode().Perm() != 0o644 {
+		h.t.Errorf("the root-owned stand-in changed: %q, uid %d, mode %v", data, st.Uid, fi.Mode())
+	}
+	h.unchangedDir(h.rootDir, append([]string{"standin"}, also...)...)
+}
+
+// unchangedDir fails the test unless d is still root's and holds exactly
+// names.
+func (h *hostile) unchangedDir(d string, names ...string) {
+	h.t.Helper()
+	fi, err := os.Lstat(d)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 {
+		h.t.Errorf("%s was given to uid %d", d, st.Uid)
+	}
+	ents, err := os.ReadDir(d)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	slices.Sort(got)
+	slices.Sort(names)
+	if !slices.Equal(got, names) {
+		h.t.Errorf("%s holds %q, want %q: something was made where only root writes", d, got, names)
+	}
+}
+
+// listeningAgent is a stand-in cocoonbox-agent: it prints a line with a
+// terminal sequence and a forged log line, as a hostile inbox could, makes
+// its socket's directory and listens there until killed.
+const listeningAgent = `#!/bin/sh
+printf 'record repo=\033]52;c;QUFB\007 x\r\nforged line\n'
+mkdir -p "$COCOONBOX_RUN_DIR/cocoonbox" || exit 1
+exec python3 -c 'import os, socket, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(os.environ["COCOONBOX_RUN_DIR"] + "/cocoonbox/offload.sock")
+s.listen()
+time.sleep(600)'
+`
+
+// The inbox's log was DIR/boxes/NAME/run/inbox.log, opened by root with
+// O_CREATE|O_APPEND in the box user's run directory: a symlink there made
+// root append the inbox's output (a record field the user wrote) to any
+// file. Now the log is in the box's root-owned directory, opened with
+// O_NOFOLLOW, and each line the inbox writes is escaped.
+func TestHostileInboxLog(t *testing.T) {
+	h := newHostile(t, listeningAgent)
+	h.start()
+	os.Remove(filepath.Join(h.run(), "inbox.log"))
+	h.plant(filepath.Join(h.run(), "inbox.log"), h.standin)
+	srv, _ := h.serve()
+	b, _ := srv.reg.get(DefaultBox)
+	waitFor(t, "the inbox's first lines in its log", func() bool {
+		data, _ := os.ReadFile(b.inboxLog())
+		return strings.Contains(string(data), "forged line")
+	})
+	h.untouched()
+	data, _ := os.ReadFile(b.inboxLog())
+	if strings.ContainsAny(string(data), "\x1b\x07\r") || !strings.Contains(string(data), "record repo=?]52;c;QUFB? x?\n") {
+		t.Errorf("the inbox's output reached the log unescaped:\n%q", data)
+	}
+	fi, err := os.Lstat(b.inboxLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s: uid %d mode %v, want root's 0600", b.inboxLog(), st.Uid, fi.Mode())
+	}
+}
+
+// A run directory whose cocoonbox/ is a link to a directory of root's:
+// the server made cocoonbox/ (MkdirAll, Lchown) and removed a stale
+// offload.sock there as root. Now only the inbox, as the box user, makes
+// or removes anything in the run directory, and fails here.
+func TestHostileRunDir(t *testing.T) {
+	h := newHostile(t, listeningAgent)
+	h.start()
+	if err := os.WriteFile(filepath.Join(h.rootDir, "offload.sock"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(h.run(), "cocoonbox"))
+	h.plant(filepath.Join(h.run(), "cocoonbox"), h.rootDir)
+	h.plant(filepath.Join(h.run(), "tmux-0"), h.rootDir)
+	srv, _ := h.serve()
+	b, _ := srv.reg.get(DefaultBox)
+	waitFor(t, "the inbox to fail", func() bool {
+		data, _ := os.ReadFile(b.inboxLog())
+		return strings.Contains(string(data), "forged line")
+	})
+	time.Sleep(200 * time.Millisecond)
+	h.untouched("offload.sock")
+}
+
+// A symlinked ~/.local: the server chowned home/.local/bin as root,
+// following the link, so ~/.local -> /usr/local handed /usr/local/bin to
+// the box user. Now the agent's link is made as the box user, which cannot
+// write there.
+func TestHostileLocal(t *testing.T) {
+	h := newHostile(t, listeningAgent)
+	h.start()
+	usrLocal := filepath.Join(h.rootDir, "usrlocal")
+	if err := os.MkdirAll(filepath.Join(usrLocal, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(h.home(), ".local")); err != nil {
+		t.Fatal(err)
+	}
+	h.plant(filepath.Join(h.home(), ".local"), usrLocal)
+	h.start()
+	h.untouched("usrlocal")
+	h.unchangedDir(usrLocal, "bin")
+	h.unchangedDir(filepath.Join(usrLocal, "bin"))
+}
+
+// A hard link in the home to a root file (what a kernel without
+// fs.protected_hardlinks lets any user make): the server Lchowned the
+// skeleton files on every start, handing the linked file to the box user.
+// Now it chowns only the box's three directories.
+func TestHostileHardLink(t *testing.T) {
+	h := newHostile(t, "")
+	h.start()
+	bashrc := filepath.Join(h.home(), ".bashrc")
+	os.Remove(bashrc)
+	if err := os.Link(h.standin, bashrc); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	h.untouched()
+}
+
+// The home of a new box gets the skeleton's files as the box user's own,
+// and the agent's link: the work the server now does through asUser is
+// still done.
+func TestPrepareHomeAsUser(t *testing.T) {
+	h := newHostile(t, listeningAgent)
+	h.start()
+	for _, f := range []string{".profile", ".local/bin/cocoonbox-agent"} {
+		fi, err := os.Lstat(filepath.Join(h.home(), f))
+		if err != nil {
+			if f == ".profile" {
+				if _, err := os.Stat(filepath.Join(skelDir, ".profile")); err != nil {
+					continue
+				}
+			}
+			t.Fatalf("the new home lacks %s: %v", f, err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != h.u.uid {
+			t.Errorf("%s is uid %d's, want the box user's (%d)", f, st.Uid, h.u.uid)
+		}
+	}
+	if got, _ := os.Readlink(filepath.Join(h.home(), ".local/bin/cocoonbox-agent")); got != filepath.Join(h.bin, "cocoonbox-agent") {
+		t.Errorf("the agent's link points to %q", got)
+	}
+}
+
+// A symlinked ~/.terminfo and a raw Tty: installTerminfo did MkdirAll and
+// WriteFile as root in the home, so ~/.terminfo/x -> a root directory (or
+// a dangling link at the entry's own name) made root write the caller's
+// bytes anywhere (/etc/sudoers.d). Now the entry is written as the box
+// user; a name with a slash or a dot-dot is refused before anything runs.
+func TestHostileTerminfo(t *testing.T) {
+	h := newHostile(t, "")
+	h.start()
+	h.plant(filepath.Join(h.home(), ".terminfo", "x"), h.rootDir)
+	h.plant(filepath.Join(h.home(), ".terminfo", "78"), h.rootDir)
+	h.plant(filepath.Join(h.home(), ".terminfo", "v", "vt100"), filepath.Join(h.rootDir, "made-by-vt100"))
+	_, sock := h.serve()
+	tok, err := IssueToken(h.state, "test", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := []byte("root2::0:0::/root:/bin/bash\n")
+	for _, term := range []string{"xterm-256color", "vt100", "../../x", "/x", "x/../../y"} {
+		if code := rawExec(t, sock, tok, &controlv1.Start{Box: DefaultBox, Command: "true", Tty: &controlv1.Tty{Term: term, Terminfo: entry, Rows: 24, Cols: 80}}); code != 0 {
+			t.Errorf("TERM=%s: exit %d, want 0 (the command runs; only the entry is not written)", term, code)
+		}
+	}
+	h.untouched()
+	// The entry still lands where the home is the user's own.
+	if code := rawExec(t, sock, tok, &controlv1.Start{Box: DefaultBox, Command: "true", Tty: &controlv1.Tty{Term: "screen", Terminfo: entry, Rows: 24, Cols: 80}}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	fi, err := os.Lstat(filepath.Join(h.home(), ".terminfo", "s", "screen"))
+	if err != nil {
+		t.Fatalf("a plain terminfo entry was not installed: %v", err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != h.u.uid {
+		t.Errorf("the entry is uid %d's, want the box user's", st.Uid)
+	}
+}
+
+// A working directory the box user may not enter is refused as the box
+// user finds it, not looked at by root.
+func TestHostileWorkDir(t *testing.T) {
+	h := newHostile(t, "")
+	closed := filepath.Join(h.rootDir, "closed")
+	if err := os.Mkdir(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, sock := h.serve()
+	tok, err := IssueToken(h.state, "test", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = rawExecErr(t, sock, tok, &controlv1.Start{Box: DefaultBox, Command: "true", Dir: closed})
+	if err == nil || !strings.Contains(err.Error(), "working directory "+closed+" is closed to the user of box main") {
+		t.Errorf("a directory closed to the box user: %v", err)
+	}
+	err = rawExecErr(t, sock, tok, &controlv1.Start{Box: DefaultBox, Command: "true", Dir: "no/such"})
+	if err == nil || !strings.Contains(err.Error(), "working directory no/such does not exist in box main") {
+		t.Errorf("a missing directory: %v", err)
+	}
+}
+
+// rawExec runs start in the box over a raw gRPC client (no cocoonbox
+// client in between), closes stdin and returns the exit code.
+func rawExec(t *testing.T, sock, tok string, start *controlv1.Start) int32 {
+	t.Helper()
+	code, err := rawExecCode(t, sock, tok, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+func rawExecErr(t *testing.T, sock, tok string, start *controlv1.Start) error {
+	t.Helper()
+	_, err := rawExecCode(t, sock, tok, start)
+	return err
+}
+
+func rawExecCode(t *testing.T, sock, tok string, start *controlv1.Start) (int32, error) {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+	st, err := controlv1.NewSessionClient(conn).Exec(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := st.Send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Start{Start: start}}); err != nil {
+		return 0, err
+	}
+	st.Send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_CloseStdin{CloseStdin: &controlv1.CloseStdin{}}})
+	for {
+		m, err := st.Recv()
+		if err == io.EOF {
+			return 0, io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return 0, err
+		}
+		if e := m.GetExit(); e != nil {
+			return e.GetCode(), nil
+		}
+	}
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("waited 10 s for %s", what)
+}
