@@ -422,3 +422,23 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 	t.Fatalf("waited 10 s for %s", what)
 }
+
+// A run directory that is itself a link (left by an older layout, or by
+// anyone who could write the box's directory): the server refuses to
+// start in one line naming it, and hands nothing over.
+func TestHostileRunDirLink(t *testing.T) {
+	h := newHostile(t, "")
+	h.start()
+	if err := os.RemoveAll(h.run()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(h.rootDir, h.run()); err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{Dir: h.state, BinDir: h.bin, User: DefaultUser}
+	err := srv.CreateBox(DefaultBox)
+	if err == nil || !strings.Contains(err.Error(), h.run()+" is no directory (symlink); move it away and start again") {
+		t.Errorf("a linked run directory: %v", err)
+	}
+	h.untouched()
+}
