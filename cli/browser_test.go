@@ -30,7 +30,6 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 	p := params(t, "testdata/browser")
-	p.Cmds["stdoutvar"] = stdoutvar
 	testscript.Run(t, p)
 }
 

@@ -2,7 +2,9 @@ package cli_test
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -135,6 +137,45 @@ func mktree() {
 	}
 }
 
+// private DIR... fails naming every file and directory under each DIR
+// (DIR itself included) that group or others may read, write or search:
+// what the laptop side writes in its state, data and configuration
+// directories is 0600, and their directories 0700. Links are skipped
+// (their own mode means nothing); a DIR that does not exist fails.
+func private(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: private DIR...")
+	}
+	var open []string
+	for _, dir := range args {
+		root := ts.MkAbs(dir)
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			// Another script's socket or lock may go meanwhile.
+			if errors.Is(err, fs.ErrNotExist) && p != root {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			fi, err := d.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if fi.Mode()&fs.ModeSymlink == 0 && fi.Mode().Perm()&0o077 != 0 {
+				open = append(open, fmt.Sprintf("%s %s", fi.Mode(), p))
+			}
+			return nil
+		})
+		ts.Check(err)
+	}
+	if len(open) > 0 {
+		ts.Fatalf("group or others may reach:\n%s", strings.Join(open, "\n"))
+	}
+}
+
 func TestScripts(t *testing.T) {
 	testscript.Run(t, params(t, "testdata/script"))
 }
@@ -166,8 +207,10 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
-			"mkcert": ca.mkcert,
-			"tlsbox": tlsbox,
+			"mkcert":    ca.mkcert,
+			"tlsbox":    tlsbox,
+			"private":   private,
+			"stdoutvar": stdoutvar,
 		},
 		Setup: func(e *testscript.Env) error {
 			home := filepath.Join(e.WorkDir, "home")

@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 	"github.com/cocoonbox/cocoonbox/sshconfig"
 	"github.com/cocoonbox/cocoonbox/sshserve"
 )
@@ -100,15 +100,13 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 		_, err = io.WriteString(s.Out, block)
 		return err
 	}
-	path, linked, err := sshConfigPath(env, o.File)
+	cf, err := openSSHConfig(env, o.File)
 	if err != nil {
 		return err
 	}
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	o.created = errors.Is(err, fs.ErrNotExist)
+	defer cf.Close()
+	path, linked, old := cf.Path, cf.Linked, cf.Data
+	o.created = cf.Info == nil
 	f, err := sshconfig.Parse(string(old))
 	if me, ok := errors.AsType[*sshconfig.MarkerError](err); ok {
 		return fmt.Errorf("%s: %v; nothing was changed\nfix: edit %s to leave one BEGIN line and one END line after it (or neither), then run: cocoonbox ssh-config", path, me, path)
@@ -145,7 +143,7 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 		return err
 	}
 	if text != string(old) {
-		if err := checkWritable(path); err != nil {
+		if err := checkWritable(cf); err != nil {
 			return err
 		}
 	}
@@ -166,11 +164,11 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 	} else if text == string(old) {
 		fmt.Fprintf(s.Err, "cocoonbox: %s is up to date\n", path)
 	} else if deleteFile {
-		if err := os.Remove(path); err != nil {
+		if err := cf.Remove(); err != nil {
 			return err
 		}
 		fmt.Fprintf(s.Err, "cocoonbox: removed %s: ssh-config created it, and it held nothing but the cocoonbox block\n", path)
-	} else if err := writeSSHConfig(path, text); err != nil {
+	} else if err := writeSSHConfig(cf, text); err != nil {
 		return err
 	} else if o.Remove {
 		fmt.Fprintf(s.Err, "cocoonbox: took the cocoonbox block out of %s\n", path)
@@ -309,28 +307,48 @@ func sameFile(a, b string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
-// sshConfigPath is the file to change: file, or ~/.ssh/config; a symbolic
-// link (a dotfiles manager's) is followed, so the link stays, and linked
-// says so.
-func sshConfigPath(env Env, file string) (path string, linked bool, err error) {
+// openSSHConfig opens the file to change: file, or ~/.ssh/config. A
+// symbolic link (a dotfiles manager's) is followed, so the link stays;
+// anything but a regular file, one past safefile.MaxSize and, run by
+// root, a link another user controls are refused with one line.
+func openSSHConfig(env Env, file string) (*safefile.File, error) {
 	if file == "" {
 		home := env.Getenv("HOME")
 		if home == "" {
-			return "", false, errors.New("HOME is not set; name the file with: cocoonbox ssh-config --file FILE")
+			return nil, errors.New("HOME is not set; name the file with: cocoonbox ssh-config --file FILE")
 		}
 		file = filepath.Join(home, ".ssh", "config")
 	}
-	fi, err := os.Lstat(file)
-	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-		return file, false, nil
+	f, err := safefile.Open(file)
+	if e, ok := errors.AsType[*safefile.NotRegularError](err); ok && e.Mode.IsDir() {
+		return nil, fmt.Errorf("%v; nothing was changed; name a file in it, such as: cocoonbox ssh-config --file %s", e, filepath.Join(e.Path, "config"))
 	}
-	target, err := filepath.EvalSymlinks(file)
 	if err != nil {
-		// A dangling link: a dotfiles checkout not made yet, or moved.
-		to, _ := os.Readlink(file)
-		return "", false, fmt.Errorf("%s is a symbolic link to %s, which does not exist; create it (or remove the link), then run ssh-config again", file, to)
+		return nil, refusal(err, "name the ssh_config file with --file FILE, or paste the block of --print yourself", "give --file the file the link leads to")
 	}
-	return target, true, nil
+	if f.Linked && f.Info == nil {
+		// A dangling link: a dotfiles checkout not made yet, or moved.
+		f.Close()
+		to, _ := os.Readlink(file)
+		return nil, fmt.Errorf("%s is a symbolic link to %s, which does not exist; create it (or remove the link), then run ssh-config again", file, to)
+	}
+	return f, nil
+}
+
+// refusal is the one line for a file that safefile would not open: what
+// it is, that nothing changed, and the way out: next, or for a link that
+// root must not follow, running as the user who controls it, or link.
+// Other errors are err.
+func refusal(err error, next, link string) error {
+	if e, ok := errors.AsType[*safefile.LinkError](err); ok {
+		return fmt.Errorf("%v; run by root, ssh-config follows no link that another user controls, so nothing was changed; run it as that user, or %s", e, link)
+	}
+	_, notRegular := errors.AsType[*safefile.NotRegularError](err)
+	_, tooLarge := errors.AsType[*safefile.TooLargeError](err)
+	if notRegular || tooLarge {
+		return fmt.Errorf("%v; nothing was changed; %s", err, next)
+	}
+	return err
 }
 
 // checkWritable refuses a file without its owner's write bit, as an
@@ -339,9 +357,9 @@ func sshConfigPath(env Env, file string) (path string, linked bool, err error) {
 // directory's permission). It refuses too a file with more than one hard
 // link, which the replace would split from its other names, and one of
 // another owner that a user other than root cannot give back to them.
-func checkWritable(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
+func checkWritable(f *safefile.File) error {
+	fi, path := f.Info, f.Path
+	if fi == nil {
 		return nil
 	}
 	if fi.Mode().Perm()&0o200 == 0 {
@@ -357,15 +375,15 @@ func checkWritable(path string) error {
 	return nil
 }
 
-// writeSSHConfig replaces path atomically, keeping its mode, owner and
+// writeSSHConfig replaces f atomically, keeping its mode, owner and
 // group (root writing a user's file leaves it theirs: ssh refuses a
 // config another user owns); a new file is 0600, in a directory made 0700
 // if missing (as ~/.ssh must be). A group a user other than root cannot
 // give is left as the system makes it.
-func writeSSHConfig(path, text string) error {
+func writeSSHConfig(f *safefile.File, text string) error {
 	mode := fs.FileMode(0o600)
 	var keep func(*os.File) error
-	if fi, err := os.Stat(path); err == nil {
+	if fi := f.Info; fi != nil {
 		mode = fi.Mode().Perm()
 		if uid, gid, _ := fileOwner(fi); uid >= 0 {
 			keep = func(f *os.File) error {
@@ -377,10 +395,7 @@ func writeSSHConfig(path, text string) error {
 			}
 		}
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	return atomicfile.WriteFileWith(path, []byte(text), mode, keep)
+	return f.Replace([]byte(text), mode, keep)
 }
 
 // writeKnownHosts pins the user's host key (made on first use) under
@@ -392,9 +407,13 @@ func writeKnownHosts(state string) (bool, error) {
 		return false, err
 	}
 	line := sshserve.KnownHostsLine(sshconfig.HostKeyAlias, key.PublicKey()) + "\n"
-	path := filepath.Join(state, knownHostsFile)
-	if b, err := os.ReadFile(path); err == nil && string(b) == line {
+	f, err := safefile.Open(filepath.Join(state, knownHostsFile))
+	if err != nil {
+		return false, refusal(err, "remove it, and ssh-config writes the pin there again", "set XDG_STATE_HOME to a directory of root's")
+	}
+	defer f.Close()
+	if f.Info != nil && string(f.Data) == line {
 		return false, nil
 	}
-	return true, atomicfile.WriteFile(path, []byte(line), 0o600)
+	return true, f.Replace([]byte(line), 0o600, nil)
 }

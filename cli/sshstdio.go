@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 	"github.com/cocoonbox/cocoonbox/internal/version"
 	"github.com/cocoonbox/cocoonbox/relay"
 	"github.com/cocoonbox/cocoonbox/shim"
@@ -154,7 +155,9 @@ func sshSoftwareVersion(v string) string {
 // Host block of the user's own, with a pin elsewhere).
 func pinWarning(dir string, key ssh.PublicKey, advice string) string {
 	path := filepath.Join(dir, knownHostsFile)
-	rest, err := os.ReadFile(path)
+	// Bounded and never blocking: a FIFO there would hold ssh's
+	// connection forever.
+	rest, _, err := safefile.ReadFile(path)
 	if err != nil {
 		return ""
 	}

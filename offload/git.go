@@ -108,15 +108,21 @@ func (g git) cmd(ctx context.Context, args ...string) *exec.Cmd {
 
 // run runs git and returns its stdout.
 func (g git) run(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
-	var out, errb bytes.Buffer
+	var out bytes.Buffer
+	err := g.runTo(ctx, stdin, &out, args...)
+	return out.String(), err
+}
+
+// runTo runs git with its stdout going to w (a file: git writes it
+// itself).
+func (g git) runTo(ctx context.Context, stdin io.Reader, w io.Writer, args ...string) error {
+	var errb bytes.Buffer
 	c := g.cmd(ctx, args...)
-	c.Stdin = stdin
-	c.Stdout = &out
-	c.Stderr = &errb
+	c.Stdin, c.Stdout, c.Stderr = stdin, w, &errb
 	if err := c.Run(); err != nil {
-		return out.String(), &GitError{Args: args, Stderr: errb.String(), Err: err}
+		return &GitError{Args: args, Stderr: errb.String(), Err: err}
 	}
-	return out.String(), nil
+	return nil
 }
 
 // line runs git and returns its stdout without the final newline.

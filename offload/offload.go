@@ -660,8 +660,8 @@ func (o *Offloader) members(ctx context.Context, handover []byte, env *Environme
 	}
 	ms := []Member{{Name: "handover.md", Data: handover}, {Name: "env.json", Data: ej}}
 	bpath := filepath.Join(o.Store.RepoDir(r.Key), "offload.bundle")
-	// Run holds the repo's lock, so a bundle lock is left from a run
-	// that died, and git would refuse to write the bundle.
+	// Run holds the repo's lock, so a bundle lock is left from a run of
+	// an earlier version (whose git wrote the bundle itself) that died.
 	os.Remove(bpath + ".lock")
 	o.logf("bundle")
 	if ok, err := r.bundle(ctx, bpath, boxRefs); err != nil {

@@ -259,9 +259,18 @@ func (r *Repo) bundle(ctx context.Context, path string, boxRefs map[string]strin
 	for _, oid := range have {
 		fmt.Fprintf(&not, "^%s\n", oid)
 	}
+	// git would write path itself with the umask's mode (0644, often),
+	// through path.lock: it writes stdout instead, into a file made 0600.
 	os.Remove(path)
-	_, err = r.git.run(ctx, strings.NewReader(not.String()), "bundle", "create", "-q", path,
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return false, err
+	}
+	err = r.git.runTo(ctx, strings.NewReader(not.String()), f, "bundle", "create", "-q", "-",
 		"--exclude=main-worktree/*", "--exclude=worktrees/*", "--all", "--stdin")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
 	var ge *GitError
 	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "empty bundle") {
 		os.Remove(path)

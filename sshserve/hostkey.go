@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
 // HostKeyFile is the host key's file name in the state directory, in
@@ -28,21 +29,25 @@ const HostKeyFile = "ssh_host_ed25519_key"
 // error naming the file and the fix.
 func HostKey(dir string) (ssh.Signer, error) {
 	path := filepath.Join(dir, HostKeyFile)
-	b, err := os.ReadFile(path)
+	b, fi, err := safefile.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := create(dir, path); err != nil {
 			return nil, err
 		}
-		b, err = os.ReadFile(path)
+		b, fi, err = safefile.ReadFile(path)
+	}
+	_, notRegular := errors.AsType[*safefile.NotRegularError](err)
+	_, tooLarge := errors.AsType[*safefile.TooLargeError](err)
+	if notRegular || tooLarge {
+		return nil, fmt.Errorf("host key: %w; remove it to make a new one (and run `cocoonbox ssh-config` again to pin it)", err)
+	}
+	if _, ok := errors.AsType[*safefile.LinkError](err); ok {
+		return nil, fmt.Errorf("host key: %w, which root does not follow; set XDG_STATE_HOME to a directory of root's", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("host key: %w", err)
 	}
 	if runtime.GOOS != "windows" {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return nil, fmt.Errorf("host key: %w", err)
-		}
 		if fi.Mode().Perm()&0o077 != 0 {
 			return nil, fmt.Errorf("host key %s has mode %04o, readable by others; make it private with `chmod 600 %s`", path, fi.Mode().Perm(), path)
 		}

@@ -43,17 +43,36 @@ func Create(path string, data []byte, perm os.FileMode) error {
 
 // write writes data to a synced temporary file beside path and calls
 // put with its name; the temporary file is removed on error.
-func write(path string, data []byte, perm os.FileMode, prepare func(*os.File) error, put func(tmp string) error) (err error) {
+func write(path string, data []byte, perm os.FileMode, prepare func(*os.File) error, put func(tmp string) error) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
+	if err := Fill(f, data, perm, prepare); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := put(f.Name()); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
+// Fill gives f, a temporary file just made, mode perm and data, calls
+// prepare with it if not nil, then syncs and closes it: the steps before
+// the rename, for a caller that makes and renames the temporary file
+// itself (relative to a directory it holds open, say). f is closed
+// whatever the outcome; removing it on error is the caller's.
+func Fill(f *os.File, data []byte, perm os.FileMode, prepare func(*os.File) error) error {
+	err := fill(f, data, perm, prepare)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func fill(f *os.File, data []byte, perm os.FileMode, prepare func(*os.File) error) error {
 	if err := f.Chmod(perm); err != nil {
 		return err
 	}
@@ -65,11 +84,5 @@ func write(path string, data []byte, perm os.FileMode, prepare func(*os.File) er
 			return err
 		}
 	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return put(f.Name())
+	return f.Sync()
 }

@@ -1,0 +1,166 @@
+// Package safefile reads and replaces a file whose path a user gave, such
+// as the ssh_config that `cocoonbox ssh-config` edits: only a regular file
+// is read, and never more than MaxSize bytes (a FIFO, a device, a socket
+// or a directory is refused before an open could block or a read run on
+// forever); and, run by root, no symbolic link that another user controls
+// is followed, so that no user can point root's write at a file of
+// root's. On unix the file's directory is held open from the read to the
+// replace, a temporary file and a rename in it, so that what was checked
+// is what is written.
+package safefile
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// MaxSize is the most that Open reads of a file: 4 MiB, far beyond any
+// ssh_config, known_hosts or key file.
+const MaxSize = 4 << 20
+
+// File is a regular file opened by Open, or the place for one.
+type File struct {
+	// Path is the file's path: as given, or, when the given path's last
+	// element is a symbolic link, the file it leads to.
+	Path string
+	// Linked says the given path's last element is a symbolic link.
+	Linked bool
+	// Info describes the file as it was read; nil when there is none.
+	Info fs.FileInfo
+	// Data is what the file held; nil when there is none.
+	Data []byte
+
+	given string
+	sys
+}
+
+// Open reads the file at path, which may not exist: then Info and Data
+// are nil, and Replace makes it. It fails with a *NotRegularError for
+// anything but a regular file, a *TooLargeError past MaxSize and a
+// *LinkError for a link root must not follow. Close releases it.
+func Open(path string) (*File, error) {
+	f := &File{Path: path, given: path}
+	if err := f.open(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// ReadFile is Open's data for a file that must exist: its error then
+// satisfies errors.Is(err, fs.ErrNotExist), as os.ReadFile's does.
+func ReadFile(path string) ([]byte, fs.FileInfo, error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	if f.Info == nil {
+		return nil, nil, &fs.PathError{Op: "open", Path: f.Path, Err: fs.ErrNotExist}
+	}
+	return f.Data, f.Info, nil
+}
+
+// Replace puts data in the file's place with mode perm: a temporary file
+// beside it, given to prepare (if not nil) before it is synced, then
+// renamed over it, so that a reader sees the old content or the new.
+// Missing directories on the way are made 0700. On error the file is as
+// it was.
+func (f *File) Replace(data []byte, perm fs.FileMode, prepare func(*os.File) error) error {
+	return f.replace(data, perm, prepare)
+}
+
+// Remove removes the file.
+func (f *File) Remove() error { return f.remove() }
+
+// Close releases what Open holds; it is safe to call more than once.
+func (f *File) Close() error { return f.close() }
+
+// NotRegularError is a path that names something other than a regular
+// file.
+type NotRegularError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("%s is %s, not a regular file", e.Path, e.Kind())
+}
+
+// Kind says what the path names: "a directory", "a named pipe (FIFO)", ….
+func (e *NotRegularError) Kind() string {
+	switch t := e.Mode.Type(); {
+	case t&fs.ModeDir != 0:
+		return "a directory"
+	case t&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeCharDevice != 0:
+		return "a character device"
+	case t&fs.ModeDevice != 0:
+		return "a block device"
+	case t&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "a special file"
+}
+
+// TooLargeError is a file that holds more than MaxSize bytes.
+type TooLargeError struct {
+	Path string
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s is larger than %d MiB", e.Path, MaxSize>>20)
+}
+
+// LinkError is a symbolic link on the way to a file that, run by root,
+// Open does not follow: another user owns the link or its directory, or
+// others may write that directory (one without the sticky bit), and so
+// could point it anywhere.
+type LinkError struct {
+	// Path is the link.
+	Path string
+	// UID is the user who owns the link or, with Dir, its directory; -1
+	// with Dir when others may write the directory.
+	UID int
+	// Dir says it is the link's directory that another user controls.
+	Dir bool
+}
+
+func (e *LinkError) Error() string {
+	switch {
+	case !e.Dir:
+		return fmt.Sprintf("%s is a symbolic link of user %d", e.Path, e.UID)
+	case e.UID < 0:
+		return fmt.Sprintf("%s is a symbolic link in a directory that others may write", e.Path)
+	}
+	return fmt.Sprintf("%s is a symbolic link in a directory of user %d", e.Path, e.UID)
+}
+
+// read takes what h, opened on path, holds: a regular file of at most
+// MaxSize bytes, checked on the open descriptor itself.
+func read(h *os.File, path string) (fs.FileInfo, []byte, error) {
+	fi, err := h.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, &NotRegularError{Path: path, Mode: fi.Mode()}
+	}
+	if fi.Size() > MaxSize {
+		return nil, nil, &TooLargeError{Path: path}
+	}
+	// The file may grow while it is read.
+	b, err := io.ReadAll(io.LimitReader(h, MaxSize+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(b) > MaxSize {
+		return nil, nil, &TooLargeError{Path: path}
+	}
+	return fi, b, nil
+}

@@ -1,0 +1,51 @@
+//go:build !unix
+
+package safefile
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+)
+
+// sys is nothing here: without openat, the file is reached by its path
+// each time, and no other user's links are in question.
+type sys struct{}
+
+func (f *File) open() error {
+	if fi, err := os.Lstat(f.given); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		f.Linked = true
+		target, err := filepath.EvalSymlinks(f.given)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		f.Path = target
+	}
+	h, err := os.Open(f.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	f.Info, f.Data, err = read(h, f.Path)
+	return err
+}
+
+func (f *File) replace(data []byte, perm fs.FileMode, prepare func(*os.File) error) error {
+	if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
+		return err
+	}
+	return atomicfile.WriteFileWith(f.Path, data, perm, prepare)
+}
+
+func (f *File) remove() error { return os.Remove(f.Path) }
+
+func (f *File) close() error { return nil }
