@@ -30,39 +30,16 @@ var latencyWorkloads = []string{"startup", "download", "upload", "git clone", "r
 // and for each round trip a delay proxy in front of it and one in front of
 // sshd, both paths through their own proxy of the same delay.
 func (e *env) runLatency(top string) error {
-	var ms []int
-	for _, f := range strings.Split(*rtts, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 0 {
-			return fmt.Errorf("-rtt %q: want round trips in whole milliseconds, like 0,10,50,100", *rtts)
-		}
-		ms = append(ms, n)
-	}
-	boxPort, err := freePort()
+	ms, err := parseRTTs()
 	if err != nil {
 		return err
 	}
-	stopBox, err := e.startBox("--listen", fmt.Sprintf("127.0.0.1:%d", boxPort), "--tls", "self-signed")
-	if err != nil {
-		return fmt.Errorf("local box: %w", err)
-	}
-	defer stopBox()
-	home := filepath.Join(e.work, "home")
-	ca := filepath.Join(home, ".local", "state", "cocoonbox", "localbox", "tls", "self-signed.crt")
-	cfgDir, err := box.ConfigDir(func(k string) string {
-		if k == "HOME" {
-			return home
-		}
-		return ""
-	})
+	tb, err := e.startTLSBox()
 	if err != nil {
 		return err
 	}
-	url := fmt.Sprintf("https://127.0.0.1:%d", boxPort)
-	cred, err := auth.FileStore{Dir: cfgDir}.Get(url)
-	if err != nil {
-		return fmt.Errorf("the local box's token for %s: %w", url, err)
-	}
+	defer tb.stop()
+	boxPort := tb.port
 	sshPort, err := sshdPort(e.sshCfg)
 	if err != nil {
 		return err
@@ -82,9 +59,7 @@ func (e *env) runLatency(top string) error {
 			pb.Close()
 			return err
 		}
-		e.boxEnv = append(append([]string(nil), baseEnv...),
-			fmt.Sprintf("COCOONBOX_ENDPOINT=https://127.0.0.1:%d", pb.Port()),
-			"COCOONBOX_TOKEN="+cred.Token, "COCOONBOX_CA_FILE="+ca)
+		e.boxEnv = tb.through(baseEnv, pb.Port())
 		e.sshCfg = filepath.Join(e.work, fmt.Sprintf("ssh_config_rtt%d", rtt))
 		if err := writePortConfig(baseCfg, e.sshCfg, ps.Port()); err != nil {
 			return err
@@ -126,6 +101,67 @@ func (e *env) runLatency(top string) error {
 	header := fmt.Sprintf("Run %s on %s; %d rounds; transfers of %d MiB at 0 ms and %d MiB above; %s.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), *rounds, fullSize>>20, *rttSize>>20, version("ssh", "-V"))
 	return replaceMarked(path, string(doc), rttBeginMark, rttEndMark, header+table)
+}
+
+// parseRTTs reads -rtt: round trips in whole milliseconds.
+func parseRTTs() ([]int, error) {
+	var ms []int
+	for _, f := range strings.Split(*rtts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("-rtt %q: want round trips in whole milliseconds, like 0,10,50,100", *rtts)
+		}
+		ms = append(ms, n)
+	}
+	return ms, nil
+}
+
+// tlsBox is a local box served over TLS on a loopback port, with the
+// token localbox start saved for it and its self-signed certificate.
+type tlsBox struct {
+	port      int
+	token, ca string
+	stop      func()
+}
+
+// startTLSBox starts the local box with --tls self-signed on a free
+// loopback port.
+func (e *env) startTLSBox() (*tlsBox, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	stop, err := e.startBox("--listen", fmt.Sprintf("127.0.0.1:%d", port), "--tls", "self-signed")
+	if err != nil {
+		return nil, fmt.Errorf("local box: %w", err)
+	}
+	home := filepath.Join(e.work, "home")
+	cfgDir, err := box.ConfigDir(func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return ""
+	})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	url := fmt.Sprintf("https://127.0.0.1:%d", port)
+	cred, err := auth.FileStore{Dir: cfgDir}.Get(url)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("the local box's token for %s: %w", url, err)
+	}
+	ca := filepath.Join(home, ".local", "state", "cocoonbox", "localbox", "tls", "self-signed.crt")
+	return &tlsBox{port: port, token: cred.Token, ca: ca, stop: stop}, nil
+}
+
+// through is env with the box's endpoint at the delay proxy on port, its
+// token and its certificate.
+func (t *tlsBox) through(env []string, port int) []string {
+	return append(append([]string(nil), env...),
+		fmt.Sprintf("COCOONBOX_ENDPOINT=https://127.0.0.1:%d", port),
+		"COCOONBOX_TOKEN="+t.token, "COCOONBOX_CA_FILE="+t.ca)
 }
 
 // rttRow is one workload's result at one round trip.

@@ -43,77 +43,29 @@ none
 none
 `
 
+// offloadRows are the steps of one round, in order.
+var offloadRows = []string{"offload (first)", "back", "offload (second)", "back (second)"}
+
 func (e *env) runOffload(top string) error {
+	if *rtts != "" {
+		return e.runOffloadRTT(top)
+	}
 	stopBox, err := e.startBox()
 	if err != nil {
 		return fmt.Errorf("local box: %w", err)
 	}
 	defer stopBox()
-	g, err := e.cachedRepo()
+	g, err := e.prepareOffload(top)
 	if err != nil {
 		return err
 	}
-	boxHome := e.boxHome()
-	for _, d := range []string{".local/bin", ".standin"} {
-		if err := os.MkdirAll(filepath.Join(boxHome, d), 0o755); err != nil {
-			return err
-		}
-	}
-	standin, err := os.ReadFile(filepath.Join(top, "cli", "testdata", "standin", "standin-cli"))
+	times, err := e.offloadRounds(g, "", *rounds, true)
 	if err != nil {
 		return err
-	}
-	for name, data := range map[string]string{
-		".local/bin/claude":         string(standin),
-		".profile":                  "if [ -d \"$HOME/.local/bin\" ]; then PATH=\"$HOME/.local/bin:$PATH\"; fi\n",
-		".gitconfig":                "[user]\n\tname = Box User\n\temail = box-user@example.com\n",
-		".standin/signed-in-claude": "box-user@example.com\n",
-	} {
-		if err := os.WriteFile(filepath.Join(boxHome, name), []byte(data), 0o755); err != nil {
-			return err
-		}
-	}
-	rows := []string{"offload (first)", "back", "offload (second)", "back (second)"}
-	times := map[string][]time.Duration{}
-	for i := 0; i <= *rounds; i++ {
-		repo := filepath.Join(e.work, "offload", fmt.Sprintf("repo-%d", i))
-		if err := runIn(e.work, "git", "clone", "-q", g.packed(), repo); err != nil {
-			return err
-		}
-		// A clone writes its files and index in the same second, so git
-		// takes every entry as racily clean and hashes it again; a
-		// repository in use has had a git status since.
-		time.Sleep(1100 * time.Millisecond)
-		if err := runIn(repo, "git", "status", "-s"); err != nil {
-			return err
-		}
-		counting := i == *rounds // the last round counts processes, untimed
-		for _, row := range rows {
-			var d time.Duration
-			var err error
-			if strings.HasPrefix(row, "back") {
-				if err := e.waitIdle(repo); err != nil {
-					return fmt.Errorf("round %d, %s: %w", i+1, row, err)
-				}
-			}
-			if counting {
-				var c string
-				c, err = e.countProcs(repo, row)
-				fmt.Fprintf(os.Stderr, "%-18s processes: %s\n", row, c)
-				counts[row] = c
-			} else {
-				d, err = e.offloadStep(repo, row)
-				fmt.Fprintf(os.Stderr, "%-18s %s\n", row, d.Round(time.Millisecond))
-				times[row] = append(times[row], d)
-			}
-			if err != nil {
-				return fmt.Errorf("round %d, %s: %w", i+1, row, err)
-			}
-		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "| step | median of %d | min | max | processes here | git processes in the box |\n| --- | --- | --- | --- | --- | --- |\n", *rounds)
-	for _, row := range rows {
+	for _, row := range offloadRows {
 		ds := times[row]
 		s := append([]time.Duration(nil), ds...)
 		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
@@ -135,6 +87,167 @@ func (e *env) runOffload(top string) error {
 		return replaceMarked(filepath.Join(top, "docs", "benchmarks.md"), string(doc), "<!-- bench-offload:begin -->", "<!-- bench-offload:end -->", header+b.String())
 	}
 	return nil
+}
+
+// prepareOffload puts the stand-in CLI, signed in, and a git identity in
+// box main's home, and returns the bench's repository.
+func (e *env) prepareOffload(top string) (*gitWork, error) {
+	g, err := e.cachedRepo()
+	if err != nil {
+		return nil, err
+	}
+	boxHome := e.boxHome()
+	for _, d := range []string{".local/bin", ".standin"} {
+		if err := os.MkdirAll(filepath.Join(boxHome, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	standin, err := os.ReadFile(filepath.Join(top, "cli", "testdata", "standin", "standin-cli"))
+	if err != nil {
+		return nil, err
+	}
+	for name, data := range map[string]string{
+		".local/bin/claude":         string(standin),
+		".profile":                  "if [ -d \"$HOME/.local/bin\" ]; then PATH=\"$HOME/.local/bin:$PATH\"; fi\n",
+		".gitconfig":                "[user]\n\tname = Box User\n\temail = box-user@example.com\n",
+		".standin/signed-in-claude": "box-user@example.com\n",
+	} {
+		if err := os.WriteFile(filepath.Join(boxHome, name), []byte(data), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// offloadRounds runs n timed rounds of offloadRows, each on a fresh clone
+// of g named by tag and its number, and with count one more, untimed,
+// that counts processes (into counts). It returns each row's times.
+func (e *env) offloadRounds(g *gitWork, tag string, n int, count bool) (map[string][]time.Duration, error) {
+	times := map[string][]time.Duration{}
+	last := n - 1
+	if count {
+		last = n
+	}
+	for i := 0; i <= last; i++ {
+		repo := filepath.Join(e.work, "offload", fmt.Sprintf("repo-%s%d", tag, i))
+		if err := runIn(e.work, "git", "clone", "-q", g.packed(), repo); err != nil {
+			return nil, err
+		}
+		// A clone writes its files and index in the same second, so git
+		// takes every entry as racily clean and hashes it again; a
+		// repository in use has had a git status since.
+		time.Sleep(1100 * time.Millisecond)
+		if err := runIn(repo, "git", "status", "-s"); err != nil {
+			return nil, err
+		}
+		counting := count && i == n
+		for _, row := range offloadRows {
+			var d time.Duration
+			var err error
+			if strings.HasPrefix(row, "back") {
+				if err := e.waitIdle(repo); err != nil {
+					return nil, fmt.Errorf("round %d, %s: %w", i+1, row, err)
+				}
+			}
+			if counting {
+				var c string
+				c, err = e.countProcs(repo, row)
+				fmt.Fprintf(os.Stderr, "%-18s processes: %s\n", row, c)
+				counts[row] = c
+			} else {
+				d, err = e.offloadStep(repo, row)
+				fmt.Fprintf(os.Stderr, "%s%-18s %s\n", tag, row, d.Round(time.Millisecond))
+				times[row] = append(times[row], d)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("round %d, %s: %w", i+1, row, err)
+			}
+		}
+	}
+	return times, nil
+}
+
+// runOffloadRTT is the offload table at round trips (-offload -rtt): the
+// local box over TLS behind a delay proxy of each round trip, -rounds
+// timed rounds at each, and the round trips each step spends beyond its
+// time at 0 ms: (median - median at 0 ms) / RTT.
+func (e *env) runOffloadRTT(top string) error {
+	ms, err := parseRTTs()
+	if err != nil {
+		return err
+	}
+	tb, err := e.startTLSBox()
+	if err != nil {
+		return err
+	}
+	defer tb.stop()
+	g, err := e.prepareOffload(top)
+	if err != nil {
+		return err
+	}
+	base := e.boxEnv
+	defer func() { e.boxEnv = base }()
+	med := map[int]map[string]time.Duration{}
+	for _, rtt := range ms {
+		pb, err := startDelay(fmt.Sprintf("127.0.0.1:%d", tb.port), time.Duration(rtt)*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		e.boxEnv = tb.through(base, pb.Port())
+		times, err := e.offloadRounds(g, fmt.Sprintf("%dms-", rtt), *rounds, false)
+		pb.Close()
+		if err != nil {
+			return fmt.Errorf("%d ms: %w", rtt, err)
+		}
+		med[rtt] = map[string]time.Duration{}
+		for row, ds := range times {
+			med[rtt][row] = median(ds)
+		}
+	}
+	table := renderOffloadRTT(ms, med)
+	fmt.Print(table)
+	if !*write {
+		return nil
+	}
+	path := filepath.Join(top, "docs", "benchmarks.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	header := fmt.Sprintf("Run %s on %s, load average %s; medians of %d rounds at each round trip; the local box over TLS behind the delay proxy; %s.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), loadAvg(), *rounds, version("rsync", "--version"))
+	return replaceMarked(path, string(doc), "<!-- bench-offload-rtt:begin -->", "<!-- bench-offload-rtt:end -->", header+table)
+}
+
+// renderOffloadRTT makes the offload table at round trips: a column of
+// medians per round trip, then the round trips each step spent beyond 0
+// ms at each other round trip, when 0 ms was measured.
+func renderOffloadRTT(ms []int, med map[int]map[string]time.Duration) string {
+	var b strings.Builder
+	b.WriteString("| step |")
+	for _, rtt := range ms {
+		fmt.Fprintf(&b, " %d ms |", rtt)
+	}
+	_, haveZero := med[0]
+	var beyond []int
+	for _, rtt := range ms {
+		if rtt > 0 && haveZero {
+			beyond = append(beyond, rtt)
+			fmt.Fprintf(&b, " round trips beyond 0 ms, at %d ms |", rtt)
+		}
+	}
+	b.WriteString("\n|" + strings.Repeat(" --- |", 1+len(ms)+len(beyond)) + "\n")
+	for _, row := range offloadRows {
+		fmt.Fprintf(&b, "| %s |", row)
+		for _, rtt := range ms {
+			fmt.Fprintf(&b, " %s |", med[rtt][row].Round(time.Millisecond))
+		}
+		for _, rtt := range beyond {
+			fmt.Fprintf(&b, " %.1f |", float64(med[rtt][row]-med[0][row])/float64(time.Duration(rtt)*time.Millisecond))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 var counts = map[string]string{}
