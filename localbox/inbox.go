@@ -19,7 +19,8 @@ import (
 // server serves or wakes the box, stopped when the box sleeps or the
 // server stops. Its socket is in the box's run directory.
 
-// inboxes holds the running inbox of each box, by box name.
+// inboxes holds the running inbox of each box, by box id (names repeat
+// across accounts).
 type inboxes struct {
 	mu   sync.Mutex
 	cmds map[string]*inboxProc
@@ -100,7 +101,7 @@ func (s *Server) startInbox(b *box) {
 	if s.inbox.cmds == nil {
 		s.inbox.cmds = map[string]*inboxProc{}
 	}
-	if s.inbox.cmds[b.Name] != nil {
+	if s.inbox.cmds[b.ID] != nil {
 		return
 	}
 	if err := linkAgent(b.home(), agent); err != nil {
@@ -145,7 +146,7 @@ func (s *Server) startInbox(b *box) {
 		return
 	}
 	p := &inboxProc{cmd: cmd, exited: make(chan struct{})}
-	s.inbox.cmds[b.Name] = p
+	s.inbox.cmds[b.ID] = p
 	exited := p.exited
 	s.recordProc(cmd.Process.Pid)
 	go func() {
@@ -153,8 +154,8 @@ func (s *Server) startInbox(b *box) {
 		s.forgetProc(cmd.Process.Pid)
 		close(exited)
 		s.inbox.mu.Lock()
-		if s.inbox.cmds[b.Name] == p {
-			delete(s.inbox.cmds, b.Name)
+		if s.inbox.cmds[b.ID] == p {
+			delete(s.inbox.cmds, b.ID)
 		}
 		s.inbox.mu.Unlock()
 	}()
@@ -176,8 +177,8 @@ func (s *Server) startInbox(b *box) {
 // stopInbox stops b's inbox: SIGTERM, SIGKILL after 5 s.
 func (s *Server) stopInbox(b *box) {
 	s.inbox.mu.Lock()
-	p := s.inbox.cmds[b.Name]
-	delete(s.inbox.cmds, b.Name)
+	p := s.inbox.cmds[b.ID]
+	delete(s.inbox.cmds, b.ID)
 	s.inbox.mu.Unlock()
 	if p == nil {
 		return
@@ -199,7 +200,7 @@ func (s *Server) powerOff() {
 	s.inbox.mu.Lock()
 	s.inbox.closed = true
 	s.inbox.mu.Unlock()
-	for _, b := range s.reg.list() {
+	for _, b := range s.reg.all() {
 		s.stopInbox(b)
 		s.killTmux(b)
 	}
@@ -232,7 +233,7 @@ func (s *Server) cleanUp() {
 	if n := s.sweep(0); n > 0 {
 		s.logf("ended %d process groups a previous local box left behind", n)
 	}
-	for _, b := range s.reg.list() {
+	for _, b := range s.reg.all() {
 		s.killTmux(b)
 	}
 	if n := s.endMarked(0); n > 0 {

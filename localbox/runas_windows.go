@@ -7,7 +7,10 @@ import (
 )
 
 // boxUser is unused on Windows: the local box serves no Windows boxes.
-type boxUser struct{ name string }
+type boxUser struct {
+	name     string
+	uid, gid uint32
+}
 
 func lookupBoxUser(name string) (*boxUser, error) {
 	return nil, errors.New("a box user is not supported on Windows")
@@ -27,3 +30,7 @@ func RootUser(dir, bin string) (name, why string) { return "", "" }
 
 // MkdirState makes the state directory dir, 0700, with its parents.
 func MkdirState(dir string) error { return os.MkdirAll(dir, 0o700) }
+
+// StateRecipe is the next step for a state directory out of a box user's
+// reach; unused on Windows.
+const StateRecipe = ""
