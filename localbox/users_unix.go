@@ -100,12 +100,16 @@ func (c claim) holder(stateDir string) string {
 // that no other local box or account holds it or its uid, and records the
 // claim. created says it made the user.
 func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser, created bool, err error) {
+	other := "choose another with --unix-user NAME"
+	if account == OwnerAccount {
+		other = "serve this local box as a user who is not root (its boxes then run as that user), or remove that account there first"
+	}
 	if !unixNameRE.MatchString(unix) {
 		return nil, false, fmt.Errorf("bad unix user name %q: use 1 to 32 of a-z, 0-9, _ and -, not starting with -", unix)
 	}
 	err = withClaims(claims, func() error {
 		if c, ok := readClaim(claims, unix); ok && c.live() && (c.StateDir != stateDir || c.Account != account) {
-			return fmt.Errorf("unix user %s belongs to %s; choose another with --unix-user NAME, or remove that account first", unix, c.holder(stateDir))
+			return fmt.Errorf("unix user %s belongs to %s; %s", unix, c.holder(stateDir), other)
 		}
 		pw, lerr := user.Lookup(unix)
 		switch {
@@ -117,7 +121,7 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser,
 			}
 			created = true
 		case strings.HasPrefix(pw.Name, "cocoonbox localbox ") && pw.Name != gecosMark(stateDir, account):
-			return fmt.Errorf("unix user %s was made for another local box or account (%q); choose another with --unix-user NAME", unix, pw.Name)
+			return fmt.Errorf("unix user %s was made for another local box or account (%q); %s", unix, pw.Name, other)
 		case !mapped && pw.Name != gecosMark(stateDir, account):
 			return fmt.Errorf("unix user %s exists and the local box did not make it; to run account %s as it, map it: --unix-user %s; else choose another prefix (--user-prefix)", unix, account, unix)
 		}
@@ -129,7 +133,7 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser,
 			if created {
 				deleteUnixUser(unix)
 			}
-			return fmt.Errorf("unix user %s has uid or gid 0: a box user is never root; choose another with --unix-user NAME", unix)
+			return fmt.Errorf("unix user %s has uid or gid 0: a box user is never root; %s", unix, other)
 		}
 		ents, _ := os.ReadDir(claims)
 		for _, e := range ents {
@@ -140,7 +144,7 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser,
 				if created {
 					deleteUnixUser(unix)
 				}
-				return fmt.Errorf("unix user %s has uid %d, as unix user %s of %s; no two accounts share a uid: choose another with --unix-user NAME", unix, u.uid, e.Name(), c.holder(stateDir))
+				return fmt.Errorf("unix user %s has uid %d, as unix user %s of %s; no two accounts share a uid: %s", unix, u.uid, e.Name(), c.holder(stateDir), other)
 			}
 		}
 		b, _ := json.Marshal(claim{StateDir: stateDir, Account: account, UID: u.uid})
