@@ -34,6 +34,9 @@ const OwnerAccount = "owner"
 // before the account's name: account alice runs as cocoonbox-alice.
 const DefaultUserPrefix = "cocoonbox-"
 
+// geteuid is os.Geteuid, for the tests of a local box not served by root.
+var geteuid = os.Geteuid
+
 // accountCodeTTL is how long an account's sign-in code works.
 const accountCodeTTL = 24 * time.Hour
 
@@ -199,7 +202,7 @@ var ErrNeedsRoot = errors.New("accounts need a local box served by root: each ac
 // A running server on dir sees the account at its next miss.
 func AddAccount(dir, name string, o AddAccountOptions) (AddedAccount, error) {
 	var out AddedAccount
-	if os.Geteuid() != 0 {
+	if geteuid() != 0 {
 		return out, ErrNeedsRoot
 	}
 	if !ValidAccountName(name) {
@@ -322,7 +325,7 @@ type RemovedAccount struct {
 // the local box made it, and its claim. It needs root (ErrNeedsRoot).
 func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, error) {
 	var out RemovedAccount
-	if os.Geteuid() != 0 {
+	if geteuid() != 0 {
 		return out, ErrNeedsRoot
 	}
 	abs, err := filepath.Abs(dir)
