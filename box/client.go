@@ -311,6 +311,27 @@ func (c *Client) Hibernate(ctx context.Context, box string) (Box, error) {
 	return fromProto(r.GetBox()), nil
 }
 
+// Create makes a new box named name with the server's default image and
+// returns it; a name the caller has already is an error (ALREADY_EXISTS)
+// with the server's one line.
+func (c *Client) Create(ctx context.Context, name string) (Box, error) {
+	r, err := c.boxes.Create(ctx, &controlv1.CreateRequest{Name: name})
+	if err != nil {
+		return Box{}, c.wrap("create "+name, err)
+	}
+	return fromProto(r.GetBox()), nil
+}
+
+// Delete removes box and everything in it, ending its commands; it
+// returns the deleted box's id. An unknown box wraps ErrNotFound.
+func (c *Client) Delete(ctx context.Context, box string) (string, error) {
+	r, err := c.boxes.Delete(ctx, &controlv1.DeleteRequest{Box: box, Confirm: true})
+	if err != nil {
+		return "", c.wrap("delete "+box, err)
+	}
+	return r.GetBoxId(), nil
+}
+
 // maxEcho is how many runes of a value given by the caller an error
 // message repeats.
 const maxEcho = 80

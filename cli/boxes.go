@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
 // boxesOptions are the flags of `cocoonbox boxes list`.
@@ -51,11 +52,33 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error { return wakeBox(c, s, a[0]) })
 		},
 	}
-	for _, c := range []*cobra.Command{sleep, wake} {
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a box of yours",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, a []string) error {
+			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error { return createBox(c, s, a[0]) })
+		},
+	}
+	var yes bool
+	del := &cobra.Command{
+		Use:   "delete BOX --yes",
+		Short: "Delete a box and everything in it: its commands end, its home and workspace are removed",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, a []string) error {
+			if !yes {
+				return &ExitError{Code: ExitNeedsYes, Err: fmt.Errorf("deleting box %s ends its commands and removes its home and workspace for good; to do it: cocoonbox boxes delete %s --yes", printable.Line(a[0], 80), printable.Line(a[0], 80))}
+			}
+			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error { return deleteBox(c, s, a[0]) })
+		},
+	}
+	del.Flags().BoolVar(&yes, "yes", false, "confirm: the box's files are deleted for good")
+	create.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+	for _, c := range []*cobra.Command{sleep, wake, del} {
 		c.ValidArgsFunction = onlyFirst(boxNames(env, &o.Endpoint))
 		c.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
 	}
-	boxes.AddCommand(list, sleep, wake)
+	boxes.AddCommand(list, create, del, sleep, wake)
 	return boxes
 }
 
@@ -76,6 +99,24 @@ func sleepBox(c *box.Client, s Streams, name string) error {
 		return err
 	}
 	fmt.Fprintf(s.Err, "box %s: %s\n", b.Name, b.State)
+	return nil
+}
+
+func createBox(c *box.Client, s Streams, name string) error {
+	b, err := c.Create(context.Background(), name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Err, "box %s created (%s): %s\n", b.Name, b.ID, b.State)
+	return nil
+}
+
+func deleteBox(c *box.Client, s Streams, name string) error {
+	id, err := c.Delete(context.Background(), name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Err, "box %s deleted (%s)\n", printable.Line(name, 80), id)
 	return nil
 }
 

@@ -122,7 +122,7 @@ no account.`,
 	}
 	listen(start)
 	localBoxes := onlyFirst(boxNamesAt(func() (*box.Client, error) { return running(env) }))
-	lb.AddCommand(serve, start,
+	lb.AddCommand(serve, start, newLocalboxAccount(env, s),
 		&cobra.Command{
 			Use:   "stop",
 			Short: "Stop the local box",
@@ -259,6 +259,12 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	if why != "" {
 		fmt.Fprintln(s.Err, "cocoonbox: "+rootLine(why))
 	}
+	// No two local boxes on this machine run boxes as one Unix user: the
+	// owner's box user is this one's alone (docs/self-hosting.md "Accounts").
+	if err := localbox.ClaimOwnerUser(claimsDir(env), dir, boxUser); err != nil {
+		lis.Close()
+		return fmt.Errorf("the owner's box user: %w", err)
+	}
 	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser}
 	info, _ := json.Marshal(ri)
 	if err := atomicfile.WriteFile(runtimePath(dir), info, 0o600); err != nil {
@@ -269,6 +275,18 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	// SIGHUP re-reads the accounts and tokens, as `localbox account remove`
+	// asks, as sshd re-reads its configuration.
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
+	go func() {
+		for range hups {
+			if err := srv.Reload(); err != nil {
+				logger.Printf("reload: %v", err)
+			}
+		}
+	}()
 	// Serve returns as soon as Stop closes the listener; the process must
 	// not exit before Stop has also ended the boxes' inboxes and tmux.
 	stopped := make(chan struct{})

@@ -272,7 +272,32 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			e.Setenv("BOX_WORKSPACE", filepath.Join(state, "boxes", localbox.DefaultBox, "workspace"))
 			e.Setenv("BOX_HOME", filepath.Join(state, "boxes", localbox.DefaultBox, "home"))
 			e.Setenv("STANDIN", standin)
+			// Each script claims Unix users in a claims directory of its own
+			// (root's, 0700), so scripts in parallel never see each other's.
+			e.Setenv("COCOONBOX_CLAIMS_DIR", filepath.Join(e.WorkDir, ".claims"))
+			// UNIQ names what a script makes machine-wide (Unix users), so
+			// that no two runs collide.
+			uniq := make([]byte, 3)
+			rand.Read(uniq)
+			e.Setenv("UNIQ", fmt.Sprintf("%x", uniq))
+			e.Defer(func() { deleteUsers(fmt.Sprintf("cb%x-", uniq)) })
 			return nil
 		},
+	}
+}
+
+// deleteUsers deletes every Unix user whose name starts with prefix, and
+// ends its processes first: a script that failed before its `account
+// remove` leaves the users it made.
+func deleteUsers(prefix string) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	pw, _ := os.ReadFile("/etc/passwd")
+	for _, l := range strings.Split(string(pw), "\n") {
+		if name, _, ok := strings.Cut(l, ":"); ok && strings.HasPrefix(name, prefix) {
+			exec.Command("pkill", "-KILL", "-u", name).Run()
+			exec.Command("userdel", name).Run()
+		}
 	}
 }

@@ -12,8 +12,9 @@ import (
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
-// accountService is the Account service: every token the local box issued
-// is a device of its one account, the owner's.
+// accountService is the Account service, within the caller's account:
+// each token belongs to one (accounts.go), and only the owner may revoke
+// another account's device.
 type accountService struct {
 	controlv1.UnimplementedAccountServer
 	s *Server
@@ -34,23 +35,26 @@ func sortRecords(rs []TokenRecord) {
 }
 
 func (x *accountService) ListDevices(ctx context.Context, _ *controlv1.ListDevicesRequest) (*controlv1.ListDevicesResponse, error) {
-	me := caller(ctx).ID
+	me := caller(ctx)
 	var r controlv1.ListDevicesResponse
 	for _, t := range x.s.toks.list() {
+		if t.Account != me.Account {
+			continue
+		}
 		r.Devices = append(r.Devices, &controlv1.Device{
 			Id:           t.ID,
 			Name:         t.Name,
 			Client:       t.Client,
 			CreatedAtMs:  t.CreatedAtMS,
 			LastUsedAtMs: t.LastUsedAtMS,
-			Current:      t.ID == me,
+			Current:      t.ID == me.ID,
 		})
 	}
 	return &r, nil
 }
 
-func (x *accountService) RevokeDevice(_ context.Context, req *controlv1.RevokeDeviceRequest) (*controlv1.RevokeDeviceResponse, error) {
-	gone, err := x.s.toks.revoke(func(t TokenRecord) bool { return t.ID == req.GetId() })
+func (x *accountService) RevokeDevice(ctx context.Context, req *controlv1.RevokeDeviceRequest) (*controlv1.RevokeDeviceResponse, error) {
+	gone, err := x.s.revokeDevice(caller(ctx).Account, req.GetId())
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "revoke: %v", err)
 	}
@@ -70,22 +74,29 @@ func (x *accountService) RevokeToken(ctx context.Context, _ *controlv1.RevokeTok
 	return &controlv1.RevokeTokenResponse{}, nil
 }
 
-func (x *accountService) SignOutEverywhere(context.Context, *controlv1.SignOutEverywhereRequest) (*controlv1.SignOutEverywhereResponse, error) {
-	n, err := x.s.signOutEverywhere()
+func (x *accountService) SignOutEverywhere(ctx context.Context, _ *controlv1.SignOutEverywhereRequest) (*controlv1.SignOutEverywhereResponse, error) {
+	n, err := x.s.signOutEverywhere(caller(ctx).Account)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "sign out everywhere: %v", err)
 	}
 	return &controlv1.SignOutEverywhereResponse{Revoked: uint32(n)}, nil
 }
 
-// signOutEverywhere revokes every token, ending every open call, and every
-// session of the owner's console.
-func (s *Server) signOutEverywhere() (int, error) {
-	s.owner.endSessions()
-	gone, err := s.toks.revoke(func(TokenRecord) bool { return true })
+// revokeDevice revokes device id for a caller of account: a device of
+// the caller's account, or of any account when the caller is the owner's
+// ("").
+func (s *Server) revokeDevice(account, id string) ([]TokenRecord, error) {
+	return s.toks.revoke(func(t TokenRecord) bool { return t.ID == id && (account == "" || t.Account == account) })
+}
+
+// signOutEverywhere revokes every token of account ("" for the owner's),
+// ending every open call on them, and every console session of it.
+func (s *Server) signOutEverywhere(account string) (int, error) {
+	s.owner.endSessionsOf(account)
+	gone, err := s.toks.revoke(func(t TokenRecord) bool { return t.Account == account })
 	if err != nil {
 		return 0, err
 	}
-	s.logf("signed out everywhere: %d tokens revoked", len(gone))
+	s.logf("%s signed out everywhere: %d tokens revoked", accountLabel(account), len(gone))
 	return len(gone), nil
 }

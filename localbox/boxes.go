@@ -39,8 +39,12 @@ type boxMeta struct {
 // box is one box: a directory with home/ and workspace/.
 type box struct {
 	dir string
-	mu  sync.Mutex
+	// account is the account the box belongs to; "" is the owner's.
+	account string
+	mu      sync.Mutex
 	boxMeta
+	// deleted is set when Delete takes the box away: no Exec starts in it.
+	deleted bool
 	// execs cancels the Execs running in the box, for Hibernate.
 	execs map[*context.CancelFunc]struct{}
 	// fresh is set when create made the box, until prepareHome gave its
@@ -91,7 +95,7 @@ func (b *box) setHibernated(h bool) error {
 func (b *box) register(cancel *context.CancelFunc) (func(), bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.Hibernated {
+	if b.Hibernated || b.deleted {
 		return nil, false
 	}
 	b.execs[cancel] = struct{}{}
@@ -102,18 +106,38 @@ func (b *box) register(cancel *context.CancelFunc) (func(), bool) {
 	}, true
 }
 
-// registry holds the boxes under DIR/boxes.
+// registry holds the boxes of every account: the owner's under
+// DIR/boxes, each other account's under DIR/accounts/NAME/boxes.
 type registry struct {
 	dir   string
 	mu    sync.Mutex
-	boxes map[string]*box // by name
+	boxes map[string]*box // by boxKey
 }
 
+func boxKey(account, name string) string { return account + "/" + name }
+
+// boxesDir is where account's boxes are ("" for the owner's).
+func (r *registry) boxesDir(account string) string {
+	if account == "" {
+		return filepath.Join(r.dir, "boxes")
+	}
+	return accountBoxesDir(r.dir, account)
+}
+
+// load reads the owner's boxes; an account's are read by loadAccount.
 func (r *registry) load() error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.boxes = map[string]*box{}
-	ents, err := os.ReadDir(filepath.Join(r.dir, "boxes"))
+	r.mu.Unlock()
+	return r.loadAccount("")
+}
+
+// loadAccount reads account's boxes into the registry.
+func (r *registry) loadAccount(account string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	root := r.boxesDir(account)
+	ents, err := os.ReadDir(root)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -121,7 +145,7 @@ func (r *registry) load() error {
 		if !e.IsDir() || !ValidName(e.Name()) {
 			continue
 		}
-		b := &box{dir: filepath.Join(r.dir, "boxes", e.Name()), execs: map[*context.CancelFunc]struct{}{}}
+		b := &box{dir: filepath.Join(root, e.Name()), account: account, execs: map[*context.CancelFunc]struct{}{}}
 		data, err := os.ReadFile(filepath.Join(b.dir, "box.json"))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // not a box (yet): create makes it one
@@ -132,40 +156,58 @@ func (r *registry) load() error {
 		if err := json.Unmarshal(data, &b.boxMeta); err != nil {
 			return fmt.Errorf("read %s: %w", filepath.Join(b.dir, "box.json"), err)
 		}
-		r.boxes[b.Name] = b
+		if _, ok := r.boxes[boxKey(account, b.Name)]; !ok {
+			r.boxes[boxKey(account, b.Name)] = b
+		}
 	}
 	return nil
 }
 
-// create makes box name (home/, workspace/, box.json); an existing box is
-// returned as it is.
+// create makes the owner's box name (home/, workspace/, box.json); an
+// existing box is returned as it is.
 func (r *registry) create(name string) (*box, error) {
+	b, _, err := r.add("", name)
+	return b, err
+}
+
+// add makes account's box name, or returns the existing one with created
+// false.
+func (r *registry) add(account, name string) (b *box, created bool, err error) {
 	if !ValidName(name) {
-		return nil, fmt.Errorf("bad box name %q: use 1 to 63 of a-z, 0-9 and -", name)
+		return nil, false, fmt.Errorf("bad box name %q: use 1 to 63 of a-z, 0-9 and -", name)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if b, ok := r.boxes[name]; ok {
-		return b, nil
+	if b, ok := r.boxes[boxKey(account, name)]; ok {
+		return b, false, nil
 	}
 	id := make([]byte, 8)
 	rand.Read(id)
-	b := &box{
-		dir:     filepath.Join(r.dir, "boxes", name),
+	b = &box{
+		dir:     filepath.Join(r.boxesDir(account), name),
+		account: account,
 		boxMeta: boxMeta{ID: "box_" + hex.EncodeToString(id), Name: name},
 		execs:   map[*context.CancelFunc]struct{}{},
 		fresh:   true,
 	}
+	if account != "" {
+		// The way down to an account's boxes is root's and 0711, made
+		// when the account was added; a box is never made through a
+		// directory that is not.
+		if err := mkdirAccount(r.dir, account); err != nil {
+			return nil, false, err
+		}
+	}
 	for _, d := range []string{b.home(), b.workspace(), b.run()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if err := b.saveLocked(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	r.boxes[name] = b
-	return b, nil
+	r.boxes[boxKey(account, name)] = b
+	return b, true, nil
 }
 
 // skelDir holds the files a new user's home starts with.
@@ -224,28 +266,76 @@ func (s *Server) prepareHome(b *box) {
 	b.fresh = false
 }
 
-// get finds a box by name or id.
-func (r *registry) get(ref string) (*box, bool) {
+// get finds a box of account by name or id.
+func (r *registry) get(account, ref string) (*box, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if b, ok := r.boxes[ref]; ok {
+	if b, ok := r.boxes[boxKey(account, ref)]; ok {
 		return b, true
 	}
 	for _, b := range r.boxes {
-		if b.ID == ref {
+		if b.ID == ref && b.account == account {
 			return b, true
 		}
 	}
 	return nil, false
 }
 
-func (r *registry) list() []*box {
+// list returns account's boxes, by name.
+func (r *registry) list(account string) []*box {
+	return r.listWhere(func(b *box) bool { return b.account == account })
+}
+
+// all returns every account's boxes.
+func (r *registry) all() []*box { return r.listWhere(func(*box) bool { return true }) }
+
+func (r *registry) listWhere(keep func(*box) bool) []*box {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]*box, 0, len(r.boxes))
 	for _, b := range r.boxes {
-		out = append(out, b)
+		if keep(b) {
+			out = append(out, b)
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].account != out[j].account {
+			return out[i].account < out[j].account
+		}
+		return out[i].Name < out[j].Name
+	})
 	return out
+}
+
+// remove takes b out of the registry and marks it deleted, ending its
+// Execs: no new one starts in it.
+func (r *registry) remove(b *box) {
+	r.mu.Lock()
+	if r.boxes[boxKey(b.account, b.Name)] == b {
+		delete(r.boxes, boxKey(b.account, b.Name))
+	}
+	r.mu.Unlock()
+	b.mu.Lock()
+	b.deleted = true
+	for c := range b.execs {
+		(*c)()
+	}
+	b.mu.Unlock()
+}
+
+// idle waits until no Exec runs in b, at most d, and reports whether none does.
+func (b *box) idle(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		b.mu.Lock()
+		n := len(b.execs)
+		b.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -53,19 +53,26 @@ type sessionService struct {
 	s *Server
 
 	mu    sync.Mutex
-	execs map[string]*process // by exec_id, while they run
+	execs map[string]tracked // by exec_id, while they run
 }
 
-// track names p with a new exec_id for Signal; the returned func forgets it.
-func (x *sessionService) track(p *process) (string, func()) {
+// tracked is a running Exec and the account whose box it runs in.
+type tracked struct {
+	p       *process
+	account string
+}
+
+// track names p, running in a box of account, with a new exec_id for
+// Signal; the returned func forgets it.
+func (x *sessionService) track(p *process, account string) (string, func()) {
 	id := make([]byte, 16)
 	rand.Read(id)
 	key := hex.EncodeToString(id)
 	x.mu.Lock()
 	if x.execs == nil {
-		x.execs = map[string]*process{}
+		x.execs = map[string]tracked{}
 	}
-	x.execs[key] = p
+	x.execs[key] = tracked{p, account}
 	x.mu.Unlock()
 	return key, func() {
 		x.mu.Lock()
@@ -76,11 +83,13 @@ func (x *sessionService) track(p *process) (string, func()) {
 
 // Signal delivers a signal outside the Exec stream, so that stdin the
 // command has not read cannot hold it up.
-func (x *sessionService) Signal(_ context.Context, req *controlv1.SignalRequest) (*controlv1.SignalResponse, error) {
+func (x *sessionService) Signal(ctx context.Context, req *controlv1.SignalRequest) (*controlv1.SignalResponse, error) {
 	x.mu.Lock()
-	p := x.execs[req.GetExecId()]
+	t, ok := x.execs[req.GetExecId()]
 	x.mu.Unlock()
-	if p == nil {
+	p := t.p
+	// Another account's Exec is not found, as one that has ended.
+	if !ok || t.account != caller(ctx).Account {
 		return nil, status.Error(codes.NotFound, "no running exec with that id")
 	}
 	p.signal(req.GetName())
@@ -110,7 +119,7 @@ func (x *sessionService) Exec(st execStream) error {
 	if start == nil {
 		return status.Error(codes.InvalidArgument, "the first message of Exec must be start")
 	}
-	b, err := x.s.lookup(start.GetBox())
+	b, err := x.s.lookup(st.Context(), start.GetBox())
 	if err != nil {
 		return err
 	}
@@ -130,7 +139,7 @@ func (x *sessionService) Exec(st execStream) error {
 	x.s.recordProc(pid)
 	defer x.s.forgetProc(pid)
 	out := &sender{st: st}
-	execID, forget := x.track(p)
+	execID, forget := x.track(p, b.account)
 	defer forget()
 	if err := out.send(&controlv1.ExecResponse{Msg: &controlv1.ExecResponse_Started{Started: &controlv1.Started{ExecId: execID}}}); err != nil {
 		p.kill()

@@ -200,7 +200,7 @@ func TestHostileInboxLog(t *testing.T) {
 	os.Remove(filepath.Join(h.run(), "inbox.log"))
 	h.plant(filepath.Join(h.run(), "inbox.log"), h.standin)
 	srv, _ := h.serve()
-	b, _ := srv.reg.get(DefaultBox)
+	b, _ := srv.reg.get("", DefaultBox)
 	waitFor(t, "the inbox's first lines in its log", func() bool {
 		data, _ := os.ReadFile(b.inboxLog())
 		return strings.Contains(string(data), "forged line")
@@ -233,7 +233,7 @@ func TestHostileRunDir(t *testing.T) {
 	h.plant(filepath.Join(h.run(), "cocoonbox"), h.rootDir)
 	h.plant(filepath.Join(h.run(), "tmux-0"), h.rootDir)
 	srv, _ := h.serve()
-	b, _ := srv.reg.get(DefaultBox)
+	b, _ := srv.reg.get("", DefaultBox)
 	waitFor(t, "the inbox to fail", func() bool {
 		data, _ := os.ReadFile(b.inboxLog())
 		return strings.Contains(string(data), "forged line")

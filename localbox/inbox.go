@@ -23,7 +23,8 @@ import (
 // server serves or wakes the box, stopped when the box sleeps or the
 // server stops. Its socket is in the box's run directory.
 
-// inboxes holds the running inbox of each box, by box name.
+// inboxes holds the running inbox of each box, by box id (names repeat
+// across accounts).
 type inboxes struct {
 	mu   sync.Mutex
 	cmds map[string]*inboxProc
@@ -104,7 +105,7 @@ func (s *Server) startInbox(b *box) {
 	if s.inbox.cmds == nil {
 		s.inbox.cmds = map[string]*inboxProc{}
 	}
-	if s.inbox.cmds[b.Name] != nil {
+	if s.inbox.cmds[b.ID] != nil {
 		return
 	}
 	if err := s.chownBox(b); err != nil {
@@ -147,7 +148,7 @@ func (s *Server) startInbox(b *box) {
 		close(logged)
 	}()
 	p := &inboxProc{cmd: cmd, exited: make(chan struct{})}
-	s.inbox.cmds[b.Name] = p
+	s.inbox.cmds[b.ID] = p
 	exited := p.exited
 	s.recordProc(cmd.Process.Pid)
 	go func() {
@@ -161,8 +162,8 @@ func (s *Server) startInbox(b *box) {
 		}
 		close(exited)
 		s.inbox.mu.Lock()
-		if s.inbox.cmds[b.Name] == p {
-			delete(s.inbox.cmds, b.Name)
+		if s.inbox.cmds[b.ID] == p {
+			delete(s.inbox.cmds, b.ID)
 		}
 		s.inbox.mu.Unlock()
 	}()
@@ -192,8 +193,8 @@ func (s *Server) startInbox(b *box) {
 // stopInbox stops b's inbox: SIGTERM, SIGKILL after 5 s.
 func (s *Server) stopInbox(b *box) {
 	s.inbox.mu.Lock()
-	p := s.inbox.cmds[b.Name]
-	delete(s.inbox.cmds, b.Name)
+	p := s.inbox.cmds[b.ID]
+	delete(s.inbox.cmds, b.ID)
 	s.inbox.mu.Unlock()
 	if p == nil {
 		return
@@ -215,7 +216,7 @@ func (s *Server) powerOff() {
 	s.inbox.mu.Lock()
 	s.inbox.closed = true
 	s.inbox.mu.Unlock()
-	for _, b := range s.reg.list() {
+	for _, b := range s.reg.all() {
 		s.stopInbox(b)
 		s.killTmux(b)
 	}
@@ -260,7 +261,7 @@ func (s *Server) cleanUp() {
 	if n := s.sweep(0); n > 0 {
 		s.logf("ended %d process groups a previous local box left behind", n)
 	}
-	for _, b := range s.reg.list() {
+	for _, b := range s.reg.all() {
 		s.killTmux(b)
 	}
 	if n := s.endMarked(0); n > 0 {

@@ -51,7 +51,9 @@ type oauthServer struct {
 }
 
 type authCode struct {
-	req     authRequest
+	req authRequest
+	// account is the account whose console approved it; "" the owner's.
+	account string
 	expires time.Time
 	used    bool
 	tokenID string // the token issued for it, revoked if it comes back
@@ -191,11 +193,12 @@ func (o *oauthServer) page(name, ctype string) http.HandlerFunc {
 // console wraps a route of the owner's console: it needs a session.
 func (o *oauthServer) console(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !o.s.owner.session(r.Header.Get(sessionHeader)) {
-			writeJSON(w, http.StatusUnauthorized, oauthError{Code: "login_required", Description: "sign in as the owner of this local box"})
+		account, ok := o.s.owner.sessionAccount(r.Header.Get(sessionHeader))
+		if !ok {
+			writeJSON(w, http.StatusUnauthorized, oauthError{Code: "login_required", Description: "sign in with your sign-in code for this local box"})
 			return
 		}
-		h(w, r)
+		h(w, r.WithContext(context.WithValue(r.Context(), accountKey{}, account)))
 	}
 }
 
@@ -205,6 +208,13 @@ func (o *oauthServer) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := readJSON(r, &body); err != nil {
 		writeJSON(w, http.StatusBadRequest, oauthError{Code: "invalid_request", Description: err.Error()})
+		return
+	}
+	// An account's code (`localbox account add`) signs its person in to
+	// their own account; any other is tried as the owner's.
+	if account, ok := useAccountCode(o.s.Dir, body.Code); ok {
+		o.s.logf("account %s signed in to the authorization pages", account)
+		writeJSON(w, http.StatusOK, map[string]string{"session": o.s.owner.startSession(account)})
 		return
 	}
 	s, err := o.s.owner.signIn(body.Code)
@@ -357,7 +367,7 @@ func (o *oauthServer) approve(w http.ResponseWriter, r *http.Request) {
 			delete(o.codes, k)
 		}
 	}
-	o.codes[sum(code)] = &authCode{req: req, expires: now.Add(codeTTL)}
+	o.codes[sum(code)] = &authCode{req: req, account: accountOfRequest(r.Context()), expires: now.Add(codeTTL)}
 	o.mu.Unlock()
 	o.s.logf("sign-in of %s on %q approved", req.clientID, req.deviceName)
 	writeJSON(w, http.StatusOK, map[string]string{"redirect": redirect(req, issuerOf(r), url.Values{"code": {code}})})
@@ -421,7 +431,7 @@ func (o *oauthServer) token(w http.ResponseWriter, r *http.Request) {
 		grant("code_verifier does not match the code_challenge")
 		return
 	}
-	tok, rec, err := o.s.toks.issue(c.req.deviceName, c.req.clientID, KindDevice)
+	tok, rec, err := o.s.toks.issue(c.req.deviceName, c.req.clientID, KindDevice, c.account)
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, oauthError{Code: "server_error", Description: "could not store the token"})
 		o.s.logf("issue a device token: %v", err)
@@ -451,7 +461,7 @@ func (o *oauthServer) revoke(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-func (o *oauthServer) devices(w http.ResponseWriter, _ *http.Request) {
+func (o *oauthServer) devices(w http.ResponseWriter, r *http.Request) {
 	type device struct {
 		ID        string     `json:"id"`
 		Client    string     `json:"client"`
@@ -461,6 +471,9 @@ func (o *oauthServer) devices(w http.ResponseWriter, _ *http.Request) {
 	}
 	out := []device{}
 	for _, t := range o.s.toks.list() {
+		if t.Account != accountOfRequest(r.Context()) {
+			continue
+		}
 		d := device{ID: t.ID, Client: t.Client, Label: t.Name, CreatedAt: time.UnixMilli(t.CreatedAtMS).UTC()}
 		if t.LastUsedAtMS != 0 {
 			u := time.UnixMilli(t.LastUsedAtMS).UTC()
@@ -473,7 +486,7 @@ func (o *oauthServer) devices(w http.ResponseWriter, _ *http.Request) {
 
 func (o *oauthServer) revokeDevice(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	gone, err := o.s.toks.revoke(func(t TokenRecord) bool { return t.ID == id })
+	gone, err := o.s.revokeDevice(accountOfRequest(r.Context()), id)
 	switch {
 	case err != nil:
 		writeJSON(w, http.StatusInternalServerError, oauthError{Code: "server_error", Description: "could not revoke the device"})
@@ -485,8 +498,8 @@ func (o *oauthServer) revokeDevice(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (o *oauthServer) signOutEverywhere(w http.ResponseWriter, _ *http.Request) {
-	if _, err := o.s.signOutEverywhere(); err != nil {
+func (o *oauthServer) signOutEverywhere(w http.ResponseWriter, r *http.Request) {
+	if _, err := o.s.signOutEverywhere(accountOfRequest(r.Context())); err != nil {
 		writeJSON(w, http.StatusInternalServerError, oauthError{Code: "server_error", Description: "could not revoke the tokens"})
 		return
 	}

@@ -51,6 +51,9 @@ type owner struct {
 	code     string // normalized: upper case, no dash
 	failures int
 	sessions map[string]time.Time // sha256 of the session → expiry
+	// accountOf is the account of each session (accounts.go); none or ""
+	// is the owner's.
+	accountOf map[string]string
 }
 
 func newOwner(dir string, logf func(string, ...any)) (*owner, error) {

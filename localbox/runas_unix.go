@@ -53,8 +53,21 @@ func lookupBoxUser(name string) (*boxUser, error) {
 }
 
 // userOf is the account box b's commands run as, or nil for the server's
-// own user.
-func (s *Server) userOf(b *box) *boxUser { return s.boxUser }
+// own user: the owner's boxes run as the server's one box user, every
+// other account's as its own Unix user (accounts.go).
+func (s *Server) userOf(b *box) *boxUser {
+	if b.account == "" {
+		return s.boxUser
+	}
+	if u := s.accountUser(b.account); u != nil {
+		return u
+	}
+	// An account's box never runs as the server's own user (root): a box
+	// whose user went away meanwhile gets nobody's credentials.
+	return nobody
+}
+
+var nobody = &boxUser{name: "nobody", uid: 65534, gid: 65534}
 
 // sysProcAttr is the attributes a process of box b starts with: its box
 // user's credentials when it has one.

@@ -7,7 +7,10 @@ import (
 )
 
 // boxUser is unused on Windows: the local box serves no Windows boxes.
-type boxUser struct{ name string }
+type boxUser struct {
+	name     string
+	uid, gid uint32
+}
 
 func lookupBoxUser(name string) (*boxUser, error) {
 	return nil, errors.New("a box user is not supported on Windows")
@@ -34,3 +37,7 @@ func (s *Server) asUser(b *box, stdin []byte, script string, args ...string) err
 
 // oNoFollow is 0: Windows has no O_NOFOLLOW, and serves no boxes.
 const oNoFollow = 0
+
+// StateRecipe is the next step for a state directory out of a box user's
+// reach; unused on Windows.
+const StateRecipe = ""

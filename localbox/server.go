@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -83,6 +84,12 @@ type Server struct {
 	path  string
 	// boxUser is User's account, or nil.
 	boxUser *boxUser
+	// accts are the accounts other than the owner's; opened those whose
+	// boxes are in the registry (acctMu guards it).
+	accts   *accountSet
+	acctMu  sync.Mutex
+	opened  map[string]bool
+	serving atomic.Bool
 
 	mu    sync.Mutex
 	http  *http.Server // the sign-in pages, on a TCP listener
@@ -125,12 +132,24 @@ func (s *Server) init() error {
 			s.err = err
 			return
 		}
-		for _, b := range s.reg.list() {
+		for _, b := range s.reg.list("") {
 			if err := s.chownBox(b); err != nil {
 				s.err = fmt.Errorf("give box %s to its user: %w", b.Name, err)
 				return
 			}
 			s.prepareHome(b)
+		}
+		s.accts = &accountSet{dir: s.Dir}
+		if _, err := s.accts.load(); err != nil {
+			s.err = err
+			return
+		}
+		for _, name := range s.accts.names() {
+			// An account that cannot be served (its user gone, a server
+			// not run by root) leaves the others served: its calls say why.
+			if err := s.openAccount(name); err != nil {
+				s.logf("account %s: %v", name, err)
+			}
 		}
 		s.toks = &tokens{path: filepath.Join(s.Dir, "tokens.json")}
 		if err := s.toks.load(); err != nil {
@@ -216,7 +235,8 @@ func (s *Server) Serve(lis net.Listener) error {
 		go hs.Serve(m.http)
 		lis = m.grpc
 	}
-	for _, b := range s.reg.list() {
+	s.serving.Store(true)
+	for _, b := range s.reg.all() {
 		if b.proto().GetState() == controlv1.BoxState_BOX_STATE_RUNNING {
 			s.startInbox(b)
 		}
@@ -250,7 +270,7 @@ func (s *Server) Stop() {
 	}
 }
 
-// CreateBox makes box name if it does not exist.
+// CreateBox makes the owner's box name if it does not exist.
 func (s *Server) CreateBox(name string) error {
 	if err := s.init(); err != nil {
 		return err
@@ -326,6 +346,15 @@ func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
 	if !ok {
 		return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
 	}
+	if rec.Account != "" {
+		if _, ok := s.accts.get(rec.Account); !ok {
+			// Its account was removed; the token goes with it.
+			return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
+		}
+		if err := s.openAccount(rec.Account); err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "the boxes of account %s cannot be served: %v", rec.Account, err)
+		}
+	}
 	return context.WithValue(ctx, tokenKey{}, rec), nil
 }
 
@@ -373,8 +402,10 @@ func (s *Server) streamAuth(srv any, ss grpc.ServerStream, _ *grpc.StreamServerI
 	return err
 }
 
-func (s *Server) lookup(ref string) (*box, error) {
-	b, ok := s.reg.get(ref)
+// lookup finds box ref of the caller's account: another account's box is
+// not found, as one that does not exist.
+func (s *Server) lookup(ctx context.Context, ref string) (*box, error) {
+	b, ok := s.reg.get(caller(ctx).Account, ref)
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no box %q; list them with `cocoonbox boxes list`", ref)
 	}
@@ -395,16 +426,16 @@ type boxesService struct {
 	s *Server
 }
 
-func (x *boxesService) List(context.Context, *controlv1.ListRequest) (*controlv1.ListResponse, error) {
+func (x *boxesService) List(ctx context.Context, _ *controlv1.ListRequest) (*controlv1.ListResponse, error) {
 	var r controlv1.ListResponse
-	for _, b := range x.s.reg.list() {
+	for _, b := range x.s.reg.list(caller(ctx).Account) {
 		r.Boxes = append(r.Boxes, b.proto())
 	}
 	return &r, nil
 }
 
 func (x *boxesService) Ensure(req *controlv1.EnsureRequest, st grpc.ServerStreamingServer[controlv1.EnsureEvent]) error {
-	b, err := x.s.lookup(req.GetBox())
+	b, err := x.s.lookup(st.Context(), req.GetBox())
 	if err != nil {
 		return err
 	}
@@ -423,8 +454,8 @@ func (x *boxesService) Ensure(req *controlv1.EnsureRequest, st grpc.ServerStream
 	return st.Send(&controlv1.EnsureEvent{OperationId: op, Phase: "running", Progress: 100, Outcome: controlv1.Outcome_OUTCOME_DONE, Box: b.proto()})
 }
 
-func (x *boxesService) Hibernate(_ context.Context, req *controlv1.HibernateRequest) (*controlv1.HibernateResponse, error) {
-	b, err := x.s.lookup(req.GetBox())
+func (x *boxesService) Hibernate(ctx context.Context, req *controlv1.HibernateRequest) (*controlv1.HibernateResponse, error) {
+	b, err := x.s.lookup(ctx, req.GetBox())
 	if err != nil {
 		return nil, err
 	}
@@ -434,4 +465,74 @@ func (x *boxesService) Hibernate(_ context.Context, req *controlv1.HibernateRequ
 	x.s.stopInbox(b)
 	x.s.logf("box %s hibernated", b.Name)
 	return &controlv1.HibernateResponse{Box: b.proto()}, nil
+}
+
+func (x *boxesService) Create(ctx context.Context, req *controlv1.CreateRequest) (*controlv1.CreateResponse, error) {
+	name := req.GetName()
+	if !ValidName(name) {
+		return nil, status.Errorf(codes.InvalidArgument, "bad box name %q: use 1 to 63 of a-z, 0-9 and -, not starting with -", name)
+	}
+	if img := req.GetImage(); img != "" && img != Image {
+		return nil, status.Errorf(codes.InvalidArgument, "no image %q here: the local box offers only %s", img, Image)
+	}
+	account := caller(ctx).Account
+	b, created, err := x.s.reg.add(account, name)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "create box %s: %v", name, err)
+	}
+	if !created {
+		return nil, status.Errorf(codes.AlreadyExists, "you have a box %s already; list them with `cocoonbox boxes list`", name)
+	}
+	if err := x.s.chownBox(b); err != nil {
+		return nil, status.Errorf(codes.Internal, "give box %s to its user: %v", name, err)
+	}
+	x.s.prepareHome(b)
+	if x.s.serving.Load() {
+		x.s.startInbox(b)
+	}
+	x.s.logf("box %s of %s created", b.Name, accountLabel(account))
+	return &controlv1.CreateResponse{Box: b.proto()}, nil
+}
+
+func (x *boxesService) Delete(ctx context.Context, req *controlv1.DeleteRequest) (*controlv1.DeleteResponse, error) {
+	if !req.GetConfirm() {
+		return nil, status.Errorf(codes.InvalidArgument, "deleting box %s removes its home and workspace for good: confirm it", req.GetBox())
+	}
+	b, err := x.s.lookup(ctx, req.GetBox())
+	if err != nil {
+		return nil, err
+	}
+	if err := x.s.deleteBox(b); err != nil {
+		return nil, status.Errorf(codes.Internal, "delete box %s: %v", b.Name, err)
+	}
+	return &controlv1.DeleteResponse{BoxId: b.ID}, nil
+}
+
+// deleteBox takes b out of the registry, ends its commands, inbox and
+// tmux, and removes its directory: its user's files as its user
+// (removeBoxDir), then the local box's own.
+func (s *Server) deleteBox(b *box) error {
+	s.reg.remove(b)
+	s.endBox(b)
+	b.idle(killDelay + time.Second)
+	if err := removeBoxDir(b.dir, s.userOf(b)); err != nil {
+		return err
+	}
+	s.logf("box %s of %s deleted", b.Name, accountLabel(b.account))
+	return nil
+}
+
+// endBox ends what runs in box b, which has left the registry: its Execs
+// (remove cancelled them), its inbox and its tmux server.
+func (s *Server) endBox(b *box) {
+	s.stopInbox(b)
+	s.killTmux(b)
+}
+
+// accountLabel names account in the log: "" is the owner's.
+func accountLabel(account string) string {
+	if account == "" {
+		return "the owner"
+	}
+	return "account " + account
 }

@@ -5,18 +5,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sync"
 	"time"
-
-	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
-	"github.com/cocoonbox/cocoonbox/internal/flock"
 )
 
 // Token kinds. A personal token is issued by IssueToken (`cocoonbox
@@ -40,7 +34,10 @@ type TokenRecord struct {
 	// "cocoonbox-cli" (auth.ClientID) for a sign-in and for `localbox start`.
 	Client string `json:"client"`
 	// Kind is KindDevice or KindPersonal; empty means KindPersonal.
-	Kind        string `json:"kind,omitempty"`
+	Kind string `json:"kind,omitempty"`
+	// Account is the account the token belongs to (accounts.json); empty
+	// means the owner's, as every token issued before accounts was.
+	Account     string `json:"account,omitempty"`
 	CreatedAtMS int64  `json:"created_at_ms"`
 	// LastUsedAtMS is the start of the minute of the token's last use,
 	// in Unix milliseconds; 0 means never.
@@ -177,9 +174,10 @@ func (t *tokens) list() []TokenRecord {
 	return out
 }
 
-// issue mints a token of kind for name and client and adds it to the file.
-func (t *tokens) issue(name, client, kind string) (string, TokenRecord, error) {
-	tok, rec, f, err := issueToken(filepath.Dir(t.path), name, client, kind)
+// issue mints a token of kind for name and client in account ("" for the
+// owner's) and adds it to the file.
+func (t *tokens) issue(name, client, kind, account string) (string, TokenRecord, error) {
+	tok, rec, f, err := issueToken(filepath.Dir(t.path), name, client, kind, account)
 	if err != nil {
 		return "", rec, err
 	}
@@ -245,43 +243,12 @@ func (t *tokens) track(id string, cancel context.CancelCauseFunc) func() {
 	}
 }
 
-func readTokenFile(path string) (tokenFile, error) {
-	var f tokenFile
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return f, nil
-	}
-	if err != nil {
-		return f, err
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		return f, fmt.Errorf("read %s: %w", path, err)
-	}
-	return f, nil
-}
+func readTokenFile(path string) (tokenFile, error) { return readJSONFile[tokenFile](path) }
 
 // updateTokenFile applies mutate to the token file under its lock, writes
 // it atomically (0600), and returns what it wrote.
 func updateTokenFile(path string, mutate func(*tokenFile)) (tokenFile, error) {
-	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return tokenFile{}, err
-	}
-	defer lock.Close()
-	if err := flock.Lock(lock, flock.Exclusive); err != nil {
-		return tokenFile{}, fmt.Errorf("lock %s: %w", path, err)
-	}
-	defer flock.Unlock(lock)
-	f, err := readTokenFile(path)
-	if err != nil {
-		return f, err
-	}
-	mutate(&f)
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return f, err
-	}
-	return f, atomicfile.WriteFile(path, append(b, '\n'), 0o600)
+	return updateJSONFile(path, func(f *tokenFile) error { mutate(f); return nil })
 }
 
 func randomHex(n int) string {
@@ -290,7 +257,7 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func issueToken(dir, name, client, kind string) (string, TokenRecord, tokenFile, error) {
+func issueToken(dir, name, client, kind, account string) (string, TokenRecord, tokenFile, error) {
 	tok := "cb_" + randomHex(32)
 	rec := TokenRecord{
 		ID:          "dev_" + randomHex(8),
@@ -298,6 +265,7 @@ func issueToken(dir, name, client, kind string) (string, TokenRecord, tokenFile,
 		Name:        name,
 		Client:      client,
 		Kind:        kind,
+		Account:     account,
 		CreatedAtMS: time.Now().UnixMilli(),
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -317,6 +285,36 @@ func issueToken(dir, name, client, kind string) (string, TokenRecord, tokenFile,
 // works whether or not a server is running on dir: the server re-reads the
 // file.
 func IssueToken(dir, name, client string) (string, error) {
-	tok, _, _, err := issueToken(dir, name, client, KindPersonal)
+	tok, _, _, err := issueToken(dir, name, client, KindPersonal, "")
 	return tok, err
+}
+
+// sync re-reads the token file and ends the open streams of every token
+// that is no longer in it: another process (`localbox account remove`)
+// revoked it.
+func (t *tokens) sync() error {
+	f, err := readTokenFile(t.path)
+	if err != nil {
+		return err
+	}
+	keep := make(map[string]bool, len(f.Tokens))
+	for _, r := range f.Tokens {
+		keep[r.ID] = true
+	}
+	t.mu.Lock()
+	t.setFrom(f)
+	var ends []*call
+	for id, cs := range t.calls {
+		if !keep[id] {
+			for c := range cs {
+				ends = append(ends, c)
+			}
+			delete(t.calls, id)
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range ends {
+		c.cancel(errRevoked)
+	}
+	return nil
 }

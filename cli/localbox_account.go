@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cocoonbox/cocoonbox/internal/proc"
+	"github.com/cocoonbox/cocoonbox/localbox"
+)
+
+// accountOptions are the flags of `cocoonbox localbox account …`.
+type accountOptions struct {
+	// UnixUser maps an existing Unix user; UserPrefix names a made one.
+	UnixUser, UserPrefix string
+	// Token asks add for a token instead of a sign-in code.
+	Token bool
+	// Yes confirms remove; JSON makes list print JSON lines.
+	Yes, JSON bool
+}
+
+// ExitNeedsYes is cocoonbox's exit status for a command that would lose
+// data and was not given --yes; nothing changed (docs/cli.md).
+const ExitNeedsYes = 4
+
+func newLocalboxAccount(env Env, s Streams) *cobra.Command {
+	var o accountOptions
+	acct := &cobra.Command{
+		Use:   "account",
+		Short: "Add, list and remove the accounts of the local box (run as root on its machine)",
+		Long: `account manages the people a local box served by root serves, as sshd has
+users: each account's boxes run as a Unix user of its own, and its tokens
+reach only its own boxes and devices. The owner runs these on the server's
+machine, as root; they change the state directory's files, and a running
+local box takes the change at once. A local box not served by root has one
+account, its user's.`,
+		Args: usageArgs(cobra.NoArgs),
+	}
+	add := &cobra.Command{
+		Use:   "add NAME",
+		Short: "Add an account and print its one-time sign-in code (or, with --token, a token)",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE:  func(_ *cobra.Command, a []string) error { return runAccountAdd(env, s, o, a[0]) },
+	}
+	add.Flags().StringVar(&o.UnixUser, "unix-user", "", "run the account's boxes as this existing Unix user (default: make "+localbox.DefaultUserPrefix+"NAME)")
+	add.Flags().StringVar(&o.UserPrefix, "user-prefix", localbox.DefaultUserPrefix, "what the Unix user the local box makes is named with, before NAME")
+	add.Flags().BoolVar(&o.Token, "token", false, "print a token of the account on stdout instead of a sign-in code, for scripts")
+	code := &cobra.Command{
+		Use:   "code NAME",
+		Short: "Print a new one-time sign-in code for an account (the old one stops working)",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE:  func(_ *cobra.Command, a []string) error { return runAccountCode(env, s, a[0]) },
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the accounts: name, Unix user, boxes, devices",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  func(*cobra.Command, []string) error { return runAccountList(env, s, o) },
+	}
+	list.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per account")
+	remove := &cobra.Command{
+		Use:   "remove NAME --yes",
+		Short: "Remove an account: revoke its tokens, end its commands, delete its boxes and the Unix user made for it",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE:  func(_ *cobra.Command, a []string) error { return runAccountRemove(env, s, o, a[0]) },
+	}
+	remove.Flags().BoolVar(&o.Yes, "yes", false, "confirm: the account's boxes are deleted for good")
+	acct.AddCommand(add, code, list, remove)
+	return acct
+}
+
+// claimsDir is the machine-wide claims directory: $COCOONBOX_CLAIMS_DIR,
+// else localbox.DefaultClaimsDir.
+func claimsDir(env Env) string {
+	if d := env.Getenv("COCOONBOX_CLAIMS_DIR"); d != "" {
+		return d
+	}
+	return localbox.DefaultClaimsDir
+}
+
+// refusedAccounts is how the account verbs refuse on a local box not
+// served by root: exit 3, nothing changed.
+func refusedAccounts(err error) error {
+	if errors.Is(err, localbox.ErrNeedsRoot) {
+		return &ExitError{Code: ExitRefused, Err: err}
+	}
+	return err
+}
+
+func runAccountAdd(env Env, s Streams, o accountOptions, name string) error {
+	dir, err := localboxDir(env)
+	if err != nil {
+		return err
+	}
+	if err := localbox.MkdirState(dir); err != nil {
+		return err
+	}
+	a, err := localbox.AddAccount(dir, name, localbox.AddAccountOptions{UnixUser: o.UnixUser, UserPrefix: o.UserPrefix, ClaimsDir: claimsDir(env), Token: o.Token})
+	if err != nil {
+		return refusedAccounts(err)
+	}
+	made := "the existing"
+	if a.Account.Created {
+		made = "the new"
+	}
+	fmt.Fprintf(s.Err, "account %s added; its boxes run as %s unix user %s (uid %d)\n", name, made, a.Account.UnixUser, a.Account.UID)
+	if o.Token {
+		fmt.Fprintln(s.Out, a.Token)
+		return nil
+	}
+	fmt.Fprintln(s.Out, a.Code)
+	fmt.Fprintln(s.Err, codeHint(dir, name))
+	return nil
+}
+
+// codeHint says what the person does with an account's sign-in code.
+func codeHint(dir, name string) string {
+	ep := "https://THIS-SERVER:PORT"
+	if ri, ok := readRuntime(dir); ok && !strings.HasPrefix(ri.Endpoint, "unix://") {
+		ep = ri.Endpoint
+	}
+	return fmt.Sprintf("give %s the code above: it works once, for 24 hours; they run cocoonbox login --endpoint %s and type it on the sign-in page (docs/self-hosting.md \"Accounts\")", name, ep)
+}
+
+func runAccountCode(env Env, s Streams, name string) error {
+	dir, err := localboxDir(env)
+	if err != nil {
+		return err
+	}
+	code, err := localbox.NewAccountCode(dir, name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(s.Out, code)
+	fmt.Fprintln(s.Err, codeHint(dir, name))
+	return nil
+}
+
+func runAccountList(env Env, s Streams, o accountOptions) error {
+	dir, err := localboxDir(env)
+	if err != nil {
+		return err
+	}
+	as, err := localbox.ListAccounts(dir)
+	if err != nil {
+		return err
+	}
+	if ri, ok := readRuntime(dir); ok {
+		as[0].UnixUser = ri.RunAs
+	}
+	if o.JSON {
+		enc := json.NewEncoder(s.Out)
+		for _, a := range as {
+			enc.Encode(map[string]any{"name": a.Name, "unix_user": a.UnixUser, "boxes": nonNil(a.Boxes), "devices": nonNil(a.Devices), "code_expires_at_ms": a.CodeExpiresAtMS})
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tUNIX USER\tBOXES\tDEVICES\tSIGN-IN CODE")
+	for _, a := range as {
+		u := a.UnixUser
+		if u == "" {
+			u = "-"
+		}
+		code := "-"
+		if a.CodeExpiresAtMS > time.Now().UnixMilli() {
+			code = "unused, until " + when(a.CodeExpiresAtMS)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", a.Name, u, strings.Join(nonNil(a.Boxes), ","), len(a.Devices), code)
+	}
+	return tw.Flush()
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func runAccountRemove(env Env, s Streams, o accountOptions, name string) error {
+	dir, err := localboxDir(env)
+	if err != nil {
+		return err
+	}
+	if !o.Yes {
+		as, err := localbox.ListAccounts(dir)
+		if err != nil {
+			return err
+		}
+		for _, a := range as[1:] {
+			if a.Name == name {
+				return &ExitError{Code: ExitNeedsYes, Err: fmt.Errorf("removing account %s revokes its %d tokens, ends its commands and deletes its boxes (%s) for good; to do it: cocoonbox localbox account remove %s --yes", name, len(a.Devices), strings.Join(a.Boxes, ", "), name)}
+			}
+		}
+		if name == localbox.OwnerAccount {
+			return fmt.Errorf("the owner's account cannot be removed: it is the local box's own")
+		}
+		return fmt.Errorf("no account %q; list them with: cocoonbox localbox account list", name)
+	}
+	reload := func() {
+		// A running local box drops the account's tokens and boxes now.
+		if ri, ok := readRuntime(dir); ok {
+			proc.Signal(ri.PID, syscall.SIGHUP)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	r, err := localbox.RemoveAccount(dir, name, localbox.RemoveAccountOptions{ClaimsDir: claimsDir(env), Reload: reload})
+	if err != nil {
+		return refusedAccounts(err)
+	}
+	user := "kept (it was mapped, not made for the account)"
+	if r.UserDeleted {
+		user = "deleted"
+	}
+	fmt.Fprintf(s.Err, "account %s removed: %d tokens revoked, boxes deleted: %s; unix user %s %s\n", name, r.Tokens, strings.Join(nonNil(r.Boxes), ", "), r.Account.UnixUser, user)
+	return nil
+}

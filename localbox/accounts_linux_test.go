@@ -1,0 +1,362 @@
+package localbox_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/localbox"
+)
+
+// rootState is a state directory the Unix users of accounts can reach
+// (0711 on the way down), and a claims directory of the test's own, so
+// that tests in parallel claim nothing of each other's; its users are
+// named with prefix, random per test, and deleted when the test ends.
+func rootState(t *testing.T) (dir, claims, prefix string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("accounts need a local box served by root (their Unix users)")
+	}
+	top := t.TempDir()
+	for _, d := range []string{filepath.Dir(top), top} {
+		os.Chmod(d, 0o711)
+	}
+	dir = filepath.Join(top, "state")
+	claims = filepath.Join(top, "claims")
+	b := make([]byte, 3)
+	rand.Read(b)
+	prefix = "cbt" + hex.EncodeToString(b) + "-"
+	t.Cleanup(func() {
+		// A test that failed half-way leaves users; delete every one of
+		// its prefix.
+		pw, _ := os.ReadFile("/etc/passwd")
+		for _, l := range strings.Split(string(pw), "\n") {
+			if name, _, ok := strings.Cut(l, ":"); ok && strings.HasPrefix(name, prefix) {
+				exec.Command("pkill", "-KILL", "-u", name).Run()
+				exec.Command("userdel", name).Run()
+			}
+		}
+	})
+	return dir, claims, prefix
+}
+
+// serveDir serves the state in dir on loopback TCP until the test ends.
+func serveDir(t *testing.T, dir string) (string, *localbox.Server) {
+	t.Helper()
+	lis, u, err := localbox.Listen(dir, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &localbox.Server{Dir: dir, Logf: t.Logf}
+	if err := srv.CreateBox(localbox.DefaultBox); err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	return u, srv
+}
+
+func addAccount(t *testing.T, dir, claims, prefix, name string) (localbox.AddedAccount, string) {
+	t.Helper()
+	a, err := localbox.AddAccount(dir, name, localbox.AddAccountOptions{UserPrefix: prefix, ClaimsDir: claims, Token: true})
+	if err != nil {
+		t.Fatalf("add account %s: %v", name, err)
+	}
+	return a, a.Token
+}
+
+// exec runs line in boxName and returns its stdout, stderr and status.
+func execIn(c *box.Client, boxName, line string) (string, string, int, error) {
+	var out, errb bytes.Buffer
+	st, err := c.Exec(context.Background(), &box.Command{Box: boxName, Line: line, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
+	return out.String(), errb.String(), st.Code, err
+}
+
+// Two accounts of one server: each token reaches only its own account's
+// boxes (by name and by id) and devices; only the owner revokes another
+// account's device. Their box commands run as two Unix users of their
+// own, neither root, and neither reads the other's 0600 workspace file
+// nor its process's environment. Removing an account ends its commands,
+// revokes its tokens, removes its boxes and deletes the user it made.
+func TestAccountsApart(t *testing.T) {
+	dir, claims, prefix := rootState(t)
+	if err := localbox.MkdirState(dir); err != nil {
+		t.Fatal(err)
+	}
+	base, srv := serveDir(t, dir)
+	ownerTok, err := localbox.IssueToken(dir, "owner laptop", "cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := dial(t, base, ownerTok)
+	alice, aliceTok := addAccount(t, dir, claims, prefix, "alice")
+	_, bobTok := addAccount(t, dir, claims, prefix, "bob")
+	if alice.Account.UnixUser != prefix+"alice" || !alice.Account.Created {
+		t.Fatalf("alice's account = %+v", alice.Account)
+	}
+	a, b := dial(t, base, aliceTok), dial(t, base, bobTok)
+
+	// Boxes: each has its own main, and bob's box is not alice's to see.
+	if _, err := b.Create(t.Context(), "bobs"); err != nil {
+		t.Fatal(err)
+	}
+	bobBoxes, _ := b.List(t.Context())
+	aliceBoxes, _ := a.List(t.Context())
+	if len(aliceBoxes) != 1 || aliceBoxes[0].Name != "main" || len(bobBoxes) != 2 {
+		t.Fatalf("alice lists %+v, bob %+v", aliceBoxes, bobBoxes)
+	}
+	for _, ref := range []string{"bobs", bobBoxes[0].ID, bobBoxes[1].ID} {
+		if _, _, _, err := execIn(a, ref, "true"); !errors.Is(err, box.ErrNotFound) {
+			t.Errorf("alice's Exec in bob's %s: %v, want NOT_FOUND", ref, err)
+		}
+		if _, err := a.Hibernate(t.Context(), ref); !errors.Is(err, box.ErrNotFound) {
+			t.Errorf("alice's Hibernate of bob's %s: %v, want NOT_FOUND", ref, err)
+		}
+		if _, err := a.Delete(t.Context(), ref); !errors.Is(err, box.ErrNotFound) {
+			t.Errorf("alice's Delete of bob's %s: %v, want NOT_FOUND", ref, err)
+		}
+	}
+	ownerBoxes, _ := owner.List(t.Context())
+	if len(ownerBoxes) != 1 || ownerBoxes[0].ID == aliceBoxes[0].ID {
+		t.Errorf("the owner lists %+v", ownerBoxes)
+	}
+
+	// Unix users: two of their own, and each one's files and processes
+	// closed to the other.
+	aid, _, _, _ := execIn(a, "main", "id -u")
+	bid, _, _, _ := execIn(b, "main", "id -u")
+	if aid == bid || strings.TrimSpace(aid) == "0" || strings.TrimSpace(bid) == "0" || aid == "" {
+		t.Fatalf("alice runs as uid %q, bob as %q: want two uids, neither root", aid, bid)
+	}
+	if want, _ := user.Lookup(prefix + "alice"); want == nil || strings.TrimSpace(aid) != want.Uid {
+		t.Errorf("alice runs as uid %q, want %s's", aid, prefix+"alice")
+	}
+	if _, stderr, code, _ := execIn(a, "main", "umask 077; echo alice-secret > secret; chmod 600 secret"); code != 0 {
+		t.Fatalf("write the secret: %s", stderr)
+	}
+	secret := filepath.Join(dir, "accounts", "alice", "boxes", "main", "workspace", "secret")
+	if out, _, code, _ := execIn(b, "main", "cat "+secret); code == 0 || strings.Contains(out, "alice-secret") {
+		t.Errorf("bob read alice's 0600 workspace file: %q", out)
+	}
+	for _, d := range []string{filepath.Join(dir, "accounts"), filepath.Join(dir, "accounts", "alice"), filepath.Join(dir, "accounts", "alice", "boxes"), filepath.Join(dir, "accounts", "alice", "boxes", "main")} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o711 {
+			t.Errorf("%s: %v %v, want 0711", d, fi.Mode().Perm(), err)
+		}
+	}
+	if out, _, code, _ := execIn(b, "main", "ls "+filepath.Join(dir, "accounts")); code == 0 {
+		t.Errorf("bob listed the accounts: %q", out)
+	}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	pids := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Exec(context.Background(), &box.Command{Box: "main", Line: "echo $$; exec sleep 600", Env: map[string]string{"ALICE_KEY": "alice-env-secret"}, Stdin: pr, Stdout: firstWrite(pids), Stderr: io.Discard})
+		done <- err
+	}()
+	pid := strings.TrimSpace(<-pids)
+	time.Sleep(100 * time.Millisecond) // the exec of sleep
+	if env, err := os.ReadFile("/proc/" + pid + "/environ"); err != nil || !bytes.Contains(env, []byte("alice-env-secret")) {
+		t.Fatalf("alice's sleep (pid %s) has no ALICE_KEY: %v", pid, err)
+	}
+	if out, _, code, _ := execIn(b, "main", "cat /proc/"+pid+"/environ"); code == 0 || strings.Contains(out, "alice-env-secret") {
+		t.Errorf("bob read the environment of alice's process: %q", out)
+	}
+
+	// Devices: each lists its own; alice cannot revoke bob's, the owner can.
+	adevs, _ := a.ListDevices(t.Context())
+	bdevs, _ := b.ListDevices(t.Context())
+	odevs, _ := owner.ListDevices(t.Context())
+	if len(adevs) != 1 || len(bdevs) != 1 || !adevs[0].Current || len(odevs) != 1 || odevs[0].Name != "owner laptop" {
+		t.Fatalf("devices: alice %+v, bob %+v, owner %+v", adevs, bdevs, odevs)
+	}
+	if err := a.RevokeDevice(t.Context(), bdevs[0].ID); !errors.Is(err, box.ErrNotFound) {
+		t.Errorf("alice revoking bob's device: %v, want NOT_FOUND", err)
+	}
+	if err := a.RevokeDevice(t.Context(), odevs[0].ID); !errors.Is(err, box.ErrNotFound) {
+		t.Errorf("alice revoking the owner's device: %v, want NOT_FOUND", err)
+	}
+	if n, err := b.SignOutEverywhere(t.Context()); err != nil || n != 1 {
+		t.Errorf("bob signs out everywhere: %d, %v; want his 1 token", n, err)
+	}
+	if _, err := a.List(t.Context()); err != nil {
+		t.Errorf("bob's sign-out everywhere signed alice out: %v", err)
+	}
+	if _, err := owner.List(t.Context()); err != nil {
+		t.Errorf("bob's sign-out everywhere signed the owner out: %v", err)
+	}
+	a2, err := localbox.AddAccount(dir, "carol", localbox.AddAccountOptions{UserPrefix: prefix, ClaimsDir: claims, Token: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdevs, _ := dial(t, base, a2.Token).ListDevices(t.Context())
+	if err := owner.RevokeDevice(t.Context(), cdevs[0].ID); err != nil {
+		t.Errorf("the owner revoking carol's device: %v", err)
+	}
+	if _, err := dial(t, base, a2.Token).List(t.Context()); !errors.Is(err, box.ErrUnauthenticated) {
+		t.Errorf("carol's revoked token: %v", err)
+	}
+
+	// Removing alice: her open command ends, her token stops, her boxes
+	// and her user are gone.
+	rm, err := localbox.RemoveAccount(dir, "alice", localbox.RemoveAccountOptions{ClaimsDir: claims, Reload: func() { srv.Reload() }})
+	if err != nil || rm.Tokens != 1 || !rm.UserDeleted || len(rm.Boxes) != 1 {
+		t.Fatalf("RemoveAccount = %+v, %v", rm, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("alice's command outlived her account")
+	}
+	if _, err := a.List(t.Context()); !errors.Is(err, box.ErrUnauthenticated) {
+		t.Errorf("alice's token after the removal: %v", err)
+	}
+	if _, err := user.Lookup(prefix + "alice"); err == nil {
+		t.Errorf("alice's unix user outlived her account")
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "accounts", "alice")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("alice's boxes outlived her account: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(claims, prefix+"alice")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("alice's claim outlived her account: %v", err)
+	}
+	localbox.RemoveAccount(dir, "bob", localbox.RemoveAccountOptions{ClaimsDir: claims})
+	localbox.RemoveAccount(dir, "carol", localbox.RemoveAccountOptions{ClaimsDir: claims})
+}
+
+// Two local boxes on one machine never share a uid: the second cannot
+// map the first's account user (the claim says whose it is, in one line
+// with the next step), nor take a user the first one made under the same
+// default name, nor a user of another name with the same uid; with a
+// prefix of its own it gets a uid of its own.
+func TestAccountClaims(t *testing.T) {
+	dir1, claims, prefix := rootState(t)
+	dir2 := filepath.Join(filepath.Dir(dir1), "state2")
+	for _, d := range []string{dir1, dir2} {
+		if err := localbox.MkdirState(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a1, err := localbox.AddAccount(dir1, "alice", localbox.AddAccountOptions{UserPrefix: prefix, ClaimsDir: claims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a1.Code) != 11 || a1.Code[5] != '-' {
+		t.Errorf("sign-in code %q, want XXXXX-XXXXX", a1.Code)
+	}
+	_, err = localbox.AddAccount(dir2, "al", localbox.AddAccountOptions{UnixUser: prefix + "alice", ClaimsDir: claims})
+	if err == nil || !strings.Contains(err.Error(), "unix user "+prefix+"alice belongs to the local box at "+dir1+" (account alice); choose another with --unix-user NAME") {
+		t.Errorf("mapping the other local box's user: %v", err)
+	}
+	_, err = localbox.AddAccount(dir2, "alice", localbox.AddAccountOptions{UserPrefix: prefix, ClaimsDir: claims})
+	if err == nil || !strings.Contains(err.Error(), "belongs to the local box at "+dir1) {
+		t.Errorf("the same default name on another local box: %v", err)
+	}
+	// The same uid under another name.
+	u1, _ := user.Lookup(prefix + "alice")
+	twin := prefix + "twin"
+	if out, err := exec.Command("useradd", "-M", "-o", "-u", u1.Uid, "-s", "/usr/sbin/nologin", twin).CombinedOutput(); err != nil {
+		t.Fatalf("useradd %s: %v %s", twin, err, out)
+	}
+	_, err = localbox.AddAccount(dir2, "twin", localbox.AddAccountOptions{UnixUser: twin, ClaimsDir: claims})
+	if err == nil || !strings.Contains(err.Error(), "has uid "+u1.Uid+", as unix user "+prefix+"alice of the local box at "+dir1) {
+		t.Errorf("a user sharing the uid: %v", err)
+	}
+	// Root, and a user that is not there.
+	if _, err := localbox.AddAccount(dir2, "r", localbox.AddAccountOptions{UnixUser: "root", ClaimsDir: claims}); err == nil || !strings.Contains(err.Error(), "never root") {
+		t.Errorf("mapping root: %v", err)
+	}
+	if _, err := localbox.AddAccount(dir2, "n", localbox.AddAccountOptions{UnixUser: prefix + "none", ClaimsDir: claims}); err == nil || !strings.Contains(err.Error(), "no unix user") {
+		t.Errorf("mapping a missing user: %v", err)
+	}
+	other := prefix[:len(prefix)-1] + "b-"
+	t.Cleanup(func() { exec.Command("userdel", other+"alice").Run() })
+	a2, err := localbox.AddAccount(dir2, "alice", localbox.AddAccountOptions{UserPrefix: other, ClaimsDir: claims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2.Account.UID == a1.Account.UID {
+		t.Errorf("two local boxes' accounts share uid %d", a1.Account.UID)
+	}
+	// The owner's box user, once one local box claims it, is not another's.
+	own := prefix + "own"
+	if out, err := exec.Command("useradd", "-M", "-s", "/usr/sbin/nologin", own).CombinedOutput(); err != nil {
+		t.Fatalf("useradd %s: %v %s", own, err, out)
+	}
+	if err := localbox.ClaimOwnerUser(claims, dir1, own); err != nil {
+		t.Errorf("claim %s for the first local box's owner: %v", own, err)
+	}
+	if err := localbox.ClaimOwnerUser(claims, dir1, own); err != nil {
+		t.Errorf("claim %s again for the same owner: %v", own, err)
+	}
+	if err := localbox.ClaimOwnerUser(claims, dir2, own); err == nil || !strings.Contains(err.Error(), "belongs to the local box at "+dir1+" (account owner)") {
+		t.Errorf("the second local box's owner takes the first one's box user: %v", err)
+	}
+	for _, c := range []struct{ dir, name string }{{dir1, "alice"}, {dir2, "alice"}} {
+		if _, err := localbox.RemoveAccount(c.dir, c.name, localbox.RemoveAccountOptions{ClaimsDir: claims}); err != nil {
+			t.Errorf("remove %s of %s: %v", c.name, c.dir, err)
+		}
+	}
+}
+
+// An account's sign-in code signs its person in to that account: the
+// device the browser sign-in gives lists under it, not the owner's, and
+// the code works once.
+func TestAccountSignIn(t *testing.T) {
+	dir, claims, prefix := rootState(t)
+	if err := localbox.MkdirState(dir); err != nil {
+		t.Fatal(err)
+	}
+	base, _ := serveDir(t, dir)
+	a, err := localbox.AddAccount(dir, "dana", localbox.AddAccountOptions{UserPrefix: prefix, ClaimsDir: claims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, m := call(t, base, "/cb/api/session", "", map[string]string{"code": a.Code})
+	if st != http.StatusOK {
+		t.Fatalf("sign in with dana's code: %d %v", st, m)
+	}
+	tok, err := login(t, base, m["session"].(string), "dana's laptop", "approve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, err := dial(t, base, tok).ListDevices(t.Context())
+	if err != nil || len(devs) != 1 || devs[0].Name != "dana's laptop" {
+		t.Errorf("dana's devices = %+v, %v", devs, err)
+	}
+	out, _, _, _ := execIn(dial(t, base, tok), "main", "id -un")
+	if strings.TrimSpace(out) != prefix+"dana" {
+		t.Errorf("dana's box runs as %q", out)
+	}
+	if st, _ := call(t, base, "/cb/api/session", "", map[string]string{"code": a.Code}); st == http.StatusOK {
+		t.Errorf("dana's code worked twice")
+	}
+	owner, _ := localbox.IssueToken(dir, "o", "cli")
+	if odevs, _ := dial(t, base, owner).ListDevices(t.Context()); len(odevs) != 1 {
+		t.Errorf("the owner's devices = %+v, want its own one", odevs)
+	}
+	localbox.RemoveAccount(dir, "dana", localbox.RemoveAccountOptions{ClaimsDir: claims})
+}
+
+// firstWrite sends what its first write carries on c.
+type firstWrite chan string
+
+func (f firstWrite) Write(p []byte) (int, error) {
+	select {
+	case f <- string(p):
+	default:
+	}
+	return len(p), nil
+}

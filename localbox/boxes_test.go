@@ -1,0 +1,104 @@
+package localbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/localbox"
+	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
+)
+
+// run runs line in box and returns its stdout, failing the test unless it
+// exits 0.
+func run(t *testing.T, c *box.Client, boxName, line string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	st, err := c.Exec(context.Background(), &box.Command{Box: boxName, Line: line, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
+	if err != nil || st.Code != 0 {
+		t.Fatalf("%s in %s: %v %+v: %s", line, boxName, err, st, errb.String())
+	}
+	return out.String()
+}
+
+// Boxes.Create makes a box that Exec reaches; a second Create of the name
+// is ALREADY_EXISTS, a bad name or image INVALID_ARGUMENT. Delete without
+// confirm is refused and leaves the box; with it, an Exec open in the box
+// ends, the directory is gone, a link planted in the box's home to a file
+// outside leaves that file as it was, and the box is NOT_FOUND after.
+func TestCreateDelete(t *testing.T) {
+	base, dir := serve(t)
+	tok, err := localbox.IssueToken(dir, "test", "cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, base, tok)
+	b, err := c.Create(t.Context(), "work")
+	if err != nil || b.Name != "work" || b.State != "running" || !strings.HasPrefix(b.ID, "box_") {
+		t.Fatalf("Create = %+v, %v", b, err)
+	}
+	if _, err := c.Create(t.Context(), "work"); status.Code(errors.Unwrap(err)) != codes.AlreadyExists && !strings.Contains(err.Error(), "already") {
+		t.Errorf("second Create: %v, want ALREADY_EXISTS", err)
+	}
+	raw := controlv1.NewBoxesClient(c.Conn())
+	for _, req := range []*controlv1.CreateRequest{{Name: "Bad_Name"}, {Name: "ok", Image: "ubuntu"}} {
+		if _, err := raw.Create(t.Context(), req); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("Create(%v): %v, want INVALID_ARGUMENT", req, err)
+		}
+	}
+	if got := run(t, c, "work", "pwd"); strings.TrimSpace(got) != filepath.Join(dir, "boxes", "work", "workspace") {
+		t.Errorf("pwd in work = %q", got)
+	}
+	run(t, c, "work", "echo secret > ~/file; ln -s "+filepath.Join(dir, "standin")+" ~/link; mkdir ~/d; ln -s "+dir+" ~/d/dirlink")
+	standin := filepath.Join(dir, "standin")
+	if err := os.WriteFile(standin, []byte("keep me\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := raw.Delete(t.Context(), &controlv1.DeleteRequest{Box: "work"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("Delete without confirm: %v, want INVALID_ARGUMENT", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "boxes", "work", "home", "file")); err != nil {
+		t.Fatalf("a refused delete removed the box: %v", err)
+	}
+
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(context.Background(), &box.Command{Box: "work", Line: "echo up; exec sleep 600", Stdin: pr, Stdout: notify{started}, Stderr: io.Discard})
+		done <- err
+	}()
+	<-started
+	id, err := c.Delete(t.Context(), "work")
+	if err != nil || id != b.ID {
+		t.Fatalf("Delete = %q, %v; want %s", id, err, b.ID)
+	}
+	<-done
+	if _, err := os.Lstat(filepath.Join(dir, "boxes", "work")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the box's directory is still there: %v", err)
+	}
+	if got, err := os.ReadFile(standin); err != nil || string(got) != "keep me\n" {
+		t.Errorf("the stand-in the link named: %q, %v; want it untouched", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tokens.json")); err != nil {
+		t.Errorf("the state the directory link named: %v", err)
+	}
+	if _, err := c.Delete(t.Context(), "work"); !errors.Is(err, box.ErrNotFound) {
+		t.Errorf("deleting it again: %v, want NOT_FOUND", err)
+	}
+	boxes, err := c.List(t.Context())
+	if err != nil || len(boxes) != 1 || boxes[0].Name != localbox.DefaultBox {
+		t.Errorf("List after delete = %+v, %v; want main alone", boxes, err)
+	}
+}

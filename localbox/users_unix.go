@@ -1,0 +1,303 @@
+//go:build unix
+
+package localbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/flock"
+)
+
+// DefaultClaimsDir is the machine-wide record of which local box owns
+// which Unix user: one file per user name (root's, 0600, in this 0700
+// directory), naming the state directory and account that hold it. No
+// two local boxes on a machine, and no two accounts of one, hold the same
+// user or the same uid.
+const DefaultClaimsDir = "/var/lib/cocoonbox/claims"
+
+// claim is one file of the claims directory.
+type claim struct {
+	// StateDir is the absolute state directory of the local box that holds
+	// the user, Account the account there (OwnerAccount for the owner's).
+	StateDir string `json:"state_dir"`
+	Account  string `json:"account"`
+	UID      uint32 `json:"uid"`
+}
+
+var unixNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+
+// gecosMark is the comment of a Unix user the local box made, so that a
+// user is known for one of ours even without its claim.
+func gecosMark(stateDir, account string) string {
+	return "cocoonbox localbox " + stateDir + " account " + account
+}
+
+// withClaims runs f with the claims directory made (root's, 0700) and
+// locked.
+func withClaims(claims string, f func() error) error {
+	if err := os.MkdirAll(claims, 0o700); err != nil {
+		return fmt.Errorf("the claims directory: %w", err)
+	}
+	fi, err := os.Lstat(claims)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || st.Uid != 0 || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("the claims directory %s must be root's directory, 0700 (it is %s): fix it with chown root %s && chmod 0700 %s", claims, describe(claims), claims, claims)
+	}
+	lock, err := os.OpenFile(filepath.Join(claims, ".lock"), os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := flock.Lock(lock, flock.Exclusive); err != nil {
+		return err
+	}
+	defer flock.Unlock(lock)
+	return f()
+}
+
+func readClaim(claims, name string) (claim, bool) {
+	var c claim
+	b, err := os.ReadFile(filepath.Join(claims, name))
+	if err != nil || json.Unmarshal(b, &c) != nil {
+		return c, false
+	}
+	return c, true
+}
+
+// live reports whether c's local box still has its state: a claim whose
+// state directory is gone is stale, and the next claimant takes it.
+func (c claim) live() bool {
+	fi, err := os.Stat(c.StateDir)
+	return err == nil && fi.IsDir()
+}
+
+// holderOf says who holds a claim, for a message.
+func (c claim) holder(stateDir string) string {
+	if c.StateDir == stateDir {
+		return "account " + c.Account + " of this local box"
+	}
+	return "the local box at " + c.StateDir + " (account " + c.Account + ")"
+}
+
+// claimUser gives unix to account of the local box at stateDir: it makes
+// the user (useradd, no password, no login shell) unless mapped, checks
+// that no other local box or account holds it or its uid, and records the
+// claim. created says it made the user.
+func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser, created bool, err error) {
+	other := "choose another with --unix-user NAME"
+	if account == OwnerAccount {
+		other = "serve this local box as a user who is not root (its boxes then run as that user), or remove that account there first"
+	}
+	if !unixNameRE.MatchString(unix) {
+		return nil, false, fmt.Errorf("bad unix user name %q: use 1 to 32 of a-z, 0-9, _ and -, not starting with -", unix)
+	}
+	err = withClaims(claims, func() error {
+		if c, ok := readClaim(claims, unix); ok && c.live() && (c.StateDir != stateDir || c.Account != account) {
+			return fmt.Errorf("unix user %s belongs to %s; %s", unix, c.holder(stateDir), other)
+		}
+		pw, lerr := user.Lookup(unix)
+		switch {
+		case lerr != nil && mapped:
+			return fmt.Errorf("no unix user %s; create it (useradd -M -s /usr/sbin/nologin %s), or leave out --unix-user and the local box makes %s%s", unix, unix, DefaultUserPrefix, account)
+		case lerr != nil:
+			if err := addUnixUser(unix, gecosMark(stateDir, account)); err != nil {
+				return err
+			}
+			created = true
+		case strings.HasPrefix(pw.Name, "cocoonbox localbox ") && pw.Name != gecosMark(stateDir, account):
+			return fmt.Errorf("unix user %s was made for another local box or account (%q); %s", unix, pw.Name, other)
+		case !mapped && pw.Name != gecosMark(stateDir, account):
+			return fmt.Errorf("unix user %s exists and the local box did not make it; to run account %s as it, map it: --unix-user %s; else choose another prefix (--user-prefix)", unix, account, unix)
+		}
+		var err error
+		if u, err = lookupBoxUser(unix); err != nil {
+			return err
+		}
+		if u.uid == 0 || u.gid == 0 {
+			if created {
+				deleteUnixUser(unix)
+			}
+			return fmt.Errorf("unix user %s has uid or gid 0: a box user is never root; %s", unix, other)
+		}
+		ents, _ := os.ReadDir(claims)
+		for _, e := range ents {
+			if e.Name() == unix || strings.HasPrefix(e.Name(), ".") {
+				continue
+			}
+			if c, ok := readClaim(claims, e.Name()); ok && c.UID == u.uid && c.live() {
+				if created {
+					deleteUnixUser(unix)
+				}
+				return fmt.Errorf("unix user %s has uid %d, as unix user %s of %s; no two accounts share a uid: %s", unix, u.uid, e.Name(), c.holder(stateDir), other)
+			}
+		}
+		b, _ := json.Marshal(claim{StateDir: stateDir, Account: account, UID: u.uid})
+		if err := atomicfile.WriteFile(filepath.Join(claims, unix), append(b, '\n'), 0o600); err != nil {
+			if created {
+				deleteUnixUser(unix)
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return u, created, nil
+}
+
+// ClaimOwnerUser records that the owner's box user name belongs to the
+// local box at stateDir, in the claims directory claims (empty:
+// DefaultClaimsDir), or says in one line whose it is. Run by root only; a
+// server not run by root switches to no user and claims none.
+func ClaimOwnerUser(claims, stateDir, name string) error {
+	if os.Geteuid() != 0 || name == "" {
+		return nil
+	}
+	if claims == "" {
+		claims = DefaultClaimsDir
+	}
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return err
+	}
+	_, _, err = claimUser(claims, abs, OwnerAccount, name, true)
+	return err
+}
+
+// releaseClaim removes unix's claim if the local box at stateDir holds it.
+func releaseClaim(claims, stateDir, unix string) error {
+	return withClaims(claims, func() error {
+		if c, ok := readClaim(claims, unix); ok && c.StateDir == stateDir {
+			if err := os.Remove(filepath.Join(claims, unix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// addUnixUser makes a user with its own group, no password (useradd's
+// default: locked), no home of its own (its boxes' homes are set per
+// command) and no login shell.
+func addUnixUser(name, comment string) error {
+	shell := "/usr/sbin/nologin"
+	if _, err := os.Stat(shell); err != nil {
+		shell = "/bin/false"
+	}
+	return runAdmin("useradd", "--no-create-home", "--user-group", "--home-dir", "/nonexistent", "--shell", shell, "--comment", comment, name)
+}
+
+// deleteUnixUser deletes a user the local box made, with its group.
+func deleteUnixUser(name string) error { return runAdmin("userdel", name) }
+
+func runAdmin(prog string, args ...string) error {
+	path, err := exec.LookPath(prog)
+	if err != nil {
+		for _, d := range []string{"/usr/sbin", "/sbin"} {
+			if p := filepath.Join(d, prog); fileExists(p) {
+				path, err = p, nil
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s not found: make the user yourself and map it with --unix-user NAME", prog)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(path, args...)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", prog, args[len(args)-1], err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// boxParts are what of a box directory its user owns.
+var boxParts = []string{"home", "workspace", "run"}
+
+// removeBoxDir removes box directory dir. u's files go first, removed as
+// u by `rm -rf` in a child with u's credentials, so that no link u planted
+// leads root anywhere (rm unlinks a link, never follows it, and u may
+// remove only what u may); then the directories u cannot remove itself
+// (they are in root's 0711 box directory) and root's own files. u nil
+// means the server's own user, whose tree it is. A part that is not empty
+// after u's rm (a process of u's still writing) is an error to retry.
+func removeBoxDir(dir string, u *boxUser) error {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	rm := &exec.Cmd{Path: "/bin/rm", Args: append([]string{"rm", "-rf", "--"}, boxParts...), Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}}
+	if !fileExists(rm.Path) {
+		p, err := exec.LookPath("rm")
+		if err != nil {
+			return err
+		}
+		rm.Path = p
+	}
+	if u != nil && os.Geteuid() == 0 {
+		rm.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}}
+	}
+	rm.Run() // it fails on the parts themselves, which root's directory holds
+	for _, p := range boxParts {
+		if err := os.Remove(filepath.Join(dir, p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove %s: files of the box's user remain (a process of it still writing?); try again: %w", filepath.Join(dir, p), err)
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && u != nil && st.Uid == u.uid {
+			return fmt.Errorf("remove %s: it is the box user's, and only its parts should be: leaving it", filepath.Join(dir, e.Name()))
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return os.Remove(dir)
+}
+
+// killUser ends every process of uid (never root's), SIGKILL again and
+// again until none is left, or fails with EBUSY after timeout: removing
+// an account ends every process of its Unix user, which no other account
+// shares.
+func killUser(uid uint32, timeout time.Duration) error {
+	if uid == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	for killUserOnce(uid) {
+		if time.Now().After(deadline) {
+			return syscall.EBUSY
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
