@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -31,7 +32,13 @@ func serve(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &localbox.Server{Dir: dir, Logf: t.Logf}
+	run(t, &localbox.Server{Dir: dir, Logf: t.Logf}, lis)
+	return u, dir
+}
+
+// run serves lis with srv until the test ends.
+func run(t *testing.T, srv *localbox.Server, lis net.Listener) {
+	t.Helper()
 	// CreateBox readies the server, sign-in code included, before Serve.
 	if err := srv.CreateBox(localbox.DefaultBox); err != nil {
 		t.Fatal(err)
@@ -44,7 +51,6 @@ func serve(t *testing.T) (string, string) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return u, dir
 }
 
 // call posts body as JSON to path with the console session sess and
