@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -207,12 +208,26 @@ func (o *oauthServer) signIn(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, oauthError{Code: "invalid_request", Description: err.Error()})
 		return
 	}
-	s, err := o.s.owner.signIn(body.Code)
+	s, err := o.s.owner.signIn(body.Code, requestSource(r))
+	if e, ok := errors.AsType[*guessLimitError](err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(e.seconds()))
+		writeJSON(w, http.StatusTooManyRequests, oauthError{Code: "slow_down", Description: e.Error()})
+		return
+	}
 	if err != nil {
 		writeJSON(w, http.StatusUnauthorized, oauthError{Code: "access_denied", Description: err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"session": s})
+}
+
+// requestSource is the source (sourceOfIP) r came from.
+func requestSource(r *http.Request) string {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return sourceOfIP(ap.Addr())
 }
 
 // parseRequest checks an authorization request's raw query.

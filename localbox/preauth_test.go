@@ -2,11 +2,14 @@ package localbox_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +188,71 @@ func TestAnonIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// sessionFrom posts code to the sign-in route from the address local
+// (nil: any) and returns the status, the Retry-After header and the error
+// description.
+func sessionFrom(t *testing.T, base string, local net.Addr, code string) (int, string, string) {
+	t.Helper()
+	tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: local}).DialContext}
+	defer tr.CloseIdleConnections()
+	b, _ := json.Marshal(map[string]string{"code": code})
+	req, _ := http.NewRequest(http.MethodPost, base+"/cb/api/session", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m struct {
+		Description string `json:"error_description"`
+	}
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, resp.Header.Get("Retry-After"), m.Description
+}
+
+// Wrong sign-in codes are limited per source: after five, a source gets
+// 429 with one line saying when to try again, even for the right code,
+// while another source signs in with it. No number of wrong codes, from
+// one source or many, changes the owner's code.
+func TestSignInGuessLimit(t *testing.T) {
+	base, dir := serve(t)
+	code, _ := localbox.SignInCode(dir)
+	for i := range 5 {
+		if st, _, d := sessionFrom(t, base, nil, "AAAAA-AAAAA"); st != http.StatusUnauthorized {
+			t.Fatalf("wrong code %d: %d %q; want 401", i+1, st, d)
+		}
+	}
+	for _, try := range []string{"AAAAA-AAAAA", code} {
+		st, after, d := sessionFrom(t, base, nil, try)
+		secs, err := strconv.Atoi(after)
+		if st != http.StatusTooManyRequests || err != nil || secs < 1 || secs > 300 {
+			t.Fatalf("past the limit: %d, Retry-After %q; want 429 and 1-300 s", st, after)
+		}
+		if want := "try again in " + after + " seconds"; !strings.Contains(d, want) || strings.Contains(d, "\n") {
+			t.Errorf("past the limit: %q; want one line with %q", d, want)
+		}
+	}
+	for range 50 {
+		sessionFrom(t, base, nil, "AAAAA-AAAAA")
+	}
+	if after, _ := localbox.SignInCode(dir); after != code {
+		t.Fatalf("wrong codes from one source changed the code: %s, then %s", code, after)
+	}
+	if !bindable("127.0.0.2") {
+		t.Skip("no loopback address but 127.0.0.1 here")
+	}
+	for i := 2; i < 22; i++ {
+		from := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(i))}
+		for range 6 {
+			sessionFrom(t, base, from, "AAAAA-AAAAA")
+		}
+	}
+	if after, _ := localbox.SignInCode(dir); after != code {
+		t.Fatalf("wrong codes from 20 sources changed the code: %s, then %s", code, after)
+	}
+	if st, _, d := sessionFrom(t, base, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 99)}, code); st != http.StatusOK {
+		t.Fatalf("the right code from another source: %d %q", st, d)
+	}
 }
