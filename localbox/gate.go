@@ -25,7 +25,7 @@ import (
 const (
 	// DefaultAnonConns is how many anonymous connections a TCP listener
 	// keeps in all.
-	DefaultAnonConns = 256
+	DefaultAnonConns = 128
 	// DefaultAnonConnsPerSource is how many it keeps from one source: an
 	// IPv4 address, or an IPv6 /64 (what one host is usually given).
 	DefaultAnonConnsPerSource = 32
@@ -43,7 +43,8 @@ type gate struct {
 	start          time.Time // the base of anonConn.last (monotonic)
 
 	mu       sync.Mutex
-	all      list.List             // of *anonConn, oldest first
+	seq      uint64                // of the last admitted
+	n        int                   // anonymous connections held
 	bySource map[string]*list.List // of *anonConn, oldest first
 	closed   int                   // evicted or idle since lastLog
 	lastLog  time.Time
@@ -67,13 +68,14 @@ type anonConn struct {
 	net.Conn
 	g      *gate
 	source string
+	seq    uint64 // the order of admission
 	// last is when a read last returned data, as time since g.start.
 	last  atomic.Int64
 	authd atomic.Bool
 	timer *time.Timer
 
-	// inAll and inSource are c's places in g's lists, nil once out (g.mu).
-	inAll, inSource *list.Element
+	// elem is a's place in its source's list, nil once out (g.mu).
+	elem *list.Element
 
 	closeOnce sync.Once
 	closeErr  error
@@ -87,18 +89,20 @@ func (g *gate) admit(c net.Conn) *anonConn {
 	a.timer = time.AfterFunc(g.idle, a.checkIdle)
 	var out []*anonConn
 	g.mu.Lock()
-	a.inAll = g.all.PushBack(a)
+	g.seq++
+	a.seq = g.seq
 	l := g.bySource[a.source]
 	if l == nil {
 		l = list.New()
 		g.bySource[a.source] = l
 	}
-	a.inSource = l.PushBack(a)
+	a.elem = l.PushBack(a)
+	g.n++
 	for l.Len() > g.perSource {
 		out = append(out, g.unlinkLocked(l.Front().Value.(*anonConn)))
 	}
-	for g.all.Len() > g.max {
-		out = append(out, g.unlinkLocked(g.all.Front().Value.(*anonConn)))
+	for g.n > g.max {
+		out = append(out, g.unlinkLocked(g.victimLocked()))
 	}
 	if len(out) > 0 {
 		g.noteLocked(len(out), a.source)
@@ -125,17 +129,34 @@ func (g *gate) noteLocked(n int, source string) {
 	g.closed, g.lastLog = 0, time.Now()
 }
 
+// victimLocked is the connection to close when there are too many in
+// all: the oldest of the source that has the most, the oldest of those
+// on a tie. So a new client from a source of its own is not closed while
+// fewer sources than the cap hold the rest, however fast they connect.
+// The scan is over at most max+1 sources.
+func (g *gate) victimLocked() *anonConn {
+	var v *anonConn
+	n := 0
+	for _, l := range g.bySource {
+		a := l.Front().Value.(*anonConn)
+		if l.Len() > n || l.Len() == n && a.seq < v.seq {
+			v, n = a, l.Len()
+		}
+	}
+	return v
+}
+
 func (g *gate) unlinkLocked(a *anonConn) *anonConn {
-	if a.inAll == nil {
+	if a.elem == nil {
 		return a
 	}
-	g.all.Remove(a.inAll)
 	l := g.bySource[a.source]
-	l.Remove(a.inSource)
+	l.Remove(a.elem)
 	if l.Len() == 0 {
 		delete(g.bySource, a.source)
 	}
-	a.inAll, a.inSource = nil, nil
+	a.elem = nil
+	g.n--
 	return a
 }
 
@@ -149,7 +170,7 @@ func (g *gate) remove(a *anonConn) {
 func (g *gate) count() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.all.Len()
+	return g.n
 }
 
 func (a *anonConn) Read(p []byte) (int, error) {
@@ -191,7 +212,7 @@ func (a *anonConn) checkIdle() {
 		return
 	}
 	a.g.mu.Lock()
-	if a.inAll != nil {
+	if a.elem != nil {
 		a.g.noteLocked(1, a.source)
 	}
 	a.g.mu.Unlock()
