@@ -73,6 +73,9 @@ type anonConn struct {
 	last  atomic.Int64
 	authd atomic.Bool
 	timer *time.Timer
+	// onAuth, if not nil, is called once a is authenticated; set before
+	// a is handed on.
+	onAuth func()
 
 	// elem is a's place in its source's list, nil once out (g.mu).
 	elem *list.Element
@@ -200,6 +203,9 @@ func (a *anonConn) authenticated() {
 	}
 	a.timer.Stop()
 	a.g.remove(a)
+	if a.onAuth != nil {
+		a.onAuth()
+	}
 }
 
 func (a *anonConn) checkIdle() {

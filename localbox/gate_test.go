@@ -62,16 +62,19 @@ func TestGatePerSource(t *testing.T) {
 // source that has the most, not the oldest of all, so a new client from
 // a source of its own outlasts a flood from fewer sources; among sources
 // as big, the oldest connection goes. An authenticated connection leaves
-// the count and is never closed.
+// the count (its read buffer comes then) and is never closed.
 func TestGateInAll(t *testing.T) {
 	s := &gateSteps{t: t, g: newGate(3, 3, time.Hour, nil), conns: map[string]*fakeConn{}}
 	s.admit("b1", "192.0.2.2")
 	s.admit("e1", "192.0.2.5")
 	s.admit("e2", "192.0.2.5")
 	c1 := s.admit("c1", "192.0.2.3", "e1")
+	buffered := 0
+	c1.onAuth = func() { buffered++ }
 	c1.authenticated()
-	if n := s.g.count(); n != 2 {
-		t.Fatalf("after an authentication: %d anonymous; want 2", n)
+	c1.authenticated()
+	if n := s.g.count(); n != 2 || buffered != 1 {
+		t.Fatalf("after an authentication: %d anonymous, onAuth called %d times; want 2 and once", n, buffered)
 	}
 	s.admit("d1", "192.0.2.4", "e1")
 	s.admit("f1", "192.0.2.6", "b1", "e1")

@@ -66,7 +66,9 @@ func (m *mux) serve() {
 func (m *mux) sniff(a *anonConn) {
 	var c net.Conn = a
 	if m.tls != nil {
-		raw := cork.Raw(c)
+		// The read buffer comes once a call carries a valid token.
+		raw := cork.RawUnbuffered(c)
+		a.onAuth = raw.Buffer
 		tc := tls.Server(raw, m.tls)
 		c.SetDeadline(time.Now().Add(sniffTimeout))
 		if err := tc.Handshake(); err != nil {
