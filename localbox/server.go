@@ -75,8 +75,9 @@ type Server struct {
 	// connections of a TCP listener, those on which no call has carried
 	// a valid token yet (the sign-in pages' always are): at most
 	// AnonConns in all and AnonConnsPerSource from one source (an IPv4
-	// address or an IPv6 /64), the oldest closed to make room for a new
-	// one, and each closed once it has sent nothing for AnonIdle. Zero
+	// address or an IPv6 /64), an old one closed to make room for a new
+	// one (the source's oldest, or the oldest of the source that holds
+	// the most), and each closed once it has sent nothing for AnonIdle. Zero
 	// means DefaultAnonConns, DefaultAnonConnsPerSource, DefaultAnonIdle.
 	// A unix socket's connections are not bounded (docs/self-hosting.md).
 	AnonConns, AnonConnsPerSource int
@@ -182,6 +183,9 @@ func (s *Server) init() error {
 			grpc.InitialWindowSize(window.Stream),
 			grpc.InitialConnWindowSize(window.Conn),
 			grpc.Creds(gateCreds{}),
+			// The HTTP/2 preface and SETTINGS, after a TLS handshake that
+			// chose h2, within sniffTimeout, as the sniffer asks of the rest.
+			grpc.ConnectionTimeout(sniffTimeout),
 			grpc.UnaryInterceptor(s.unaryAuth),
 			grpc.StreamInterceptor(s.streamAuth),
 		)
