@@ -17,11 +17,12 @@ import (
 // Before authentication (docs/self-hosting.md "Connections before sign-in"):
 // a connection to a TCP listener is anonymous until a call on it carries a
 // valid token, and the sign-in pages' connections stay anonymous. Anonymous
-// connections are capped in all and per source, the oldest closed to make
+// connections are capped in all and per source, an old one closed to make
 // room for a new one (a full cap refuses no one: a new client's connection
-// is anonymous too until its first call), and each is closed once it has
-// sent nothing for a while, whether it is in its TLS handshake, before its
-// HTTP/2 preface, or between calls with no valid token.
+// is anonymous too until its first call; victimLocked says which), and
+// each is closed once it has sent nothing for a while, whether it is in
+// its TLS handshake, before its HTTP/2 preface, or between calls with no
+// valid token.
 const (
 	// DefaultAnonConns is how many anonymous connections a TCP listener
 	// keeps in all.
@@ -84,8 +85,8 @@ type anonConn struct {
 	closeErr  error
 }
 
-// admit tracks c, an accepted connection, as anonymous, closing the
-// oldest anonymous ones past the caps.
+// admit tracks c, an accepted connection, as anonymous, closing others
+// past the caps.
 func (g *gate) admit(c net.Conn) *anonConn {
 	a := &anonConn{Conn: c, g: g, source: sourceOf(c.RemoteAddr())}
 	a.last.Store(int64(time.Since(g.start)))

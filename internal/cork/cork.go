@@ -23,7 +23,8 @@ const readSize = 256 << 10
 const flushSize = 256 << 10
 
 // RawConn is the connection under TLS: reads are buffered, and writes are
-// held while a Write of the Conn over it runs. Make it with Raw.
+// held while a Write of the Conn over it runs. Make it with Raw or
+// RawUnbuffered.
 type RawConn struct {
 	net.Conn
 	r atomic.Pointer[bufio.Reader] // nil: reads go straight to Conn
