@@ -199,7 +199,8 @@ func (a *anonConn) Close() error {
 // authenticated takes a out of the gate for good: a call on it carried a
 // valid token.
 func (a *anonConn) authenticated() {
-	if a.authd.Swap(true) {
+	// Every call comes here: a load, not a write, once it is done.
+	if a.authd.Load() || a.authd.Swap(true) {
 		return
 	}
 	a.timer.Stop()
