@@ -18,9 +18,9 @@ import (
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
-// run runs line in box and returns its stdout, failing the test unless it
+// runIn runs line in box and returns its stdout, failing the test unless it
 // exits 0.
-func run(t *testing.T, c *box.Client, boxName, line string) string {
+func runIn(t *testing.T, c *box.Client, boxName, line string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
 	st, err := c.Exec(context.Background(), &box.Command{Box: boxName, Line: line, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
@@ -55,10 +55,10 @@ func TestCreateDelete(t *testing.T) {
 			t.Errorf("Create(%v): %v, want INVALID_ARGUMENT", req, err)
 		}
 	}
-	if got := run(t, c, "work", "pwd"); strings.TrimSpace(got) != filepath.Join(dir, "boxes", "work", "workspace") {
+	if got := runIn(t, c, "work", "pwd"); strings.TrimSpace(got) != filepath.Join(dir, "boxes", "work", "workspace") {
 		t.Errorf("pwd in work = %q", got)
 	}
-	run(t, c, "work", "echo secret > ~/file; ln -s "+filepath.Join(dir, "standin")+" ~/link; mkdir ~/d; ln -s "+dir+" ~/d/dirlink")
+	runIn(t, c, "work", "echo secret > ~/file; ln -s "+filepath.Join(dir, "standin")+" ~/link; mkdir ~/d; ln -s "+dir+" ~/d/dirlink")
 	standin := filepath.Join(dir, "standin")
 	if err := os.WriteFile(standin, []byte("keep me\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ const sniffTimeout = 10 * time.Second
 type mux struct {
 	lis  net.Listener
 	tls  *tls.Config // if not nil, every connection is TLS (tls.go)
+	gate *gate
 	grpc *subListener
 	http *subListener
 
@@ -33,8 +34,8 @@ type mux struct {
 	done chan struct{}
 }
 
-func newMux(lis net.Listener, tc *tls.Config) *mux {
-	m := &mux{lis: lis, tls: tc, done: make(chan struct{})}
+func newMux(lis net.Listener, tc *tls.Config, g *gate) *mux {
+	m := &mux{lis: lis, tls: tc, gate: g, done: make(chan struct{})}
 	m.grpc = &subListener{m: m, conns: make(chan net.Conn)}
 	m.http = &subListener{m: m, conns: make(chan net.Conn)}
 	return m
@@ -58,13 +59,16 @@ func (m *mux) serve() {
 			return
 		}
 		delay = 0
-		go m.sniff(c)
+		go m.sniff(m.gate.admit(c))
 	}
 }
 
-func (m *mux) sniff(c net.Conn) {
+func (m *mux) sniff(a *anonConn) {
+	var c net.Conn = a
 	if m.tls != nil {
-		raw := cork.Raw(c)
+		// The read buffer comes once a call carries a valid token.
+		raw := cork.RawUnbuffered(c)
+		a.onAuth = raw.Buffer
 		tc := tls.Server(raw, m.tls)
 		c.SetDeadline(time.Now().Add(sniffTimeout))
 		if err := tc.Handshake(); err != nil {
@@ -74,7 +78,7 @@ func (m *mux) sniff(c net.Conn) {
 		c.SetDeadline(time.Time{})
 		switch tc.ConnectionState().NegotiatedProtocol {
 		case "h2":
-			m.deliver(m.grpc, cork.Wrap(tc, raw))
+			m.deliver(m.grpc, &gateConn{cork.Wrap(tc, raw), a})
 			return
 		case "http/1.1":
 			// net/http sets Request.TLS only for a *tls.Conn.
@@ -95,11 +99,12 @@ func (m *mux) sniff(c net.Conn) {
 		}
 	}
 	c.SetReadDeadline(time.Time{})
-	to := m.http
+	c = &prefixConn{Conn: c, prefix: buf[:n]}
 	if string(buf[:n]) == http2Preface {
-		to = m.grpc
+		m.deliver(m.grpc, &gateConn{c, a})
+		return
 	}
-	m.deliver(to, &prefixConn{Conn: c, prefix: buf[:n]})
+	m.deliver(m.http, c)
 }
 
 // deliver hands c to one side, or closes it when the mux is closed.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -211,18 +212,27 @@ func (o *oauthServer) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// An account's code (`localbox account add`) signs its person in to
-	// their own account; any other is tried as the owner's.
-	if account, ok := useAccountCode(o.s.Dir, body.Code); ok {
-		o.s.logf("account %s signed in to the authorization pages", account)
-		writeJSON(w, http.StatusOK, map[string]string{"session": o.s.owner.startSession(account)})
+	// their own account, the owner's the owner; both under one guess limit.
+	s, err := o.s.owner.signIn(body.Code, requestSource(r), func(code string) (string, bool) { return useAccountCode(o.s.Dir, code) })
+	if e, ok := errors.AsType[*guessLimitError](err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(e.seconds()))
+		writeJSON(w, http.StatusTooManyRequests, oauthError{Code: "slow_down", Description: e.Error()})
 		return
 	}
-	s, err := o.s.owner.signIn(body.Code)
 	if err != nil {
 		writeJSON(w, http.StatusUnauthorized, oauthError{Code: "access_denied", Description: err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"session": s})
+}
+
+// requestSource is the source (sourceOfIP) r came from.
+func requestSource(r *http.Request) string {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return sourceOfIP(ap.Addr())
 }
 
 // parseRequest checks an authorization request's raw query.

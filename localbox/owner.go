@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
@@ -18,11 +20,19 @@ import (
 // state directory (0700) is the machine's owner: the local box keeps a
 // one-time sign-in code in DIR/signin-code (0600), and the sign-in page
 // asks for it. A right code starts a session of sessionTTL and is replaced
-// by a new one; maxFailures wrong codes replace it too, so it cannot be
-// guessed. docs/login.md.
+// by a new one. A wrong one changes nothing, so no one can make stale a
+// code the owner handed out; instead each source (sourceOfIP) may guess
+// wrong guessBurst times at once and then once every guessEvery: some
+// 105,000 guesses a year, so that a guesser with every /64 of an IPv6 /48
+// has one chance in 120,000 a year of finding a code (of 31^10).
+// docs/login.md.
 const (
-	sessionTTL  = 12 * time.Hour
-	maxFailures = 5
+	sessionTTL = 12 * time.Hour
+	guessBurst = 5
+	guessEvery = 5 * time.Minute
+	// maxGuessSources bounds the sources remembered; past it, those whose
+	// limit is back to full go first, then any.
+	maxGuessSources = 10000
 	// codeAlphabet has no 0/O, 1/I/L: the code is read and typed by a person.
 	codeAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 	codeLen      = 10
@@ -48,16 +58,16 @@ type owner struct {
 	logf func(string, ...any)
 
 	mu       sync.Mutex
-	code     string // normalized: upper case, no dash
-	failures int
-	sessions map[string]time.Time // sha256 of the session → expiry
+	code     string                   // normalized: upper case, no dash
+	guesses  map[string]*rate.Limiter // by source
+	sessions map[string]time.Time     // sha256 of the session → expiry
 	// accountOf is the account of each session (accounts.go); none or ""
 	// is the owner's.
 	accountOf map[string]string
 }
 
 func newOwner(dir string, logf func(string, ...any)) (*owner, error) {
-	o := &owner{path: SignInCodePath(dir), logf: logf, sessions: map[string]time.Time{}}
+	o := &owner{path: SignInCodePath(dir), logf: logf, guesses: map[string]*rate.Limiter{}, sessions: map[string]time.Time{}}
 	if c, err := SignInCode(dir); err == nil && len(normalizeCode(c)) == codeLen {
 		o.code = normalizeCode(c)
 		return o, nil
@@ -83,40 +93,78 @@ func (o *owner) rotate() error {
 		b[i] = codeAlphabet[int(b[i])%len(codeAlphabet)]
 	}
 	o.code = string(b)
-	o.failures = 0
 	shown := o.code[:codeLen/2] + "-" + o.code[codeLen/2:]
 	return atomicfile.WriteFile(o.path, []byte(shown+"\n"), 0o600)
 }
 
 var errWrongCode = errors.New("wrong sign-in code")
 
-// signIn checks code and starts a session, returning its secret.
-func (o *owner) signIn(code string) (string, error) {
+// guessLimitError is signIn's error for a source that guessed wrong too
+// often; Wait is how long until it may guess again.
+type guessLimitError struct{ Wait time.Duration }
+
+func (e *guessLimitError) Error() string {
+	return fmt.Sprintf("too many wrong sign-in codes from your address; try again in %d seconds", e.seconds())
+}
+
+// seconds is Wait in whole seconds, rounded up.
+func (e *guessLimitError) seconds() int { return int((e.Wait + time.Second - 1) / time.Second) }
+
+// signIn checks code, brought from source, and starts a session,
+// returning its secret: of the owner's, when code is the owner's code, or
+// of the account accountCode names when it takes code as an account's
+// (`localbox account add`; it uses the code up). A source past its limit
+// gets a *guessLimitError and its code is not even compared; a wrong code
+// counts against the source, never against the code.
+func (o *owner) signIn(code, source string, accountCode func(string) (string, bool)) (string, error) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if subtle.ConstantTimeCompare([]byte(normalizeCode(code)), []byte(o.code)) != 1 {
-		o.failures++
-		if o.failures >= maxFailures {
-			o.logf("sign-in code replaced after %d wrong tries", o.failures)
-			if err := o.rotate(); err != nil {
-				return "", err
+	r := o.limiter(source).Reserve()
+	if d := r.Delay(); d > 0 {
+		r.Cancel()
+		o.mu.Unlock()
+		return "", &guessLimitError{Wait: d}
+	}
+	if subtle.ConstantTimeCompare([]byte(normalizeCode(code)), []byte(o.code)) == 1 {
+		r.Cancel()
+		err := o.rotate()
+		o.mu.Unlock()
+		if err != nil {
+			return "", err
+		}
+		o.logf("owner signed in to the authorization pages")
+		return o.startSession(""), nil
+	}
+	o.mu.Unlock()
+	if account, ok := accountCode(code); ok {
+		r.Cancel()
+		o.logf("account %s signed in to the authorization pages", account)
+		return o.startSession(account), nil
+	}
+	return "", errWrongCode
+}
+
+// limiter is source's limit of wrong guesses; o.mu is held.
+func (o *owner) limiter(source string) *rate.Limiter {
+	if l := o.guesses[source]; l != nil {
+		return l
+	}
+	if len(o.guesses) >= maxGuessSources {
+		now := time.Now()
+		for k, l := range o.guesses {
+			if l.TokensAt(now) >= guessBurst {
+				delete(o.guesses, k)
 			}
 		}
-		return "", errWrongCode
-	}
-	if err := o.rotate(); err != nil {
-		return "", err
-	}
-	s := "cbs_" + randomHex(32)
-	now := time.Now()
-	for k, exp := range o.sessions {
-		if now.After(exp) {
-			delete(o.sessions, k)
+		for k := range o.guesses {
+			if len(o.guesses) < maxGuessSources*9/10 {
+				break
+			}
+			delete(o.guesses, k)
 		}
 	}
-	o.sessions[sum(s)] = now.Add(sessionTTL)
-	o.logf("owner signed in to the authorization pages")
-	return s, nil
+	l := rate.NewLimiter(rate.Every(guessEvery), guessBurst)
+	o.guesses[source] = l
+	return l
 }
 
 // session reports whether s is a live session.

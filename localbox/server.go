@@ -5,6 +5,7 @@
 package localbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -72,6 +73,17 @@ type Server struct {
 	// directory must be reachable by it. Empty runs them as the server's
 	// own user. RootUser chooses one for a server run by root.
 	User string
+	// AnonConns, AnonConnsPerSource and AnonIdle bound the anonymous
+	// connections of a TCP listener, those on which no call has carried
+	// a valid token yet (the sign-in pages' always are): at most
+	// AnonConns in all and AnonConnsPerSource from one source (an IPv4
+	// address or an IPv6 /64), an old one closed to make room for a new
+	// one (the source's oldest, or the oldest of the source that holds
+	// the most), and each closed once it has sent nothing for AnonIdle. Zero
+	// means DefaultAnonConns, DefaultAnonConnsPerSource, DefaultAnonIdle.
+	// A unix socket's connections are not bounded (docs/self-hosting.md).
+	AnonConns, AnonConnsPerSource int
+	AnonIdle                      time.Duration
 
 	once  sync.Once
 	err   error
@@ -94,6 +106,7 @@ type Server struct {
 	mu    sync.Mutex
 	http  *http.Server // the sign-in pages, on a TCP listener
 	port  int          // the TCP listener's port
+	gate  *gate        // the TCP listener's anonymous connections
 	inbox inboxes
 }
 
@@ -192,6 +205,10 @@ func (s *Server) init() error {
 			grpc.WriteBufferSize(256<<10),
 			grpc.InitialWindowSize(window.Stream),
 			grpc.InitialConnWindowSize(window.Conn),
+			grpc.Creds(gateCreds{}),
+			// The HTTP/2 preface and SETTINGS, after a TLS handshake that
+			// chose h2, within sniffTimeout, as the sniffer asks of the rest.
+			grpc.ConnectionTimeout(sniffTimeout),
 			grpc.UnaryInterceptor(s.unaryAuth),
 			grpc.StreamInterceptor(s.streamAuth),
 		)
@@ -220,7 +237,9 @@ func (s *Server) Serve(lis net.Listener) error {
 		tc = serverTLS(s.TLS)
 	}
 	if a, ok := lis.Addr().(*net.TCPAddr); ok {
-		m := newMux(lis, tc)
+		g := newGate(cmp.Or(s.AnonConns, DefaultAnonConns), cmp.Or(s.AnonConnsPerSource, DefaultAnonConnsPerSource),
+			cmp.Or(s.AnonIdle, DefaultAnonIdle), s.logf)
+		m := newMux(lis, tc, g)
 		hs := &http.Server{
 			Handler:           s.oauth.handler(),
 			ReadHeaderTimeout: 10 * time.Second,
@@ -229,7 +248,7 @@ func (s *Server) Serve(lis net.Listener) error {
 			ErrorLog:          log.New(io.Discard, "", 0),
 		}
 		s.mu.Lock()
-		s.http, s.port = hs, a.Port
+		s.http, s.port, s.gate = hs, a.Port, g
 		s.mu.Unlock()
 		go m.serve()
 		go hs.Serve(m.http)
@@ -355,6 +374,7 @@ func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
 			return nil, status.Errorf(codes.FailedPrecondition, "the boxes of account %s cannot be served: %v", rec.Account, err)
 		}
 	}
+	markAuthenticated(ctx)
 	return context.WithValue(ctx, tokenKey{}, rec), nil
 }
 

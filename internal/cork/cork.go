@@ -23,10 +23,11 @@ const readSize = 256 << 10
 const flushSize = 256 << 10
 
 // RawConn is the connection under TLS: reads are buffered, and writes are
-// held while a Write of the Conn over it runs. Make it with Raw.
+// held while a Write of the Conn over it runs. Make it with Raw or
+// RawUnbuffered.
 type RawConn struct {
 	net.Conn
-	r *bufio.Reader
+	r atomic.Pointer[bufio.Reader] // nil: reads go straight to Conn
 
 	mu     sync.Mutex
 	corked bool
@@ -40,11 +41,30 @@ type RawConn struct {
 
 // Raw wraps c, the connection a tls.Client or tls.Server is made over.
 func Raw(c net.Conn) *RawConn {
-	return &RawConn{Conn: c, r: bufio.NewReaderSize(c, readSize)}
+	r := RawUnbuffered(c)
+	r.Buffer()
+	return r
+}
+
+// RawUnbuffered is Raw with reads that go straight to c until Buffer is
+// called, so that a server holds no read buffer for a connection it may
+// never let in.
+func RawUnbuffered(c net.Conn) *RawConn { return &RawConn{Conn: c} }
+
+// Buffer makes the reads after any under way go through the read buffer.
+func (c *RawConn) Buffer() {
+	if c.r.Load() == nil {
+		c.r.CompareAndSwap(nil, bufio.NewReaderSize(c.Conn, readSize))
+	}
 }
 
 // Read reads from the buffer, or with one read(2) into it when empty.
-func (c *RawConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *RawConn) Read(p []byte) (int, error) {
+	if r := c.r.Load(); r != nil {
+		return r.Read(p)
+	}
+	return c.Conn.Read(p)
+}
 
 // Write writes p, or while corked appends it to what the uncork writes.
 // A held write's error is the uncork's. After an error every write

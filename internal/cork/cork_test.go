@@ -18,15 +18,20 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/cork"
 )
 
-// counted counts the write(2)s that reach the socket.
+// counted counts the write(2)s that reach the socket, and the read(2)s.
 type counted struct {
 	net.Conn
-	writes atomic.Int64
+	writes, reads atomic.Int64
 }
 
 func (c *counted) Write(p []byte) (int, error) {
 	c.writes.Add(1)
 	return c.Conn.Write(p)
+}
+
+func (c *counted) Read(p []byte) (int, error) {
+	c.reads.Add(1)
+	return c.Conn.Read(p)
 }
 
 func selfSigned(t *testing.T) tls.Certificate {
@@ -201,5 +206,48 @@ func TestCloseUnblocksWrite(t *testing.T) {
 	}
 	if err := <-done; err == nil {
 		t.Fatal("the blocked Write returned no error")
+	}
+}
+
+// An unbuffered RawConn reads straight from its connection, one read(2)
+// per Read, until Buffer; from then on through the buffer, and no byte is
+// lost or repeated across the switch.
+func TestRawUnbufferedThenBuffered(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	under := &counted{Conn: b}
+	raw := cork.RawUnbuffered(under)
+	go func() {
+		a.Write([]byte("hello"))
+		a.Write([]byte(" world"))
+	}()
+	got := make([]byte, 0, 11)
+	p := make([]byte, 2)
+	for len(got) < 4 {
+		n, err := raw.Read(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p[:n]...)
+	}
+	if n := under.reads.Load(); n != 2 {
+		t.Errorf("unbuffered: %d reads below for 4 bytes read 2 at a time; want 2", n)
+	}
+	raw.Buffer()
+	p = p[:1]
+	for len(got) < 11 {
+		n, err := raw.Read(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p[:n]...)
+	}
+	if string(got) != "hello world" {
+		t.Errorf("read %q; want %q", got, "hello world")
+	}
+	// The rest of the first write and the second: two reads below.
+	if n := under.reads.Load() - 2; n != 2 {
+		t.Errorf("buffered: %d reads below for 7 bytes read 1 at a time; want 2", n)
 	}
 }

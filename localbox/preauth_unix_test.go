@@ -1,0 +1,197 @@
+//go:build unix
+
+package localbox_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/localbox"
+)
+
+// floodSize is how many connections TestAnonConnsCapped opens that never
+// present a token.
+const floodSize = 2000
+
+// 2,000 connections that never present a token, from one source and from
+// a hundred, each a bare TCP connection, a finished TLS handshake or one
+// followed by the HTTP/2 preface: the server keeps no more than its caps
+// (as it counts them, and as the kernel does), and a command with a valid
+// token runs at once beside them.
+func TestAnonConnsCapped(t *testing.T) {
+	raiseNoFile(t, 2*floodSize+1000)
+	// Only the caps close connections here.
+	srv := &localbox.Server{Logf: t.Logf, AnonIdle: 10 * time.Minute}
+	addr, cert := startTLS(t, srv)
+	tok, err := localbox.IssueToken(srv.Dir, "t", "cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := box.ParseEndpoint("https://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.CAFile = cert
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+
+	many := make([]net.IP, 100)
+	for i := range many {
+		many[i] = net.IPv4(127, 0, 1, byte(i+1))
+	}
+	for _, tc := range []struct {
+		name    string
+		sources []net.IP
+		cap     int
+	}{
+		{"one source", []net.IP{net.IPv4(127, 0, 0, 1)}, localbox.DefaultAnonConnsPerSource},
+		{"100 sources", many, localbox.DefaultAnonConns},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !bindable(tc.sources[len(tc.sources)-1].String()) {
+				t.Skip("no loopback address but 127.0.0.1 here")
+			}
+			conns, failed := flood(t, addr, cert, tc.sources)
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
+			t.Logf("%d connections opened, %d refused or cut during the handshake", len(conns), failed)
+
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			c, err := box.Dial(ep, tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			var out bytes.Buffer
+			st, err := c.Exec(ctx, &box.Command{Box: localbox.DefaultBox, Line: "echo ran", Stdout: &out, Stderr: io.Discard})
+			if err != nil || st.Code != 0 || out.String() != "ran\n" {
+				t.Fatalf("a command beside %d connections without a token: %v, %+v, %q; want it run within 10 s", floodSize, err, st, out.String())
+			}
+
+			if n := srv.AnonConnsOpen(); n > tc.cap {
+				t.Errorf("the server holds %d connections without a valid token; want at most %d", n, tc.cap)
+			}
+			// The kernel's count, whatever the server believes: the
+			// command's own connection is the one more allowed.
+			if n, ok := establishedTo(t, port); ok && n > tc.cap+1 {
+				t.Errorf("the server has %d connections open; want at most %d", n, tc.cap+1)
+			} else if ok {
+				t.Logf("the server has %d connections open", n)
+			}
+		})
+	}
+}
+
+// flood opens floodSize connections to addr, from each source in turn,
+// and returns those it kept and how many failed.
+func flood(t *testing.T, addr, certFile string, sources []net.IP) ([]net.Conn, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	h2 := trusting(t, certFile)
+	h2.NextProtos = []string{"h2"}
+	h2.ServerName = "127.0.0.1"
+	var (
+		mu     sync.Mutex
+		conns  []net.Conn
+		failed atomic.Int32
+		next   atomic.Int32
+		wg     sync.WaitGroup
+	)
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= floodSize || ctx.Err() != nil {
+					return
+				}
+				d := &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: sources[i%len(sources)]}}
+				c, err := d.DialContext(ctx, "tcp", addr)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				if i%3 != 0 {
+					tc := tls.Client(c, h2)
+					tc.SetDeadline(time.Now().Add(5 * time.Second))
+					err = tc.HandshakeContext(ctx)
+					if err == nil && i%3 == 2 {
+						_, err = tc.Write([]byte(h2Preface))
+					}
+					tc.SetDeadline(time.Time{})
+					if err != nil {
+						c.Close()
+						failed.Add(1)
+						continue
+					}
+					c = tc
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return conns, int(failed.Load())
+}
+
+// establishedTo counts the established TCP connections whose local port
+// is port, from Linux's /proc/net/tcp and tcp6; ok is false elsewhere.
+func establishedTo(t *testing.T, port int) (n int, ok bool) {
+	t.Helper()
+	want := fmt.Sprintf(":%04X", port)
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return 0, false
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Scan() // the header
+		for sc.Scan() {
+			// sl local_address rem_address st ...
+			fs := strings.Fields(sc.Text())
+			if len(fs) > 3 && strings.HasSuffix(fs[1], want) && fs[3] == "01" {
+				n++
+			}
+		}
+	}
+	return n, true
+}
+
+// raiseNoFile makes sure this process may open n descriptors.
+func raiseNoFile(t *testing.T, n uint64) {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Cur >= n {
+		return
+	}
+	if lim.Max < n {
+		t.Skipf("RLIMIT_NOFILE's hard limit is %d; this test needs %d", lim.Max, n)
+	}
+	lim.Cur = n
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+}
