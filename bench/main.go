@@ -94,6 +94,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// Served by root, the local box runs box commands as the box user,
+	// which must reach its state directory here.
+	if os.Geteuid() == 0 {
+		if err := os.Chmod(e.work, 0o711); err != nil {
+			return err
+		}
+	}
 	undoOnSignal()
 	if !*keepWork {
 		defer atExit(func() { os.RemoveAll(e.work) })()

@@ -116,7 +116,22 @@ func (e *env) prepareOffload(top string) (*gitWork, error) {
 			return nil, err
 		}
 	}
-	return g, nil
+	// The box user, not root, owns its home: what the bench put there is
+	// its too, as if it had installed the stand-in itself.
+	return g, chownLike(boxHome, ".local", ".standin", ".profile", ".gitconfig")
+}
+
+// chownLike gives the names under dir, with what is in them, to dir's
+// owner (GNU chown's --reference).
+func chownLike(dir string, names ...string) error {
+	args := []string{"-R", "--reference=" + dir}
+	for _, n := range names {
+		args = append(args, filepath.Join(dir, n))
+	}
+	if out, err := exec.Command("chown", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("chown: %v: %s", err, out)
+	}
+	return nil
 }
 
 // offloadRounds runs n timed rounds of offloadRows, each on a fresh clone

@@ -73,17 +73,15 @@ type runtimeInfo struct {
 	// empty otherwise. NewCA says this serve made it anew.
 	CA    string `json:"ca,omitempty"`
 	NewCA bool   `json:"new_ca,omitempty"`
-	// RunAs is the account box commands run as; RootWhy, when they run as
-	// root though it serves as root, says why not as the box user and the
-	// next step (localbox.RootUser).
-	RunAs   string `json:"run_as,omitempty"`
-	RootWhy string `json:"root_why,omitempty"`
+	// RunAs is the account box commands run as.
+	RunAs string `json:"run_as,omitempty"`
 }
 
-// rootLine is the one line start and serve print when box commands run as
-// root instead of the box user.
+// rootLine is the one line start and serve fail with, served by root,
+// when no box user can serve the boxes: why (localbox.RootUser) names the
+// first directory closed to it and the next step.
 func rootLine(why string) string {
-	return "box commands run as root, which Claude Code's bypass mode refuses, not as the box user: " + why
+	return "served by root, the local box runs box commands only as an unprivileged box user, never as root:\n" + why
 }
 
 const startTimeout = 15 * time.Second
@@ -250,14 +248,17 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		return err
 	}
 	boxUser, why := localbox.RootUser(dir, filepath.Dir(exe))
-	ri.RunAs, ri.RootWhy = boxUser, why
+	if why != "" {
+		// A box command run as root would own the machine: a box is
+		// hostile to its host (docs/security.md "The box boundary").
+		lis.Close()
+		return errors.New(rootLine(why))
+	}
+	ri.RunAs = boxUser
 	if boxUser == "" {
 		if me, err := user.Current(); err == nil {
 			ri.RunAs = me.Username
 		}
-	}
-	if why != "" {
-		fmt.Fprintln(s.Err, "cocoonbox: "+rootLine(why))
 	}
 	// No two local boxes on this machine run boxes as one Unix user: the
 	// owner's box user is this one's alone (docs/self-hosting.md "Accounts").
@@ -330,9 +331,6 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 			return err
 		}
 		fmt.Fprintf(s.Err, "local box already running at %s (pid %d); it is the current endpoint\n", ri.Endpoint, ri.PID)
-		if ri.RootWhy != "" {
-			fmt.Fprintln(s.Err, rootLine(ri.RootWhy))
-		}
 		return nil
 	}
 	if err := localbox.MkdirState(dir); err != nil {
@@ -407,9 +405,6 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 				if ri.CA != "" {
 					fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", laptopURL(ri.Endpoint, o.Listen), ri.CA)
 				}
-				if ri.RootWhy != "" {
-					fmt.Fprintln(s.Err, rootLine(ri.RootWhy))
-				}
 				return nil
 			}
 		}
@@ -433,7 +428,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	}
 }
 
-// lastLine is the last line written to the log at path after offset: the
+// lastLine is the last error written to the log at path after offset: the
 // error a serve that failed printed, without its "cocoonbox: ".
 func lastLine(path string, offset int64) string {
 	f, err := os.Open(path)
@@ -443,7 +438,14 @@ func lastLine(path string, offset int64) string {
 	defer f.Close()
 	b, _ := io.ReadAll(io.NewSectionReader(f, offset, 64<<10))
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.TrimPrefix(lines[len(lines)-1], "cocoonbox: ")
+	// An error of several lines (the problem, then the next steps) is
+	// the serve's last "cocoonbox: " line and the lines after it.
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "cocoonbox: ") {
+			return strings.TrimPrefix(strings.Join(lines[i:], "\n"), "cocoonbox: ")
+		}
+	}
+	return lines[len(lines)-1]
 }
 
 // listenURL is the endpoint --listen asks for, or "" when it cannot be
@@ -685,8 +687,6 @@ func runLocalboxStatus(env Env, s Streams) error {
 		fmt.Fprintf(s.Out, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
 	}
 	switch {
-	case ri.RootWhy != "":
-		fmt.Fprintln(s.Out, rootLine(ri.RootWhy))
 	case ri.RunAs != "":
 		fmt.Fprintf(s.Out, "box commands run as %s\n", ri.RunAs)
 	}

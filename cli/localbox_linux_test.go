@@ -15,7 +15,7 @@ import (
 // COCOONBOX_LOCALBOX, which the server looks for in /proc.
 func TestLocalboxSetsid(t *testing.T) {
 	home := shortHome(t)
-	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "COCOONBOX_CONTROL_PERSIST=no"}
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "COCOONBOX_CLAIMS_DIR=" + filepath.Join(home, ".claims"), "COCOONBOX_CONTROL_PERSIST=no"}
 	state := filepath.Join(home, ".local", "state", "cocoonbox", "localbox")
 	ws := filepath.Join(state, "boxes", "main", "workspace")
 	run := runner(t, env)

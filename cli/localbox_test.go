@@ -22,7 +22,7 @@ func TestLocalboxStopEndsTmux(t *testing.T) {
 		t.Fatal("tmux is missing: run scripts/deps.sh")
 	}
 	home := shortHome(t)
-	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "COCOONBOX_CLAIMS_DIR=" + filepath.Join(home, ".claims")}
 	run := runner(t, env)
 	run("cocoonbox", "localbox", "start")
 	stopAtCleanup(t, env)
@@ -51,9 +51,10 @@ func TestLocalboxStopEndsTmux(t *testing.T) {
 // start nor makes stop signal that process.
 func TestLocalboxStaleRuntimeFile(t *testing.T) {
 	home := shortHome(t)
-	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "COCOONBOX_CLAIMS_DIR=" + filepath.Join(home, ".claims")}
 	state := filepath.Join(home, ".local", "state", "cocoonbox", "localbox")
-	if err := os.MkdirAll(state, 0o700); err != nil {
+	// 0711 as the local box would make them: the box user must reach them.
+	if err := os.MkdirAll(state, 0o711); err != nil {
 		t.Fatal(err)
 	}
 	bystander := exec.Command("sleep", "60")
@@ -93,7 +94,7 @@ func TestLocalboxStaleRuntimeFile(t *testing.T) {
 // even from a start that had more open (as a shell may pass).
 func TestLocalboxKill9(t *testing.T) {
 	home := shortHome(t)
-	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "COCOONBOX_CLAIMS_DIR=" + filepath.Join(home, ".claims")}
 	state := filepath.Join(home, ".local", "state", "cocoonbox", "localbox")
 	ws := filepath.Join(state, "boxes", "main", "workspace")
 	run := runner(t, env)
@@ -167,7 +168,28 @@ func shortHome(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
+	reachable(t, home)
 	return home
+}
+
+// reachable, run by root, lets the box user search dirs and our binaries'
+// directory: served by root, a local box runs box commands as the box
+// user, never as root, and refuses to start where that user cannot reach
+// its state directory or cocoonbox-agent. Each test's env names a claims
+// directory of its own (COCOONBOX_CLAIMS_DIR), so that the local boxes of
+// tests that run at once may each claim the box user.
+func reachable(t *testing.T, dirs ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return
+	}
+	bin, err := exec.LookPath("cocoonbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := openToBoxUser(append(dirs, filepath.Dir(filepath.Dir(bin)), filepath.Dir(bin))...); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // serverPID is the pid of the local box serving state.

@@ -50,9 +50,10 @@ func TestReadmeUse(t *testing.T) {
 	work := t.TempDir()
 	home := filepath.Join(work, "home")
 	os.MkdirAll(home, 0o700)
+	reachable(t, filepath.Dir(work), work, home)
 	os.MkdirAll(filepath.Join(work, "src"), 0o755)
 	os.WriteFile(filepath.Join(work, "src", "hello.txt"), []byte("hello\n"), 0o644)
-	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "LANG=C"}
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "COCOONBOX_CLAIMS_DIR=" + filepath.Join(home, ".claims"), "GIT_CONFIG_NOSYSTEM=1", "LANG=C"}
 	sh := func(line string) string {
 		t.Helper()
 		c := exec.Command("sh", "-ec", line)

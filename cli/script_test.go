@@ -176,6 +176,21 @@ func private(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
+// openToBoxUser lets others search (not list) each of dirs, so that the
+// box user reaches what is below them.
+func openToBoxUser(dirs ...string) error {
+	for _, d := range dirs {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if err := os.Chmod(d, fi.Mode().Perm()|0o711); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func TestScripts(t *testing.T) {
 	testscript.Run(t, params(t, "testdata/script"))
 }
@@ -217,6 +232,14 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			state := filepath.Join(e.WorkDir, ".box")
 			if err := os.MkdirAll(home, 0o700); err != nil {
 				return err
+			}
+			// Served by root, a local box a script starts itself runs box
+			// commands as the box user, never as root: it must reach the
+			// state directory under HOME and our binaries.
+			if os.Geteuid() == 0 {
+				if err := openToBoxUser(filepath.Dir(e.WorkDir), e.WorkDir, home, filepath.Dir(filepath.Dir(bin)), filepath.Dir(bin)); err != nil {
+					return err
+				}
 			}
 			gitconfig := "[user]\n\tname = Test\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n"
 			if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte(gitconfig), 0o644); err != nil {

@@ -268,10 +268,10 @@ const (
 
 // RootUser chooses the box user for a server run by root with state
 // directory dir and binaries (cocoonbox-agent) in bin: DefaultUser when
-// that account exists and reaches both, else "" (the server's own user),
-// with why not and the next step, in one line: the first directory it
-// cannot search from / down, above the state directory or the binaries,
-// and the recipe. A server not run by root gets "" and no reason.
+// that account exists and reaches both, else "" with why not and the next
+// step, in three lines: the first directory it cannot search from / down,
+// above the state directory or the binaries; the recipe; and the chmod
+// that opens them. A server not run by root gets "" and no reason.
 func RootUser(dir, bin string) (name, why string) {
 	if os.Geteuid() != 0 {
 		return "", ""
@@ -293,7 +293,7 @@ func RootUser(dir, bin string) (name, why string) {
 		return DefaultUser, ""
 	}
 	open = slices.Compact(open)
-	return "", fmt.Sprintf("box user %s cannot search %s; next: %s; or let it search (not list) what is closed: chmod o+x %s, and start again",
+	return "", fmt.Sprintf("box user %s cannot search %s\nnext: %s\nor let it search (not list) what is closed: chmod o+x %s, and start again",
 		DefaultUser, strings.Join(closed, ", nor "), strings.Join(next, "; and "), strings.Join(open, " "))
 }
 

@@ -24,6 +24,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/cocoonbox-smoke.XXXXXX")
 prefix=$tmp/prefix
 export HOME=$tmp/home
 mkdir -p "$prefix" "$HOME"
+# Served by root, the local box runs box commands as the box user, which
+# must reach its state directory and the binaries.
+if [ "$(id -u)" = 0 ]; then chmod 0711 "$tmp" "$HOME"; fi
 unset XDG_CONFIG_HOME XDG_STATE_HOME XDG_DATA_HOME COCOONBOX_ENDPOINT COCOONBOX_TOKEN
 cleanup() { "$prefix/bin/cocoonbox" localbox stop >/dev/null 2>&1 || true; rm -rf "$tmp"; }
 trap cleanup EXIT
