@@ -58,7 +58,7 @@ func TestOffloadInterrupted(t *testing.T) {
 	top, _ := filepath.Abs("..")
 	cmd := exec.Command(os.Args[0])
 	cmd.Dir = top
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "XDG_CACHE_HOME="+filepath.Join(root, "cache"),
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "XDG_CACHE_HOME="+filepath.Join(root, "cache"), "COCOONBOX_CLAIMS_DIR="+filepath.Join(root, "claims"),
 		benchMainVar+"=-offload -rounds 1 -commits 1 -tree "+tree+" -bin "+bin)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -145,7 +145,9 @@ func isTmux(pid int) bool {
 func shortTemp(t *testing.T) string {
 	for n := os.Getpid() % 1000; ; n++ {
 		dir := "/tmp/cbb" + strconv.Itoa(n)
-		if err := os.Mkdir(dir, 0o700); err == nil {
+		// 0711: served by root, the local box runs box commands as the box
+		// user, which must reach its state directory and binaries here.
+		if err := os.Mkdir(dir, 0o711); err == nil {
 			t.Cleanup(func() { os.RemoveAll(dir) })
 			return dir
 		} else if !os.IsExist(err) {

@@ -108,12 +108,14 @@ func freePort() (int, error) {
 // args go to localbox start.
 func (e *env) startBox(args ...string) (func(), error) {
 	home := filepath.Join(e.work, "home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
+	// 0711: served by root, the local box runs box commands as the box
+	// user, which must reach its state directory under this HOME.
+	if err := os.MkdirAll(home, 0o711); err != nil {
 		return nil, err
 	}
 	e.boxEnv = []string{"HOME=" + home, "PATH=" + e.bin + ":" + os.Getenv("PATH")}
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); k == "LANG" || k == "TERM" || k == "COCOONBOX_CONTROL_LOG" {
+		if k, _, _ := strings.Cut(kv, "="); k == "LANG" || k == "TERM" || k == "COCOONBOX_CONTROL_LOG" || k == "COCOONBOX_CLAIMS_DIR" {
 			e.boxEnv = append(e.boxEnv, kv)
 		}
 	}
