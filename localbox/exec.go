@@ -217,6 +217,8 @@ func (x *sessionService) receive(ctx context.Context, st execStream, p *process,
 			p.signal(m.Signal.GetName())
 		case *controlv1.ExecRequest_Resize:
 			p.resize(m.Resize.GetRows(), m.Resize.GetCols())
+		case *controlv1.ExecRequest_CloseStdout:
+			p.closeStdout()
 		}
 		if ctx.Err() != nil {
 			return
@@ -286,6 +288,16 @@ func (p *process) closeStdin() {
 	p.closed = true
 	if p.tty == nil {
 		p.stdin.Close()
+	}
+}
+
+// closeStdout closes our end of the command's stdout pipe, as sshd does on
+// eow@openssh.com: the command's next write fails with EPIPE, so that `yes`
+// under a reader that has gone dies of SIGPIPE. The pump reading it ends;
+// a pty stays open, as under sshd.
+func (p *process) closeStdout() {
+	if p.tty == nil {
+		p.outputs[0].r.Close()
 	}
 }
 
