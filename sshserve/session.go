@@ -70,7 +70,8 @@ func (s *Server) session(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.R
 		switch r.Type {
 		case "env":
 			var m envReq
-			if ok = !ss.started && ssh.Unmarshal(r.Payload, &m) == nil; ok {
+			// A name the box does not accept gets a failure, as from sshd.
+			if ok = !ss.started && ssh.Unmarshal(r.Payload, &m) == nil && shim.AcceptsEnv(m.Name); ok {
 				if ss.env == nil {
 					ss.env = map[string]string{}
 				}
@@ -171,7 +172,7 @@ func (ss *session) run(ctx context.Context, line string) {
 	cmd := &box.Command{
 		Box:          s.Box,
 		Line:         line,
-		Env:          ss.env,
+		Env:          shim.SessionEnv(ss.env),
 		TTY:          ss.tty,
 		Stdin:        ss.ch,
 		Stdout:       ss.ch,

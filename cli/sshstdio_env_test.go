@@ -1,0 +1,47 @@
+//go:build unix
+
+package cli_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestSSHBashrc: Debian's bash reads ~/.bashrc for `bash -c CMD` only
+// when sshd runs it (it looks for SSH_CLIENT), so `ssh host 'echo
+// $FROMRC'` sees what ~/.bashrc exports: with sshd, with cocoonbox-ssh and
+// with ssh through cocoonbox-ssh --stdio, Debian's bash being each one's
+// shell.
+func TestSSHBashrc(t *testing.T) {
+	t.Parallel()
+	const rc = "export FROMRC=from-bashrc\n"
+	// sshd's user is this one, whose home is not the test's: sshd's SetEnv
+	// points HOME at one of the test's.
+	sshdHome := t.TempDir()
+	write(t, filepath.Join(sshdHome, ".bashrc"), rc)
+	d := startSSHD(t, "SetEnv HOME="+sshdHome)
+	b := startBox(t)
+	shim, err := exec.LookPath("cocoonbox-ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The box's home is made by its first command.
+	runOK(t, inEnv(exec.Command(shim, "main", "true"), append(cleanEnv(t), b.Env...)))
+	home := filepath.Join(filepath.Dir(b.Workspace), "home")
+	if err := os.WriteFile(filepath.Join(home, ".bashrc"), []byte(rc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	via := newStdioSSH(t, b)
+	const command = `echo "$FROMRC"`
+	for _, c := range []*exec.Cmd{
+		inEnv(exec.Command("ssh", "-F", d.Config, "-p", d.Port, d.User+"@127.0.0.1", command), cleanEnv(t)),
+		inEnv(exec.Command(shim, "main", command), append(cleanEnv(t), b.Env...)),
+		inEnv(exec.Command("ssh", "-F", via.Config, "main.cocoonbox", command), append(cleanEnv(t), b.Env...)),
+	} {
+		if out := runOK(t, c); out != "from-bashrc\n" {
+			t.Errorf("%q: %q, want what ~/.bashrc exported", c.Args, out)
+		}
+	}
+}
