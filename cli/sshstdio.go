@@ -113,6 +113,9 @@ func sshStdio(args []string, env Env, s Streams) int {
 		Prog:     prog,
 		Version:  sshSoftwareVersion(version.String()),
 		Dial:     stdioDial(c, o.Box),
+		DialUnix: func(ctx context.Context, path string) (sshserve.Conn, error) {
+			return relay.DialUnix(ctx, c, o.Box, path)
+		},
 	}
 	if o.Verbose {
 		srv.Logf = func(format string, args ...any) {

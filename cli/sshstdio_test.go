@@ -722,3 +722,69 @@ func TestSSHStdioSuffix(t *testing.T) {
 		t.Errorf("-v: stderr %q lacks the exec request", stderr.String())
 	}
 }
+
+// TestSSHStdioForwardUnix: OpenSSH's ssh -L PORT:/path/to.sock through
+// the ProxyCommand (a direct-streamlocal@openssh.com channel) reaches an
+// HTTP server on a unix socket in the box (the local box shares this
+// machine's files: the test's server stands for one in the box).
+func TestSSHStdioForwardUnix(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "web.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The box user connects to it.
+	if err := os.Chmod(sock, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello from %s on the socket", r.URL.Path)
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := s.cmd("-N", "-o", "ExitOnForwardFailure=yes", "-L", port+":"+sock, "main.cocoonbox")
+	var stderr strings.Builder
+	fw.Stderr = &stderr
+	if err := fw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		fw.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		fw.Process.Kill()
+		<-exited
+	})
+	waitListening(t, port, exited, &stderr)
+	if got := runOK(t, exec.Command("curl", "-sS", "--noproxy", "*", "http://127.0.0.1:"+port+"/via-L")); got != "hello from /via-L on the socket" {
+		t.Errorf("curl through -L to a unix socket: %q; ssh said %q", got, stderr.String())
+	}
+	// A socket nobody listens on: the connection is closed, and ssh says
+	// why in its "open failed" line.
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("curl", "-sS", "--noproxy", "*", "http://127.0.0.1:"+port+"/").CombinedOutput(); err == nil {
+		t.Errorf("curl through -L to a removed socket: %q, want a failure", out)
+	}
+	// ssh prints the line before it closes the connection; once it has
+	// exited its stderr is all there.
+	fw.Process.Kill()
+	<-exited
+	if !strings.Contains(stderr.String(), "open failed") || !strings.Contains(stderr.String(), "connect to "+sock+" in box main") {
+		t.Errorf("-L to a removed socket: ssh said %q; want open failed, the socket and why", stderr.String())
+	}
+}

@@ -45,6 +45,10 @@ type Server struct {
 	// Dial, if not nil, opens a direct-tcpip channel's stream to host:port
 	// as seen from inside the box (ssh -L, -D, -W). Nil refuses them.
 	Dial func(ctx context.Context, host string, port uint32) (Conn, error)
+	// DialUnix, if not nil, opens a direct-streamlocal@openssh.com
+	// channel's stream to the unix socket at path inside the box (ssh -L
+	// PORT:/path/to.sock). Nil refuses them.
+	DialUnix func(ctx context.Context, path string) (Conn, error)
 	// Terminfo, if not nil, returns the compiled terminfo entry for a
 	// pty-req's TERM, sent with the terminal; nil when there is none.
 	Terminfo func(term string) []byte
@@ -114,6 +118,8 @@ func (s *Server) Serve(conn net.Conn) error {
 			wg.Go(func() { s.session(ctx, ch, creqs) })
 		case "direct-tcpip":
 			wg.Go(func() { s.directTCPIP(ctx, nc) })
+		case "direct-streamlocal@openssh.com":
+			wg.Go(func() { s.directStreamlocal(ctx, nc) })
 		default:
 			nc.Reject(ssh.UnknownChannelType, "unknown channel type "+nc.ChannelType())
 		}
