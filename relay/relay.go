@@ -1,9 +1,8 @@
 // Package relay carries a byte stream to HOST:PORT (or a unix socket,
-// DialUnix) as seen from inside a
-// box, over one Session.Exec: the laptop half is Dial, the box half is
-// Serve (run as `cocoonbox-agent relay`), with python3 and bash's /dev/tcp
-// as fallbacks for a box whose agent lacks the verb (docs/ssh-config.md,
-// "Port forwarding").
+// DialUnix) as seen from inside a box, over one Session.Exec: the laptop
+// half is Dial, the box half is Serve (run as `cocoonbox-agent relay`),
+// with python3 and bash's /dev/tcp as fallbacks for a box whose agent
+// lacks the verb (docs/ssh-config.md, "Port forwarding").
 //
 // The wire is the Exec's own streams: stdin carries bytes to the target,
 // stdout bytes from it, close_stdin is the half-close toward the target.
