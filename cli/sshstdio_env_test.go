@@ -6,7 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/cocoonbox/cocoonbox/sshserve"
 )
 
 // TestSSHBashrc: Debian's bash reads ~/.bashrc for `bash -c CMD` only
@@ -42,6 +45,19 @@ func TestSSHBashrc(t *testing.T) {
 	} {
 		if out := runOK(t, c); out != "from-bashrc\n" {
 			t.Errorf("%q: %q, want what ~/.bashrc exported", c.Args, out)
+		}
+	}
+}
+
+// TestSSHStdioCiphers: OpenSSH's ssh gets each cipher it may ask for,
+// chacha20-poly1305 (its first choice) among them.
+func TestSSHStdioCiphers(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	for _, c := range strings.Split(sshserve.ClientCiphers, ",") {
+		if out := runOK(t, s.cmd("-c", c, "main.cocoonbox", "echo "+c)); out != c+"\n" {
+			t.Errorf("ssh -c %s: %q", c, out)
 		}
 	}
 }
