@@ -356,7 +356,12 @@ type Tty struct {
 	Cols uint32 `protobuf:"varint,3,opt,name=cols,proto3" json:"cols,omitempty"`
 	// terminfo is the compiled terminfo entry for term, so the box can draw on
 	// a terminal it has no entry for; empty when the client has none.
-	Terminfo      []byte `protobuf:"bytes,4,opt,name=terminfo,proto3" json:"terminfo,omitempty"`
+	Terminfo []byte `protobuf:"bytes,4,opt,name=terminfo,proto3" json:"terminfo,omitempty"`
+	// modes are the client's terminal modes in RFC 4254 section 8's encoding
+	// (opcode byte, uint32 value, ..., TTY_OP_END), as ssh's pty-req carries
+	// them; the server sets those it knows on the new terminal. Empty: the
+	// box's defaults.
+	Modes         []byte `protobuf:"bytes,5,opt,name=modes,proto3" json:"modes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -415,6 +420,13 @@ func (x *Tty) GetCols() uint32 {
 func (x *Tty) GetTerminfo() []byte {
 	if x != nil {
 		return x.Terminfo
+	}
+	return nil
+}
+
+func (x *Tty) GetModes() []byte {
+	if x != nil {
+		return x.Modes
 	}
 	return nil
 }
@@ -850,12 +862,13 @@ const file_proto_cocoonbox_control_v1_session_proto_rawDesc = "" +
 	"\x03tty\x18\x05 \x01(\v2\x19.cocoonbox.control.v1.TtyR\x03tty\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"]\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
 	"\x03Tty\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\tR\x04term\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\rR\x04rows\x12\x12\n" +
 	"\x04cols\x18\x03 \x01(\rR\x04cols\x12\x1a\n" +
-	"\bterminfo\x18\x04 \x01(\fR\bterminfo\"\f\n" +
+	"\bterminfo\x18\x04 \x01(\fR\bterminfo\x12\x14\n" +
+	"\x05modes\x18\x05 \x01(\fR\x05modes\"\f\n" +
 	"\n" +
 	"CloseStdin\"\r\n" +
 	"\vCloseStdout\"\x1c\n" +
