@@ -365,7 +365,7 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 		if ws.Rows == 0 || ws.Cols == 0 {
 			ws = &pty.Winsize{Rows: 24, Cols: 80}
 		}
-		f, err := startPTY(cmd, ws)
+		f, err := startPTY(cmd, ws, t.GetModes())
 		if err != nil {
 			return nil, startError(b, start, s.shell, err)
 		}
