@@ -32,6 +32,10 @@ type TTY struct {
 	Rows, Cols uint32
 	// Terminfo is the compiled terminfo entry for Term; nil if none.
 	Terminfo []byte
+	// Modes are terminal modes for the box's terminal in RFC 4254
+	// section 8's encoding, as an SSH pty-req carries them; nil leaves the
+	// box's defaults.
+	Modes []byte
 }
 
 // Size is a terminal size in character cells.
@@ -244,7 +248,7 @@ func (c *Client) start(ctx context.Context, cmd *Command, first *firstChunk) (co
 	}
 	start := &controlv1.Start{Box: cmd.Box, Command: cmd.Line, Env: cmd.Env, Dir: cmd.Dir}
 	if t := cmd.TTY; t != nil {
-		start.Tty = &controlv1.Tty{Term: t.Term, Rows: t.Rows, Cols: t.Cols, Terminfo: t.Terminfo}
+		start.Tty = &controlv1.Tty{Term: t.Term, Rows: t.Rows, Cols: t.Cols, Terminfo: t.Terminfo, Modes: t.Modes}
 	}
 	if err := st.Send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Start{Start: start}}); err != nil {
 		if err == io.EOF {

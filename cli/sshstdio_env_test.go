@@ -61,3 +61,29 @@ func TestSSHStdioCiphers(t *testing.T) {
 		}
 	}
 }
+
+// TestSSHStdioTerminalModes: the local terminal's modes reach the box's
+// terminal through ssh's pty-req, as they reach sshd's: erase ^H and intr
+// ^G set with stty before ssh starts show in stty -a on the other side.
+func TestSSHStdioTerminalModes(t *testing.T) {
+	t.Parallel()
+	d := startSSHD(t)
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	const remote = `stty -a | tr ';' '\n' | grep -E '^ *(intr|erase) = ' | tr -d ' ' | tr '\n' ' '; echo END`
+	for _, args := range [][]string{
+		{"-F", d.Config, "-p", d.Port, "-tt", d.User + "@127.0.0.1"},
+		{"-F", s.Config, "-tt", "main.cocoonbox"},
+	} {
+		env := append(append(cleanEnv(t), b.Env...), "TERM=xterm")
+		// The PTY's erase is ^H already; intr is put back after, as the
+		// PTY's check at the end wants it as it was.
+		line := "stty intr ^G erase ^H; ssh"
+		for _, a := range args {
+			line += " '" + a + "'"
+		}
+		p := startProgOnPTY(t, "sh", env, "-c", line+` "$0"; rc=$?; stty intr ^C; exit $rc`, remote)
+		p.waitFor("intr=^G erase=^H END")
+		p.wantExit(0)
+	}
+}

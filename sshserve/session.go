@@ -80,7 +80,7 @@ func (s *Server) session(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.R
 		case "pty-req":
 			var m ptyReq
 			if ok = !ss.started && ssh.Unmarshal(r.Payload, &m) == nil; ok {
-				ss.tty = &box.TTY{Term: m.Term, Rows: m.Rows, Cols: m.Cols}
+				ss.tty = &box.TTY{Term: m.Term, Rows: m.Rows, Cols: m.Cols, Modes: []byte(m.Modes)}
 				if s.Terminfo != nil {
 					ss.tty.Terminfo = s.Terminfo(m.Term)
 				}
