@@ -1,4 +1,4 @@
-package localbox
+package ttymodes
 
 import "golang.org/x/sys/unix"
 
