@@ -63,8 +63,9 @@ func TestSSHStdioCiphers(t *testing.T) {
 }
 
 // TestSSHStdioTerminalModes: the local terminal's modes reach the box's
-// terminal through ssh's pty-req, as they reach sshd's: erase ^H and intr
-// ^G set with stty before ssh starts show in stty -a on the other side.
+// terminal through ssh's pty-req, as they reach sshd's, and through
+// cocoonbox-ssh -tt: erase ^H and intr ^G set with stty before ssh starts
+// show in stty -a on the other side.
 func TestSSHStdioTerminalModes(t *testing.T) {
 	t.Parallel()
 	d := startSSHD(t)
@@ -72,13 +73,14 @@ func TestSSHStdioTerminalModes(t *testing.T) {
 	s := newStdioSSH(t, b)
 	const remote = `stty -a | tr ';' '\n' | grep -E '^ *(intr|erase) = ' | tr -d ' ' | tr '\n' ' '; echo END`
 	for _, args := range [][]string{
-		{"-F", d.Config, "-p", d.Port, "-tt", d.User + "@127.0.0.1"},
-		{"-F", s.Config, "-tt", "main.cocoonbox"},
+		{"ssh", "-F", d.Config, "-p", d.Port, "-tt", d.User + "@127.0.0.1"},
+		{"ssh", "-F", s.Config, "-tt", "main.cocoonbox"},
+		{"cocoonbox-ssh", "-tt", "main"},
 	} {
 		env := append(append(cleanEnv(t), b.Env...), "TERM=xterm")
 		// The PTY's erase is ^H already; intr is put back after, as the
 		// PTY's check at the end wants it as it was.
-		line := "stty intr ^G erase ^H; ssh"
+		line := "stty intr ^G erase ^H;"
 		for _, a := range args {
 			line += " '" + a + "'"
 		}
