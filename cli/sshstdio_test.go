@@ -511,22 +511,7 @@ func TestSSHStdioForwarding(t *testing.T) {
 	// listens on port.
 	background := func(t *testing.T, port string, args ...string) {
 		t.Helper()
-		c := s.cmd(append([]string{"-N", "-o", "ExitOnForwardFailure=yes"}, args...)...)
-		var stderr strings.Builder
-		c.Stderr = &stderr
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() {
-			c.Wait()
-			close(exited)
-		}()
-		t.Cleanup(func() {
-			c.Process.Kill()
-			<-exited
-		})
-		waitListening(t, port, exited, &stderr)
+		startForward(t, s.cmd(append([]string{"-N", "-o", "ExitOnForwardFailure=yes"}, args...)...), port)
 	}
 	curl := func(t *testing.T, args ...string) string {
 		t.Helper()
@@ -754,23 +739,18 @@ func TestSSHStdioForwardUnix(t *testing.T) {
 		t.Fatal(err)
 	}
 	fw := s.cmd("-N", "-o", "ExitOnForwardFailure=yes", "-L", port+":"+sock, "main.cocoonbox")
-	var stderr strings.Builder
-	fw.Stderr = &stderr
-	if err := fw.Start(); err != nil {
+	stderr, exited := startForward(t, fw, port)
+	if got := runOK(t, exec.Command("curl", "-sS", "--noproxy", "*", "http://127.0.0.1:"+port+"/via-L")); got != "hello from /via-L on the socket" {
+		t.Errorf("curl through -L to a unix socket: %q", got)
+	}
+	// cocoonbox-ssh's own -L PORT:/path, through the same relay.
+	port2, err := freePort()
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		fw.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		fw.Process.Kill()
-		<-exited
-	})
-	waitListening(t, port, exited, &stderr)
-	if got := runOK(t, exec.Command("curl", "-sS", "--noproxy", "*", "http://127.0.0.1:"+port+"/via-L")); got != "hello from /via-L on the socket" {
-		t.Errorf("curl through -L to a unix socket: %q; ssh said %q", got, stderr.String())
+	startForward(t, inEnv(exec.Command(s.Shim, "-N", "-o", "ExitOnForwardFailure=yes", "-L", port2+":"+sock, "main"), s.Env), port2)
+	if got := runOK(t, exec.Command("curl", "-sS", "--noproxy", "*", "http://127.0.0.1:"+port2+"/via-shim")); got != "hello from /via-shim on the socket" {
+		t.Errorf("curl through cocoonbox-ssh -L to a unix socket: %q", got)
 	}
 	// A socket nobody listens on: the connection is closed, and ssh says
 	// why in its "open failed" line.
@@ -787,4 +767,27 @@ func TestSSHStdioForwardUnix(t *testing.T) {
 	if !strings.Contains(stderr.String(), "open failed") || !strings.Contains(stderr.String(), "connect to "+sock+" in box main") {
 		t.Errorf("-L to a removed socket: ssh said %q; want open failed, the socket and why", stderr.String())
 	}
+}
+
+// startForward starts c, a forwarding ssh or cocoonbox-ssh that runs
+// until killed, waits until it listens on port, and kills it when the
+// test ends. It returns c's stderr, to read once exited is closed.
+func startForward(t *testing.T, c *exec.Cmd, port string) (*strings.Builder, chan struct{}) {
+	t.Helper()
+	stderr := &strings.Builder{}
+	c.Stderr = stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		c.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		c.Process.Kill()
+		<-exited
+	})
+	waitListening(t, port, exited, stderr)
+	return stderr, exited
 }
