@@ -176,7 +176,7 @@ func parseStdioForward(spec string) (host string, port int, err error) {
 	fs := splitForward(spec)
 	if len(fs) != 2 || fs[0].isPath || fs[1].isPath || fs[0].arg == "" || parsePort(fs[1].arg) == 0 {
 		if len(fs) == 1 && fs[0].isPath {
-			return "", 0, usagef("-W %s: stdio forwarding to a unix socket is not supported: the relay reaches TCP ports", printable(spec))
+			return "", 0, usagef("-W %s: stdio forwarding to a unix socket is not supported yet (-L PORT:/path/to.sock is)", printable(spec))
 		}
 		return "", 0, usagef("Bad stdio forwarding specification '%s'", printable(spec))
 	}
