@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -31,6 +32,10 @@ type TTY struct {
 	Rows, Cols uint32
 	// Terminfo is the compiled terminfo entry for Term; nil if none.
 	Terminfo []byte
+	// Modes are terminal modes for the box's terminal in RFC 4254
+	// section 8's encoding, as an SSH pty-req carries them; nil leaves the
+	// box's defaults.
+	Modes []byte
 }
 
 // Size is a terminal size in character cells.
@@ -62,6 +67,11 @@ type Command struct {
 	Signals <-chan string
 	// Resizes delivers new terminal sizes; may be nil.
 	Resizes <-chan Size
+	// StdoutClosed, if not nil, is closed when the caller reads no more
+	// stdout (OpenSSH's eow@openssh.com): from then on stdout is dropped,
+	// and the box closes its end of the command's stdout pipe
+	// (close_stdout), so the command's next write to it fails with EPIPE.
+	StdoutClosed <-chan struct{}
 	// Progress, if not nil, receives one line per phase when the box has to
 	// be woken first.
 	Progress io.Writer
@@ -129,7 +139,18 @@ func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
 	s := &stream{st: st, c: c, execID: execID}
 	go s.pumpStdin(cmd.Stdin, first)
 	go s.pumpControl(ctx, cmd.Signals, cmd.Resizes)
-	return c.receive(st, cmd)
+	var dropStdout atomic.Bool
+	if cmd.StdoutClosed != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-cmd.StdoutClosed:
+				dropStdout.Store(true)
+				s.send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_CloseStdout{CloseStdout: &controlv1.CloseStdout{}}})
+			}
+		}()
+	}
+	return c.receive(st, cmd, &dropStdout)
 }
 
 // firstChunk is the first read of a command's stdin, made while the start
@@ -227,7 +248,7 @@ func (c *Client) start(ctx context.Context, cmd *Command, first *firstChunk) (co
 	}
 	start := &controlv1.Start{Box: cmd.Box, Command: cmd.Line, Env: cmd.Env, Dir: cmd.Dir}
 	if t := cmd.TTY; t != nil {
-		start.Tty = &controlv1.Tty{Term: t.Term, Rows: t.Rows, Cols: t.Cols, Terminfo: t.Terminfo}
+		start.Tty = &controlv1.Tty{Term: t.Term, Rows: t.Rows, Cols: t.Cols, Terminfo: t.Terminfo, Modes: t.Modes}
 	}
 	if err := st.Send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Start{Start: start}}); err != nil {
 		if err == io.EOF {
@@ -277,7 +298,9 @@ var (
 	stderrField = bufpool.FieldNumber(&controlv1.ExecResponse{}, "stderr")
 )
 
-func (c *Client) receive(st controlv1.Session_ExecClient, cmd *Command) (ExitStatus, error) {
+// receive writes the command's output until its exit; stdout is dropped
+// once dropStdout is set.
+func (c *Client) receive(st controlv1.Session_ExecClient, cmd *Command, dropStdout *atomic.Bool) (ExitStatus, error) {
 	var exit *controlv1.Exit
 	r := &controlv1.ExecResponse{}
 	chunk := &bufpool.Chunk{Fields: []protowire.Number{stdoutField, stderrField}, Msg: r}
@@ -293,15 +316,19 @@ func (c *Client) receive(st controlv1.Session_ExecClient, cmd *Command) (ExitSta
 		if err != nil {
 			return ExitStatus{}, c.wrap("exec in "+cmd.Box, err)
 		}
+		stdout := cmd.Stdout
+		if dropStdout.Load() {
+			stdout = nil
+		}
 		switch chunk.Field {
 		case stdoutField:
-			err = write(cmd.Stdout, chunk.Data)
+			err = write(stdout, chunk.Data)
 		case stderrField:
 			err = write(cmd.Stderr, chunk.Data)
 		default:
 			switch m := r.GetMsg().(type) {
 			case *controlv1.ExecResponse_Stdout:
-				err = write(cmd.Stdout, m.Stdout)
+				err = write(stdout, m.Stdout)
 			case *controlv1.ExecResponse_Stderr:
 				err = write(cmd.Stderr, m.Stderr)
 			case *controlv1.ExecResponse_Exit:

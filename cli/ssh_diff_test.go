@@ -69,10 +69,13 @@ func TestSSHMatchesOpenSSH(t *testing.T) {
 		{name: "100 MiB to stdout", args: []string{"yes 0123456789abcdef | head -c 104857600"}, hash: true},
 		{name: "-n", opts: []string{"-n"}, args: []string{"cat; echo end"}, stdin: []byte("not read\n")},
 		{name: "-q", opts: []string{"-q"}, args: []string{"echo quiet"}},
-		{name: "-o SendEnv", opts: []string{"-o", "SendEnv=DIFF_*"}, env: []string{"DIFF_A=1", "DIFF_B=x y", "NOT_SENT=z"},
-			args: []string{`echo "$DIFF_A|$DIFF_B|${NOT_SENT-unset}"`}},
-		{name: "-o SendEnv, none matches", opts: []string{"-oSendEnv DIFF_NONE"}, env: []string{"DIFF_A=1"}, args: []string{`echo "${DIFF_A-unset}"`}},
-		{name: "-o SetEnv", opts: []string{"-o", `SetEnv DIFF_C=3 "DIFF_D=a b"`}, args: []string{`echo "$DIFF_C|$DIFF_D"`}},
+		// LC_* is in the box's AcceptEnv (and the test sshd's), DIFF_* not.
+		{name: "-o SendEnv", opts: []string{"-o", "SendEnv=LC_DIFF_* DIFF_*"}, env: []string{"LC_DIFF_A=1", "LC_DIFF_B=x y", "DIFF_X=z", "NOT_SENT=z"},
+			args: []string{`echo "$LC_DIFF_A|$LC_DIFF_B|${DIFF_X-unset}|${NOT_SENT-unset}"`}},
+		{name: "-o SendEnv, none matches", opts: []string{"-oSendEnv LC_DIFF_NONE"}, env: []string{"LC_DIFF_A=1"}, args: []string{`echo "${LC_DIFF_A-unset}"`}},
+		{name: "-o SetEnv", opts: []string{"-o", `SetEnv LC_DIFF_C=3 "LC_DIFF_D=a b" DIFF_E=4`}, args: []string{`echo "$LC_DIFF_C|$LC_DIFF_D|${DIFF_E-unset}"`}},
+		{name: "SSH_CONNECTION, SSH_CLIENT, no SSH_TTY", args: []string{`set -- $SSH_CONNECTION; echo $#; set -- $SSH_CLIENT; echo $#; echo "${SSH_TTY-unset}"`}},
+		{name: "SSH_TTY with -tt", opts: []string{"-tt", "-q"}, args: []string{`case $SSH_TTY in /dev/pts/*) [ "$SSH_TTY" = "$(tty)" ] && echo pts;; *) echo "$SSH_TTY";; esac`}},
 		{name: "options after the host", args: []string{"-n", "cat"}, stdin: []byte("not read\n")},
 		{name: "-- after the host", args: []string{"--", "echo", "-n", "x"}},
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/localbox"
+	"github.com/cocoonbox/cocoonbox/shim"
 )
 
 // sshdPath is OpenSSH's server, from openssh-server (scripts/deps.sh).
@@ -33,8 +34,10 @@ type sshd struct {
 }
 
 // startSSHD starts sshd with a generated host key and user key, accepting
-// DIFF_* variables from SendEnv and SetEnv, and stops it when the test ends.
-func startSSHD(t *testing.T) *sshd {
+// the variables of the box's AcceptEnv (shim.AcceptEnv) from SendEnv and
+// SetEnv, with the sshd_config lines of extra after its own, and stops it
+// when the test ends.
+func startSSHD(t *testing.T, extra ...string) *sshd {
 	t.Helper()
 	if _, err := os.Stat(sshdPath); err != nil {
 		t.Fatalf("%v: install openssh-server (scripts/deps.sh)", err)
@@ -86,11 +89,12 @@ KbdInteractiveAuthentication no
 PrintMotd no
 PrintLastLog no
 UseDNS no
-AcceptEnv DIFF_*
+AcceptEnv %s
 PidFile none
 LogLevel ERROR
 Subsystem sftp /usr/lib/openssh/sftp-server
-`, port, filepath.Join(dir, "host"), filepath.Join(dir, "authorized_keys")))
+%s
+`, port, filepath.Join(dir, "host"), filepath.Join(dir, "authorized_keys"), strings.Join(shim.AcceptEnv, " "), strings.Join(extra, "\n")))
 		if lastErr = runSSHD(t, cfg); lastErr != nil {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/crypto/ssh"
@@ -110,10 +111,13 @@ func sshStdio(args []string, env Env, s Streams) int {
 		Runner:   c,
 		HostKey:  key,
 		Terminfo: func(term string) []byte { return shim.Terminfo(term, env.Getenv) },
-		Progress: s.Err,
+		Progress: &quietUnless{w: s.Err, quiet: sshIsQuiet},
 		Prog:     prog,
 		Version:  sshSoftwareVersion(version.String()),
 		Dial:     stdioDial(c, o.Box),
+		DialUnix: func(ctx context.Context, path string) (sshserve.Conn, error) {
+			return relay.DialUnix(ctx, c, o.Box, path)
+		},
 	}
 	if o.Verbose {
 		srv.Logf = func(format string, args ...any) {
@@ -125,6 +129,39 @@ func sshStdio(args []string, env Env, s Streams) int {
 		return fail(err)
 	}
 	return 0
+}
+
+// sshIsQuiet reports whether the ssh that runs this process as its
+// ProxyCommand was told to be quiet (-q, -o LogLevel=QUIET, FATAL or
+// ERROR), read from its command line with the shim's parser of ssh's
+// grammar: ssh tells a ProxyCommand nothing of its log level, and prints
+// what it writes on stderr whatever the level. A LogLevel in an
+// ssh_config file is not seen; an ssh command line that cannot be read or
+// parsed is not quiet.
+func sshIsQuiet() bool {
+	args := parentArgs()
+	if len(args) < 2 || strings.TrimSuffix(filepath.Base(args[0]), ".exe") != "ssh" {
+		return false
+	}
+	o, err := shim.Parse(args[1:])
+	return err == nil && o.LogLevel < shim.LogInfo
+}
+
+// quietUnless writes to w unless quiet, asked at the first write (a wake
+// of the box; most connections have none), says so.
+type quietUnless struct {
+	w     io.Writer
+	quiet func() bool
+	once  sync.Once
+	drop  bool
+}
+
+func (q *quietUnless) Write(p []byte) (int, error) {
+	q.once.Do(func() { q.drop = q.quiet() })
+	if q.drop {
+		return len(p), nil
+	}
+	return q.w.Write(p)
 }
 
 // stdioDial is how --stdio reaches HOST:PORT inside box for direct-tcpip

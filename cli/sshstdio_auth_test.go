@@ -38,8 +38,10 @@ func paramikoSnippet(t *testing.T) string {
 }
 
 // TestSSHStdioParamikoClient: Paramiko's usual SSHClient.connect through
-// the ProxyCommand, with the snippet of docs/ssh-config.md: a key in
-// ~/.ssh (tried first, before anything else), a password, and our pin
+// the ProxyCommand, with the snippet of docs/ssh-config.md: no key in
+// ~/.ssh and no agent (Paramiko never tries "none", so the snippet gives
+// an empty password), a key in ~/.ssh (tried first, before anything
+// else), a password, and our pin
 // added under the host name with RejectPolicy. Without the pin the same
 // code is refused, so the pin is what lets it in.
 func TestSSHStdioParamikoClient(t *testing.T) {
@@ -50,18 +52,21 @@ func TestSSHStdioParamikoClient(t *testing.T) {
 	home := envValue(s.Env, "HOME")
 	// The pin the snippet reads: ssh-config writes it.
 	runOK(t, inEnv(exec.Command("cocoonbox", "ssh-config", "--print"), s.Env))
+	snippet := paramikoSnippet(t)
+	const connect = `client.connect(host, username="user", password="",`
+	if !strings.Contains(snippet, connect) {
+		t.Fatalf("the snippet has no %q:\n%s", connect, snippet)
+	}
+	uname := strings.TrimSpace(runOK(t, inEnv(exec.Command("ssh", "-F", s.Config, "main.cocoonbox", "uname -a"), s.Env)))
+	if out := runOK(t, inEnv(exec.Command(python, "-c", snippet), s.Env)); strings.TrimSpace(out) != uname {
+		t.Errorf("paramiko with no key and no agent printed %q, want %q", out, uname)
+	}
 	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(home, ".ssh", "id_ed25519")).CombinedOutput(); err != nil {
 		t.Fatalf("ssh-keygen: %v\n%s", err, out)
 	}
-	snippet := paramikoSnippet(t)
-	const connect = `client.connect(host, username="user",`
-	if !strings.Contains(snippet, connect) {
-		t.Fatalf("the snippet has no %q:\n%s", connect, snippet)
-	}
-	uname := strings.TrimSpace(runOK(t, inEnv(exec.Command("ssh", "-F", s.Config, "main.cocoonbox", "uname -a"), s.Env)))
 	for name, code := range map[string]string{
 		"a key in ~/.ssh": snippet,
 		"a password":      strings.Replace(snippet, connect, `client.connect(host, username="user", password="anything", look_for_keys=False, allow_agent=False,`, 1),

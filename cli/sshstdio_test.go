@@ -511,22 +511,7 @@ func TestSSHStdioForwarding(t *testing.T) {
 	// listens on port.
 	background := func(t *testing.T, port string, args ...string) {
 		t.Helper()
-		c := s.cmd(append([]string{"-N", "-o", "ExitOnForwardFailure=yes"}, args...)...)
-		var stderr strings.Builder
-		c.Stderr = &stderr
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() {
-			c.Wait()
-			close(exited)
-		}()
-		t.Cleanup(func() {
-			c.Process.Kill()
-			<-exited
-		})
-		waitListening(t, port, exited, &stderr)
+		startForward(t, s.cmd(append([]string{"-N", "-o", "ExitOnForwardFailure=yes"}, args...)...), port)
 	}
 	curl := func(t *testing.T, args ...string) string {
 		t.Helper()
@@ -721,4 +706,88 @@ func TestSSHStdioSuffix(t *testing.T) {
 	if !strings.Contains(stderr.String(), "cocoonbox-ssh: debug: session request exec") {
 		t.Errorf("-v: stderr %q lacks the exec request", stderr.String())
 	}
+}
+
+// TestSSHStdioForwardUnix: OpenSSH's ssh -L PORT:/path/to.sock through
+// the ProxyCommand (a direct-streamlocal@openssh.com channel) reaches an
+// HTTP server on a unix socket in the box (the local box shares this
+// machine's files: the test's server stands for one in the box).
+func TestSSHStdioForwardUnix(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "web.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The box user connects to it.
+	if err := os.Chmod(sock, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello from %s on the socket", r.URL.Path)
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := s.cmd("-N", "-o", "ExitOnForwardFailure=yes", "-L", port+":"+sock, "main.cocoonbox")
+	stderr, exited := startForward(t, fw, port)
+	if got := runOK(t, exec.Command("curl", "-sS", "--noproxy", "*", "http://127.0.0.1:"+port+"/via-L")); got != "hello from /via-L on the socket" {
+		t.Errorf("curl through -L to a unix socket: %q", got)
+	}
+	// cocoonbox-ssh's own -L PORT:/path, through the same relay.
+	port2, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startForward(t, inEnv(exec.Command(s.Shim, "-N", "-o", "ExitOnForwardFailure=yes", "-L", port2+":"+sock, "main"), s.Env), port2)
+	if got := runOK(t, exec.Command("curl", "-sS", "--noproxy", "*", "http://127.0.0.1:"+port2+"/via-shim")); got != "hello from /via-shim on the socket" {
+		t.Errorf("curl through cocoonbox-ssh -L to a unix socket: %q", got)
+	}
+	// A socket nobody listens on: the connection is closed, and ssh says
+	// why in its "open failed" line.
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("curl", "-sS", "--noproxy", "*", "http://127.0.0.1:"+port+"/").CombinedOutput(); err == nil {
+		t.Errorf("curl through -L to a removed socket: %q, want a failure", out)
+	}
+	// ssh prints the line before it closes the connection; once it has
+	// exited its stderr is all there.
+	fw.Process.Kill()
+	<-exited
+	if !strings.Contains(stderr.String(), "open failed") || !strings.Contains(stderr.String(), "connect to "+sock+" in box main") {
+		t.Errorf("-L to a removed socket: ssh said %q; want open failed, the socket and why", stderr.String())
+	}
+}
+
+// startForward starts c, a forwarding ssh or cocoonbox-ssh that runs
+// until killed, waits until it listens on port, and kills it when the
+// test ends. It returns c's stderr, to read once exited is closed.
+func startForward(t *testing.T, c *exec.Cmd, port string) (*strings.Builder, chan struct{}) {
+	t.Helper()
+	stderr := &strings.Builder{}
+	c.Stderr = stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		c.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		c.Process.Kill()
+		<-exited
+	})
+	waitListening(t, port, exited, stderr)
+	return stderr, exited
 }

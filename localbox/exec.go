@@ -226,6 +226,8 @@ func (x *sessionService) receive(ctx context.Context, st execStream, p *process,
 			p.signal(m.Signal.GetName())
 		case *controlv1.ExecRequest_Resize:
 			p.resize(m.Resize.GetRows(), m.Resize.GetCols())
+		case *controlv1.ExecRequest_CloseStdout:
+			p.closeStdout()
 		}
 		if ctx.Err() != nil {
 			return
@@ -298,6 +300,16 @@ func (p *process) closeStdin() {
 	}
 }
 
+// closeStdout closes our end of the command's stdout pipe, as sshd does on
+// eow@openssh.com: the command's next write fails with EPIPE, so that `yes`
+// under a reader that has gone dies of SIGPIPE. The pump reading it ends;
+// a pty stays open, as under sshd.
+func (p *process) closeStdout() {
+	if p.tty == nil {
+		p.outputs[0].r.Close()
+	}
+}
+
 func (p *process) signal(name string) {
 	sig := proc.SignalNum(name)
 	if sig == 0 || p.cmd.Process == nil {
@@ -362,7 +374,7 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 		if ws.Rows == 0 || ws.Cols == 0 {
 			ws = &pty.Winsize{Rows: 24, Cols: 80}
 		}
-		f, err := pty.StartWithSize(cmd, ws)
+		f, err := startPTY(cmd, ws, t.GetModes())
 		if err != nil {
 			return nil, startError(b, start, s.shell, err)
 		}

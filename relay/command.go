@@ -30,15 +30,35 @@ func script(host string, port uint32) string {
 		"echo 'cocoonbox relay: this box has no relay: no cocoonbox-agent with the relay verb, no python3, no bash' >&2; exit " + strconv.Itoa(ExitNoRelay)
 }
 
-// pythonRelay is the python3 fallback: argv HOST PORT. The down direction
-// ends the relay; the up direction's EOF is a shutdown of the socket's
-// write side, so the target can still answer.
+// UnixCommand is the line the box user's shell runs for one relay to the
+// unix socket at path, which CheckSocket must have accepted: python3's
+// relay (the agent's relay verb is for TCP only), else one refusal line
+// and ExitNoRelay. A relative path is from the workspace.
+func UnixCommand(path string) string {
+	return "exec /bin/sh -c " + quote("if command -v python3 >/dev/null 2>&1; then exec python3 -c "+quote(pythonRelay)+" "+quote(path)+"; fi; "+
+		"echo 'cocoonbox relay: this box has no relay to a unix socket: no python3' >&2; exit "+strconv.Itoa(ExitNoRelay))
+}
+
+// pythonRelay is the python3 fallback: argv HOST PORT, or a unix socket's
+// PATH alone. The down direction ends the relay; the up direction's EOF is
+// a shutdown of the socket's write side, so the target can still answer.
 const pythonRelay = `import os, socket, sys, threading
-host, port = sys.argv[1], int(sys.argv[2])
+if len(sys.argv) == 2:
+    addr = sys.argv[1]
+    def connect():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(30)
+        s.connect(addr)
+        return s
+else:
+    host, port = sys.argv[1], int(sys.argv[2])
+    addr = "%s:%d" % (host, port)
+    def connect():
+        return socket.create_connection((host, port), timeout=30)
 try:
-    s = socket.create_connection((host, port), timeout=30)
+    s = connect()
 except OSError as e:
-    sys.stderr.write("connect %s:%d: %s\n" % (host, port, e.strerror or e))
+    sys.stderr.write("connect %s: %s\n" % (addr, e.strerror or e))
     sys.exit(3)
 s.settimeout(None)
 def out(b):
@@ -64,7 +84,7 @@ try:
             break
         out(b)
 except OSError as e:
-    sys.stderr.write("relay %s:%d: %s\n" % (host, port, e.strerror or e))
+    sys.stderr.write("relay %s: %s\n" % (addr, e.strerror or e))
     sys.exit(1)
 `
 

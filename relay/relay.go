@@ -1,8 +1,8 @@
-// Package relay carries a byte stream to HOST:PORT as seen from inside a
-// box, over one Session.Exec: the laptop half is Dial, the box half is
-// Serve (run as `cocoonbox-agent relay`), with python3 and bash's /dev/tcp
-// as fallbacks for a box whose agent lacks the verb (docs/ssh-config.md,
-// "Port forwarding").
+// Package relay carries a byte stream to HOST:PORT (or a unix socket,
+// DialUnix) as seen from inside a box, over one Session.Exec: the laptop
+// half is Dial, the box half is Serve (run as `cocoonbox-agent relay`),
+// with python3 and bash's /dev/tcp as fallbacks for a box whose agent
+// lacks the verb (docs/ssh-config.md, "Port forwarding").
 //
 // The wire is the Exec's own streams: stdin carries bytes to the target,
 // stdout bytes from it, close_stdin is the half-close toward the target.
@@ -123,16 +123,43 @@ func agentCommand(host string, port uint32) string {
 	return "exec cocoonbox-agent relay --ready -- " + quote(host) + " " + strconv.FormatUint(uint64(port), 10)
 }
 
+// CheckSocket reports whether path may be relayed as a unix socket's: not
+// empty, at most 104 bytes (sun_path's room on macOS; Linux has 108), no
+// NUL and no newline.
+func CheckSocket(path string) error {
+	if path == "" || len(path) > 104 || strings.ContainsAny(path, "\x00\n") {
+		return fmt.Errorf("bad unix socket path %q: want a path of at most 104 bytes", path)
+	}
+	return nil
+}
+
+// DialUnix connects to the unix socket at path inside boxName (relative:
+// from the workspace) with one Exec of UnixCommand, as Dial does to a TCP
+// port, with the same errors: a socket the box could not connect to is a
+// *DialError naming path.
+func DialUnix(ctx context.Context, c *box.Client, boxName, path string) (Conn, error) {
+	if err := CheckSocket(path); err != nil {
+		return nil, err
+	}
+	return dialLine(ctx, c, boxName, path, UnixCommand(path), false)
+}
+
 func dial(ctx context.Context, c *box.Client, boxName, host string, port uint32, agentOnly bool) (Conn, error) {
 	line := Command(host, port)
 	if agentOnly {
 		line = agentCommand(host, port)
 	}
+	return dialLine(ctx, c, boxName, joinHostPort(host, port), line, agentOnly)
+}
+
+// dialLine runs line, a relay to addr, in boxName and returns once it is
+// connected; agentOnly says line is the agent alone (errNoAgent when it
+// has no relay verb).
+func dialLine(ctx context.Context, c *box.Client, boxName, addr, line string, agentOnly bool) (Conn, error) {
 	execCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
 	rc := &conn{r: stdoutR, w: stdinW, cancel: cancel, done: make(chan struct{})}
-	addr := joinHostPort(host, port)
 	go func() {
 		defer close(rc.done)
 		var stderr limitedBuffer

@@ -29,6 +29,8 @@ if [ "$profile" = test ]; then
 	[ -x /usr/sbin/sshd ] || need+=(openssh-server)
 	# Debian's own python3 for Paramiko, whatever python3 is first on the PATH.
 	/usr/bin/python3 -c 'import paramiko' >/dev/null 2>&1 || need+=(python3-paramiko)
+	# asyncssh's SFTP client, whose symlink order depends on the server's version line.
+	/usr/bin/python3 -c 'import asyncssh' >/dev/null 2>&1 || need+=(python3-asyncssh)
 fi
 need+=("$@")
 mise=$(command -v mise >/dev/null 2>&1 && echo yes || echo no)

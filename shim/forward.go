@@ -22,9 +22,12 @@ type Forward struct {
 	ListenPort int
 	ListenPath string
 	// ConnectHost and ConnectPort are where -L connects, as seen from
-	// inside the box; empty for -D.
+	// inside the box; empty for -D, and when ConnectPath is set.
 	ConnectHost string
 	ConnectPort int
+	// ConnectPath is the unix socket in the box -L connects to instead
+	// (-L PORT:/path/to.sock); relative paths are from the workspace.
+	ConnectPath string
 }
 
 // fwdField is one colon-separated field of a forwarding spec.
@@ -93,14 +96,12 @@ func parsePort(s string) int {
 // parseForward reads a -L (dynamic false) or -D (dynamic true) spec:
 //
 //	-L [bind:]port:host:hostport   -L local_socket:host:hostport
+//	-L [bind:]port:remote_socket   -L local_socket:remote_socket
 //	-D [bind:]port                 -D local_socket
-//
-// The forms that connect to a unix socket in the box are refused: the
-// relay reaches TCP ports only.
 func parseForward(spec string, dynamic bool) (Forward, error) {
-	flag, name := "-L", "local"
+	name := "local"
 	if dynamic {
-		flag, name = "-D", "dynamic"
+		name = "dynamic"
 	}
 	bad := usagef("Bad %s forwarding specification '%s'", name, printable(spec))
 	fs := splitForward(spec)
@@ -131,13 +132,18 @@ func parseForward(spec string, dynamic bool) (Forward, error) {
 	var connect []fwdField
 	switch len(fs) {
 	case 2:
-		if fs[1].isPath {
-			return f, usagef("%s %s: forwarding to a unix socket in the box is not supported: the relay reaches TCP ports", flag, printable(spec))
+		if !fs[1].isPath {
+			return f, bad
 		}
-		return f, bad
+		f.ConnectPath = fs[1].arg
+		return f, listen(0)
 	case 3:
 		if fs[2].isPath {
-			return f, usagef("%s %s: forwarding to a unix socket in the box is not supported: the relay reaches TCP ports", flag, printable(spec))
+			f.ListenHost, f.Explicit, f.ConnectPath = fs[0].arg, true, fs[2].arg
+			if fs[1].isPath {
+				return f, bad
+			}
+			return f, listen(1)
 		}
 		connect = fs[1:]
 		if err := listen(0); err != nil {
@@ -156,7 +162,7 @@ func parseForward(spec string, dynamic bool) (Forward, error) {
 		return f, bad
 	}
 	if connect[1].isPath {
-		return f, usagef("%s %s: forwarding to a unix socket in the box is not supported: the relay reaches TCP ports", flag, printable(spec))
+		return f, bad
 	}
 	f.ConnectHost, f.ConnectPort = connect[0].arg, parsePort(connect[1].arg)
 	if f.ConnectPort == 0 || len(f.ConnectHost) >= 1025 {
@@ -170,11 +176,19 @@ func parseStdioForward(spec string) (host string, port int, err error) {
 	fs := splitForward(spec)
 	if len(fs) != 2 || fs[0].isPath || fs[1].isPath || fs[0].arg == "" || parsePort(fs[1].arg) == 0 {
 		if len(fs) == 1 && fs[0].isPath {
-			return "", 0, usagef("-W %s: stdio forwarding to a unix socket is not supported: the relay reaches TCP ports", printable(spec))
+			return "", 0, usagef("-W %s: stdio forwarding to a unix socket is not supported yet (-L PORT:/path/to.sock is)", printable(spec))
 		}
 		return "", 0, usagef("Bad stdio forwarding specification '%s'", printable(spec))
 	}
 	return fs[0].arg, parsePort(fs[1].arg), nil
+}
+
+// connectString is where a -L connects, for the debug log.
+func (f Forward) connectString() string {
+	if f.ConnectPath != "" {
+		return f.ConnectPath
+	}
+	return fmt.Sprintf("%s:%d", f.ConnectHost, f.ConnectPort)
 }
 
 // listenString is the listening end as ssh -G prints it.
@@ -194,6 +208,9 @@ func (f Forward) listenString() string {
 func (f Forward) String() string {
 	if f.Dynamic {
 		return "dynamicforward " + quoteWord(f.listenString())
+	}
+	if f.ConnectPath != "" {
+		return "localforward " + quoteWord(f.listenString()) + " " + quoteWord(f.ConnectPath)
 	}
 	return "localforward " + quoteWord(f.listenString()) + " " + quoteWord(fmt.Sprintf("[%s]:%d", f.ConnectHost, f.ConnectPort))
 }

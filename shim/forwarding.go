@@ -48,7 +48,7 @@ func (r *runner) startForwards(c *box.Client) (*forwarder, error) {
 			if fw.Dynamic {
 				r.debugf(LogDebug1, "Local connections to %s forwarded through a SOCKS server into box %s", l.Addr(), r.o.Box())
 			} else {
-				r.debugf(LogDebug1, "Local connections to %s forwarded to %s:%d in box %s", l.Addr(), fw.ConnectHost, fw.ConnectPort, r.o.Box())
+				r.debugf(LogDebug1, "Local connections to %s forwarded to %s in box %s", l.Addr(), fw.connectString(), r.o.Box())
 			}
 			f.listeners = append(f.listeners, l)
 			f.loops.Add(1)
@@ -146,7 +146,13 @@ func (f *forwarder) handle(conn net.Conn, fw Forward) {
 		splice(conn, rc)
 		return
 	}
-	rc, err := relay.Dial(f.ctx, f.c, boxName, fw.ConnectHost, uint32(fw.ConnectPort))
+	var rc relay.Conn
+	var err error
+	if fw.ConnectPath != "" {
+		rc, err = relay.DialUnix(f.ctx, f.c, boxName, fw.ConnectPath)
+	} else {
+		rc, err = relay.Dial(f.ctx, f.c, boxName, fw.ConnectHost, uint32(fw.ConnectPort))
+	}
 	if err != nil {
 		// As ssh's "channel N: open failed": the run goes on.
 		f.r.logf(LogInfo, "%s: %s: %v", f.r.env.Prog, flagOf(fw), err)

@@ -287,8 +287,9 @@ func signalName(s syscall.Signal) string {
 	return ""
 }
 
-// remoteEnv is what -o SendEnv and -o SetEnv send; nothing else of the
-// local environment reaches the box.
+// remoteEnv is what -o SendEnv and -o SetEnv send, as the box's AcceptEnv
+// lets it in, with SSH_CONNECTION and SSH_CLIENT (SessionEnv); nothing
+// else of the local environment reaches the box.
 func (r *runner) remoteEnv() map[string]string {
 	env := map[string]string{}
 	for _, pat := range r.o.SendEnv {
@@ -303,13 +304,10 @@ func (r *runner) remoteEnv() map[string]string {
 		k, val, _ := strings.Cut(kv, "=")
 		env[k] = val
 	}
-	if len(env) == 0 {
-		return nil
-	}
 	for k := range env {
 		r.debugf(LogDebug1, "Sending env %s", k)
 	}
-	return env
+	return SessionEnv(env)
 }
 
 func (r *runner) getenv(name string) string {

@@ -39,6 +39,8 @@ func (r *runner) terminal(c *box.Client, cmd *box.Command, fd int) int {
 		if w, h, err := term.GetSize(fd); err == nil {
 			t.Rows, t.Cols = uint32(h), uint32(w)
 		}
+		// As ssh's pty-req, before the terminal goes raw.
+		t.Modes = terminalModes(fd)
 	}
 	t.Terminfo = terminfo(t.Term, r.getenv)
 	cmd.TTY = t

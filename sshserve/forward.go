@@ -23,10 +23,9 @@ type directTCPIPReq struct {
 }
 
 // directTCPIP connects a direct-tcpip channel to its host and port inside
-// the box through Dial, and copies both ways, each EOF passed on as a
-// half-close, until both directions are done, the client closes the
-// channel, or the connection ends: then the relay is closed (its Exec
-// cancelled), even when the target never answers.
+// the box through Dial, and forwards it. The relay is closed (its Exec
+// cancelled) when the channel or the connection ends, even when the
+// target never answers.
 func (s *Server) directTCPIP(ctx context.Context, nc ssh.NewChannel) {
 	var m directTCPIPReq
 	if err := ssh.Unmarshal(nc.ExtraData(), &m); err != nil {
@@ -40,9 +39,46 @@ func (s *Server) directTCPIP(ctx context.Context, nc ssh.NewChannel) {
 	s.logf("direct-tcpip to %s:%d", m.Host, m.Port)
 	conn, err := s.Dial(ctx, m.Host, m.Port)
 	if err != nil {
-		nc.Reject(ssh.ConnectionFailed, dialReason(s.Box, m.Host, m.Port, err))
+		nc.Reject(ssh.ConnectionFailed, dialReason(s.Box, net.JoinHostPort(m.Host, strconv.FormatUint(uint64(m.Port), 10)), err))
 		return
 	}
+	forward(ctx, nc, conn)
+}
+
+// directStreamlocalReq is a direct-streamlocal@openssh.com channel's
+// payload (OpenSSH's PROTOCOL, section 2.4).
+type directStreamlocalReq struct {
+	Path      string
+	Reserved  string
+	Reserved2 uint32
+}
+
+// directStreamlocal connects a direct-streamlocal@openssh.com channel
+// (ssh -L PORT:/path/to.sock, -W /path/to.sock) to the unix socket at its
+// path inside the box through DialUnix, as directTCPIP does to a port.
+func (s *Server) directStreamlocal(ctx context.Context, nc ssh.NewChannel) {
+	var m directStreamlocalReq
+	if err := ssh.Unmarshal(nc.ExtraData(), &m); err != nil {
+		nc.Reject(ssh.ConnectionFailed, "bad direct-streamlocal request")
+		return
+	}
+	if s.DialUnix == nil {
+		nc.Reject(ssh.Prohibited, "unix socket forwarding is not available for this box")
+		return
+	}
+	s.logf("direct-streamlocal to %s", m.Path)
+	conn, err := s.DialUnix(ctx, m.Path)
+	if err != nil {
+		nc.Reject(ssh.ConnectionFailed, dialReason(s.Box, m.Path, err))
+		return
+	}
+	forward(ctx, nc, conn)
+}
+
+// forward accepts nc and copies between it and conn, each EOF passed on
+// as a half-close, until both directions are done, the client closes the
+// channel, or the connection ends: then conn is closed.
+func forward(ctx context.Context, nc ssh.NewChannel, conn Conn) {
 	ch, reqs, err := nc.Accept()
 	if err != nil {
 		conn.Close()
@@ -83,9 +119,9 @@ func (s *Server) directTCPIP(ctx context.Context, nc ssh.NewChannel) {
 // dialReason is a failed connect's reason in a channel open failure: a
 // relay.DialError already names the target and the box, so ssh's
 // "connect failed: ..." says each once.
-func dialReason(box, host string, port uint32, err error) string {
+func dialReason(box, addr string, err error) string {
 	if de, ok := errors.AsType[*relay.DialError](err); ok {
 		return de.Error()
 	}
-	return fmt.Sprintf("connect to %s in box %s: %v", net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10)), box, err)
+	return fmt.Sprintf("connect to %s in box %s: %v", addr, box, err)
 }

@@ -45,6 +45,10 @@ type Server struct {
 	// Dial, if not nil, opens a direct-tcpip channel's stream to host:port
 	// as seen from inside the box (ssh -L, -D, -W). Nil refuses them.
 	Dial func(ctx context.Context, host string, port uint32) (Conn, error)
+	// DialUnix, if not nil, opens a direct-streamlocal@openssh.com
+	// channel's stream to the unix socket at path inside the box (ssh -L
+	// PORT:/path/to.sock). Nil refuses them.
+	DialUnix func(ctx context.Context, path string) (Conn, error)
 	// Terminfo, if not nil, returns the compiled terminfo entry for a
 	// pty-req's TERM, sent with the terminal; nil when there is none.
 	Terminfo func(term string) []byte
@@ -58,8 +62,9 @@ type Server struct {
 	// Prog prefixes the lines of ours a session prints on its stderr, such
 	// as "cocoonbox-ssh".
 	Prog string
-	// Version is the software part of the server's version line, such as
-	// "cocoonbox_1.2"; empty is "cocoonbox".
+	// Version names this server in its version line, after
+	// openSSHCompat: "SSH-2.0-OpenSSH_9.0 " + Version, such as
+	// "cocoonbox_1.2", without white space; empty is "cocoonbox".
 	Version string
 	// Logf, if not nil, receives one line per connection, channel and
 	// request event, for debugging.
@@ -84,7 +89,7 @@ func (s *Server) Serve(conn net.Conn) error {
 		KeyboardInteractiveCallback: func(ssh.ConnMetadata, ssh.KeyboardInteractiveChallenge) (*ssh.Permissions, error) {
 			return nil, nil
 		},
-		ServerVersion: "SSH-2.0-" + s.version(),
+		ServerVersion: "SSH-2.0-" + openSSHCompat + " " + s.version(),
 		Config:        ssh.Config{Ciphers: ciphers()},
 	}
 	cfg.AddHostKey(s.HostKey)
@@ -113,6 +118,8 @@ func (s *Server) Serve(conn net.Conn) error {
 			wg.Go(func() { s.session(ctx, ch, creqs) })
 		case "direct-tcpip":
 			wg.Go(func() { s.directTCPIP(ctx, nc) })
+		case "direct-streamlocal@openssh.com":
+			wg.Go(func() { s.directStreamlocal(ctx, nc) })
 		default:
 			nc.Reject(ssh.UnknownChannelType, "unknown channel type "+nc.ChannelType())
 		}
@@ -126,6 +133,17 @@ func (s *Server) Serve(conn net.Conn) error {
 	s.logf("connection closed: %v", sc.Wait())
 	return nil
 }
+
+// openSSHCompat is the software part of the server's version line, the
+// OpenSSH release whose behaviour a client may expect; our own name follows
+// as the comment (RFC 4253 section 4.2). Clients choose OpenSSH's
+// extensions and quirks by that word: OpenSSH's ssh sends eow@openssh.com
+// (its stdout has closed) and no-more-sessions@openssh.com only to a
+// version starting with "OpenSSH", and asyncssh's SFTP client puts
+// SYMLINK's arguments in OpenSSH's order only when the line says OpenSSH;
+// the sftp server behind the subsystem is OpenSSH's. 9.0 claims no quirk
+// of an older release (OpenSSH's compat table, Paramiko's 7.7 check).
+const openSSHCompat = "OpenSSH_9.0"
 
 func (s *Server) version() string {
 	if s.Version != "" {
@@ -145,12 +163,24 @@ type connState struct {
 	s      *Server
 	mu     sync.Mutex
 	noMore bool // no-more-sessions@openssh.com was received
+	// sessions is how many session channels were opened.
+	sessions int
 }
 
+// noMoreSessions reports whether a session channel is refused, and counts
+// the ones that are not. OpenSSH's ssh opens its session and then sends
+// no-more-sessions@openssh.com; x/crypto/ssh hands channels and global
+// requests over on two Go channels, which lose that order. So the request
+// refuses every session after the connection's first: it is sent by a
+// client that opens one session (ssh without ControlMaster), or none (-N).
 func (c *connState) noMoreSessions() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.noMore
+	if c.noMore && c.sessions > 0 {
+		return true
+	}
+	c.sessions++
+	return false
 }
 
 // globalRequests answers the connection's global requests: OpenSSH's

@@ -47,6 +47,9 @@ type session struct {
 	tty     *box.TTY
 	resizes chan box.Size
 	signals chan string
+	// eow is closed on the client's eow@openssh.com.
+	eow     chan struct{}
+	eowSeen bool
 	// started is set once a command was asked for; later env, pty-req and
 	// further commands are refused.
 	started bool
@@ -57,7 +60,7 @@ type session struct {
 func (s *Server) session(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.Request) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ss := &session{s: s, ch: ch, resizes: make(chan box.Size, 1), signals: make(chan string, 4)}
+	ss := &session{s: s, ch: ch, resizes: make(chan box.Size, 1), signals: make(chan string, 4), eow: make(chan struct{})}
 	var wg sync.WaitGroup
 	// The requests channel closes when the client closes the channel (or
 	// the connection goes): then a command still running is cancelled.
@@ -67,7 +70,8 @@ func (s *Server) session(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.R
 		switch r.Type {
 		case "env":
 			var m envReq
-			if ok = !ss.started && ssh.Unmarshal(r.Payload, &m) == nil; ok {
+			// A name the box does not accept gets a failure, as from sshd.
+			if ok = !ss.started && ssh.Unmarshal(r.Payload, &m) == nil && shim.AcceptsEnv(m.Name); ok {
 				if ss.env == nil {
 					ss.env = map[string]string{}
 				}
@@ -76,7 +80,7 @@ func (s *Server) session(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.R
 		case "pty-req":
 			var m ptyReq
 			if ok = !ss.started && ssh.Unmarshal(r.Payload, &m) == nil; ok {
-				ss.tty = &box.TTY{Term: m.Term, Rows: m.Rows, Cols: m.Cols}
+				ss.tty = &box.TTY{Term: m.Term, Rows: m.Rows, Cols: m.Cols, Modes: []byte(m.Modes)}
 				if s.Terminfo != nil {
 					ss.tty.Terminfo = s.Terminfo(m.Term)
 				}
@@ -98,6 +102,15 @@ func (s *Server) session(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.R
 				case ss.signals <- m.Name:
 				default:
 				}
+			}
+		case "eow@openssh.com":
+			// OpenSSH's client sends it when its stdout has closed (its
+			// reader has gone) and drops the data that follows. sshd then
+			// closes the command's stdout, which dies of SIGPIPE, and so
+			// does ours; else `ssh box yes | head -1` never ends.
+			if ok = !ss.eowSeen; ok {
+				ss.eowSeen = true
+				close(ss.eow)
 			}
 		case "shell", "exec", "subsystem":
 			var line string
@@ -157,16 +170,17 @@ func (ss *session) commandLine(r *ssh.Request) (string, bool) {
 func (ss *session) run(ctx context.Context, line string) {
 	s := ss.s
 	cmd := &box.Command{
-		Box:      s.Box,
-		Line:     line,
-		Env:      ss.env,
-		TTY:      ss.tty,
-		Stdin:    ss.ch,
-		Stdout:   ss.ch,
-		Stderr:   ss.ch.Stderr(),
-		Signals:  ss.signals,
-		Resizes:  ss.resizes,
-		Progress: s.Progress,
+		Box:          s.Box,
+		Line:         line,
+		Env:          shim.SessionEnv(ss.env),
+		TTY:          ss.tty,
+		Stdin:        ss.ch,
+		Stdout:       ss.ch,
+		Stderr:       ss.ch.Stderr(),
+		Signals:      ss.signals,
+		Resizes:      ss.resizes,
+		StdoutClosed: ss.eow,
+		Progress:     s.Progress,
 	}
 	st, err := s.Runner.Exec(ctx, cmd)
 	switch {

@@ -125,6 +125,7 @@ type ExecRequest struct {
 	//	*ExecRequest_CloseStdin
 	//	*ExecRequest_Signal
 	//	*ExecRequest_Resize
+	//	*ExecRequest_CloseStdout
 	Msg           isExecRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -212,6 +213,15 @@ func (x *ExecRequest) GetResize() *Resize {
 	return nil
 }
 
+func (x *ExecRequest) GetCloseStdout() *CloseStdout {
+	if x != nil {
+		if x, ok := x.Msg.(*ExecRequest_CloseStdout); ok {
+			return x.CloseStdout
+		}
+	}
+	return nil
+}
+
 type isExecRequest_Msg interface {
 	isExecRequest_Msg()
 }
@@ -237,6 +247,10 @@ type ExecRequest_Resize struct {
 	Resize *Resize `protobuf:"bytes,5,opt,name=resize,proto3,oneof"`
 }
 
+type ExecRequest_CloseStdout struct {
+	CloseStdout *CloseStdout `protobuf:"bytes,6,opt,name=close_stdout,json=closeStdout,proto3,oneof"`
+}
+
 func (*ExecRequest_Start) isExecRequest_Msg() {}
 
 func (*ExecRequest_Stdin) isExecRequest_Msg() {}
@@ -246,6 +260,8 @@ func (*ExecRequest_CloseStdin) isExecRequest_Msg() {}
 func (*ExecRequest_Signal) isExecRequest_Msg() {}
 
 func (*ExecRequest_Resize) isExecRequest_Msg() {}
+
+func (*ExecRequest_CloseStdout) isExecRequest_Msg() {}
 
 // Start is the first request: what to run and where.
 type Start struct {
@@ -340,7 +356,12 @@ type Tty struct {
 	Cols uint32 `protobuf:"varint,3,opt,name=cols,proto3" json:"cols,omitempty"`
 	// terminfo is the compiled terminfo entry for term, so the box can draw on
 	// a terminal it has no entry for; empty when the client has none.
-	Terminfo      []byte `protobuf:"bytes,4,opt,name=terminfo,proto3" json:"terminfo,omitempty"`
+	Terminfo []byte `protobuf:"bytes,4,opt,name=terminfo,proto3" json:"terminfo,omitempty"`
+	// modes are the client's terminal modes in RFC 4254 section 8's encoding
+	// (opcode byte, uint32 value, ..., TTY_OP_END), as ssh's pty-req carries
+	// them; the server sets those it knows on the new terminal. Empty: the
+	// box's defaults.
+	Modes         []byte `protobuf:"bytes,5,opt,name=modes,proto3" json:"modes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -403,6 +424,13 @@ func (x *Tty) GetTerminfo() []byte {
 	return nil
 }
 
+func (x *Tty) GetModes() []byte {
+	if x != nil {
+		return x.Modes
+	}
+	return nil
+}
+
 // CloseStdin closes the command's standard input; the stream stays open.
 type CloseStdin struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -440,6 +468,47 @@ func (*CloseStdin) Descriptor() ([]byte, []int) {
 	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
+// CloseStdout closes the server's end of the command's standard output
+// pipe, as sshd does on OpenSSH's eow@openssh.com: the client will read no
+// more of it, and the command's next write to it fails with EPIPE (SIGPIPE
+// unless ignored). Output already read and not yet sent is dropped; stderr
+// stays open. Ignored with a terminal, as sshd keeps the pty open.
+type CloseStdout struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseStdout) Reset() {
+	*x = CloseStdout{}
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseStdout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseStdout) ProtoMessage() {}
+
+func (x *CloseStdout) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseStdout.ProtoReflect.Descriptor instead.
+func (*CloseStdout) Descriptor() ([]byte, []int) {
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{6}
+}
+
 // Signal delivers a signal to the command's process group.
 type Signal struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -452,7 +521,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[6]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +533,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[6]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +546,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Signal) GetName() string {
@@ -498,7 +567,7 @@ type Resize struct {
 
 func (x *Resize) Reset() {
 	*x = Resize{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[7]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +579,7 @@ func (x *Resize) String() string {
 func (*Resize) ProtoMessage() {}
 
 func (x *Resize) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[7]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +592,7 @@ func (x *Resize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resize.ProtoReflect.Descriptor instead.
 func (*Resize) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Resize) GetRows() uint32 {
@@ -556,7 +625,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[8]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +637,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[8]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +650,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExecResponse) GetMsg() isExecResponse_Msg {
@@ -667,7 +736,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[9]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +748,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[9]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +761,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Started) GetExecId() string {
@@ -718,7 +787,7 @@ type Exit struct {
 
 func (x *Exit) Reset() {
 	*x = Exit{}
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[10]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +799,7 @@ func (x *Exit) String() string {
 func (*Exit) ProtoMessage() {}
 
 func (x *Exit) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[10]
+	mi := &file_proto_cocoonbox_control_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +812,7 @@ func (x *Exit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exit.ProtoReflect.Descriptor instead.
 func (*Exit) Descriptor() ([]byte, []int) {
-	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Exit) GetCode() int32 {
@@ -775,14 +844,15 @@ const file_proto_cocoonbox_control_v1_session_proto_rawDesc = "" +
 	"\rSignalRequest\x12\x17\n" +
 	"\aexec_id\x18\x01 \x01(\tR\x06execId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\x10\n" +
-	"\x0eSignalResponse\"\x96\x02\n" +
+	"\x0eSignalResponse\"\xde\x02\n" +
 	"\vExecRequest\x123\n" +
 	"\x05start\x18\x01 \x01(\v2\x1b.cocoonbox.control.v1.StartH\x00R\x05start\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12C\n" +
 	"\vclose_stdin\x18\x03 \x01(\v2 .cocoonbox.control.v1.CloseStdinH\x00R\n" +
 	"closeStdin\x126\n" +
 	"\x06signal\x18\x04 \x01(\v2\x1c.cocoonbox.control.v1.SignalH\x00R\x06signal\x126\n" +
-	"\x06resize\x18\x05 \x01(\v2\x1c.cocoonbox.control.v1.ResizeH\x00R\x06resizeB\x05\n" +
+	"\x06resize\x18\x05 \x01(\v2\x1c.cocoonbox.control.v1.ResizeH\x00R\x06resize\x12F\n" +
+	"\fclose_stdout\x18\x06 \x01(\v2!.cocoonbox.control.v1.CloseStdoutH\x00R\vcloseStdoutB\x05\n" +
 	"\x03msg\"\xe2\x01\n" +
 	"\x05Start\x12\x10\n" +
 	"\x03box\x18\x01 \x01(\tR\x03box\x12\x18\n" +
@@ -792,14 +862,16 @@ const file_proto_cocoonbox_control_v1_session_proto_rawDesc = "" +
 	"\x03tty\x18\x05 \x01(\v2\x19.cocoonbox.control.v1.TtyR\x03tty\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"]\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
 	"\x03Tty\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\tR\x04term\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\rR\x04rows\x12\x12\n" +
 	"\x04cols\x18\x03 \x01(\rR\x04cols\x12\x1a\n" +
-	"\bterminfo\x18\x04 \x01(\fR\bterminfo\"\f\n" +
+	"\bterminfo\x18\x04 \x01(\fR\bterminfo\x12\x14\n" +
+	"\x05modes\x18\x05 \x01(\fR\x05modes\"\f\n" +
 	"\n" +
-	"CloseStdin\"\x1c\n" +
+	"CloseStdin\"\r\n" +
+	"\vCloseStdout\"\x1c\n" +
 	"\x06Signal\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"0\n" +
 	"\x06Resize\x12\x12\n" +
@@ -833,7 +905,7 @@ func file_proto_cocoonbox_control_v1_session_proto_rawDescGZIP() []byte {
 	return file_proto_cocoonbox_control_v1_session_proto_rawDescData
 }
 
-var file_proto_cocoonbox_control_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_proto_cocoonbox_control_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_proto_cocoonbox_control_v1_session_proto_goTypes = []any{
 	(*SignalRequest)(nil),  // 0: cocoonbox.control.v1.SignalRequest
 	(*SignalResponse)(nil), // 1: cocoonbox.control.v1.SignalResponse
@@ -841,31 +913,33 @@ var file_proto_cocoonbox_control_v1_session_proto_goTypes = []any{
 	(*Start)(nil),          // 3: cocoonbox.control.v1.Start
 	(*Tty)(nil),            // 4: cocoonbox.control.v1.Tty
 	(*CloseStdin)(nil),     // 5: cocoonbox.control.v1.CloseStdin
-	(*Signal)(nil),         // 6: cocoonbox.control.v1.Signal
-	(*Resize)(nil),         // 7: cocoonbox.control.v1.Resize
-	(*ExecResponse)(nil),   // 8: cocoonbox.control.v1.ExecResponse
-	(*Started)(nil),        // 9: cocoonbox.control.v1.Started
-	(*Exit)(nil),           // 10: cocoonbox.control.v1.Exit
-	nil,                    // 11: cocoonbox.control.v1.Start.EnvEntry
+	(*CloseStdout)(nil),    // 6: cocoonbox.control.v1.CloseStdout
+	(*Signal)(nil),         // 7: cocoonbox.control.v1.Signal
+	(*Resize)(nil),         // 8: cocoonbox.control.v1.Resize
+	(*ExecResponse)(nil),   // 9: cocoonbox.control.v1.ExecResponse
+	(*Started)(nil),        // 10: cocoonbox.control.v1.Started
+	(*Exit)(nil),           // 11: cocoonbox.control.v1.Exit
+	nil,                    // 12: cocoonbox.control.v1.Start.EnvEntry
 }
 var file_proto_cocoonbox_control_v1_session_proto_depIdxs = []int32{
 	3,  // 0: cocoonbox.control.v1.ExecRequest.start:type_name -> cocoonbox.control.v1.Start
 	5,  // 1: cocoonbox.control.v1.ExecRequest.close_stdin:type_name -> cocoonbox.control.v1.CloseStdin
-	6,  // 2: cocoonbox.control.v1.ExecRequest.signal:type_name -> cocoonbox.control.v1.Signal
-	7,  // 3: cocoonbox.control.v1.ExecRequest.resize:type_name -> cocoonbox.control.v1.Resize
-	11, // 4: cocoonbox.control.v1.Start.env:type_name -> cocoonbox.control.v1.Start.EnvEntry
-	4,  // 5: cocoonbox.control.v1.Start.tty:type_name -> cocoonbox.control.v1.Tty
-	9,  // 6: cocoonbox.control.v1.ExecResponse.started:type_name -> cocoonbox.control.v1.Started
-	10, // 7: cocoonbox.control.v1.ExecResponse.exit:type_name -> cocoonbox.control.v1.Exit
-	2,  // 8: cocoonbox.control.v1.Session.Exec:input_type -> cocoonbox.control.v1.ExecRequest
-	0,  // 9: cocoonbox.control.v1.Session.Signal:input_type -> cocoonbox.control.v1.SignalRequest
-	8,  // 10: cocoonbox.control.v1.Session.Exec:output_type -> cocoonbox.control.v1.ExecResponse
-	1,  // 11: cocoonbox.control.v1.Session.Signal:output_type -> cocoonbox.control.v1.SignalResponse
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	7,  // 2: cocoonbox.control.v1.ExecRequest.signal:type_name -> cocoonbox.control.v1.Signal
+	8,  // 3: cocoonbox.control.v1.ExecRequest.resize:type_name -> cocoonbox.control.v1.Resize
+	6,  // 4: cocoonbox.control.v1.ExecRequest.close_stdout:type_name -> cocoonbox.control.v1.CloseStdout
+	12, // 5: cocoonbox.control.v1.Start.env:type_name -> cocoonbox.control.v1.Start.EnvEntry
+	4,  // 6: cocoonbox.control.v1.Start.tty:type_name -> cocoonbox.control.v1.Tty
+	10, // 7: cocoonbox.control.v1.ExecResponse.started:type_name -> cocoonbox.control.v1.Started
+	11, // 8: cocoonbox.control.v1.ExecResponse.exit:type_name -> cocoonbox.control.v1.Exit
+	2,  // 9: cocoonbox.control.v1.Session.Exec:input_type -> cocoonbox.control.v1.ExecRequest
+	0,  // 10: cocoonbox.control.v1.Session.Signal:input_type -> cocoonbox.control.v1.SignalRequest
+	9,  // 11: cocoonbox.control.v1.Session.Exec:output_type -> cocoonbox.control.v1.ExecResponse
+	1,  // 12: cocoonbox.control.v1.Session.Signal:output_type -> cocoonbox.control.v1.SignalResponse
+	11, // [11:13] is the sub-list for method output_type
+	9,  // [9:11] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_proto_cocoonbox_control_v1_session_proto_init() }
@@ -879,8 +953,9 @@ func file_proto_cocoonbox_control_v1_session_proto_init() {
 		(*ExecRequest_CloseStdin)(nil),
 		(*ExecRequest_Signal)(nil),
 		(*ExecRequest_Resize)(nil),
+		(*ExecRequest_CloseStdout)(nil),
 	}
-	file_proto_cocoonbox_control_v1_session_proto_msgTypes[8].OneofWrappers = []any{
+	file_proto_cocoonbox_control_v1_session_proto_msgTypes[9].OneofWrappers = []any{
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Stdout)(nil),
 		(*ExecResponse_Stderr)(nil),
@@ -892,7 +967,7 @@ func file_proto_cocoonbox_control_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_cocoonbox_control_v1_session_proto_rawDesc), len(file_proto_cocoonbox_control_v1_session_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
