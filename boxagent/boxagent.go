@@ -20,22 +20,13 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
-// Error codes of a verb's JSON line (contract "Verbs"), with their exit
-// statuses.
-const (
-	CodeUsage   = agentwire.CodeUsage   // exit 2: a bad flag or argument
-	CodeRefused = agentwire.CodeRefused // exit 3: refused, nothing changed
-	CodeFailed  = agentwire.CodeFailed  // exit 1: failed, rolled back as stated
-	CodeInbox   = agentwire.CodeInbox   // exit 4: the inbox is not running
-)
-
 // Error is a verb's failure: Code is one of the Code* constants. Findings
 // and CLI are set on a refused begin.
 type Error struct {
 	Code     string
 	Err      error
-	Findings []Finding
-	CLI      *CLIInfo
+	Findings []agentwire.Finding
+	CLI      *agentwire.CLIInfo
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
@@ -45,26 +36,26 @@ func (e *Error) Unwrap() error { return e.Err }
 // refused 3, inbox 4, anything else 1.
 func (e *Error) ExitCode() int {
 	switch e.Code {
-	case CodeUsage:
+	case agentwire.CodeUsage:
 		return 2
-	case CodeRefused:
+	case agentwire.CodeRefused:
 		return 3
-	case CodeInbox:
+	case agentwire.CodeInbox:
 		return 4
 	}
 	return 1
 }
 
 func usagef(format string, a ...any) *Error {
-	return &Error{Code: CodeUsage, Err: fmt.Errorf(format, a...)}
+	return &Error{Code: agentwire.CodeUsage, Err: fmt.Errorf(format, a...)}
 }
 
 func refusedf(format string, a ...any) *Error {
-	return &Error{Code: CodeRefused, Err: fmt.Errorf(format, a...)}
+	return &Error{Code: agentwire.CodeRefused, Err: fmt.Errorf(format, a...)}
 }
 
 func failedf(format string, a ...any) *Error {
-	return &Error{Code: CodeFailed, Err: fmt.Errorf(format, a...)}
+	return &Error{Code: agentwire.CodeFailed, Err: fmt.Errorf(format, a...)}
 }
 
 // asError makes err an *Error, code failed unless it is one already.
@@ -75,7 +66,7 @@ func asError(err error) *Error {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e
 	}
-	return &Error{Code: CodeFailed, Err: err}
+	return &Error{Code: agentwire.CodeFailed, Err: err}
 }
 
 // Config is where the box half finds things. In a real box Home is

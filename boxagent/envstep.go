@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cocoonbox/cocoonbox/agentwire"
 	"io"
 	"io/fs"
 	"os"
@@ -16,41 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
-
-// envFile is env.json, written by the laptop packer (agentwire.Environment).
-type envFile = agentwire.Environment
-
-// EnvReport is a repo's environment report: per tool what is wanted and
-// from where, what is installed, and its state; then each lockfile fetch.
-type EnvReport struct {
-	Done        bool         `json:"done"`
-	StartedAtMS int64        `json:"started_at_ms"`
-	EndedAtMS   int64        `json:"ended_at_ms,omitempty"`
-	Tools       []ToolReport `json:"tools"`
-	Lockfiles   []LockReport `json:"lockfiles"`
-	Error       string       `json:"error,omitempty"`
-}
-
-// ToolReport is one tool of an EnvReport; State is ready, missing or
-// failed.
-type ToolReport struct {
-	Tool      string `json:"tool"`
-	Wanted    string `json:"wanted"`
-	Source    string `json:"source"`
-	Installed string `json:"installed"`
-	State     string `json:"state"`
-	Detail    string `json:"detail,omitempty"`
-}
-
-// LockReport is one lockfile fetch; State is done, failed or skipped.
-type LockReport struct {
-	File    string `json:"file"`
-	Command string `json:"command"`
-	State   string `json:"state"`
-	Detail  string `json:"detail,omitempty"`
-}
 
 // MaxEnvWait is the longest the env verb waits for the environment step.
 const MaxEnvWait = 900 * time.Second
@@ -62,12 +29,12 @@ func (c *Config) envReportPath(k string) string {
 	return filepath.Join(c.repoDir(k), "env-report.json")
 }
 
-func (c *Config) readEnvFile(k string) (*envFile, error) {
+func (c *Config) readEnvFile(k string) (*agentwire.Environment, error) {
 	b, err := os.ReadFile(filepath.Join(c.repoDir(k), "env.json"))
 	if err != nil {
 		return nil, err
 	}
-	var e envFile
+	var e agentwire.Environment
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, fmt.Errorf("env.json: %w", err)
 	}
@@ -75,7 +42,7 @@ func (c *Config) readEnvFile(k string) (*envFile, error) {
 }
 
 // readEnvReport returns k's report, nil when no step ran.
-func (c *Config) readEnvReport(k string) (*EnvReport, error) {
+func (c *Config) readEnvReport(k string) (*agentwire.EnvReport, error) {
 	b, err := os.ReadFile(c.envReportPath(k))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -83,14 +50,14 @@ func (c *Config) readEnvReport(k string) (*EnvReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	var r EnvReport
+	var r agentwire.EnvReport
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("env-report.json: %w", err)
 	}
 	return &r, nil
 }
 
-func (c *Config) writeEnvReport(k string, r *EnvReport) error {
+func (c *Config) writeEnvReport(k string, r *agentwire.EnvReport) error {
 	b, _ := json.MarshalIndent(r, "", "  ")
 	return atomicfile.WriteFile(c.envReportPath(k), append(b, '\n'), 0o600)
 }
@@ -154,9 +121,9 @@ func (ib *Inbox) startEnv(r *record) {
 
 // runEnv is the environment step: each tool through mise, then each
 // lockfile's fetch. Its output goes to env.log.
-func (ib *Inbox) runEnv(k, dir string, e *envFile) {
+func (ib *Inbox) runEnv(k, dir string, e *agentwire.Environment) {
 	c := ib.cfg
-	rep := &EnvReport{StartedAtMS: nowMS(), Tools: []ToolReport{}, Lockfiles: []LockReport{}}
+	rep := &agentwire.EnvReport{StartedAtMS: nowMS(), Tools: []agentwire.ToolReport{}, Lockfiles: []agentwire.LockReport{}}
 	c.writeEnvReport(k, rep)
 	logf, err := os.OpenFile(filepath.Join(c.repoDir(k), "env.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -181,7 +148,7 @@ func (ib *Inbox) runEnv(k, dir string, e *envFile) {
 	}
 	sort.Strings(names)
 	for _, t := range names {
-		tr := ToolReport{Tool: t, Wanted: tools[t], Source: toolSource(dir, t, e.Files)}
+		tr := agentwire.ToolReport{Tool: t, Wanted: tools[t], Source: toolSource(dir, t, e.Files)}
 		spec := shellQuote(t + "@" + tools[t])
 		switch {
 		case !hasMise:
@@ -199,7 +166,7 @@ func (ib *Inbox) runEnv(k, dir string, e *envFile) {
 		c.writeEnvReport(k, rep)
 	}
 	for _, f := range e.Lockfiles {
-		lr := LockReport{File: f, Command: lockCommand(f)}
+		lr := agentwire.LockReport{File: f, Command: lockCommand(f)}
 		switch {
 		case lr.Command == "":
 			lr.State, lr.Detail = "skipped", "no fetch command known for it"

@@ -1,6 +1,7 @@
 package boxagent
 
 import (
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/handover"
 	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 
@@ -111,9 +112,9 @@ func (ib *Inbox) handle(ctx context.Context, conn net.Conn) {
 			code := inboxFailed
 			if e, ok := errors.AsType[*Error](err); ok {
 				switch e.Code {
-				case CodeUsage:
+				case agentwire.CodeUsage:
 					code = inboxInvalid
-				case CodeRefused:
+				case agentwire.CodeRefused:
 					code = inboxRefused
 				}
 			}
@@ -764,7 +765,7 @@ func (ib *Inbox) post(req Request) (*Response, error) {
 		} else if err := os.WriteFile(ib.handoverOut(r.Repo), []byte(req.Body), 0o600); err != nil {
 			return nil, err
 		}
-		if err := appendLine(ib.cfg.outboxPath(r.Repo), Entry{Seq: r.OutboxSeq, Kind: req.Kind, OffloadID: r.OffloadID, CLI: r.CLI, TimeMS: nowMS(), Body: req.Body}); err != nil {
+		if err := appendLine(ib.cfg.outboxPath(r.Repo), agentwire.Entry{Seq: r.OutboxSeq, Kind: req.Kind, OffloadID: r.OffloadID, CLI: r.CLI, TimeMS: nowMS(), Body: req.Body}); err != nil {
 			return nil, err
 		}
 		line = statusLine(r)
@@ -816,11 +817,11 @@ func (ib *Inbox) read(ctx context.Context, req Request) (*Response, error) {
 }
 
 // sessions is the status of every copy, or of repo k alone.
-func (ib *Inbox) sessions(k string) ([]Session, error) {
+func (ib *Inbox) sessions(k string) ([]agentwire.Session, error) {
 	return ib.cfg.sessions(k)
 }
 
-func (c *Config) sessions(k string) ([]Session, error) {
+func (c *Config) sessions(k string) ([]agentwire.Session, error) {
 	var recs []*record
 	if k != "" {
 		r, err := c.readRecord(k)
@@ -836,9 +837,9 @@ func (c *Config) sessions(k string) ([]Session, error) {
 			return nil, err
 		}
 	}
-	out := []Session{}
+	out := []agentwire.Session{}
 	for _, r := range recs {
-		s := Session{
+		s := agentwire.Session{
 			Repo: r.Repo, Name: r.Name, CLI: r.CLI, OffloadID: r.OffloadID, Status: r.Status,
 			Copy: r.copyState(), HookAtMS: r.HookAtMS, InboxSeq: r.InboxSeq, OutboxSeq: r.OutboxSeq,
 			ExitLines: r.ExitLines,

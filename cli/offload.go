@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
@@ -166,7 +167,7 @@ func offloadExit(s Streams, err error) error {
 	return &ExitError{Code: oe.Code}
 }
 
-func printFindings(w io.Writer, fs []offload.Finding) {
+func printFindings(w io.Writer, fs []agentwire.Finding) {
 	for _, f := range fs {
 		fmt.Fprintf(w, "  %-7s %s: %s\n", f.Outcome, f.Check, f.Detail)
 	}
@@ -208,7 +209,7 @@ func openOffload(env Env) (*offloadEnv, error) {
 	r, err := offload.OpenRepo(context.Background(), wd, env.Environ)
 	if errors.Is(err, offload.ErrNotRepo) {
 		return nil, &offload.Error{Code: offload.ExitRefused,
-			Findings: []offload.Finding{{Check: "git", Outcome: offload.Block, Detail: wd + " is not in a git work tree"}},
+			Findings: []agentwire.Finding{{Check: "git", Outcome: agentwire.Block, Detail: wd + " is not in a git work tree"}},
 			Err:      errors.New("offload and back work on git repositories only"), Next: []string{"cd into the repository, or git init and commit"}}
 	}
 	if err != nil {

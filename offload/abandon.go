@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/box"
 )
 
@@ -93,7 +94,7 @@ func (a *Abandoner) Run(ctx context.Context) (*AbandonResult, error) {
 	if err != nil {
 		return nil, &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed; run cocoonbox offload abandon again when the box answers"}}
 	}
-	var s *Session
+	var s *agentwire.Session
 	for i := range ss {
 		if ss[i].Repo == r.Key {
 			s = &ss[i]

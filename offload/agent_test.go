@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/box"
 )
 
@@ -53,8 +54,8 @@ func TestAgentBegin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &BeginResult{OK: true, Dir: "/workspace/my-app", Copy: "mirror", Refs: map[string]string{"refs/heads/main": strings.Repeat("a", 40)},
-		CLI: &CLIInfo{Kind: "claude", Version: "2.1.0", SignedIn: true, Account: "a@b.c"}, Ignored: []string{"target/"}, Findings: []Finding{}}
+	want := &agentwire.BeginResult{OK: true, Dir: "/workspace/my-app", Copy: "mirror", Refs: map[string]string{"refs/heads/main": strings.Repeat("a", 40)},
+		CLI: &agentwire.CLIInfo{Kind: "claude", Version: "2.1.0", SignedIn: true, Account: "a@b.c"}, Ignored: []string{"target/"}, Findings: []agentwire.Finding{}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

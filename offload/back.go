@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
@@ -169,9 +170,9 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 
 // backAgent is what waitBack needs of the box half.
 type backAgent interface {
-	Read(ctx context.Context, key string, since int64, wait time.Duration) (*ReadResult, error)
-	SendBack(ctx context.Context, key string, interrupt bool) (*MessageResult, error)
-	Status(ctx context.Context, key string) ([]Session, error)
+	Read(ctx context.Context, key string, since int64, wait time.Duration) (*agentwire.ReadResult, error)
+	SendBack(ctx context.Context, key string, interrupt bool) (*agentwire.MessageResult, error)
+	Status(ctx context.Context, key string) ([]agentwire.Session, error)
 }
 
 // waitBack sends BACK unless the outbox holds this offload's back, and
@@ -179,7 +180,7 @@ type backAgent interface {
 // that draws no hook for ResendAfter while the session says working (its
 // hook time, on the box's clock, is where it was before BACK) is sent
 // once more with --interrupt; a queued one never is.
-func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult) (*Entry, error) {
+func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult) (*agentwire.Entry, error) {
 	start := b.now()
 	deadline := start.Add(BackTimeout)
 	// A failure once ctx has ended is the stop, whatever the box half says.
@@ -194,8 +195,8 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		return nil, fail(err)
 	}
 	since := int64(0)
-	find := func(rd *ReadResult) *Entry {
-		var found *Entry
+	find := func(rd *agentwire.ReadResult) *agentwire.Entry {
+		var found *agentwire.Entry
 		for i, e := range rd.Entries {
 			since = max(since, int64(e.Seq))
 			if e.Kind == "back" && e.OffloadID == rec.ID {
@@ -276,7 +277,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	}
 }
 
-func sessionOf(ss []Session, rec *Record) *Session {
+func sessionOf(ss []agentwire.Session, rec *Record) *agentwire.Session {
 	for i, s := range ss {
 		if s.Repo == rec.Repo && (s.OffloadID == "" || s.OffloadID == rec.ID) {
 			return &ss[i]

@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/handover"
 
 	"errors"
@@ -76,7 +77,7 @@ func TestReadHandoverEveryProblem(t *testing.T) {
 		t.Errorf("next steps: %q", e.Next)
 	}
 	for _, f := range e.Findings {
-		if f.Check != "handover" || f.Outcome != Block {
+		if f.Check != "handover" || f.Outcome != agentwire.Block {
 			t.Errorf("finding %+v, want a handover block", f)
 		}
 	}

@@ -6,6 +6,7 @@
 package offload
 
 import (
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/handover"
 
 	"bytes"
@@ -53,7 +54,7 @@ type Error struct {
 	// Next are the next steps, each one line.
 	Next []string
 	// Findings are the preflight findings behind a refusal or a confirm.
-	Findings []Finding
+	Findings []agentwire.Finding
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
@@ -109,9 +110,9 @@ type Client interface {
 // Result is a finished offload.
 type Result struct {
 	Record   *Record
-	Begin    *BeginResult
-	Send     *SendResult
-	Warnings []Finding
+	Begin    *agentwire.BeginResult
+	Send     *agentwire.SendResult
+	Warnings []agentwire.Finding
 	// Timings are the steps' durations, in order.
 	Timings []Timing
 }
@@ -175,7 +176,7 @@ func ReadHandover(st Store, key string) ([]byte, error) {
 	next := strings.Join(fix, "; ") + "; then run offload again"
 	e := refused(fmt.Errorf("the hand-over at %s is not ready", p), next)
 	for _, pr := range problems {
-		e.Findings = append(e.Findings, Finding{Check: "handover", Outcome: Block, Detail: pr})
+		e.Findings = append(e.Findings, agentwire.Finding{Check: "handover", Outcome: agentwire.Block, Detail: pr})
 	}
 	return b, e
 }
@@ -250,16 +251,16 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	}
 
 	// The laptop preflight.
-	var findings []Finding
+	var findings []agentwire.Finding
 	if runtime.GOOS == "windows" {
-		findings = append(findings, Finding{Check: "platform", Outcome: Block, Detail: "offload needs rsync and runs on macOS and Linux only"})
+		findings = append(findings, agentwire.Finding{Check: "platform", Outcome: agentwire.Block, Detail: "offload needs rsync and runs on macOS and Linux only"})
 	}
 	// The laptop's rsync: each variant takes its own options, and one
 	// that cannot do the job is refused here, before the box is asked.
 	rsync, err := FindRsync(ctx, HostEnv(o.Environ, false))
 	switch {
 	case errors.Is(err, exec.ErrNotFound):
-		findings = append(findings, Finding{Check: "tools", Outcome: Block, Detail: "rsync is not installed on this laptop; install it"})
+		findings = append(findings, agentwire.Finding{Check: "tools", Outcome: agentwire.Block, Detail: "rsync is not installed on this laptop; install it"})
 	case err != nil && runtime.GOOS != "windows":
 		return nil, refused(err)
 	}
@@ -282,10 +283,10 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		}
 		findings = append(findings, p.Run(ctx, r)...)
 	}
-	if blocks := only(findings, Block); len(blocks) > 0 {
+	if blocks := only(findings, agentwire.Block); len(blocks) > 0 {
 		return nil, &Error{Code: ExitRefused, Err: errors.New("the preflight found a block"), Findings: blocks}
 	}
-	warns := slices.DeleteFunc(slices.Clone(findings), func(f Finding) bool { return f.Outcome == Block })
+	warns := slices.DeleteFunc(slices.Clone(findings), func(f agentwire.Finding) bool { return f.Outcome == agentwire.Block })
 	env, err := DetectEnvironment(r.Top)
 	if err != nil {
 		return nil, refused(err, "fix it, then run offload again")
@@ -308,9 +309,9 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res.Begin = begin.BeginResult
-	warns = append(warns, only(begin.Findings, Warn)...)
-	if begin.CLI.BlockedBy() != "" && !slices.ContainsFunc(warns, func(f Finding) bool { return f.Check == "hooks" }) {
-		warns = append(warns, Finding{Check: "hooks", Outcome: Warn, Detail: begin.CLI.BlockedBy() + " in the box blocks hooks, so the box CLI's status will not be reported"})
+	warns = append(warns, only(begin.Findings, agentwire.Warn)...)
+	if begin.CLI.BlockedBy() != "" && !slices.ContainsFunc(warns, func(f agentwire.Finding) bool { return f.Check == "hooks" }) {
+		warns = append(warns, agentwire.Finding{Check: "hooks", Outcome: agentwire.Warn, Detail: begin.CLI.BlockedBy() + " in the box blocks hooks, so the box CLI's status will not be reported"})
 	}
 	if len(warns) > 0 && !o.Yes {
 		// Give back what begin took: the copy, and the directory it made.
@@ -345,7 +346,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		e.Next = append(next, e.Next...)
 		return e
 	}
-	if len(only(warns, Confirm)) > 0 {
+	if len(only(warns, agentwire.Confirm)) > 0 {
 		if err := o.Store.UpdateSettings(r.Key, r.Top, func(s *RepoSettings) error { s.SizeOK = true; return nil }); err != nil {
 			return nil, rollback(err)
 		}
@@ -470,10 +471,10 @@ func exitedError(k Kind, box string, lines []string, again bool) *Error {
 		e.Next = append(slices.Clone(rootNext), e.Next...)
 	}
 	for _, l := range lines {
-		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: printable.Line(l, 0)})
+		e.Findings = append(e.Findings, agentwire.Finding{Check: k.Name, Outcome: "output", Detail: printable.Line(l, 0)})
 	}
 	if len(lines) == 0 {
-		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: "(its pane showed nothing)"})
+		e.Findings = append(e.Findings, agentwire.Finding{Check: k.Name, Outcome: "output", Detail: "(its pane showed nothing)"})
 	}
 	return e
 }
@@ -537,15 +538,15 @@ func (o *Offloader) begin(ctx context.Context, a *Agent, id string) (*beginAnswe
 // beginAnswer is begin's answer, the name it was asked with, and the
 // repo's last outbox seq before it.
 type beginAnswer struct {
-	*BeginResult
+	*agentwire.BeginResult
 	name string
 	seen int64
 }
 
-func onlyCopyBlocks(fs []Finding) bool {
+func onlyCopyBlocks(fs []agentwire.Finding) bool {
 	n := 0
 	for _, f := range fs {
-		if f.Outcome == Block {
+		if f.Outcome == agentwire.Block {
 			if f.Check != "copy" {
 				return false
 			}
@@ -558,7 +559,7 @@ func onlyCopyBlocks(fs []Finding) bool {
 // pickName is the copy's name: the one the box keeps for this repo key
 // when its copy is there (mine), else the repository's name, else, when
 // another repo's copy has that, the name made unique by the repo key.
-func pickName(ss []Session, key, name string) (string, bool) {
+func pickName(ss []agentwire.Session, key, name string) (string, bool) {
 	taken := map[string]bool{}
 	for _, s := range ss {
 		if s.Copy == "" || s.Copy == "absent" {
@@ -649,7 +650,7 @@ func (o *Offloader) removeCopy(ctx context.Context, a *Agent, begin *beginAnswer
 }
 
 // members are the send stream's members in the contract's order.
-func (o *Offloader) members(ctx context.Context, handover []byte, env *Environment, boxRefs map[string]string, secrets []Member) ([]Member, error) {
+func (o *Offloader) members(ctx context.Context, handover []byte, env *agentwire.Environment, boxRefs map[string]string, secrets []Member) ([]Member, error) {
 	r := o.Repo
 	ej, err := json.MarshalIndent(env, "", "  ")
 	if err != nil {
@@ -715,7 +716,7 @@ func (o *Offloader) findBox(ctx context.Context) (box.Box, error) {
 		if b.Name == o.Box || b.ID == o.Box {
 			if n, ok := cbdeskVersion(b.Image); ok && n < 22 {
 				return b, &Error{Code: ExitRefused, Err: errors.New("the preflight found a block"),
-					Findings: []Finding{{Check: "box_image", Outcome: Block, Detail: fmt.Sprintf("box %s runs %s; offload needs cbdesk:v22 or later: upgrade the box first", b.Name, b.Image)}}}
+					Findings: []agentwire.Finding{{Check: "box_image", Outcome: agentwire.Block, Detail: fmt.Sprintf("box %s runs %s; offload needs cbdesk:v22 or later: upgrade the box first", b.Name, b.Image)}}}
 			}
 			return b, nil
 		}
@@ -768,7 +769,7 @@ func (o *Offloader) beginError(err error, mine bool) error {
 	}
 	checks := map[string]bool{}
 	for _, f := range ae.Findings {
-		if f.Outcome == Block {
+		if f.Outcome == agentwire.Block {
 			checks[f.Check] = true
 		}
 	}
@@ -786,8 +787,8 @@ func (o *Offloader) beginError(err error, mine bool) error {
 	return e
 }
 
-func only(fs []Finding, outcome string) []Finding {
-	var out []Finding
+func only(fs []agentwire.Finding, outcome string) []agentwire.Finding {
+	var out []agentwire.Finding
 	for _, f := range fs {
 		if f.Outcome == outcome {
 			out = append(out, f)
