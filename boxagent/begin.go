@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -46,7 +45,7 @@ func (c *Config) Begin(o agentwire.BeginRequest) (*agentwire.BeginResult, error)
 		block("box_tools", "missing on the box's login PATH: "+strings.Join(missing, ", "))
 	}
 
-	c.logf("checking %s in the box", cliBinary(o.Kind))
+	c.logf("checking %s in the box", agentwire.KindOf(o.Kind).Binary())
 	cli, cliFindings := c.probeCLI(o.Kind)
 	findings = append(findings, cliFindings...)
 
@@ -141,11 +140,12 @@ var emailRE = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}
 // version, signed in and as whom. Only an email address is ever taken from
 // its output, so no key it prints can reach ours.
 func (c *Config) probeCLI(kind string) (*agentwire.CLIInfo, []agentwire.Finding) {
-	bin := cliBinary(kind)
+	k := agentwire.KindOf(kind)
+	bin := k.Binary()
 	info := &agentwire.CLIInfo{Kind: kind}
 	var findings []agentwire.Finding
-	if kind == KindClaude {
-		h := c.hooksBlocked()
+	if files := k.HookSettings(c.Home); files != nil {
+		h := hooksBlocked(files)
 		info.HooksBlocked = &h
 	}
 	if out, err := c.loginShell(probeTimeout, "", "command -v "+bin); err != nil || strings.TrimSpace(out) == "" {
@@ -156,26 +156,11 @@ func (c *Config) probeCLI(kind string) (*agentwire.CLIInfo, []agentwire.Finding)
 	} else {
 		return info, []agentwire.Finding{{Check: "box_cli", Outcome: "block", Detail: bin + " --version failed in the box: " + err.Error()}}
 	}
-	var status string
-	switch kind {
-	case KindClaude:
-		status = "claude auth status"
-	case KindCodex:
-		status = "codex login status"
-	default:
-		status = "cursor-agent status"
-	}
-	out, err := c.loginShell(probeTimeout, "", status+" 2>&1")
+	out, err := c.loginShell(probeTimeout, "", k.SignInStatus()+" 2>&1")
 	info.SignedIn = err == nil
-	if kind == KindClaude {
-		var st struct {
-			LoggedIn *bool  `json:"loggedIn"`
-			Email    string `json:"email"`
-		}
-		if json.Unmarshal([]byte(out), &st) == nil && st.LoggedIn != nil {
-			info.SignedIn = info.SignedIn && *st.LoggedIn
-			info.Account = st.Email
-		}
+	if in, account := k.ReadSignIn(out); in != nil {
+		info.SignedIn = info.SignedIn && *in
+		info.Account = account
 	}
 	if low := strings.ToLower(out); strings.Contains(low, "not logged in") || strings.Contains(low, "not signed in") {
 		info.SignedIn = false
@@ -186,20 +171,15 @@ func (c *Config) probeCLI(kind string) (*agentwire.CLIInfo, []agentwire.Finding)
 	if !info.SignedIn {
 		findings = append(findings, agentwire.Finding{Check: "box_cli", Outcome: "block", Detail: bin + " is signed out in the box"})
 	}
-	if kind == KindCursor {
-		findings = append(findings, agentwire.Finding{Check: "box_cli", Outcome: "block", Detail: "cursor-agent sessions are not supported by this box's agent yet"})
+	if k.Unsupported() != "" {
+		findings = append(findings, agentwire.Finding{Check: "box_cli", Outcome: "block", Detail: bin + " sessions are not supported by this box's agent yet"})
 	}
 	return info, findings
 }
 
-// hooksBlocked is the first of claude's settings files that sets
+// hooksBlocked is the first of files (a kind's HookSettings) that sets
 // allowManagedHooksOnly or disableAllHooks, else "".
-func (c *Config) hooksBlocked() string {
-	files := []string{"/etc/claude-code/managed-settings.json"}
-	d, _ := filepath.Glob("/etc/claude-code/managed-settings.d/*")
-	sort.Strings(d)
-	files = append(files, d...)
-	files = append(files, filepath.Join(c.Home, ".claude", "remote-settings.json"), filepath.Join(c.Home, ".claude", "settings.json"))
+func hooksBlocked(files []string) string {
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
@@ -123,13 +124,6 @@ func (c *Config) repoDir(k string) string    { return filepath.Join(c.OffloadDir
 func (c *Config) copyDir(name string) string { return filepath.Join(c.Workspace, name) }
 func (c *Config) stageDir(k string) string   { return filepath.Join(c.repoDir(k), "stage") }
 
-// Kinds of box CLI.
-const (
-	KindClaude = "claude"
-	KindCodex  = "codex"
-	KindCursor = "cursor"
-)
-
 // Session statuses (contract "Box CLI in tmux").
 const (
 	StatusWorking = "working"
@@ -179,13 +173,15 @@ func checkKey(k string) error {
 }
 
 func checkKind(kind string) error {
-	switch kind {
-	case KindClaude, KindCodex, KindCursor:
-		return nil
-	case "":
-		return usagef("--kind is required: claude, codex or cursor")
+	names := agentwire.KindNames()
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	switch {
+	case kind == "":
+		return usagef("--kind is required: %s", want)
+	case agentwire.KindNamed(kind) == nil:
+		return usagef("bad kind %q: want %s", kind, want)
 	}
-	return usagef("bad kind %q: want claude, codex or cursor", kind)
+	return nil
 }
 
 func checkID(id string) error {
@@ -199,14 +195,6 @@ func checkID(id string) error {
 }
 
 func nowMS() int64 { return time.Now().UnixMilli() }
-
-// cliBinary is the command a kind runs as.
-func cliBinary(kind string) string {
-	if kind == KindCursor {
-		return "cursor-agent"
-	}
-	return kind
-}
 
 // SessionName is the tmux session of repo key k's CLI of kind.
 func SessionName(k, kind string) string { return "cb-off-" + k + "-" + kind }

@@ -273,7 +273,7 @@ const PasteConfirm = 5 * time.Second
 // would sit at its prompt unsent. An Enter at claude's empty prompt does
 // nothing. It runs after r's update, in the background.
 func (ib *Inbox) confirmPaste(r *record, at int64) {
-	if r.CLI != KindClaude {
+	if !agentwire.ConfirmsPaste(agentwire.KindOf(r.CLI)) {
 		return
 	}
 	repo, started := r.Repo, r.StartedAtMS
@@ -528,25 +528,24 @@ func (ib *Inbox) commandLine(r *record, promptPath string) (string, error) {
 		// agent's own commands need cocoonbox-agent on it.
 		fmt.Fprintf(&b, "PATH=%s:\"$PATH\" ", shellQuote(filepath.Dir(c.Self)))
 	}
-	switch r.CLI {
-	case KindClaude:
-		hooks := filepath.Join(c.repoDir(r.Repo), "hooks.json")
-		if err := writeHooks(hooks, self, r.Repo); err != nil {
-			return "", err
-		}
-		fmt.Fprintf(&b, "claude --dangerously-skip-permissions --settings %s \"$(cat %s)\"", shellQuote(hooks), shellQuote(promptPath))
-	case KindCodex:
-		notify := fmt.Sprintf(`notify=[%q,"offload","event","--repo",%q,"--cli","codex","--hook","notify"]`, self, r.Repo)
-		fmt.Fprintf(&b, "codex --dangerously-bypass-approvals-and-sandbox -c %s \"$(cat %s)\"", shellQuote(notify), shellQuote(promptPath))
-	default:
+	k := agentwire.KindOf(r.CLI)
+	if k.Unsupported() != "" {
 		return "", refusedf("%s sessions are not supported by this box's agent", r.CLI)
 	}
+	settings := filepath.Join(c.repoDir(r.Repo), "hooks.json")
+	line, hooks := k.Launch(agentwire.Launch{Agent: self, Repo: r.Repo, PromptPath: promptPath, SettingsPath: settings, Quote: shellQuote})
+	if hooks != nil {
+		if err := os.WriteFile(settings, hooks, 0o600); err != nil {
+			return "", err
+		}
+	}
+	b.WriteString(line)
 	// After the CLI, however it ended, the login shell tells the inbox.
 	agent := self
 	if !ib.selfOnLoginPATH() {
 		agent = shellQuote(c.Self)
 	}
-	fmt.Fprintf(&b, "; %s offload event --repo %s --cli %s --hook exit </dev/null >/dev/null 2>&1", agent, r.Repo, r.CLI)
+	fmt.Fprintf(&b, "; %s </dev/null >/dev/null 2>&1", agentwire.EventLine(agent, r.Repo, r.CLI, "exit"))
 	return b.String(), nil
 }
 
@@ -556,25 +555,6 @@ func (ib *Inbox) selfOnLoginPATH() bool {
 		ib.selfOnPATH = err == nil && strings.TrimSpace(out) != ""
 	})
 	return ib.selfOnPATH
-}
-
-// writeHooks writes the claude settings file the session runs with: our
-// hooks only, and skipDangerousModePermissionPrompt so the bypass-mode
-// dialog does not hold the first prompt.
-func writeHooks(path, self, k string) error {
-	hook := func(name string) []any {
-		cmd := fmt.Sprintf("%s offload event --repo %s --cli claude --hook %s >/dev/null", self, k, name)
-		return []any{map[string]any{"hooks": []any{map[string]any{"type": "command", "command": cmd}}}}
-	}
-	hooks := map[string]any{}
-	for _, h := range []string{"UserPromptSubmit", "Stop", "StopFailure", "Notification", "SessionEnd"} {
-		hooks[h] = hook(h)
-	}
-	b, err := json.MarshalIndent(map[string]any{"skipDangerousModePermissionPrompt": true, "hooks": hooks}, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o600)
 }
 
 // sessionEnv is the tmux environment: the repo key, the mise pins and the
@@ -642,7 +622,8 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 		if r == nil || !r.Started || r.CLI != req.CLI {
 			return nil, nil // a hook of a session that is over
 		}
-		if req.Hook == "notify" && !ib.sessionThread(r, payload.ThreadID, payload.InputMessages) {
+		hook, known := agentwire.KindOf(r.CLI).Hooks()[req.Hook]
+		if hook.Thread && !ib.sessionThread(r, payload.ThreadID, payload.InputMessages) {
 			ib.cfg.logf("a notify of another codex thread (%s) is not the session's turn: ignored", payload.ThreadID)
 			return nil, nil
 		}
@@ -661,25 +642,26 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 				r.Status = StatusIdle
 			}
 		}
-		switch req.CLI + "/" + req.Hook {
-		case "claude/UserPromptSubmit":
+		if !known {
+			return nil, usagef("unknown hook %s of %s", req.Hook, req.CLI)
+		}
+		switch hook.Turn {
+		case agentwire.TurnStart:
 			r.Status, r.Question = StatusWorking, false
-		case "claude/Stop", "claude/StopFailure", "codex/notify":
+		case agentwire.TurnEnd:
 			turnEnd()
-		case "claude/Notification":
+		case agentwire.TurnWaiting:
 			if r.Status != StatusBlocked {
 				r.Status = StatusWaiting
 			}
-		case "claude/SessionEnd":
+		case agentwire.TurnSessionEnd:
 			if payload.Reason == "clear" {
 				return r, nil
 			}
 			r.Status, r.Queue = StatusStopped, nil
-		case "claude/exit", "codex/exit":
+		case agentwire.TurnExited:
 			// The login shell ran our line after the CLI: it has exited.
 			ib.cfg.markExited(r)
-		default:
-			return nil, usagef("unknown hook %s of %s", req.Hook, req.CLI)
 		}
 		if atPrompt(r.Status) && len(r.Queue) > 0 {
 			q := r.Queue[0]
@@ -856,7 +838,7 @@ func (c *Config) sessions(k string) ([]agentwire.Session, error) {
 			s.TranscriptMtimeMS = c.transcriptMtime(r)
 			// Hooks are silent when the CLI shows life after its start but
 			// no hook has reached us: managed settings may block them.
-			s.HooksSilent = r.running() && r.HookAtMS == 0 && r.CLI == KindClaude &&
+			s.HooksSilent = r.running() && r.HookAtMS == 0 && agentwire.KindOf(r.CLI).HookSettings(c.Home) != nil &&
 				(s.TranscriptMtimeMS > r.StartedAtMS || s.WindowActivityMS > r.StartedAtMS+5000)
 		}
 		out = append(out, s)
@@ -872,13 +854,8 @@ func (c *Config) transcriptMtime(r *record) int64 {
 			return fi.ModTime().UnixMilli()
 		}
 	}
-	var dir string
-	switch r.CLI {
-	case KindClaude:
-		dir = filepath.Join(c.Home, ".claude", "projects", claudeProjectDir(r.Dir))
-	case KindCodex:
-		dir = filepath.Join(c.Home, ".codex", "sessions")
-	default:
+	dir := agentwire.KindOf(r.CLI).TranscriptDir(c.Home, r.Dir)
+	if dir == "" {
 		return 0
 	}
 	var newest int64
@@ -892,18 +869,6 @@ func (c *Config) transcriptMtime(r *record) int64 {
 		return nil
 	})
 	return newest
-}
-
-// claudeProjectDir is the directory name claude keeps a project's
-// transcripts under: the path with every character other than a letter or
-// digit made '-'.
-func claudeProjectDir(dir string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '-'
-	}, dir)
 }
 
 // restart starts the repo's CLI afresh from its last hand-over.

@@ -177,7 +177,7 @@ func (c *Config) Send(o agentwire.SendRequest, r io.Reader) (*agentwire.SendResu
 	p := promptInput{Dir: dir, HandoverOut: filepath.Join(c.repoDir(o.Repo), "handover.md"), Base: base, Env: st.EnvJSON, Handover: st.Handover}
 	c.attachments(dir, &p)
 	start := nowMS()
-	c.logf("starting %s", cliBinary(o.Kind))
+	c.logf("starting %s", agentwire.KindOf(o.Kind).Binary())
 	resp, err := c.call(Request{Op: "send", Repo: o.Repo, Name: rec.Name, CLI: o.Kind, OffloadID: o.ID, Body: composePrompt(p), Start: true})
 	if err != nil {
 		return fail(err)
@@ -185,7 +185,7 @@ func (c *Config) Send(o agentwire.SendRequest, r io.Reader) (*agentwire.SendResu
 	res.Delivery, res.Tmux = resp.Delivery, SessionName(o.Repo, o.Kind)
 	step("start")
 
-	c.logf("waiting for %s to take the prompt", cliBinary(o.Kind))
+	c.logf("waiting for %s to take the prompt", agentwire.KindOf(o.Kind).Binary())
 	res.Accepted = c.waitAccepted(o.Repo, start)
 	if !res.Accepted {
 		if s, err := c.sessions(o.Repo); err == nil && len(s) == 1 && s[0].Status == StatusStopped {

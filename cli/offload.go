@@ -301,9 +301,9 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		total += t.D
 		parts = append(parts, fmt.Sprintf("%s %.1f", t.Step, t.D.Seconds()))
 	}
-	who := kind.Title
+	who := kind.Title()
 	if cli := res.Begin.CLI; cli != nil {
-		who = kind.Named(cli.Version)
+		who = agentwire.Named(kind, cli.Version)
 		if cli.Account != "" {
 			who += ", signed in as " + cli.Account
 		}
@@ -570,13 +570,13 @@ func runSecrets(env Env, s Streams, op string, args []string) error {
 
 // kindFlag is the --kind of a verb that needs one: missing or unknown is
 // a usage error naming the kinds.
-func kindFlag(name string) (offload.Kind, error) {
+func kindFlag(name string) (agentwire.Kind, error) {
 	if name == "" {
-		return offload.Kind{}, &UsageError{fmt.Errorf("--kind is required: %s", strings.Join(offload.KindNames(), ", "))}
+		return nil, &UsageError{fmt.Errorf("--kind is required: %s", strings.Join(offload.KindNames(), ", "))}
 	}
 	kind, err := offload.LookupKind(name)
 	if err != nil {
-		return offload.Kind{}, &UsageError{err}
+		return nil, &UsageError{err}
 	}
 	return kind, nil
 }
@@ -614,7 +614,7 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 		return err
 	}
 	fmt.Fprintf(s.Out, "installed %s in box %s (%s); now sign in: cocoonbox offload sign-in --kind %s --box %s\n",
-		kind.Named(res.Version), o.Box, map[string]string{"npm": "from npm", "installer": "with its installer"}[res.Via], kind.Name, o.Box)
+		agentwire.Named(kind, res.Version), o.Box, map[string]string{"npm": "from npm", "installer": "with its installer"}[res.Via], kind.Name(), o.Box)
 	return nil
 }
 

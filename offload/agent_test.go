@@ -91,7 +91,7 @@ func TestAgentErrors(t *testing.T) {
 	if !errors.As(err, &ae) || !ae.Refused() || ae.Exit != 3 || len(ae.Findings) != 1 || ae.CLI == nil || ae.CLI.SignedIn {
 		t.Fatalf("got %#v", err)
 	}
-	o := &Offloader{Kind: kinds[0], Box: "main"}
+	o := &Offloader{Kind: agentwire.KindOf("claude"), Box: "main"}
 	e := o.beginError(err, false).(*Error)
 	if e.Error() != "box main refused the offload" {
 		t.Errorf("a refusal says %q, want one line of ours above the findings", e.Error())

@@ -3,13 +3,15 @@ package offload
 import (
 	"strings"
 	"testing"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
 )
 
 // Claude Code's refusal as root, as the real CLI printed it in the pane
 // (cli/testdata/realcli/claude_asroot.txtar), makes the box user's next
 // steps come first; any other exit names only restart and abandon.
 func TestExitedErrorRoot(t *testing.T) {
-	k := KindOf("claude")
+	k := agentwire.KindOf("claude")
 	refusal := []string{"--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons"}
 	for _, again := range []bool{false, true} {
 		e := exitedError(k, "main", refusal, again)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
 )
 
 // fakeBox answers each line by its first word, as a box would; the
@@ -41,7 +43,7 @@ func TestInstaller(t *testing.T) {
 	version := fakeAnswer{stdout: "2.1.197 (Claude Code)\n"}
 	for _, tt := range []struct {
 		name    string
-		kind    Kind
+		kind    agentwire.Kind
 		answers map[string]fakeAnswer
 		via     string
 		err     string // in the error line

@@ -75,7 +75,7 @@ type Offloader struct {
 	// Box is the box's name or id.
 	Box string
 	// Kind is the box CLI's kind.
-	Kind Kind
+	Kind agentwire.Kind
 	// Yes is the user's go-ahead for warnings.
 	Yes bool
 	// Environ is the laptop's environment: rsync and git over the shim
@@ -319,7 +319,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 			o.removeCopy(ctx, agent, begin)
 		}
 		return nil, &Error{Code: ExitConfirm, Err: errors.New("the preflight found warnings"), Findings: warns,
-			Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name + " --yes"}}
+			Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name() + " --yes"}}
 	}
 	res.Warnings = warns
 	t = step("begin", t)
@@ -401,7 +401,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	// The record, then the stream.
 	rec := &Record{
 		ID: id, Repo: r.Key, Box: bx.ID, BoxName: bx.Name, Name: begin.name, Dir: begin.Dir,
-		Kind: o.Kind.Name, Base: base, Top: r.Top, StartedAtMS: o.now().UnixMilli(), Seen: begin.seen,
+		Kind: o.Kind.Name(), Base: base, Top: r.Top, StartedAtMS: o.now().UnixMilli(), Seen: begin.seen,
 	}
 	if err := o.Store.SaveRecord(rec); err != nil {
 		return nil, rollback(err)
@@ -428,7 +428,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		}
 		werr <- err
 	}()
-	send, err := agent.Send(xctx, r.Key, o.Kind.Name, id, pr)
+	send, err := agent.Send(xctx, r.Key, o.Kind.Name(), id, pr)
 	pr.CloseWithError(io.ErrClosedPipe)
 	os.Remove(bpath)
 	// A stream that broke on our side says why better than the box can.
@@ -461,20 +461,20 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 // prompt (again: once more, after a restart), with its last lines as
 // findings. A CLI that refused to run as root gets the box user's next
 // steps first: restarting it as root cannot help.
-func exitedError(k Kind, box string, lines []string, again bool) *Error {
-	e := &Error{Code: ExitFailed, Err: fmt.Errorf("%s exited in box %s before it took the first prompt", k.Title, box), Next: StoppedNext()}
+func exitedError(k agentwire.Kind, box string, lines []string, again bool) *Error {
+	e := &Error{Code: ExitFailed, Err: fmt.Errorf("%s exited in box %s before it took the first prompt", k.Title(), box), Next: StoppedNext()}
 	if again {
-		e.Err = fmt.Errorf("%s exited in box %s again before it took the prompt", k.Title, box)
+		e.Err = fmt.Errorf("%s exited in box %s again before it took the prompt", k.Title(), box)
 	}
 	if refusedRoot(lines) {
 		e.Err = fmt.Errorf("%w: it refuses to run as root, and box %s runs it as root", e.Err, box)
 		e.Next = append(slices.Clone(rootNext), e.Next...)
 	}
 	for _, l := range lines {
-		e.Findings = append(e.Findings, agentwire.Finding{Check: k.Name, Outcome: "output", Detail: printable.Line(l, 0)})
+		e.Findings = append(e.Findings, agentwire.Finding{Check: k.Name(), Outcome: "output", Detail: printable.Line(l, 0)})
 	}
 	if len(lines) == 0 {
-		e.Findings = append(e.Findings, agentwire.Finding{Check: k.Name, Outcome: "output", Detail: "(its pane showed nothing)"})
+		e.Findings = append(e.Findings, agentwire.Finding{Check: k.Name(), Outcome: "output", Detail: "(its pane showed nothing)"})
 	}
 	return e
 }
@@ -522,7 +522,7 @@ func (o *Offloader) begin(ctx context.Context, a *Agent, id string) (*beginAnswe
 		}
 	}
 	for {
-		b, err := a.Begin(ctx, r.Key, name, o.Kind.Name, id)
+		b, err := a.Begin(ctx, r.Key, name, o.Kind.Name(), id)
 		if err == nil {
 			return &beginAnswer{BeginResult: b, name: name, seen: seen}, nil
 		}
@@ -757,14 +757,14 @@ func (o *Offloader) beginError(err error, mine bool) error {
 	if len(ae.Findings) == 0 {
 		e.Err = fmt.Errorf("box %s refused the offload: %s", o.Box, ae.Msg)
 	}
-	k := o.Kind.Name
+	k := o.Kind.Name()
 	if cli := ae.CLI; cli != nil {
 		switch {
 		case cli.Version == "":
-			e.Next = append(e.Next, fmt.Sprintf("install %s in the box: cocoonbox offload install-cli --kind %s --box %s", o.Kind.Title, k, o.Box))
+			e.Next = append(e.Next, fmt.Sprintf("install %s in the box: cocoonbox offload install-cli --kind %s --box %s", o.Kind.Title(), k, o.Box))
 			e.Next = append(e.Next, fmt.Sprintf("then sign in there: cocoonbox offload sign-in --kind %s --box %s", k, o.Box))
 		case !cli.SignedIn:
-			e.Next = append(e.Next, fmt.Sprintf("sign in to %s in the box: cocoonbox offload sign-in --kind %s --box %s", o.Kind.Title, k, o.Box))
+			e.Next = append(e.Next, fmt.Sprintf("sign in to %s in the box: cocoonbox offload sign-in --kind %s --box %s", o.Kind.Title(), k, o.Box))
 		}
 	}
 	checks := map[string]bool{}
@@ -848,7 +848,7 @@ func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, erro
 	a := &Agent{Exec: x, Box: rec.BoxName}
 	res, err := a.Restart(ctx, key)
 	if err == nil && res.Exited {
-		return nil, exitedError(KindOf(rec.Kind), rec.BoxName, res.ExitLines, true)
+		return nil, exitedError(agentwire.KindOf(rec.Kind), rec.BoxName, res.ExitLines, true)
 	}
 	if err != nil {
 		var ae *AgentError
