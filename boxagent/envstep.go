@@ -2,8 +2,8 @@ package boxagent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
-	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/jsonfile"
 )
 
 // MaxEnvWait is the longest the env verb waits for the environment step.
@@ -29,37 +29,26 @@ func (c *Config) envReportPath(k string) string {
 	return filepath.Join(c.repoDir(k), "env-report.json")
 }
 
+// readEnvFile returns k's env.json; no file is an error too.
 func (c *Config) readEnvFile(k string) (*agentwire.Environment, error) {
-	b, err := os.ReadFile(filepath.Join(c.repoDir(k), "env.json"))
-	if err != nil {
-		return nil, err
-	}
 	var e agentwire.Environment
-	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, fmt.Errorf("env.json: %w", err)
+	if ok, err := jsonfile.Read(filepath.Join(c.repoDir(k), "env.json"), &e); !ok {
+		return nil, cmp.Or(err, fs.ErrNotExist)
 	}
 	return &e, nil
 }
 
 // readEnvReport returns k's report, nil when no step ran.
 func (c *Config) readEnvReport(k string) (*agentwire.EnvReport, error) {
-	b, err := os.ReadFile(c.envReportPath(k))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var r agentwire.EnvReport
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("env-report.json: %w", err)
+	if ok, err := jsonfile.Read(c.envReportPath(k), &r); !ok {
+		return nil, err
 	}
 	return &r, nil
 }
 
 func (c *Config) writeEnvReport(k string, r *agentwire.EnvReport) error {
-	b, _ := json.MarshalIndent(r, "", "  ")
-	return atomicfile.WriteFile(c.envReportPath(k), append(b, '\n'), 0o600)
+	return jsonfile.Write(c.envReportPath(k), r, 0o600)
 }
 
 // loginShell runs script with the user's login shell in dir (Home when
@@ -271,31 +260,17 @@ func (ib *Inbox) env(ctx context.Context, req Request) (*Response, error) {
 	if req.WaitMS < 0 || time.Duration(req.WaitMS)*time.Millisecond > MaxEnvWait {
 		return nil, usagef("wait_ms %d: want 0 to %d", req.WaitMS, MaxEnvWait.Milliseconds())
 	}
-	deadline := time.Now().Add(time.Duration(req.WaitMS) * time.Millisecond)
-	for {
-		ch := ib.changes()
+	return ib.poll(ctx, time.Duration(req.WaitMS)*time.Millisecond, func() (*Response, bool, error) {
 		ib.mu.Lock()
 		running := ib.envRuns[req.Repo]
 		ib.mu.Unlock()
 		rep, err := ib.cfg.readEnvReport(req.Repo)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if rep != nil && !rep.Done && !running {
-			return nil, failedf("the environment step of %s was cut short by an inbox restart; run it again with a new send --prepare", req.Repo)
+			return nil, false, failedf("the environment step of %s was cut short by an inbox restart; run it again with a new send --prepare", req.Repo)
 		}
-		left := time.Until(deadline)
-		if rep == nil || rep.Done || left <= 0 {
-			return &Response{Report: rep}, nil
-		}
-		t := time.NewTimer(left)
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, failedf("the inbox is stopping")
-		}
-		t.Stop()
-	}
+		return &Response{Report: rep}, rep == nil || rep.Done, nil
+	})
 }
