@@ -162,7 +162,7 @@ func offloadExit(s Streams, err error) error {
 	printError(s, oe.Err)
 	printFindings(s.Err, oe.Findings)
 	for _, n := range oe.Next {
-		fmt.Fprintln(s.Err, n)
+		fmt.Fprintln(s.Err, stepLine(n))
 	}
 	return &ExitError{Code: oe.Code}
 }
@@ -210,7 +210,7 @@ func openOffload(env Env) (*offloadEnv, error) {
 	if errors.Is(err, offload.ErrNotRepo) {
 		return nil, &offload.Error{Code: offload.ExitRefused,
 			Findings: []agentwire.Finding{{Check: "git", Outcome: agentwire.Block, Detail: wd + " is not in a git work tree"}},
-			Err:      errors.New("offload and back work on git repositories only"), Next: []string{"cd into the repository, or git init and commit"}}
+			Err:      errors.New("offload and back work on git repositories only"), Next: []offload.Step{{"cd into the repository, or git init and commit"}}}
 	}
 	if err != nil {
 		return nil, err
@@ -231,7 +231,7 @@ func shimCommand() (string, error) {
 		lp, err := exec.LookPath("cocoonbox-ssh")
 		if err != nil {
 			return "", &offload.Error{Code: offload.ExitRefused, Err: errors.New("cocoonbox-ssh is not installed beside cocoonbox or on PATH"),
-				Next: []string{"install the binaries with: make install"}}
+				Next: []offload.Step{{"install the binaries with: make install"}}}
 		}
 		if p, err = filepath.Abs(lp); err != nil {
 			return "", err
@@ -381,7 +381,7 @@ func runHandoverPrompt(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(s.Out, offload.HandoverPrompt(p, kind))
+	fmt.Fprint(s.Out, offload.HandoverPrompt(p, kind, commandLine))
 	return nil
 }
 
@@ -400,7 +400,7 @@ func inFlight(env Env, s Streams) (*flight, error) {
 	}
 	rec, err := oe.store.LoadRecord(oe.repo.Key)
 	if errors.Is(err, offload.ErrNoRecord) {
-		return nil, &offload.Error{Code: offload.ExitFailed, Err: err, Next: []string{"offload it first: cocoonbox offload --kind KIND"}}
+		return nil, &offload.Error{Code: offload.ExitFailed, Err: err, Next: []offload.Step{{"offload it first: ", offload.Command{Verb: offload.VerbOffload, Kind: "KIND"}}}}
 	}
 	if err != nil {
 		return nil, err
@@ -485,7 +485,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	if rd.Status == "stopped" {
 		fmt.Fprintln(s.Err, "cocoonbox: the box CLI session has stopped, so back cannot ask it for its work")
 		for _, n := range offload.StoppedNext() {
-			fmt.Fprintln(s.Err, n)
+			fmt.Fprintln(s.Err, stepLine(n))
 		}
 	}
 	if seen != rec.Seen {

@@ -61,7 +61,7 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	in, ok := s.In.(*os.File)
 	if !ok || !term.IsTerminal(int(in.Fd())) {
 		return &offload.Error{Code: offload.ExitRefused, Err: errors.New("sign-in needs a terminal: the vendor's login is interactive"),
-			Next: []string{"run it in a terminal"}}
+			Next: []offload.Step{{"run it in a terminal"}}}
 	}
 	c, err := env.dial("")
 	if err != nil {
@@ -124,7 +124,7 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	}
 	if st.Error != "" || st.Signal != "" || st.Code != 0 {
 		return &offload.Error{Code: offload.ExitFailed, Err: fmt.Errorf("%s ended with %s", kind.Login(), exitText(st)),
-			Next: []string{fmt.Sprintf("try again: cocoonbox offload sign-in --kind %s --box %s", kind.Name(), o.Box)}}
+			Next: []offload.Step{{"try again: ", offload.Command{Verb: offload.VerbSignIn, Kind: kind.Name(), Box: o.Box}}}}
 	}
 	fmt.Fprintf(s.Err, "cocoonbox: the %s login stays in box %s\n", kind.Title(), o.Box)
 	return nil

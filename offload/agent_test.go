@@ -96,12 +96,12 @@ func TestAgentErrors(t *testing.T) {
 	if e.Error() != "box main refused the offload" {
 		t.Errorf("a refusal says %q, want one line of ours above the findings", e.Error())
 	}
-	if e.Code != ExitRefused || len(e.Next) != 1 || !strings.Contains(e.Next[0], "cocoonbox offload sign-in --kind claude") {
+	if e.Code != ExitRefused || len(e.Next) != 1 || !hasCommand(e.Next[0], Command{Verb: VerbSignIn, Kind: "claude", Box: "main"}) {
 		t.Errorf("a signed-out CLI: %+v", e)
 	}
 	ae.CLI.Version = ""
 	e = o.beginError(err, false).(*Error)
-	if len(e.Next) != 2 || !strings.Contains(e.Next[0], "cocoonbox offload install-cli --kind claude") {
+	if len(e.Next) != 2 || !hasCommand(e.Next[0], Command{Verb: VerbInstallCLI, Kind: "claude", Box: "main"}) {
 		t.Errorf("a missing CLI: %+v", e)
 	}
 

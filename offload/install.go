@@ -72,7 +72,7 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 			viaNPM = true
 		default:
 			return nil, in.failed("download the installer", exitErr(code, nil, &errb),
-				[]string{"check that the box reaches " + hostOf(k.Install().ScriptURL) + ", then run install-cli again"})
+				[]Step{{"check that the box reaches " + hostOf(k.Install().ScriptURL) + ", then run install-cli again"}})
 		}
 	}
 	if viaNPM {
@@ -81,12 +81,12 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 		var out bytes.Buffer
 		code, err := in.Run(ctx, line, nil, in.tee(&out), in.tee(&out))
 		if err != nil || code != 0 {
-			var next []string
+			var next []Step
 			switch {
 			case code == 127:
-				next = append(next, "npm is not on the box's login PATH: install Node.js and npm in the box first")
+				next = append(next, Step{"npm is not on the box's login PATH: install Node.js and npm in the box first"})
 			case npmTLSRE.Match(out.Bytes()):
-				next = append(next, "npm's TLS check failed, as behind a TLS-intercepting proxy: give npm the proxy's CA in the box, cafile=/path/to/ca.pem in ~/.npmrc, or export NODE_EXTRA_CA_CERTS=/path/to/ca.pem in ~/.profile, then run install-cli again")
+				next = append(next, Step{"npm's TLS check failed, as behind a TLS-intercepting proxy: give npm the proxy's CA in the box, cafile=/path/to/ca.pem in ~/.npmrc, or export NODE_EXTRA_CA_CERTS=/path/to/ca.pem in ~/.profile, then run install-cli again"})
 			}
 			return nil, in.failed("npm install "+k.Install().Package, lineErr(code, err, npmLine(out.String())), next)
 		}
@@ -97,7 +97,7 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 	code, err := in.Run(ctx, k.Binary()+" --version", nil, &out, &out)
 	if err != nil || code != 0 {
 		return nil, in.failed("check "+k.Binary()+" --version", exitErr(code, err, &out),
-			[]string{"the installer put " + k.Binary() + " where the box's login shell does not look: add its directory (often ~/.local/bin) to PATH in the box's ~/.profile"})
+			[]Step{{"the installer put " + k.Binary() + " where the box's login shell does not look: add its directory (often ~/.local/bin) to PATH in the box's ~/.profile"}})
 	}
 	res.Version, _, _ = strings.Cut(strings.TrimSpace(out.String()), "\n")
 	return res, nil
@@ -109,7 +109,7 @@ func (in *Installer) logf(format string, args ...any) {
 	}
 }
 
-func (in *Installer) failed(step string, err error, next []string) *Error {
+func (in *Installer) failed(step string, err error, next []Step) *Error {
 	return &Error{Code: ExitFailed, Err: fmt.Errorf("install-cli: %s failed: %v", step, err), Next: next}
 }
 

@@ -52,7 +52,7 @@ type Error struct {
 	// Err says what happened in one line.
 	Err error
 	// Next are the next steps, each one line.
-	Next []string
+	Next []Step
 	// Findings are the preflight findings behind a refusal or a confirm.
 	Findings []agentwire.Finding
 }
@@ -60,7 +60,7 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-func refused(err error, next ...string) *Error {
+func refused(err error, next ...Step) *Error {
 	return &Error{Code: ExitRefused, Err: err, Next: next}
 }
 
@@ -145,19 +145,19 @@ func ReadHandover(st Store, key string) ([]byte, error) {
 	b, err := readLimited(p, handover.Max+1)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, refused(fmt.Errorf("no hand-over at %s", p),
-			"write one there (cocoonbox offload handover-path makes the template), or paste the text of `cocoonbox offload --handover-prompt` into your coding agent")
+			Step{"write one there (", Command{Verb: VerbHandoverPath}, " makes the template), or paste the text of `", Command{Verb: VerbHandoverPrompt}, "` into your coding agent"})
 	}
 	if err != nil {
 		return nil, refused(err)
 	}
 	if bytes.Equal(b, HandoverTemplate()) {
-		return b, refused(fmt.Errorf("the hand-over at %s is still the template", p), "fill in each section, then run offload again")
+		return b, refused(fmt.Errorf("the hand-over at %s is still the template", p), Step{"fill in each section, then run offload again"})
 	}
 	var problems, fix []string
 	if err := handover.Validate(b); err != nil {
 		var he *handover.Error
 		if !errors.As(err, &he) {
-			return b, refused(err, "fix "+p+", then run offload again")
+			return b, refused(err, Step{"fix " + p + ", then run offload again"})
 		}
 		problems = he.Problems()
 	}
@@ -174,7 +174,7 @@ func ReadHandover(st Store, key string) ([]byte, error) {
 		fix = append(fix, "fix "+p)
 	}
 	next := strings.Join(fix, "; ") + "; then run offload again"
-	e := refused(fmt.Errorf("the hand-over at %s is not ready", p), next)
+	e := refused(fmt.Errorf("the hand-over at %s is not ready", p), Step{next})
 	for _, pr := range problems {
 		e.Findings = append(e.Findings, agentwire.Finding{Check: "handover", Outcome: agentwire.Block, Detail: pr})
 	}
@@ -244,10 +244,10 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	rs := settings[r.Key]
 	secrets, err := secretMembers(rs.Secrets, r.Top, o.Home)
 	if err != nil {
-		return nil, refused(err, "fix it, or opt out with: cocoonbox offload secrets remove ENTRY")
+		return nil, refused(err, Step{"fix it, or opt out with: ", Command{Verb: VerbSecretsRemove, Args: []string{"ENTRY"}}})
 	}
 	if err := r.CheckFileSecrets(ctx, rs.Secrets); err != nil {
-		return nil, refused(err, "fix it, or opt out with: cocoonbox offload secrets remove ENTRY")
+		return nil, refused(err, Step{"fix it, or opt out with: ", Command{Verb: VerbSecretsRemove, Args: []string{"ENTRY"}}})
 	}
 
 	// The laptop preflight.
@@ -289,7 +289,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	warns := slices.DeleteFunc(slices.Clone(findings), func(f agentwire.Finding) bool { return f.Outcome == agentwire.Block })
 	env, err := DetectEnvironment(r.Top)
 	if err != nil {
-		return nil, refused(err, "fix it, then run offload again")
+		return nil, refused(err, Step{"fix it, then run offload again"})
 	}
 	if err := r.snapshotReady(ctx); err != nil {
 		return nil, err
@@ -319,7 +319,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 			o.removeCopy(ctx, agent, begin)
 		}
 		return nil, &Error{Code: ExitConfirm, Err: errors.New("the preflight found warnings"), Findings: warns,
-			Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name() + " --yes"}}
+			Next: []Step{{"go ahead anyway with: ", Command{Verb: VerbOffload, Kind: o.Kind.Name(), Yes: true}}}}
 	}
 	res.Warnings = warns
 	t = step("begin", t)
@@ -337,11 +337,11 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		if !errors.As(err, &e) {
 			e = &Error{Code: ExitFailed, Err: err}
 		}
-		next := []string{"nothing changed here; " + o.giveBack(ctx, agent, begin, id)}
+		next := []Step{{"nothing changed here; " + o.giveBack(ctx, agent, begin, id)}}
 		if lock := heldLock(err); lock != "" {
-			next = append(next, fmt.Sprintf("another git process holds %s; when none is running, remove it (rm '%s') and run offload again", lock, lock))
+			next = append(next, say("another git process holds %s; when none is running, remove it (rm '%s') and run offload again", lock, lock))
 		} else {
-			next = append(next, "run offload again when the cause is fixed")
+			next = append(next, Step{"run offload again when the cause is fixed"})
 		}
 		e.Next = append(next, e.Next...)
 		return e
@@ -443,7 +443,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		cancel()
 		if started {
 			return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("send: %w; the box CLI session of offload %s started all the same", err, id),
-				Next: []string{"watch it with: cocoonbox offload inbox --wait 60", "bring it home with: cocoonbox back"}}
+				Next: []Step{{"watch it with: ", Command{Verb: VerbInbox, Wait: 60}}, {"bring it home with: ", cmdBack}}}
 		}
 		return nil, rollback(err)
 	}
@@ -483,9 +483,9 @@ func exitedError(k agentwire.Kind, box string, lines []string, again bool) *Erro
 // a local box served by root runs box commands as the box user `user` only
 // when that account reaches its state directory and binaries
 // (docs/cocoonbox.md "Served by root").
-var rootNext = []string{
-	"see why box commands run as root: cocoonbox localbox status",
-	"serve the local box from a state directory the box user reaches: cocoonbox localbox stop; export XDG_STATE_HOME=/srv/cocoonbox; cocoonbox localbox start (docs/cocoonbox.md \"Served by root\")",
+var rootNext = []Step{
+	{"see why box commands run as root: ", Command{Verb: VerbLocalbox}},
+	{"serve the local box from a state directory the box user reaches: ", Command{Verb: VerbLocalStop}, "; export XDG_STATE_HOME=/srv/cocoonbox; ", Command{Verb: VerbLocalRun}, " (docs/cocoonbox.md \"Served by root\")"},
 }
 
 // refusedRoot reports whether a box CLI's last lines are its refusal to
@@ -502,9 +502,9 @@ func refusedRoot(lines []string) bool {
 
 // stillInBoxNext are the next steps of an offload refused because an
 // earlier one of the repository is in flight.
-var stillInBoxNext = []string{
-	"bring it home first: cocoonbox back",
-	"if its box session has stopped: cocoonbox offload restart starts it again, and cocoonbox offload abandon ends the offload, keeping the box's work in refs",
+var stillInBoxNext = []Step{
+	{"bring it home first: ", cmdBack},
+	{"if its box session has stopped: ", cmdRestart, " starts it again, and ", cmdAbandon, " ends the offload, keeping the box's work in refs"},
 }
 
 // begin picks the copy's name and runs begin. A name another repo's copy
@@ -721,7 +721,7 @@ func (o *Offloader) findBox(ctx context.Context) (box.Box, error) {
 			return b, nil
 		}
 	}
-	return box.Box{}, refused(fmt.Errorf("no box named %s", o.Box), "see your boxes with: cocoonbox boxes list")
+	return box.Box{}, refused(fmt.Errorf("no box named %s", o.Box), Step{"see your boxes with: ", Command{Verb: VerbBoxes}})
 }
 
 func cbdeskVersion(image string) (int, bool) {
@@ -761,10 +761,10 @@ func (o *Offloader) beginError(err error, mine bool) error {
 	if cli := ae.CLI; cli != nil {
 		switch {
 		case cli.Version == "":
-			e.Next = append(e.Next, fmt.Sprintf("install %s in the box: cocoonbox offload install-cli --kind %s --box %s", o.Kind.Title(), k, o.Box))
-			e.Next = append(e.Next, fmt.Sprintf("then sign in there: cocoonbox offload sign-in --kind %s --box %s", k, o.Box))
+			e.Next = append(e.Next, Step{"install " + o.Kind.Title() + " in the box: ", Command{Verb: VerbInstallCLI, Kind: k, Box: o.Box}})
+			e.Next = append(e.Next, Step{"then sign in there: ", Command{Verb: VerbSignIn, Kind: k, Box: o.Box}})
 		case !cli.SignedIn:
-			e.Next = append(e.Next, fmt.Sprintf("sign in to %s in the box: cocoonbox offload sign-in --kind %s --box %s", o.Kind.Title(), k, o.Box))
+			e.Next = append(e.Next, Step{"sign in to " + o.Kind.Title() + " in the box: ", Command{Verb: VerbSignIn, Kind: k, Box: o.Box}})
 		}
 	}
 	checks := map[string]bool{}
@@ -777,12 +777,12 @@ func (o *Offloader) beginError(err error, mine bool) error {
 	case checks["copy"] && mine:
 		// This laptop has no record (Run checked), yet the box holds an
 		// offload of the repository that did not come back.
-		e.Next = append(e.Next, "the box still holds an earlier offload of this repository that this laptop has no record of; end it, keeping its work in refs: cocoonbox offload abandon --box "+o.Box)
+		e.Next = append(e.Next, Step{"the box still holds an earlier offload of this repository that this laptop has no record of; end it, keeping its work in refs: ", Command{Verb: VerbAbandon, Box: o.Box}})
 	case checks["copy"]:
-		e.Next = append(e.Next, "move the directory the finding names out of the way in the box (cocoonbox rsh "+o.Box+" mv …), then offload again")
+		e.Next = append(e.Next, Step{"move the directory the finding names out of the way in the box (", Command{Verb: VerbRsh, Box: o.Box, Args: []string{"mv", "…"}}, "), then offload again"})
 	}
 	if checks["sessions"] {
-		e.Next = append(e.Next, "see them with: cocoonbox offload status --box "+o.Box)
+		e.Next = append(e.Next, Step{"see them with: ", Command{Verb: VerbStatus, Box: o.Box}})
 	}
 	return e
 }
@@ -799,9 +799,9 @@ func only(fs []agentwire.Finding, outcome string) []agentwire.Finding {
 
 // stoppedNext are the ways out of an offload whose box CLI session is not
 // running, so that back cannot ask it for its work.
-var stoppedNext = []string{
-	"start it again from its last hand-over: cocoonbox offload restart",
-	"or end the offload, keeping the box's work in refs here: cocoonbox offload abandon",
+var stoppedNext = []Step{
+	{"start it again from its last hand-over: ", cmdRestart},
+	{"or end the offload, keeping the box's work in refs here: ", cmdAbandon},
 }
 
 // stoppedError is the box's refusal of a message or BACK for want of a
@@ -826,7 +826,7 @@ func MessageError(err error) error {
 
 // StoppedNext are the next steps for an offload whose box CLI session has
 // stopped: restart it, or abandon the offload.
-func StoppedNext() []string { return slices.Clone(stoppedNext) }
+func StoppedNext() []Step { return slices.Clone(stoppedNext) }
 
 // Restart starts the box CLI session of the repository's offload afresh
 // from its last hand-over (contract "Verbs", restart), under the repo's
@@ -840,7 +840,7 @@ func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, erro
 	defer unlock()
 	rec, err := st.LoadRecord(key)
 	if errors.Is(err, ErrNoRecord) {
-		return nil, refused(err, "offload it first: cocoonbox offload --kind KIND")
+		return nil, refused(err, Step{"offload it first: ", Command{Verb: VerbOffload, Kind: "KIND"}})
 	}
 	if err != nil {
 		return nil, err
@@ -854,7 +854,7 @@ func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, erro
 		var ae *AgentError
 		if errors.As(err, &ae) && ae.Refused() {
 			return nil, refused(fmt.Errorf("box %s refused the restart: %s", rec.BoxName, ae.Msg),
-				"if it has no session to restart, end the offload, keeping the box's work in refs here: cocoonbox offload abandon")
+				Step{"if it has no session to restart, end the offload, keeping the box's work in refs here: ", cmdAbandon})
 		}
 		return nil, err
 	}
