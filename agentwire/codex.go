@@ -33,7 +33,7 @@ func (codex) Hooks() map[string]Hook {
 // Launch sets notify to our event line (codex passes the payload as its
 // last argument).
 func (codex) Launch(l Launch) (string, []byte) {
-	argv, _ := json.Marshal(EventArgv(l.Agent, l.Repo, "codex", "notify"))
+	argv, _ := json.Marshal(eventArgv(l.Agent, l.Repo, "codex", "notify"))
 	return fmt.Sprintf("codex --dangerously-bypass-approvals-and-sandbox -c %s \"$(cat %s)\"", l.Quote("notify="+string(argv)), l.Quote(l.PromptPath)), nil
 }
 

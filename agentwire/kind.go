@@ -185,11 +185,11 @@ func ConfirmsPaste(k Kind) bool {
 // EventLine is the command line of a hook that runs `event --hook hook`
 // for kind's session of repo, agent being how it runs cocoonbox-agent.
 func EventLine(agent, repo, kind, hook string) string {
-	return strings.Join(EventArgv(agent, repo, kind, hook), " ")
+	return strings.Join(eventArgv(agent, repo, kind, hook), " ")
 }
 
-// EventArgv is EventLine as words.
-func EventArgv(agent, repo, kind, hook string) []string {
+// eventArgv is EventLine as words.
+func eventArgv(agent, repo, kind, hook string) []string {
 	return append([]string{agent}, Event.Argv(EventRequest{Repo: repo, CLI: kind, Hook: hook})...)
 }
 

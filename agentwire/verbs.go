@@ -173,15 +173,12 @@ type SendRequest struct {
 }
 
 // ReadRequest is read's flags: Since is the last outbox seq seen, Wait
-// the seconds to long-poll (0 to MaxReadWaitSeconds).
+// the seconds to long-poll (0 to 600).
 type ReadRequest struct {
 	Repo  string `flag:"repo" help:"the repo key"`
 	Since int    `flag:"since,always" help:"the last seq already seen"`
 	Wait  int    `flag:"wait" help:"seconds to wait for an entry, at most 600"`
 }
-
-// MaxReadWaitSeconds is the longest read long poll, in seconds.
-const MaxReadWaitSeconds = 600
 
 // RepoRequest is the flags of a verb that takes only the repo key:
 // status (where it is optional), end, wipe-secrets and restart.
