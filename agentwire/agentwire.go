@@ -183,3 +183,47 @@ type Environment struct {
 	// Lockfiles are the lockfiles present, relative to the top.
 	Lockfiles []string `json:"lockfiles"`
 }
+
+// PostResult is post's JSON line: Status is posted, or ready for back.
+type PostResult struct {
+	OK     bool   `json:"ok"`
+	Seq    int    `json:"seq"`
+	Status string `json:"status"`
+}
+
+// EnvResult is env's JSON line with --json; Report is null when no
+// environment step ran.
+type EnvResult struct {
+	OK     bool       `json:"ok"`
+	Report *EnvReport `json:"report"`
+}
+
+// EnvReport is a repo's environment report: per tool what is wanted and
+// from where, what is installed, and its state; then each lockfile fetch.
+type EnvReport struct {
+	Done        bool         `json:"done"`
+	StartedAtMS int64        `json:"started_at_ms"`
+	EndedAtMS   int64        `json:"ended_at_ms,omitempty"`
+	Tools       []ToolReport `json:"tools"`
+	Lockfiles   []LockReport `json:"lockfiles"`
+	Error       string       `json:"error,omitempty"`
+}
+
+// ToolReport is one tool of an EnvReport; State is ready, missing or
+// failed.
+type ToolReport struct {
+	Tool      string `json:"tool"`
+	Wanted    string `json:"wanted"`
+	Source    string `json:"source"`
+	Installed string `json:"installed"`
+	State     string `json:"state"`
+	Detail    string `json:"detail,omitempty"`
+}
+
+// LockReport is one lockfile fetch; State is done, failed or skipped.
+type LockReport struct {
+	File    string `json:"file"`
+	Command string `json:"command"`
+	State   string `json:"state"`
+	Detail  string `json:"detail,omitempty"`
+}

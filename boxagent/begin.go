@@ -3,30 +3,14 @@ package boxagent
 import (
 	"encoding/json"
 	"errors"
-	"github.com/cocoonbox/cocoonbox/agentwire"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
 )
-
-// Finding is one preflight finding (agentwire.Finding).
-type Finding = agentwire.Finding
-
-// CLIInfo is what begin learned of the kind's CLI in the box
-// (agentwire.CLIInfo).
-type CLIInfo = agentwire.CLIInfo
-
-// BeginOptions are begin's flags.
-type BeginOptions struct {
-	Repo, Name, Kind, ID string
-	NoRepo               bool
-}
-
-// BeginResult is begin's JSON line (agentwire.BeginResult).
-type BeginResult = agentwire.BeginResult
 
 // probeTimeout bounds each preflight probe of a CLI.
 const probeTimeout = 20 * time.Second
@@ -34,7 +18,7 @@ const probeTimeout = 20 * time.Second
 // Begin is the box half of the preflight; without a block it takes the
 // copy for the offload id, records the name and makes the copy's
 // directory.
-func (c *Config) Begin(o BeginOptions) (*BeginResult, error) {
+func (c *Config) Begin(o agentwire.BeginRequest) (*agentwire.BeginResult, error) {
 	if err := checkKey(o.Repo); err != nil {
 		return nil, err
 	}
@@ -48,9 +32,9 @@ func (c *Config) Begin(o BeginOptions) (*BeginResult, error) {
 		return nil, err
 	}
 	dir := c.copyDir(o.Name)
-	findings := []Finding{}
+	findings := []agentwire.Finding{}
 	block := func(check, detail string) {
-		findings = append(findings, Finding{Check: check, Outcome: "block", Detail: detail})
+		findings = append(findings, agentwire.Finding{Check: check, Outcome: "block", Detail: detail})
 	}
 
 	c.logf("checking the box's tools")
@@ -61,7 +45,7 @@ func (c *Config) Begin(o BeginOptions) (*BeginResult, error) {
 		block("box_tools", "missing on the box's login PATH: "+strings.Join(missing, ", "))
 	}
 
-	c.logf("checking %s in the box", cliBinary(o.Kind))
+	c.logf("checking %s in the box", agentwire.KindOf(o.Kind).Binary())
 	cli, cliFindings := c.probeCLI(o.Kind)
 	findings = append(findings, cliFindings...)
 
@@ -109,14 +93,14 @@ func (c *Config) Begin(o BeginOptions) (*BeginResult, error) {
 
 	for _, f := range findings {
 		if f.Outcome == "block" {
-			return nil, &Error{Code: CodeRefused, Err: errors.New(f.Check + ": " + f.Detail), Findings: findings, CLI: cli}
+			return nil, &Error{Code: agentwire.CodeRefused, Err: errors.New(f.Check + ": " + f.Detail), Findings: findings, CLI: cli}
 		}
 	}
 	if cli.HooksBlocked != nil && *cli.HooksBlocked != "" {
-		findings = append(findings, Finding{Check: "hooks", Outcome: "warn", Detail: *cli.HooksBlocked + " turns off our hooks: statuses will not come through"})
+		findings = append(findings, agentwire.Finding{Check: "hooks", Outcome: "warn", Detail: *cli.HooksBlocked + " turns off our hooks: statuses will not come through"})
 	}
 
-	res := &BeginResult{OK: true, Dir: dir, Copy: state, Refs: map[string]string{}, CLI: cli, Ignored: []string{}, Findings: findings}
+	res := &agentwire.BeginResult{OK: true, Dir: dir, Copy: state, Refs: map[string]string{}, CLI: cli, Ignored: []string{}, Findings: findings}
 	if state != CopyAbsent && !o.NoRepo && !c.isRepo(dir) {
 		// An offload that failed before its history came (rsync brings
 		// .git without objects) leaves a copy that is no repository: it
@@ -155,42 +139,28 @@ var emailRE = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}
 // probeCLI checks the kind's CLI on the login PATH: installed, its
 // version, signed in and as whom. Only an email address is ever taken from
 // its output, so no key it prints can reach ours.
-func (c *Config) probeCLI(kind string) (*CLIInfo, []Finding) {
-	bin := cliBinary(kind)
-	info := &CLIInfo{Kind: kind}
-	var findings []Finding
-	if kind == KindClaude {
-		h := c.hooksBlocked()
+func (c *Config) probeCLI(kind string) (*agentwire.CLIInfo, []agentwire.Finding) {
+	k := agentwire.KindOf(kind)
+	bin := k.Binary()
+	info := &agentwire.CLIInfo{Kind: kind}
+	var findings []agentwire.Finding
+	if files := k.HookSettings(c.Home); files != nil {
+		h := hooksBlocked(files)
 		info.HooksBlocked = &h
 	}
 	if out, err := c.loginShell(probeTimeout, "", "command -v "+bin); err != nil || strings.TrimSpace(out) == "" {
-		return info, []Finding{{Check: "box_cli", Outcome: "block", Detail: bin + " is not installed in the box"}}
+		return info, []agentwire.Finding{{Check: "box_cli", Outcome: "block", Detail: bin + " is not installed in the box"}}
 	}
 	if out, err := c.loginShell(probeTimeout, "", bin+" --version"); err == nil {
 		info.Version, _, _ = strings.Cut(strings.TrimSpace(out), "\n")
 	} else {
-		return info, []Finding{{Check: "box_cli", Outcome: "block", Detail: bin + " --version failed in the box: " + err.Error()}}
+		return info, []agentwire.Finding{{Check: "box_cli", Outcome: "block", Detail: bin + " --version failed in the box: " + err.Error()}}
 	}
-	var status string
-	switch kind {
-	case KindClaude:
-		status = "claude auth status"
-	case KindCodex:
-		status = "codex login status"
-	default:
-		status = "cursor-agent status"
-	}
-	out, err := c.loginShell(probeTimeout, "", status+" 2>&1")
+	out, err := c.loginShell(probeTimeout, "", k.SignInStatus()+" 2>&1")
 	info.SignedIn = err == nil
-	if kind == KindClaude {
-		var st struct {
-			LoggedIn *bool  `json:"loggedIn"`
-			Email    string `json:"email"`
-		}
-		if json.Unmarshal([]byte(out), &st) == nil && st.LoggedIn != nil {
-			info.SignedIn = info.SignedIn && *st.LoggedIn
-			info.Account = st.Email
-		}
+	if in, account := k.ReadSignIn(out); in != nil {
+		info.SignedIn = info.SignedIn && *in
+		info.Account = account
 	}
 	if low := strings.ToLower(out); strings.Contains(low, "not logged in") || strings.Contains(low, "not signed in") {
 		info.SignedIn = false
@@ -199,22 +169,17 @@ func (c *Config) probeCLI(kind string) (*CLIInfo, []Finding) {
 		info.Account = emailRE.FindString(out)
 	}
 	if !info.SignedIn {
-		findings = append(findings, Finding{Check: "box_cli", Outcome: "block", Detail: bin + " is signed out in the box"})
+		findings = append(findings, agentwire.Finding{Check: "box_cli", Outcome: "block", Detail: bin + " is signed out in the box"})
 	}
-	if kind == KindCursor {
-		findings = append(findings, Finding{Check: "box_cli", Outcome: "block", Detail: "cursor-agent sessions are not supported by this box's agent yet"})
+	if k.Unsupported() != "" {
+		findings = append(findings, agentwire.Finding{Check: "box_cli", Outcome: "block", Detail: bin + " sessions are not supported by this box's agent yet"})
 	}
 	return info, findings
 }
 
-// hooksBlocked is the first of claude's settings files that sets
+// hooksBlocked is the first of files (a kind's HookSettings) that sets
 // allowManagedHooksOnly or disableAllHooks, else "".
-func (c *Config) hooksBlocked() string {
-	files := []string{"/etc/claude-code/managed-settings.json"}
-	d, _ := filepath.Glob("/etc/claude-code/managed-settings.d/*")
-	sort.Strings(d)
-	files = append(files, d...)
-	files = append(files, filepath.Join(c.Home, ".claude", "remote-settings.json"), filepath.Join(c.Home, ".claude", "settings.json"))
+func hooksBlocked(files []string) string {
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {

@@ -14,19 +14,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
-)
-
-// Error codes of a verb's JSON line (contract "Verbs"), with their exit
-// statuses.
-const (
-	CodeUsage   = agentwire.CodeUsage   // exit 2: a bad flag or argument
-	CodeRefused = agentwire.CodeRefused // exit 3: refused, nothing changed
-	CodeFailed  = agentwire.CodeFailed  // exit 1: failed, rolled back as stated
-	CodeInbox   = agentwire.CodeInbox   // exit 4: the inbox is not running
 )
 
 // Error is a verb's failure: Code is one of the Code* constants. Findings
@@ -34,8 +26,8 @@ const (
 type Error struct {
 	Code     string
 	Err      error
-	Findings []Finding
-	CLI      *CLIInfo
+	Findings []agentwire.Finding
+	CLI      *agentwire.CLIInfo
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
@@ -45,26 +37,26 @@ func (e *Error) Unwrap() error { return e.Err }
 // refused 3, inbox 4, anything else 1.
 func (e *Error) ExitCode() int {
 	switch e.Code {
-	case CodeUsage:
+	case agentwire.CodeUsage:
 		return 2
-	case CodeRefused:
+	case agentwire.CodeRefused:
 		return 3
-	case CodeInbox:
+	case agentwire.CodeInbox:
 		return 4
 	}
 	return 1
 }
 
 func usagef(format string, a ...any) *Error {
-	return &Error{Code: CodeUsage, Err: fmt.Errorf(format, a...)}
+	return &Error{Code: agentwire.CodeUsage, Err: fmt.Errorf(format, a...)}
 }
 
 func refusedf(format string, a ...any) *Error {
-	return &Error{Code: CodeRefused, Err: fmt.Errorf(format, a...)}
+	return &Error{Code: agentwire.CodeRefused, Err: fmt.Errorf(format, a...)}
 }
 
 func failedf(format string, a ...any) *Error {
-	return &Error{Code: CodeFailed, Err: fmt.Errorf(format, a...)}
+	return &Error{Code: agentwire.CodeFailed, Err: fmt.Errorf(format, a...)}
 }
 
 // asError makes err an *Error, code failed unless it is one already.
@@ -75,7 +67,7 @@ func asError(err error) *Error {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e
 	}
-	return &Error{Code: CodeFailed, Err: err}
+	return &Error{Code: agentwire.CodeFailed, Err: err}
 }
 
 // Config is where the box half finds things. In a real box Home is
@@ -132,13 +124,6 @@ func (c *Config) repoDir(k string) string    { return filepath.Join(c.OffloadDir
 func (c *Config) copyDir(name string) string { return filepath.Join(c.Workspace, name) }
 func (c *Config) stageDir(k string) string   { return filepath.Join(c.repoDir(k), "stage") }
 
-// Kinds of box CLI.
-const (
-	KindClaude = "claude"
-	KindCodex  = "codex"
-	KindCursor = "cursor"
-)
-
 // Session statuses (contract "Box CLI in tmux").
 const (
 	StatusWorking = "working"
@@ -188,13 +173,15 @@ func checkKey(k string) error {
 }
 
 func checkKind(kind string) error {
-	switch kind {
-	case KindClaude, KindCodex, KindCursor:
-		return nil
-	case "":
-		return usagef("--kind is required: claude, codex or cursor")
+	names := agentwire.KindNames()
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	switch {
+	case kind == "":
+		return usagef("--kind is required: %s", want)
+	case agentwire.KindNamed(kind) == nil:
+		return usagef("bad kind %q: want %s", kind, want)
 	}
-	return usagef("bad kind %q: want claude, codex or cursor", kind)
+	return nil
 }
 
 func checkID(id string) error {
@@ -208,14 +195,6 @@ func checkID(id string) error {
 }
 
 func nowMS() int64 { return time.Now().UnixMilli() }
-
-// cliBinary is the command a kind runs as.
-func cliBinary(kind string) string {
-	if kind == KindCursor {
-		return "cursor-agent"
-	}
-	return kind
-}
 
 // SessionName is the tmux session of repo key k's CLI of kind.
 func SessionName(k, kind string) string { return "cb-off-" + k + "-" + kind }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
 )
 
 type member struct {
@@ -158,7 +160,7 @@ func TestPresetCodex(t *testing.T) {
 			if tt.in != "" {
 				os.WriteFile(p, []byte(tt.in), 0o600)
 			}
-			if err := presetCodex(p, dir); err != nil {
+			if err := writeTrust(agentwire.KindOf("codex"), p, dir, ""); err != nil {
 				t.Fatal(err)
 			}
 			got, _ := os.ReadFile(p)
@@ -172,7 +174,7 @@ func TestPresetCodex(t *testing.T) {
 func TestPresetClaude(t *testing.T) {
 	p := filepath.Join(t.TempDir(), ".claude.json")
 	os.WriteFile(p, []byte(`{"theme":"dark","projects":{"/x":{"allowedTools":["a"]}}}`), 0o600)
-	if err := presetClaude(p, "/workspace/app", ""); err != nil {
+	if err := writeTrust(agentwire.KindOf("claude"), p, "/workspace/app", ""); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(p)
@@ -187,7 +189,7 @@ func TestPresetClaude(t *testing.T) {
 	// A key in the box's environment is approved (its last 20 characters,
 	// as claude's dialog records a Yes), once.
 	for range 2 {
-		if err := presetClaude(p, "/workspace/app", "point-key-0123456789"); err != nil {
+		if err := writeTrust(agentwire.KindOf("claude"), p, "/workspace/app", "point-key-0123456789"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -199,7 +201,7 @@ func TestPresetClaude(t *testing.T) {
 		t.Errorf("customApiKeyResponses = %+v (%v):\n%s", doc.R, err, got)
 	}
 	os.WriteFile(p, []byte(`not json`), 0o600)
-	if err := presetClaude(p, "/workspace/app", ""); err == nil {
+	if err := writeTrust(agentwire.KindOf("claude"), p, "/workspace/app", ""); err == nil {
 		t.Error("a broken .claude.json was overwritten")
 	}
 	if b, _ := os.ReadFile(p); string(b) != "not json" {
@@ -243,8 +245,8 @@ func TestNames(t *testing.T) {
 	if got := misePin("node-lts"); got != "MISE_NODE_LTS_VERSION" {
 		t.Errorf("misePin = %q", got)
 	}
-	if got := claudeProjectDir("/workspace/my.app"); got != "-workspace-my-app" {
-		t.Errorf("claudeProjectDir = %q", got)
+	if got := filepath.Base(agentwire.KindOf("claude").TranscriptDir("/h", "/workspace/my.app")); got != "-workspace-my-app" {
+		t.Errorf("claude's transcript dir = %q", got)
 	}
 	if got := shellQuote("it's"); got != `'it'\''s'` {
 		t.Errorf("shellQuote = %s", got)
@@ -260,7 +262,7 @@ func TestInboxWatchAndPost(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(run) })
 	cfg := &Config{Home: filepath.Join(dir, "home"), Workspace: filepath.Join(dir, "ws"), RunDir: run, Shell: "/bin/sh", Environ: os.Environ()}
 	os.MkdirAll(filepath.Join(cfg.Workspace, "app"), 0o755)
-	if err := cfg.writeRecord(&record{Repo: "k1", Name: "app", Dir: filepath.Join(cfg.Workspace, "app"), CLI: KindClaude, OffloadID: "o1", Status: StatusStopped}); err != nil {
+	if err := cfg.writeRecord(&record{Repo: "k1", Name: "app", Dir: filepath.Join(cfg.Workspace, "app"), CLI: "claude", OffloadID: "o1", Status: StatusStopped}); err != nil {
 		t.Fatal(err)
 	}
 	ib := NewInbox(cfg)

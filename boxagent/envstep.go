@@ -2,11 +2,10 @@ package boxagent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cocoonbox/cocoonbox/agentwire"
 	"io"
 	"io/fs"
 	"os"
@@ -16,41 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/agentwire"
+	"github.com/cocoonbox/cocoonbox/internal/jsonfile"
 )
-
-// envFile is env.json, written by the laptop packer (agentwire.Environment).
-type envFile = agentwire.Environment
-
-// EnvReport is a repo's environment report: per tool what is wanted and
-// from where, what is installed, and its state; then each lockfile fetch.
-type EnvReport struct {
-	Done        bool         `json:"done"`
-	StartedAtMS int64        `json:"started_at_ms"`
-	EndedAtMS   int64        `json:"ended_at_ms,omitempty"`
-	Tools       []ToolReport `json:"tools"`
-	Lockfiles   []LockReport `json:"lockfiles"`
-	Error       string       `json:"error,omitempty"`
-}
-
-// ToolReport is one tool of an EnvReport; State is ready, missing or
-// failed.
-type ToolReport struct {
-	Tool      string `json:"tool"`
-	Wanted    string `json:"wanted"`
-	Source    string `json:"source"`
-	Installed string `json:"installed"`
-	State     string `json:"state"`
-	Detail    string `json:"detail,omitempty"`
-}
-
-// LockReport is one lockfile fetch; State is done, failed or skipped.
-type LockReport struct {
-	File    string `json:"file"`
-	Command string `json:"command"`
-	State   string `json:"state"`
-	Detail  string `json:"detail,omitempty"`
-}
 
 // MaxEnvWait is the longest the env verb waits for the environment step.
 const MaxEnvWait = 900 * time.Second
@@ -62,37 +29,26 @@ func (c *Config) envReportPath(k string) string {
 	return filepath.Join(c.repoDir(k), "env-report.json")
 }
 
-func (c *Config) readEnvFile(k string) (*envFile, error) {
-	b, err := os.ReadFile(filepath.Join(c.repoDir(k), "env.json"))
-	if err != nil {
-		return nil, err
-	}
-	var e envFile
-	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, fmt.Errorf("env.json: %w", err)
+// readEnvFile returns k's env.json; no file is an error too.
+func (c *Config) readEnvFile(k string) (*agentwire.Environment, error) {
+	var e agentwire.Environment
+	if ok, err := jsonfile.Read(filepath.Join(c.repoDir(k), "env.json"), &e); !ok {
+		return nil, cmp.Or(err, fs.ErrNotExist)
 	}
 	return &e, nil
 }
 
 // readEnvReport returns k's report, nil when no step ran.
-func (c *Config) readEnvReport(k string) (*EnvReport, error) {
-	b, err := os.ReadFile(c.envReportPath(k))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+func (c *Config) readEnvReport(k string) (*agentwire.EnvReport, error) {
+	var r agentwire.EnvReport
+	if ok, err := jsonfile.Read(c.envReportPath(k), &r); !ok {
 		return nil, err
-	}
-	var r EnvReport
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("env-report.json: %w", err)
 	}
 	return &r, nil
 }
 
-func (c *Config) writeEnvReport(k string, r *EnvReport) error {
-	b, _ := json.MarshalIndent(r, "", "  ")
-	return atomicfile.WriteFile(c.envReportPath(k), append(b, '\n'), 0o600)
+func (c *Config) writeEnvReport(k string, r *agentwire.EnvReport) error {
+	return jsonfile.Write(c.envReportPath(k), r, 0o600)
 }
 
 // loginShell runs script with the user's login shell in dir (Home when
@@ -154,9 +110,9 @@ func (ib *Inbox) startEnv(r *record) {
 
 // runEnv is the environment step: each tool through mise, then each
 // lockfile's fetch. Its output goes to env.log.
-func (ib *Inbox) runEnv(k, dir string, e *envFile) {
+func (ib *Inbox) runEnv(k, dir string, e *agentwire.Environment) {
 	c := ib.cfg
-	rep := &EnvReport{StartedAtMS: nowMS(), Tools: []ToolReport{}, Lockfiles: []LockReport{}}
+	rep := &agentwire.EnvReport{StartedAtMS: nowMS(), Tools: []agentwire.ToolReport{}, Lockfiles: []agentwire.LockReport{}}
 	c.writeEnvReport(k, rep)
 	logf, err := os.OpenFile(filepath.Join(c.repoDir(k), "env.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -181,7 +137,7 @@ func (ib *Inbox) runEnv(k, dir string, e *envFile) {
 	}
 	sort.Strings(names)
 	for _, t := range names {
-		tr := ToolReport{Tool: t, Wanted: tools[t], Source: toolSource(dir, t, e.Files)}
+		tr := agentwire.ToolReport{Tool: t, Wanted: tools[t], Source: toolSource(dir, t, e.Files)}
 		spec := shellQuote(t + "@" + tools[t])
 		switch {
 		case !hasMise:
@@ -199,7 +155,7 @@ func (ib *Inbox) runEnv(k, dir string, e *envFile) {
 		c.writeEnvReport(k, rep)
 	}
 	for _, f := range e.Lockfiles {
-		lr := LockReport{File: f, Command: lockCommand(f)}
+		lr := agentwire.LockReport{File: f, Command: lockCommand(f)}
 		switch {
 		case lr.Command == "":
 			lr.State, lr.Detail = "skipped", "no fetch command known for it"
@@ -304,31 +260,17 @@ func (ib *Inbox) env(ctx context.Context, req Request) (*Response, error) {
 	if req.WaitMS < 0 || time.Duration(req.WaitMS)*time.Millisecond > MaxEnvWait {
 		return nil, usagef("wait_ms %d: want 0 to %d", req.WaitMS, MaxEnvWait.Milliseconds())
 	}
-	deadline := time.Now().Add(time.Duration(req.WaitMS) * time.Millisecond)
-	for {
-		ch := ib.changes()
+	return ib.poll(ctx, time.Duration(req.WaitMS)*time.Millisecond, func() (*Response, bool, error) {
 		ib.mu.Lock()
 		running := ib.envRuns[req.Repo]
 		ib.mu.Unlock()
 		rep, err := ib.cfg.readEnvReport(req.Repo)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if rep != nil && !rep.Done && !running {
-			return nil, failedf("the environment step of %s was cut short by an inbox restart; run it again with a new send --prepare", req.Repo)
+			return nil, false, failedf("the environment step of %s was cut short by an inbox restart; run it again with a new send --prepare", req.Repo)
 		}
-		left := time.Until(deadline)
-		if rep == nil || rep.Done || left <= 0 {
-			return &Response{Report: rep}, nil
-		}
-		t := time.NewTimer(left)
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, failedf("the inbox is stopping")
-		}
-		t.Stop()
-	}
+		return &Response{Report: rep}, rep == nil || rep.Done, nil
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
 )
 
 // HandoverTemplate is the hand-over template, as the first prompt gives it
@@ -102,7 +104,7 @@ func backInstruction(handoverOut string, extra string) string {
 
 // envShort is env.json in one line: tools and versions, lockfiles.
 func envShort(b []byte) string {
-	var e envFile
+	var e agentwire.Environment
 	if len(b) == 0 || json.Unmarshal(b, &e) != nil {
 		return "none"
 	}

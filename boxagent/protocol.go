@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 	"net"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
 )
 
 // Request is one line to the inbox (contract "Inbox"): Op is send, post,
@@ -38,15 +39,15 @@ type Request struct {
 // Response is the inbox's answer line. Code is invalid, refused or failed
 // when OK is false.
 type Response struct {
-	OK       bool       `json:"ok"`
-	Code     string     `json:"code,omitempty"`
-	Error    string     `json:"error,omitempty"`
-	Seq      int        `json:"seq,omitempty"`
-	Delivery string     `json:"delivery,omitempty"`
-	Entries  []Entry    `json:"entries,omitempty"`
-	Status   string     `json:"status,omitempty"`
-	Sessions []Session  `json:"sessions,omitempty"`
-	Report   *EnvReport `json:"report,omitempty"`
+	OK       bool                 `json:"ok"`
+	Code     string               `json:"code,omitempty"`
+	Error    string               `json:"error,omitempty"`
+	Seq      int                  `json:"seq,omitempty"`
+	Delivery string               `json:"delivery,omitempty"`
+	Entries  []agentwire.Entry    `json:"entries,omitempty"`
+	Status   string               `json:"status,omitempty"`
+	Sessions []agentwire.Session  `json:"sessions,omitempty"`
+	Report   *agentwire.EnvReport `json:"report,omitempty"`
 }
 
 // Inbox error codes.
@@ -55,12 +56,6 @@ const (
 	inboxRefused = "refused"
 	inboxFailed  = "failed"
 )
-
-// Entry is one outbox entry: a post of the box agent (agentwire.Entry).
-type Entry = agentwire.Entry
-
-// Session is one repo's line of status (agentwire.Session).
-type Session = agentwire.Session
 
 // WatchLine is one line of the watch op: an outbox entry (Entry and Seq
 // set) or a status change (both unset). Never a body.
@@ -90,7 +85,7 @@ func (c *Config) dial() (net.Conn, error) {
 			return conn, nil
 		}
 		if !(errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED)) || time.Now().After(deadline) {
-			return nil, &Error{Code: CodeInbox, Err: fmt.Errorf("the inbox is not running (%s)", p)}
+			return nil, &Error{Code: agentwire.CodeInbox, Err: fmt.Errorf("the inbox is not running (%s)", p)}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -109,24 +104,24 @@ func (c *Config) call(req Request) (*Response, error) {
 		return nil, err
 	}
 	if _, err := conn.Write(append(b, '\n')); err != nil {
-		return nil, &Error{Code: CodeInbox, Err: fmt.Errorf("the inbox closed the connection: %v", err)}
+		return nil, &Error{Code: agentwire.CodeInbox, Err: fmt.Errorf("the inbox closed the connection: %v", err)}
 	}
 	sc := bufio.NewScanner(conn)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	if !sc.Scan() {
-		return nil, &Error{Code: CodeInbox, Err: errors.New("the inbox closed the connection without an answer")}
+		return nil, &Error{Code: agentwire.CodeInbox, Err: errors.New("the inbox closed the connection without an answer")}
 	}
 	var resp Response
 	if err := json.Unmarshal(sc.Bytes(), &resp); err != nil {
 		return nil, fmt.Errorf("the inbox's answer: %w", err)
 	}
 	if !resp.OK {
-		code := CodeFailed
+		code := agentwire.CodeFailed
 		switch resp.Code {
 		case inboxInvalid:
-			code = CodeUsage
+			code = agentwire.CodeUsage
 		case inboxRefused:
-			code = CodeRefused
+			code = agentwire.CodeRefused
 		}
 		return nil, &Error{Code: code, Err: errors.New(resp.Error)}
 	}
@@ -154,10 +149,10 @@ func appendLine(path string, v any) error {
 }
 
 // readOutbox returns k's outbox entries after seq since.
-func (c *Config) readOutbox(k string, since int) ([]Entry, error) {
+func (c *Config) readOutbox(k string, since int) ([]agentwire.Entry, error) {
 	f, err := os.Open(c.outboxPath(k))
 	if errors.Is(err, os.ErrNotExist) {
-		return []Entry{}, nil
+		return []agentwire.Entry{}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -165,9 +160,9 @@ func (c *Config) readOutbox(k string, since int) ([]Entry, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
-	out := []Entry{}
+	out := []agentwire.Entry{}
 	for sc.Scan() {
-		var e Entry
+		var e agentwire.Entry
 		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Seq > since {
 			out = append(out, e)
 		}

@@ -1,7 +1,6 @@
 package boxagent
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/flock"
+	"github.com/cocoonbox/cocoonbox/internal/jsonfile"
 )
 
 // record is a repo key's session record, <offload dir>/<K>/session.json.
@@ -86,16 +86,9 @@ func (c *Config) recordPath(k string) string { return filepath.Join(c.repoDir(k)
 
 // readRecord returns k's record, or nil when there is none.
 func (c *Config) readRecord(k string) (*record, error) {
-	b, err := os.ReadFile(c.recordPath(k))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("read %s: %w", c.recordPath(k), err)
+	if ok, err := jsonfile.Read(c.recordPath(k), &r); !ok {
+		return nil, err
 	}
 	return &r, nil
 }
@@ -104,11 +97,7 @@ func (c *Config) writeRecord(r *record) error {
 	if err := os.MkdirAll(c.repoDir(r.Repo), 0o700); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(c.recordPath(r.Repo), append(b, '\n'), 0o600)
+	return jsonfile.Write(c.recordPath(r.Repo), r, 0o600)
 }
 
 // lock takes an exclusive flock on path (created 0600) and returns its
@@ -175,15 +164,8 @@ func (c *Config) records() ([]*record, error) {
 // index is <offload dir>/index.json: repo key → name.
 func (c *Config) readIndex() (map[string]string, error) {
 	idx := map[string]string{}
-	b, err := os.ReadFile(filepath.Join(c.OffloadDir(), "index.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return idx, nil
-	}
-	if err != nil {
+	if _, err := jsonfile.Read(filepath.Join(c.OffloadDir(), "index.json"), &idx); err != nil {
 		return nil, err
-	}
-	if err := json.Unmarshal(b, &idx); err != nil {
-		return nil, fmt.Errorf("read index.json: %w", err)
 	}
 	return idx, nil
 }
@@ -208,8 +190,7 @@ func (c *Config) updateShared(f func(idx map[string]string)) error {
 	}
 	if f != nil {
 		f(idx)
-		b, _ := json.MarshalIndent(idx, "", "  ")
-		if err := atomicfile.WriteFile(filepath.Join(c.OffloadDir(), "index.json"), append(b, '\n'), 0o600); err != nil {
+		if err := jsonfile.Write(filepath.Join(c.OffloadDir(), "index.json"), idx, 0o600); err != nil {
 			return err
 		}
 	}

@@ -15,15 +15,6 @@ import (
 	"time"
 )
 
-// SendOptions are the flags of send with a stream.
-type SendOptions struct {
-	Repo, Kind, ID  string
-	Prepare, NoRepo bool
-}
-
-// SendResult is send's JSON line (agentwire.SendResult).
-type SendResult = agentwire.SendResult
-
 // AcceptWait is how long send waits for the CLI to take its first prompt.
 const AcceptWait = 30 * time.Second
 
@@ -31,7 +22,7 @@ const AcceptWait = 30 * time.Second
 // r. Before the inbox accepts the session, a failure wipes the repo's
 // secrets, empties stage/ and releases the copy; a refused stream changes
 // nothing.
-func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
+func (c *Config) Send(o agentwire.SendRequest, r io.Reader) (*agentwire.SendResult, error) {
 	if err := checkKey(o.Repo); err != nil {
 		return nil, err
 	}
@@ -53,7 +44,7 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 	case rec.running():
 		return nil, refusedf("a session of %s runs in this box", o.Repo)
 	}
-	res := &SendResult{OK: true, TimingsMS: map[string]int64{}}
+	res := &agentwire.SendResult{OK: true, TimingsMS: map[string]int64{}}
 	t0 := time.Now()
 	step := func(name string) {
 		res.TimingsMS[name] = time.Since(t0).Milliseconds()
@@ -72,7 +63,7 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 	if err != nil {
 		os.RemoveAll(incoming)
 		if se, ok := errors.AsType[*StreamError](err); ok {
-			return nil, &Error{Code: CodeRefused, Err: se}
+			return nil, &Error{Code: agentwire.CodeRefused, Err: se}
 		}
 		return nil, c.releaseAfter(o.Repo, err)
 	}
@@ -82,7 +73,7 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 	}
 	step("read")
 
-	fail := func(err error) (*SendResult, error) {
+	fail := func(err error) (*agentwire.SendResult, error) {
 		os.RemoveAll(incoming)
 		return nil, c.releaseAfter(o.Repo, err)
 	}
@@ -186,7 +177,7 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 	p := promptInput{Dir: dir, HandoverOut: filepath.Join(c.repoDir(o.Repo), "handover.md"), Base: base, Env: st.EnvJSON, Handover: st.Handover}
 	c.attachments(dir, &p)
 	start := nowMS()
-	c.logf("starting %s", cliBinary(o.Kind))
+	c.logf("starting %s", agentwire.KindOf(o.Kind).Binary())
 	resp, err := c.call(Request{Op: "send", Repo: o.Repo, Name: rec.Name, CLI: o.Kind, OffloadID: o.ID, Body: composePrompt(p), Start: true})
 	if err != nil {
 		return fail(err)
@@ -194,7 +185,7 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 	res.Delivery, res.Tmux = resp.Delivery, SessionName(o.Repo, o.Kind)
 	step("start")
 
-	c.logf("waiting for %s to take the prompt", cliBinary(o.Kind))
+	c.logf("waiting for %s to take the prompt", agentwire.KindOf(o.Kind).Binary())
 	res.Accepted = c.waitAccepted(o.Repo, start)
 	if !res.Accepted {
 		if s, err := c.sessions(o.Repo); err == nil && len(s) == 1 && s[0].Status == StatusStopped {
@@ -208,20 +199,20 @@ func (c *Config) Send(o SendOptions, r io.Reader) (*SendResult, error) {
 }
 
 // checkMembers checks that the stream carried what the flags say it must.
-func checkMembers(st *stream, o SendOptions) error {
+func checkMembers(st *stream, o agentwire.SendRequest) error {
 	if !o.Prepare {
 		if st.Handover == nil {
 			return refusedf("send stream: no handover.md")
 		}
 		if err := handover.Validate(st.Handover); err != nil {
-			return &Error{Code: CodeRefused, Err: err}
+			return &Error{Code: agentwire.CodeRefused, Err: err}
 		}
 	}
 	if !o.NoRepo {
 		if st.EnvJSON == nil {
 			return refusedf("send stream: no env.json")
 		}
-		var e envFile
+		var e agentwire.Environment
 		if err := json.Unmarshal(st.EnvJSON, &e); err != nil || e.V != 1 {
 			return refusedf("send stream: env.json is not a version 1 environment")
 		}
@@ -312,7 +303,7 @@ func (c *Config) placeSecrets(k, dir, incoming string, entries []string) error {
 	for _, e := range entries {
 		if rel, ok := secretRepoPath(e); ok {
 			if err := plainParents(dir, rel); err != nil {
-				return &Error{Code: CodeRefused, Err: err}
+				return &Error{Code: agentwire.CodeRefused, Err: err}
 			}
 		}
 	}
@@ -344,7 +335,7 @@ func (c *Config) placeSecrets(k, dir, incoming string, entries []string) error {
 			return err
 		}
 		if err := plainParents(dir, rel); err != nil {
-			return &Error{Code: CodeRefused, Err: err}
+			return &Error{Code: agentwire.CodeRefused, Err: err}
 		}
 		os.Remove(link)
 		if err := os.Symlink(filepath.Join(final, secretFile(e)), link); err != nil {
@@ -375,20 +366,9 @@ func (c *Config) wipeSecrets(k string, incomingToo bool) {
 	}
 }
 
-// MessageOptions are the flags of send --message / --back.
-type MessageOptions struct {
-	Repo      string
-	Back      bool
-	Interrupt bool
-}
-
-// MessageResult is the JSON line of send --message / --back
-// (agentwire.MessageResult).
-type MessageResult = agentwire.MessageResult
-
 // SendMessage hands a message, or BACK, read from r to the repo's running
 // session through the inbox.
-func (c *Config) SendMessage(o MessageOptions, r io.Reader) (*MessageResult, error) {
+func (c *Config) SendMessage(o agentwire.SendRequest, r io.Reader) (*agentwire.MessageResult, error) {
 	if err := checkKey(o.Repo); err != nil {
 		return nil, err
 	}
@@ -406,5 +386,5 @@ func (c *Config) SendMessage(o MessageOptions, r io.Reader) (*MessageResult, err
 	if err != nil {
 		return nil, err
 	}
-	return &MessageResult{OK: true, Seq: resp.Seq, Delivery: resp.Delivery}, nil
+	return &agentwire.MessageResult{OK: true, Seq: resp.Seq, Delivery: resp.Delivery}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
@@ -303,11 +304,7 @@ func (c *Config) endCLI(session, kind string, grace time.Duration) {
 	// The exit command is typed only to a program that holds the terminal,
 	// never to the login shell.
 	if foreground(shell) != 0 {
-		exit := "/exit"
-		if kind == KindCodex {
-			exit = "/quit"
-		}
-		c.tmuxType(session, exit)
+		c.tmuxType(session, agentwire.KindOf(kind).ExitCommand())
 		// A CLI exits within a few hundred ms, which back waits for (beside
 		// its merge): look often; a look reads a few /proc files.
 		deadline := time.Now().Add(grace)

@@ -13,12 +13,9 @@ import (
 	"time"
 )
 
-// ReadResult is read's JSON line (agentwire.ReadResult).
-type ReadResult = agentwire.ReadResult
-
 // Read returns the repo's outbox entries after seq since; wait long-polls
 // up to MaxReadWait for one.
-func (c *Config) Read(k string, since int, wait time.Duration) (*ReadResult, error) {
+func (c *Config) Read(k string, since int, wait time.Duration) (*agentwire.ReadResult, error) {
 	if err := checkKey(k); err != nil {
 		return nil, err
 	}
@@ -32,18 +29,15 @@ func (c *Config) Read(k string, since int, wait time.Duration) (*ReadResult, err
 	if err != nil {
 		return nil, err
 	}
-	res := &ReadResult{OK: true, Entries: resp.Entries, Status: resp.Status}
+	res := &agentwire.ReadResult{OK: true, Entries: resp.Entries, Status: resp.Status}
 	if res.Entries == nil {
-		res.Entries = []Entry{}
+		res.Entries = []agentwire.Entry{}
 	}
 	return res, nil
 }
 
-// StatusResult is status's JSON line (agentwire.StatusResult).
-type StatusResult = agentwire.StatusResult
-
 // Status lists the box's sessions, or repo k's.
-func (c *Config) Status(k string) (*StatusResult, error) {
+func (c *Config) Status(k string) (*agentwire.StatusResult, error) {
 	if k != "" {
 		if err := checkKey(k); err != nil {
 			return nil, err
@@ -53,26 +47,19 @@ func (c *Config) Status(k string) (*StatusResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &StatusResult{OK: true, Sessions: resp.Sessions}
+	res := &agentwire.StatusResult{OK: true, Sessions: resp.Sessions}
 	if res.Sessions == nil {
-		res.Sessions = []Session{}
+		res.Sessions = []agentwire.Session{}
 	}
 	return res, nil
 }
-
-// OKResult is the JSON line of a verb that reports nothing more
-// (agentwire.OKResult).
-type OKResult = agentwire.OKResult
-
-// EndResult is end's JSON line (agentwire.EndResult).
-type EndResult = agentwire.EndResult
 
 // EndGrace is how long end waits for the CLI to exit before SIGTERM.
 const EndGrace = 10 * time.Second
 
 // End ends the repo's CLI (/exit, /quit for codex, SIGTERM after
 // EndGrace), wipes its secrets and marks the copy returned.
-func (c *Config) End(k string) (*EndResult, error) {
+func (c *Config) End(k string) (*agentwire.EndResult, error) {
 	if err := checkKey(k); err != nil {
 		return nil, err
 	}
@@ -101,11 +88,11 @@ func (c *Config) End(k string) (*EndResult, error) {
 	}
 	// The inbox tells its watchers; it may be down, which changes nothing.
 	c.call(Request{Op: "rescan"})
-	return &EndResult{OK: true, Copy: r.copyState()}, nil
+	return &agentwire.EndResult{OK: true, Copy: r.copyState()}, nil
 }
 
 // WipeSecrets removes the repo's secrets now.
-func (c *Config) WipeSecrets(k string) (*OKResult, error) {
+func (c *Config) WipeSecrets(k string) (*agentwire.OKResult, error) {
 	if err := checkKey(k); err != nil {
 		return nil, err
 	}
@@ -122,15 +109,12 @@ func (c *Config) WipeSecrets(k string) (*OKResult, error) {
 	if _, err := os.Stat(c.SecretsDir(k)); err == nil {
 		return nil, failedf("the secrets of %s are still in %s", k, c.SecretsDir(k))
 	}
-	return &OKResult{OK: true}, nil
+	return &agentwire.OKResult{OK: true}, nil
 }
-
-// RestartResult is restart's JSON line (agentwire.RestartResult).
-type RestartResult = agentwire.RestartResult
 
 // Restart asks the inbox to start the repo's CLI afresh from its last
 // hand-over.
-func (c *Config) Restart(k string) (*RestartResult, error) {
+func (c *Config) Restart(k string) (*agentwire.RestartResult, error) {
 	if err := checkKey(k); err != nil {
 		return nil, err
 	}
@@ -140,7 +124,7 @@ func (c *Config) Restart(k string) (*RestartResult, error) {
 		return nil, err
 	}
 	// As for send: a CLI that refuses to run is reported, never "started".
-	res := &RestartResult{OK: true, Delivery: resp.Delivery}
+	res := &agentwire.RestartResult{OK: true, Delivery: resp.Delivery}
 	res.Accepted = c.waitAccepted(k, start)
 	if s, err := c.sessions(k); err == nil && len(s) == 1 && !res.Accepted && s[0].Status == StatusStopped {
 		res.Exited, res.ExitLines = true, s[0].ExitLines
@@ -148,17 +132,10 @@ func (c *Config) Restart(k string) (*RestartResult, error) {
 	return res, nil
 }
 
-// PostResult is post's JSON line: Status is posted, or ready for back.
-type PostResult struct {
-	OK     bool   `json:"ok"`
-	Seq    int    `json:"seq"`
-	Status string `json:"status"`
-}
-
 // Post adds an outbox entry of kind progress, question or back with the
 // body read from r. Progress and back must be complete hand-overs; back
 // first makes S' as refs/cocoonbox/back/<offload id> in the copy.
-func (c *Config) Post(k, kind string, r io.Reader) (*PostResult, error) {
+func (c *Config) Post(k, kind string, r io.Reader) (*agentwire.PostResult, error) {
 	if err := checkKey(k); err != nil {
 		return nil, err
 	}
@@ -168,12 +145,12 @@ func (c *Config) Post(k, kind string, r io.Reader) (*PostResult, error) {
 	}
 	if kind != "question" {
 		if err := handover.Validate(body); err != nil {
-			return nil, &Error{Code: CodeRefused, Err: err}
+			return nil, &Error{Code: agentwire.CodeRefused, Err: err}
 		}
 	} else if len(body) > handover.Max {
 		return nil, usagef("the question is over %d KiB", handover.Max>>10)
 	}
-	res := &PostResult{OK: true, Status: "posted"}
+	res := &agentwire.PostResult{OK: true, Status: "posted"}
 	if kind == "back" {
 		rec, err := c.readRecord(k)
 		if err != nil {
@@ -199,16 +176,9 @@ func (c *Config) Post(k, kind string, r io.Reader) (*PostResult, error) {
 	return res, nil
 }
 
-// EnvResult is env's JSON line with --json; Report is null when no
-// environment step ran.
-type EnvResult struct {
-	OK     bool       `json:"ok"`
-	Report *EnvReport `json:"report"`
-}
-
 // Env returns the repo's environment report: through the inbox, waiting
 // up to MaxEnvWait for the step to end, or as it stands with noWait.
-func (c *Config) Env(k string, noWait bool) (*EnvResult, error) {
+func (c *Config) Env(k string, noWait bool) (*agentwire.EnvResult, error) {
 	if err := checkKey(k); err != nil {
 		return nil, err
 	}
@@ -217,7 +187,7 @@ func (c *Config) Env(k string, noWait bool) (*EnvResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &EnvResult{OK: true, Report: rep}, nil
+		return &agentwire.EnvResult{OK: true, Report: rep}, nil
 	}
 	resp, err := c.call(Request{Op: "env", Repo: k, WaitMS: MaxEnvWait.Milliseconds()})
 	if err != nil {
@@ -226,11 +196,11 @@ func (c *Config) Env(k string, noWait bool) (*EnvResult, error) {
 	if resp.Report != nil && !resp.Report.Done {
 		return nil, failedf("the environment step of %s did not end within %v", k, MaxEnvWait)
 	}
-	return &EnvResult{OK: true, Report: resp.Report}, nil
+	return &agentwire.EnvResult{OK: true, Report: resp.Report}, nil
 }
 
 // FormatEnv is the report as text for the box agent.
-func FormatEnv(k string, r *EnvReport) string {
+func FormatEnv(k string, r *agentwire.EnvReport) string {
 	if r == nil {
 		return "no environment step for " + k + "\n"
 	}
@@ -262,7 +232,7 @@ func FormatEnv(k string, r *EnvReport) string {
 
 // Event hands a hook's report to the inbox: payload is the hook's JSON
 // (stdin for claude, the last argument for codex's notify).
-func (c *Config) Event(k, cli, hook string, payload []byte) (*OKResult, error) {
+func (c *Config) Event(k, cli, hook string, payload []byte) (*agentwire.OKResult, error) {
 	if err := checkKey(k); err != nil {
 		return nil, err
 	}
@@ -282,7 +252,7 @@ func (c *Config) Event(k, cli, hook string, payload []byte) (*OKResult, error) {
 	if _, err := c.call(Request{Op: "event", Repo: k, CLI: cli, Hook: hook, Payload: raw}); err != nil {
 		return nil, err
 	}
-	return &OKResult{OK: true}, nil
+	return &agentwire.OKResult{OK: true}, nil
 }
 
 // Serve runs the inbox until ctx ends.

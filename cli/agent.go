@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cocoonbox/cocoonbox/agentwire"
 	"io"
 	"os"
 	"os/signal"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/boxagent"
 	"github.com/cocoonbox/cocoonbox/internal/version"
 	"github.com/cocoonbox/cocoonbox/relay"
@@ -42,7 +42,7 @@ func Agent(args []string, env Env, s Streams) int {
 		return ExitOK
 	}
 	// Errors cobra found before a verb ran: unknown verbs and flags.
-	a.fail(&boxagent.Error{Code: boxagent.CodeUsage, Err: err})
+	a.fail(&boxagent.Error{Code: agentwire.CodeUsage, Err: err})
 	return a.code
 }
 
@@ -95,7 +95,7 @@ func (a *agentRun) result(v any, err error) error {
 func (a *agentRun) fail(err error) error {
 	e, ok := errors.AsType[*boxagent.Error](err)
 	if !ok {
-		e = &boxagent.Error{Code: boxagent.CodeFailed, Err: err}
+		e = &boxagent.Error{Code: agentwire.CodeFailed, Err: err}
 	}
 	msg := strings.ReplaceAll(e.Error(), "\n", "; ")
 	a.line(agentwire.Failure{Code: e.Code, Error: msg, Findings: e.Findings, CLI: e.CLI})
@@ -140,175 +140,95 @@ and out of the box and talk to its inbox; each prints one JSON line.
 	root.SetOut(a.s.Out)
 	root.SetErr(a.s.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
+	var names []string
+	for _, v := range agentwire.Verbs() {
+		names = append(names, v.Name)
+	}
 	off := &cobra.Command{
 		Use:   "offload",
-		Short: "Offload verbs: begin, send, read, status, end, wipe-secrets, restart, post, env, event, serve",
+		Short: "Offload verbs: " + strings.Join(names, ", "),
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return a.fail(usage(fmt.Sprintf("unknown verb %q; see: cocoonbox-agent offload --help", args[0])))
 			}
-			return a.fail(usage("give a verb: begin, send, read, status, end, wipe-secrets, restart, post, env, event or serve; see: cocoonbox-agent offload --help"))
+			return a.fail(usage("give a verb: " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1] + "; see: cocoonbox-agent offload --help"))
 		},
 	}
 	root.AddCommand(off)
+	off.AddCommand(agentVerbs(a)...)
+	root.AddCommand(newAgentRelay(a))
+	return root
+}
+
+// agentVerbs are the offload verbs' commands, one per verb of
+// agentwire's table, each with what it runs.
+func agentVerbs(a *agentRun) []*cobra.Command {
 	cfg := a.cfg
-	var repo string
-	repoFlag := func(c *cobra.Command, def string) {
-		c.Flags().StringVar(&repo, "repo", "", "the repo key"+def)
-	}
 	// post and env run in the box CLI's session, which names its repo.
-	repoOrEnv := func() string {
+	repoOrEnv := func(repo string) string {
 		if repo == "" {
 			return a.env.Getenv("COCOONBOX_OFFLOAD_REPO")
 		}
 		return repo
 	}
-
-	var bo boxagent.BeginOptions
-	begin := &cobra.Command{
-		Use:   "begin --repo K --name N --kind C --id ID [--no-repo]",
-		Short: "The box half of the preflight; take the copy for the offload",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			bo.Repo = repo
-			return a.result(cfg.Begin(bo))
-		},
-	}
-	repoFlag(begin, "")
-	begin.Flags().StringVar(&bo.Name, "name", "", "the copy's directory name in the workspace")
-	begin.Flags().StringVar(&bo.Kind, "kind", "", "the box CLI: claude, codex or cursor")
-	begin.Flags().StringVar(&bo.ID, "id", "", "the offload id")
-	begin.Flags().BoolVar(&bo.NoRepo, "no-repo", false, "no repository travels")
-
-	var so boxagent.SendOptions
-	var mo boxagent.MessageOptions
-	var message bool
-	send := &cobra.Command{
-		Use:   "send --repo K --kind C --id ID [--prepare] [--no-repo] < stream\n  send --repo K (--message | --back) [--interrupt] < text",
-		Short: "Take a send stream and start the box CLI, or hand a message or BACK to it",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			if message || mo.Back {
-				if message && mo.Back {
-					return a.fail(usage("--message and --back exclude each other"))
+	return []*cobra.Command{
+		agentVerb(a, agentwire.Begin, func(r *agentwire.BeginRequest, _ []string) (any, error) {
+			return cfg.Begin(*r)
+		}),
+		agentVerb(a, agentwire.Send, func(r *agentwire.SendRequest, _ []string) (any, error) {
+			if r.Message || r.Back {
+				if r.Message && r.Back {
+					return nil, usage("--message and --back exclude each other")
 				}
-				if so.Kind != "" || so.ID != "" || so.Prepare || so.NoRepo {
-					return a.fail(usage("--message and --back take no --kind, --id, --prepare or --no-repo"))
+				if r.Kind != "" || r.ID != "" || r.Prepare || r.NoRepo {
+					return nil, usage("--message and --back take no --kind, --id, --prepare or --no-repo")
 				}
-				mo.Repo = repo
-				return a.result(cfg.SendMessage(mo, a.s.In))
+				return cfg.SendMessage(*r, a.s.In)
 			}
-			if mo.Interrupt {
-				return a.fail(usage("--interrupt goes with --message or --back"))
+			if r.Interrupt {
+				return nil, usage("--interrupt goes with --message or --back")
 			}
-			so.Repo = repo
-			return a.result(cfg.Send(so, a.s.In))
-		},
-	}
-	repoFlag(send, "")
-	send.Flags().StringVar(&so.Kind, "kind", "", "the box CLI: claude, codex or cursor")
-	send.Flags().StringVar(&so.ID, "id", "", "the offload id")
-	send.Flags().BoolVar(&so.Prepare, "prepare", false, "stop before the trust preset; run only the environment step")
-	send.Flags().BoolVar(&so.NoRepo, "no-repo", false, "no repository travels")
-	send.Flags().BoolVar(&message, "message", false, "send stdin as a message to the running session")
-	send.Flags().BoolVar(&mo.Back, "back", false, "send BACK (and stdin, if any) to the running session")
-	send.Flags().BoolVar(&mo.Interrupt, "interrupt", false, "press Esc first, then deliver at once")
-
-	var since int
-	var waitS, noWait, asJSON = 0, false, false
-	read := &cobra.Command{
-		Use:   "read --repo K [--since N] [--wait S]",
-		Short: "Outbox entries after seq N; --wait long-polls up to S (at most 600) seconds",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return a.result(cfg.Read(repo, since, time.Duration(waitS)*time.Second))
-		},
-	}
-	repoFlag(read, "")
-	read.Flags().IntVar(&since, "since", 0, "the last seq already seen")
-	read.Flags().IntVar(&waitS, "wait", 0, "seconds to wait for an entry, at most 600")
-
-	status := &cobra.Command{
-		Use:   "status [--repo K]",
-		Short: "The box's sessions",
-		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return a.result(cfg.Status(repo)) },
-	}
-	repoFlag(status, "")
-
-	end := &cobra.Command{
-		Use:   "end --repo K",
-		Short: "End the CLI, wipe the secrets, mark the copy returned",
-		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return a.result(cfg.End(repo)) },
-	}
-	repoFlag(end, "")
-
-	wipe := &cobra.Command{
-		Use:   "wipe-secrets --repo K",
-		Short: "Remove the repo's secrets now",
-		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return a.result(cfg.WipeSecrets(repo)) },
-	}
-	repoFlag(wipe, "")
-
-	restart := &cobra.Command{
-		Use:   "restart --repo K",
-		Short: "Start the repo's CLI afresh from its last hand-over",
-		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return a.result(cfg.Restart(repo)) },
-	}
-	repoFlag(restart, "")
-
-	var progress, question, back bool
-	post := &cobra.Command{
-		Use:   "post (--progress | --question | --back) [--repo K] < body",
-		Short: "Add an outbox entry (the box agent's report)",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+			return cfg.Send(*r, a.s.In)
+		}),
+		agentVerb(a, agentwire.Read, func(r *agentwire.ReadRequest, _ []string) (any, error) {
+			return cfg.Read(r.Repo, r.Since, time.Duration(r.Wait)*time.Second)
+		}),
+		agentVerb(a, agentwire.Status, func(r *agentwire.RepoRequest, _ []string) (any, error) {
+			return cfg.Status(r.Repo)
+		}),
+		agentVerb(a, agentwire.End, func(r *agentwire.RepoRequest, _ []string) (any, error) {
+			return cfg.End(r.Repo)
+		}),
+		agentVerb(a, agentwire.WipeSecrets, func(r *agentwire.RepoRequest, _ []string) (any, error) {
+			return cfg.WipeSecrets(r.Repo)
+		}),
+		agentVerb(a, agentwire.Restart, func(r *agentwire.RepoRequest, _ []string) (any, error) {
+			return cfg.Restart(r.Repo)
+		}),
+		agentVerb(a, agentwire.Post, func(r *agentwire.PostRequest, _ []string) (any, error) {
 			var kinds []string
-			for k, on := range map[string]bool{"progress": progress, "question": question, "back": back} {
+			for k, on := range map[string]bool{"progress": r.Progress, "question": r.Question, "back": r.Back} {
 				if on {
 					kinds = append(kinds, k)
 				}
 			}
 			if len(kinds) != 1 {
-				return a.fail(usage("give exactly one of --progress, --question and --back"))
+				return nil, usage("give exactly one of --progress, --question and --back")
 			}
-			return a.result(cfg.Post(repoOrEnv(), kinds[0], a.s.In))
-		},
-	}
-	repoFlag(post, " (default: $COCOONBOX_OFFLOAD_REPO)")
-	post.Flags().BoolVar(&progress, "progress", false, "a progress hand-over")
-	post.Flags().BoolVar(&question, "question", false, "a question for the user")
-	post.Flags().BoolVar(&back, "back", false, "the final hand-over; makes S'")
-
-	envCmd := &cobra.Command{
-		Use:   "env [--repo K] [--no-wait] [--json]",
-		Short: "Wait for the environment step and print its report",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			repo = repoOrEnv()
-			res, err := cfg.Env(repo, noWait)
-			if err != nil || asJSON {
-				return a.result(res, err)
+			return cfg.Post(repoOrEnv(r.Repo), kinds[0], a.s.In)
+		}),
+		agentVerb(a, agentwire.Env, func(r *agentwire.EnvRequest, _ []string) (any, error) {
+			repo := repoOrEnv(r.Repo)
+			res, err := cfg.Env(repo, r.NoWait)
+			if err != nil || r.JSON {
+				return res, err
 			}
-			a.printed, a.code = true, ExitOK
+			a.printed = true
 			io.WriteString(a.s.Out, boxagent.FormatEnv(repo, res.Report))
-			return nil
-		},
-	}
-	repoFlag(envCmd, " (default: $COCOONBOX_OFFLOAD_REPO)")
-	envCmd.Flags().BoolVar(&noWait, "no-wait", false, "print the report as it stands, without the inbox")
-	envCmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON line")
-
-	var cliKind, hook string
-	event := &cobra.Command{
-		Use:   "event --repo K --cli C --hook NAME [PAYLOAD] < payload",
-		Short: "A hook's report for the inbox (run by the box CLI)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+			return res, nil
+		}),
+		agentVerb(a, agentwire.Event, func(r *agentwire.EventRequest, args []string) (any, error) {
 			var payload []byte
 			if len(args) == 1 {
 				// codex's notify passes its JSON as the last argument.
@@ -316,39 +236,44 @@ and out of the box and talk to its inbox; each prints one JSON line.
 			} else if f, ok := a.s.In.(*os.File); !ok || !isTerminal(f) {
 				var err error
 				if payload, err = io.ReadAll(io.LimitReader(a.s.In, 1<<20)); err != nil {
-					return a.fail(err)
+					return nil, err
 				}
 			}
-			return a.result(cfg.Event(repo, cliKind, hook, payload))
-		},
-	}
-	repoFlag(event, "")
-	event.Flags().StringVar(&cliKind, "cli", "", "the CLI kind")
-	event.Flags().StringVar(&hook, "hook", "", "the hook's name")
-
-	serve := &cobra.Command{
-		Use:   "serve",
-		Short: "Run the inbox (the box's service; the local box starts it)",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+			return cfg.Event(r.Repo, r.CLI, r.Hook, payload)
+		}),
+		agentVerb(a, agentwire.Serve, func(*agentwire.ServeRequest, []string) (any, error) {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			if err := cfg.Serve(ctx); err != nil {
-				return a.fail(err)
+				return nil, err
 			}
-			return a.result(boxagent.OKResult{OK: true}, nil)
+			return agentwire.OKResult{OK: true}, nil
+		}),
+	}
+}
+
+// agentVerb is verb v's command: its flags bound to a request from v's
+// table, and run's answer (or error) printed as the one JSON line.
+func agentVerb[Req any](a *agentRun, v agentwire.Verb[Req], run func(req *Req, args []string) (any, error)) *cobra.Command {
+	var req Req
+	c := &cobra.Command{
+		Use:   v.Use,
+		Short: v.Short,
+		Args:  cobra.NoArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return a.result(run(&req, args))
 		},
 	}
-	off.AddCommand(begin, send, read, status, end, wipe, restart, post, envCmd, event, serve)
-	root.AddCommand(newAgentRelay(a))
-	for _, c := range off.Commands() {
-		c.Flags().SortFlags = false
+	if v.MaxArgs > 0 {
+		c.Args = cobra.MaximumNArgs(v.MaxArgs)
 	}
-	return root
+	v.Bind(c.Flags(), &req)
+	c.Flags().SortFlags = false
+	return c
 }
 
 func usage(msg string) error {
-	return &boxagent.Error{Code: boxagent.CodeUsage, Err: errors.New(msg)}
+	return &boxagent.Error{Code: agentwire.CodeUsage, Err: errors.New(msg)}
 }
 
 // newAgentRelay is `cocoonbox-agent relay [--ready] HOST PORT`, the box

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
@@ -161,12 +162,12 @@ func offloadExit(s Streams, err error) error {
 	printError(s, oe.Err)
 	printFindings(s.Err, oe.Findings)
 	for _, n := range oe.Next {
-		fmt.Fprintln(s.Err, n)
+		fmt.Fprintln(s.Err, stepLine(n))
 	}
 	return &ExitError{Code: oe.Code}
 }
 
-func printFindings(w io.Writer, fs []offload.Finding) {
+func printFindings(w io.Writer, fs []agentwire.Finding) {
 	for _, f := range fs {
 		fmt.Fprintf(w, "  %-7s %s: %s\n", f.Outcome, f.Check, f.Detail)
 	}
@@ -208,8 +209,8 @@ func openOffload(env Env) (*offloadEnv, error) {
 	r, err := offload.OpenRepo(context.Background(), wd, env.Environ)
 	if errors.Is(err, offload.ErrNotRepo) {
 		return nil, &offload.Error{Code: offload.ExitRefused,
-			Findings: []offload.Finding{{Check: "git", Outcome: offload.Block, Detail: wd + " is not in a git work tree"}},
-			Err:      errors.New("offload and back work on git repositories only"), Next: []string{"cd into the repository, or git init and commit"}}
+			Findings: []agentwire.Finding{{Check: "git", Outcome: agentwire.Block, Detail: wd + " is not in a git work tree"}},
+			Err:      errors.New("offload and back work on git repositories only"), Next: []offload.Step{{"cd into the repository, or git init and commit"}}}
 	}
 	if err != nil {
 		return nil, err
@@ -230,7 +231,7 @@ func shimCommand() (string, error) {
 		lp, err := exec.LookPath("cocoonbox-ssh")
 		if err != nil {
 			return "", &offload.Error{Code: offload.ExitRefused, Err: errors.New("cocoonbox-ssh is not installed beside cocoonbox or on PATH"),
-				Next: []string{"install the binaries with: make install"}}
+				Next: []offload.Step{{"install the binaries with: make install"}}}
 		}
 		if p, err = filepath.Abs(lp); err != nil {
 			return "", err
@@ -300,9 +301,9 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		total += t.D
 		parts = append(parts, fmt.Sprintf("%s %.1f", t.Step, t.D.Seconds()))
 	}
-	who := kind.Title
+	who := kind.Title()
 	if cli := res.Begin.CLI; cli != nil {
-		who = kind.Named(cli.Version)
+		who = agentwire.Named(kind, cli.Version)
 		if cli.Account != "" {
 			who += ", signed in as " + cli.Account
 		}
@@ -380,7 +381,7 @@ func runHandoverPrompt(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(s.Out, offload.HandoverPrompt(p, kind))
+	fmt.Fprint(s.Out, offload.HandoverPrompt(p, kind, commandLine))
 	return nil
 }
 
@@ -399,7 +400,7 @@ func inFlight(env Env, s Streams) (*flight, error) {
 	}
 	rec, err := oe.store.LoadRecord(oe.repo.Key)
 	if errors.Is(err, offload.ErrNoRecord) {
-		return nil, &offload.Error{Code: offload.ExitFailed, Err: err, Next: []string{"offload it first: cocoonbox offload --kind KIND"}}
+		return nil, &offload.Error{Code: offload.ExitFailed, Err: err, Next: []offload.Step{{"offload it first: ", offload.Command{Verb: offload.VerbOffload, Kind: "KIND"}}}}
 	}
 	if err != nil {
 		return nil, err
@@ -484,7 +485,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	if rd.Status == "stopped" {
 		fmt.Fprintln(s.Err, "cocoonbox: the box CLI session has stopped, so back cannot ask it for its work")
 		for _, n := range offload.StoppedNext() {
-			fmt.Fprintln(s.Err, n)
+			fmt.Fprintln(s.Err, stepLine(n))
 		}
 	}
 	if seen != rec.Seen {
@@ -569,13 +570,13 @@ func runSecrets(env Env, s Streams, op string, args []string) error {
 
 // kindFlag is the --kind of a verb that needs one: missing or unknown is
 // a usage error naming the kinds.
-func kindFlag(name string) (offload.Kind, error) {
+func kindFlag(name string) (agentwire.Kind, error) {
 	if name == "" {
-		return offload.Kind{}, &UsageError{fmt.Errorf("--kind is required: %s", strings.Join(offload.KindNames(), ", "))}
+		return nil, &UsageError{fmt.Errorf("--kind is required: %s", strings.Join(offload.KindNames(), ", "))}
 	}
 	kind, err := offload.LookupKind(name)
 	if err != nil {
-		return offload.Kind{}, &UsageError{err}
+		return nil, &UsageError{err}
 	}
 	return kind, nil
 }
@@ -613,7 +614,7 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 		return err
 	}
 	fmt.Fprintf(s.Out, "installed %s in box %s (%s); now sign in: cocoonbox offload sign-in --kind %s --box %s\n",
-		kind.Named(res.Version), o.Box, map[string]string{"npm": "from npm", "installer": "with its installer"}[res.Via], kind.Name, o.Box)
+		agentwire.Named(kind, res.Version), o.Box, map[string]string{"npm": "from npm", "installer": "with its installer"}[res.Via], kind.Name(), o.Box)
 	return nil
 }
 

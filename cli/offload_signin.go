@@ -61,7 +61,7 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	in, ok := s.In.(*os.File)
 	if !ok || !term.IsTerminal(int(in.Fd())) {
 		return &offload.Error{Code: offload.ExitRefused, Err: errors.New("sign-in needs a terminal: the vendor's login is interactive"),
-			Next: []string{"run it in a terminal"}}
+			Next: []offload.Step{{"run it in a terminal"}}}
 	}
 	c, err := env.dial("")
 	if err != nil {
@@ -73,7 +73,7 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		cols, rows = 80, 24
 	}
-	fmt.Fprintf(s.Err, "cocoonbox: %s in box %s (~. disconnects)\r\n", kind.Login, o.Box)
+	fmt.Fprintf(s.Err, "cocoonbox: %s in box %s (~. disconnects)\r\n", kind.Login(), o.Box)
 	old, err := term.MakeRaw(fd)
 	if err != nil {
 		return err
@@ -99,7 +99,7 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 		}
 	}()
 	var opener sync.WaitGroup
-	out := &linkOpener{w: s.Out, msg: s.Err, finder: &offload.LinkFinder{Hosts: kind.Hosts}, wg: &opener,
+	out := &linkOpener{w: s.Out, msg: s.Err, finder: &offload.LinkFinder{Hosts: kind.Hosts()}, wg: &opener,
 		browser: auth.HasBrowser(runtime.GOOS, env.Getenv),
 		open: func(link string) error {
 			return auth.Launch(link, env.Getenv, offload.HostEnv(env.Environ, false))
@@ -107,7 +107,7 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	st, err := c.Exec(ctx, &box.Command{
 		Box: o.Box,
 		// A login shell, whose PATH has the installer's ~/.local/bin.
-		Line:    `exec "${SHELL:-/bin/sh}" -lc ` + offload.ShellQuote(kind.Login),
+		Line:    `exec "${SHELL:-/bin/sh}" -lc ` + offload.ShellQuote(kind.Login()),
 		TTY:     &box.TTY{Term: env.Getenv("TERM"), Rows: uint32(rows), Cols: uint32(cols)},
 		Stdin:   stdin,
 		Stdout:  out,
@@ -123,10 +123,10 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 		return err
 	}
 	if st.Error != "" || st.Signal != "" || st.Code != 0 {
-		return &offload.Error{Code: offload.ExitFailed, Err: fmt.Errorf("%s ended with %s", kind.Login, exitText(st)),
-			Next: []string{fmt.Sprintf("try again: cocoonbox offload sign-in --kind %s --box %s", kind.Name, o.Box)}}
+		return &offload.Error{Code: offload.ExitFailed, Err: fmt.Errorf("%s ended with %s", kind.Login(), exitText(st)),
+			Next: []offload.Step{{"try again: ", offload.Command{Verb: offload.VerbSignIn, Kind: kind.Name(), Box: o.Box}}}}
 	}
-	fmt.Fprintf(s.Err, "cocoonbox: the %s login stays in box %s\n", kind.Title, o.Box)
+	fmt.Fprintf(s.Err, "cocoonbox: the %s login stays in box %s\n", kind.Title(), o.Box)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/boxagent"
 )
 
@@ -56,5 +57,5 @@ func agentPlatform(goos string) error {
 	if goos != "windows" {
 		return nil
 	}
-	return &boxagent.Error{Code: boxagent.CodeRefused, Err: fmt.Errorf("the box half of offload runs in Linux boxes, not on Windows")}
+	return &boxagent.Error{Code: agentwire.CodeRefused, Err: fmt.Errorf("the box half of offload runs in Linux boxes, not on Windows")}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/box"
 )
 
@@ -83,7 +84,7 @@ func (a *Abandoner) Run(ctx context.Context) (*AbandonResult, error) {
 	}
 	if !hasBox(bs, boxName) {
 		if rec == nil {
-			return nil, refused(fmt.Errorf("no box named %s", boxName), "see your boxes with: cocoonbox boxes list")
+			return nil, refused(fmt.Errorf("no box named %s", boxName), Step{"see your boxes with: ", Command{Verb: VerbBoxes}})
 		}
 		res.ID, res.Gone = rec.ID, "box "+boxName+" no longer exists"
 		return res, a.Store.removeRecordOf(r.Key, rec.ID)
@@ -91,9 +92,9 @@ func (a *Abandoner) Run(ctx context.Context) (*AbandonResult, error) {
 	agent := &Agent{Exec: a.Client, Box: boxName}
 	ss, err := agent.Status(ctx, r.Key)
 	if err != nil {
-		return nil, &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed; run cocoonbox offload abandon again when the box answers"}}
+		return nil, &Error{Code: ExitFailed, Err: err, Next: []Step{{"nothing changed; run ", cmdAbandon, " again when the box answers"}}}
 	}
-	var s *Session
+	var s *agentwire.Session
 	for i := range ss {
 		if ss[i].Repo == r.Key {
 			s = &ss[i]
@@ -107,7 +108,7 @@ func (a *Abandoner) Run(ctx context.Context) (*AbandonResult, error) {
 	running := s != nil && s.Copy == "busy"
 	if running && !a.Yes {
 		return nil, &Error{Code: ExitConfirm, Err: fmt.Errorf("the box CLI session of this offload is still running (%s)", s.Status),
-			Next: []string{"bring its work home with: cocoonbox back", "or end it anyway, keeping its work in refs: cocoonbox offload abandon --yes"}}
+			Next: []Step{{"bring its work home with: ", cmdBack}, {"or end it anyway, keeping its work in refs: ", Command{Verb: VerbAbandon, Yes: true}}}}
 	}
 	if rec == nil {
 		// The box holds an offload this laptop lost the record of: record
@@ -126,7 +127,7 @@ func (a *Abandoner) Run(ctx context.Context) (*AbandonResult, error) {
 	hasCopy := s != nil && s.Copy != "absent"
 	failed := func(err error) error {
 		return &Error{Code: ExitFailed, Err: err,
-			Next: []string{fmt.Sprintf("the record stays, and so does the copy %s in box %s (look at it with: cocoonbox rsh %s); run cocoonbox offload abandon again", name, boxName, boxName)}}
+			Next: []Step{{fmt.Sprintf("the record stays, and so does the copy %s in box %s (look at it with: ", name, boxName), Command{Verb: VerbRsh, Box: boxName}, "); run ", cmdAbandon, " again"}}}
 	}
 
 	// A stopped session's copy is kept before end, so a failure leaves

@@ -6,12 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cocoonbox/cocoonbox/agentwire"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/box"
 )
 
@@ -19,9 +18,6 @@ import (
 type Execer interface {
 	Exec(ctx context.Context, cmd *box.Command) (box.ExitStatus, error)
 }
-
-// agentProgram is the box half's command (contract "Agent binary").
-const agentProgram = "cocoonbox-agent"
 
 // maxAgentOutput bounds one verb's stdout, in bytes: read carries bodies,
 // each a hand-over of at most 256 KiB.
@@ -51,8 +47,8 @@ type AgentError struct {
 	// Exit is the verb's exit status.
 	Exit int
 	// Findings and CLI come with a begin refusal.
-	Findings []Finding
-	CLI      *CLIInfo
+	Findings []agentwire.Finding
+	CLI      *agentwire.CLIInfo
 }
 
 func (e *AgentError) Error() string {
@@ -62,112 +58,71 @@ func (e *AgentError) Error() string {
 // Refused reports a refusal: the box changed nothing.
 func (e *AgentError) Refused() bool { return e.Code == agentwire.CodeRefused }
 
-// CLIInfo is begin's cli field: the box CLI of the chosen kind
-// (agentwire.CLIInfo).
-type CLIInfo = agentwire.CLIInfo
-
-// Finding is one preflight finding (contract "Preflight",
-// agentwire.Finding).
-type Finding = agentwire.Finding
-
-// Finding outcomes.
-const (
-	Block   = agentwire.Block
-	Warn    = agentwire.Warn
-	Confirm = agentwire.Confirm
-)
-
-// BeginResult is begin's answer (agentwire.BeginResult).
-type BeginResult = agentwire.BeginResult
-
-// SendResult is the answer of send with a stream (agentwire.SendResult).
-type SendResult = agentwire.SendResult
-
-// MessageResult is the answer of send with --message or --back
-// (agentwire.MessageResult).
-type MessageResult = agentwire.MessageResult
-
-// Entry is one outbox entry (agentwire.Entry).
-type Entry = agentwire.Entry
-
-// ReadResult is read's answer (agentwire.ReadResult).
-type ReadResult = agentwire.ReadResult
-
-// Session is one box CLI session in status's answer (agentwire.Session).
-type Session = agentwire.Session
-
 // Begin runs begin: the box half of the preflight, then takes the copy.
-func (a *Agent) Begin(ctx context.Context, key, name, kind, id string) (*BeginResult, error) {
-	var r BeginResult
-	err := a.call(ctx, nil, &r, "begin", "--repo", key, "--name", name, "--kind", kind, "--id", id)
+func (a *Agent) Begin(ctx context.Context, key, name, kind, id string) (*agentwire.BeginResult, error) {
+	var r agentwire.BeginResult
+	err := a.call(ctx, nil, &r, agentwire.Begin.Argv(agentwire.BeginRequest{Repo: key, Name: name, Kind: kind, ID: id}))
 	return &r, err
 }
 
 // Send runs send with the stream on its stdin.
-func (a *Agent) Send(ctx context.Context, key, kind, id string, stream io.Reader) (*SendResult, error) {
-	var r SendResult
-	err := a.call(ctx, stream, &r, "send", "--repo", key, "--kind", kind, "--id", id)
+func (a *Agent) Send(ctx context.Context, key, kind, id string, stream io.Reader) (*agentwire.SendResult, error) {
+	var r agentwire.SendResult
+	err := a.call(ctx, stream, &r, agentwire.Send.Argv(agentwire.SendRequest{Repo: key, Kind: kind, ID: id}))
 	return &r, err
 }
 
 // Message runs send --message with text on its stdin.
-func (a *Agent) Message(ctx context.Context, key, text string) (*MessageResult, error) {
-	var r MessageResult
-	err := a.call(ctx, strings.NewReader(text), &r, "send", "--repo", key, "--message")
+func (a *Agent) Message(ctx context.Context, key, text string) (*agentwire.MessageResult, error) {
+	var r agentwire.MessageResult
+	err := a.call(ctx, strings.NewReader(text), &r, agentwire.Send.Argv(agentwire.SendRequest{Repo: key, Message: true}))
 	return &r, err
 }
 
 // SendBack runs send --back, with --interrupt when asked.
-func (a *Agent) SendBack(ctx context.Context, key string, interrupt bool) (*MessageResult, error) {
-	var r MessageResult
-	args := []string{"send", "--repo", key, "--back"}
-	if interrupt {
-		args = append(args, "--interrupt")
-	}
-	err := a.call(ctx, strings.NewReader(""), &r, args...)
+func (a *Agent) SendBack(ctx context.Context, key string, interrupt bool) (*agentwire.MessageResult, error) {
+	var r agentwire.MessageResult
+	err := a.call(ctx, strings.NewReader(""), &r, agentwire.Send.Argv(agentwire.SendRequest{Repo: key, Back: true, Interrupt: interrupt}))
 	return &r, err
 }
 
-// Read runs read: outbox entries after since, long-polling up to wait.
-func (a *Agent) Read(ctx context.Context, key string, since int64, wait time.Duration) (*ReadResult, error) {
-	var r ReadResult
-	args := []string{"read", "--repo", key, "--since", strconv.FormatInt(since, 10)}
+// Read runs read: outbox entries after since, long-polling up to wait
+// (rounded up to whole seconds).
+func (a *Agent) Read(ctx context.Context, key string, since int64, wait time.Duration) (*agentwire.ReadResult, error) {
+	var r agentwire.ReadResult
+	req := agentwire.ReadRequest{Repo: key, Since: int(since)}
 	if wait > 0 {
-		args = append(args, "--wait", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		req.Wait = int((wait + time.Second - 1) / time.Second)
 	}
-	err := a.call(ctx, nil, &r, args...)
+	err := a.call(ctx, nil, &r, agentwire.Read.Argv(req))
 	return &r, err
 }
 
 // Status runs status, for one repo or, with key empty, all.
-func (a *Agent) Status(ctx context.Context, key string) ([]Session, error) {
+func (a *Agent) Status(ctx context.Context, key string) ([]agentwire.Session, error) {
 	var r agentwire.StatusResult
-	args := []string{"status"}
-	if key != "" {
-		args = append(args, "--repo", key)
-	}
-	err := a.call(ctx, nil, &r, args...)
+	err := a.call(ctx, nil, &r, agentwire.Status.Argv(agentwire.RepoRequest{Repo: key}))
 	return r.Sessions, err
 }
 
 // End runs end: the session ends, secrets are wiped, the copy returned.
 func (a *Agent) End(ctx context.Context, key string) error {
-	return a.call(ctx, nil, nil, "end", "--repo", key)
+	return a.call(ctx, nil, nil, agentwire.End.Argv(agentwire.RepoRequest{Repo: key}))
 }
 
 // Restart runs restart: the inbox starts the repo's CLI session afresh
 // from its last hand-over (the box agent's, else the one it started from).
 func (a *Agent) Restart(ctx context.Context, key string) (*agentwire.RestartResult, error) {
 	var r agentwire.RestartResult
-	err := a.call(ctx, nil, &r, "restart", "--repo", key)
+	err := a.call(ctx, nil, &r, agentwire.Restart.Argv(agentwire.RepoRequest{Repo: key}))
 	return &r, err
 }
 
-// call runs one verb, decodes its JSON line into out and turns
-// {"ok":false} into an *AgentError.
-func (a *Agent) call(ctx context.Context, stdin io.Reader, out any, args ...string) error {
-	verb := args[0]
-	words := append([]string{agentProgram, "offload"}, args...)
+// call runs one verb, args as a Verb's Argv makes them, decodes its JSON
+// line into out and turns {"ok":false} into an *AgentError.
+func (a *Agent) call(ctx context.Context, stdin io.Reader, out any, args []string) error {
+	verb := args[1]
+	words := append([]string{agentwire.Program}, args...)
 	for i, w := range words {
 		words[i] = ShellQuote(w)
 	}
@@ -194,7 +149,7 @@ func (a *Agent) call(ctx context.Context, stdin io.Reader, out any, args ...stri
 	if len(line) == 0 {
 		msg := fmt.Sprintf("no answer (exit status %d)", st.Code)
 		if st.Code == 127 {
-			msg = agentProgram + " is not installed in box " + a.Box + "; upgrade the box first"
+			msg = agentwire.Program + " is not installed in box " + a.Box + "; upgrade the box first"
 		}
 		return &AgentError{Verb: verb, Msg: msg, Exit: st.Code}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/box"
 )
 
@@ -53,8 +54,8 @@ func TestAgentBegin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &BeginResult{OK: true, Dir: "/workspace/my-app", Copy: "mirror", Refs: map[string]string{"refs/heads/main": strings.Repeat("a", 40)},
-		CLI: &CLIInfo{Kind: "claude", Version: "2.1.0", SignedIn: true, Account: "a@b.c"}, Ignored: []string{"target/"}, Findings: []Finding{}}
+	want := &agentwire.BeginResult{OK: true, Dir: "/workspace/my-app", Copy: "mirror", Refs: map[string]string{"refs/heads/main": strings.Repeat("a", 40)},
+		CLI: &agentwire.CLIInfo{Kind: "claude", Version: "2.1.0", SignedIn: true, Account: "a@b.c"}, Ignored: []string{"target/"}, Findings: []agentwire.Finding{}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -90,17 +91,17 @@ func TestAgentErrors(t *testing.T) {
 	if !errors.As(err, &ae) || !ae.Refused() || ae.Exit != 3 || len(ae.Findings) != 1 || ae.CLI == nil || ae.CLI.SignedIn {
 		t.Fatalf("got %#v", err)
 	}
-	o := &Offloader{Kind: kinds[0], Box: "main"}
+	o := &Offloader{Kind: agentwire.KindOf("claude"), Box: "main"}
 	e := o.beginError(err, false).(*Error)
 	if e.Error() != "box main refused the offload" {
 		t.Errorf("a refusal says %q, want one line of ours above the findings", e.Error())
 	}
-	if e.Code != ExitRefused || len(e.Next) != 1 || !strings.Contains(e.Next[0], "cocoonbox offload sign-in --kind claude") {
+	if e.Code != ExitRefused || len(e.Next) != 1 || !hasCommand(e.Next[0], Command{Verb: VerbSignIn, Kind: "claude", Box: "main"}) {
 		t.Errorf("a signed-out CLI: %+v", e)
 	}
 	ae.CLI.Version = ""
 	e = o.beginError(err, false).(*Error)
-	if len(e.Next) != 2 || !strings.Contains(e.Next[0], "cocoonbox offload install-cli --kind claude") {
+	if len(e.Next) != 2 || !hasCommand(e.Next[0], Command{Verb: VerbInstallCLI, Kind: "claude", Box: "main"}) {
 		t.Errorf("a missing CLI: %+v", e)
 	}
 

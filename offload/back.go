@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
@@ -85,9 +86,9 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 	if errors.Is(err, ErrNoRecord) {
 		e := &Error{Code: ExitFailed, Err: err}
 		if _, err := os.Stat(b.Store.BackPath(r.Key)); err == nil {
-			e.Next = []string{"the last back already came home; its hand-over is " + b.Store.BackPath(r.Key)}
+			e.Next = []Step{{"the last back already came home; its hand-over is " + b.Store.BackPath(r.Key)}}
 		} else {
-			e.Next = []string{"offload it first: cocoonbox offload --kind KIND; what a box runs: cocoonbox offload status --box BOX"}
+			e.Next = []Step{{"offload it first: ", Command{Verb: VerbOffload, Kind: "KIND"}, "; what a box runs: ", Command{Verb: VerbStatus, Box: "BOX"}}}
 		}
 		return nil, e
 	}
@@ -95,7 +96,7 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 		return nil, err
 	}
 	if err := gitAtLeast(ctx, r.git, 2, 38); err != nil {
-		return nil, refused(err, "install git 2.38 or later (back uses git merge-tree --write-tree)")
+		return nil, refused(err, Step{"install git 2.38 or later (back uses git merge-tree --write-tree)"})
 	}
 	agent := &Agent{Exec: b.Exec, Box: rec.BoxName, Progress: b.Progress}
 	res := &BackResult{Record: rec}
@@ -110,7 +111,7 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 	fetch := git{dir: r.Top, env: append(HostEnv(b.Environ, true), "GIT_SSH_COMMAND="+b.Shim, "GIT_SSH_VARIANT=simple")}
 	if _, err := fetch.run(ctx, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", rec.BoxName+":"+remotePath(rec.Dir, rec.Name),
 		"+refs/heads/*:"+RefBox+"*", "+"+backRef+":"+backRef); err != nil {
-		return nil, &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed here; run cocoonbox back again"}}
+		return nil, &Error{Code: ExitFailed, Err: err, Next: []Step{backAgain}}
 	}
 	back, err := r.git.line(ctx, "rev-parse", "--verify", backRef+"^{commit}")
 	if err != nil {
@@ -133,10 +134,10 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 		endErr = <-ended
 	}
 	if errors.Is(err, ErrIndexLocked) {
-		e := &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed; when no git is running here, remove " + r.GitDir + "/index.lock and run cocoonbox back again"}}
+		e := &Error{Code: ExitFailed, Err: err, Next: []Step{{"nothing changed; when no git is running here, remove " + r.GitDir + "/index.lock and run ", cmdBack, " again"}}}
 		if ok, _ := r.git.ok(ctx, "rev-parse", "-q", "--verify", RefPreBackWork+rec.ID); ok {
-			e.Next = append(e.Next, "if an earlier cocoonbox back was killed while it changed the work tree, the lock is its: git restore --source="+
-				RefPreBackWork+rec.ID+" --worktree -- :/ puts back your files as they were before it")
+			e.Next = append(e.Next, Step{"if an earlier ", cmdBack, " was killed while it changed the work tree, the lock is its: git restore --source=" +
+				RefPreBackWork + rec.ID + " --worktree -- :/ puts back your files as they were before it"})
 		}
 		return nil, e
 	}
@@ -155,11 +156,11 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 		// Interrupted while the work tree changed, which it finished; the
 		// end beside it was cut short too, or not.
 		return res, &Error{Code: ExitFailed, Err: fmt.Errorf("interrupted: the box's work is here (%s), but the box session may still run", m.Outcome),
-			Next: []string{"run cocoonbox back again to end it"}}
+			Next: []Step{{"run ", cmdBack, " again to end it"}}}
 	}
 	if endErr != nil {
 		return res, &Error{Code: ExitFailed, Err: fmt.Errorf("the box's work is here (%s), but ending the box session failed: %w", m.Outcome, endErr),
-			Next: []string{"run cocoonbox back again to end it"}}
+			Next: []Step{{"run ", cmdBack, " again to end it"}}}
 	}
 	if err := b.Store.RemoveRecord(r.Key); err != nil {
 		return res, err
@@ -169,9 +170,9 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 
 // backAgent is what waitBack needs of the box half.
 type backAgent interface {
-	Read(ctx context.Context, key string, since int64, wait time.Duration) (*ReadResult, error)
-	SendBack(ctx context.Context, key string, interrupt bool) (*MessageResult, error)
-	Status(ctx context.Context, key string) ([]Session, error)
+	Read(ctx context.Context, key string, since int64, wait time.Duration) (*agentwire.ReadResult, error)
+	SendBack(ctx context.Context, key string, interrupt bool) (*agentwire.MessageResult, error)
+	Status(ctx context.Context, key string) ([]agentwire.Session, error)
 }
 
 // waitBack sends BACK unless the outbox holds this offload's back, and
@@ -179,7 +180,7 @@ type backAgent interface {
 // that draws no hook for ResendAfter while the session says working (its
 // hook time, on the box's clock, is where it was before BACK) is sent
 // once more with --interrupt; a queued one never is.
-func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult) (*Entry, error) {
+func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult) (*agentwire.Entry, error) {
 	start := b.now()
 	deadline := start.Add(BackTimeout)
 	// A failure once ctx has ended is the stop, whatever the box half says.
@@ -194,8 +195,8 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		return nil, fail(err)
 	}
 	since := int64(0)
-	find := func(rd *ReadResult) *Entry {
-		var found *Entry
+	find := func(rd *agentwire.ReadResult) *agentwire.Entry {
+		var found *agentwire.Entry
 		for i, e := range rd.Entries {
 			since = max(since, int64(e.Seq))
 			if e.Kind == "back" && e.OffloadID == rec.ID {
@@ -236,7 +237,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		if !now.Before(deadline) {
 			return nil, &Error{Code: ExitFailed,
 				Err:  fmt.Errorf("the box agent posted no back in %d s (session: %s)", int(BackTimeout/time.Second), orNone(status)),
-				Next: []string{"BACK stays queued for the box CLI's next idle; watch with `cocoonbox offload inbox --wait 60`, then run cocoonbox back again"}}
+				Next: []Step{{"BACK stays queued for the box CLI's next idle; watch with `", Command{Verb: VerbInbox, Wait: 60}, "`, then run ", cmdBack, " again"}}}
 		}
 		wait := deadline.Sub(now)
 		if sent.Delivery == "pasted" && !checked {
@@ -276,7 +277,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	}
 }
 
-func sessionOf(ss []Session, rec *Record) *Session {
+func sessionOf(ss []agentwire.Session, rec *Record) *agentwire.Session {
 	for i, s := range ss {
 		if s.Repo == rec.Repo && (s.OffloadID == "" || s.OffloadID == rec.ID) {
 			return &ss[i]
@@ -293,7 +294,7 @@ func orNone(s string) string {
 }
 
 func boxFailure(err error) error {
-	return &Error{Code: ExitFailed, Err: err, Next: []string{"nothing changed here; run cocoonbox back again"}}
+	return &Error{Code: ExitFailed, Err: err, Next: []Step{backAgain}}
 }
 
 // gitAtLeast refuses a git older than major.minor.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
 )
 
 // scriptedAgent is the box half as waitBack sees it, over a fake clock
@@ -16,7 +18,7 @@ import (
 // clock is the laptop's plus boxAhead.
 type scriptedAgent struct {
 	now         time.Time
-	entries     []Entry
+	entries     []agentwire.Entry
 	postAt      time.Time // zero: never
 	delivery    string
 	hookAt      time.Time // zero: no hook yet
@@ -25,27 +27,27 @@ type scriptedAgent struct {
 	calls       []string
 }
 
-func (a *scriptedAgent) Read(_ context.Context, _ string, since int64, wait time.Duration) (*ReadResult, error) {
+func (a *scriptedAgent) Read(_ context.Context, _ string, since int64, wait time.Duration) (*agentwire.ReadResult, error) {
 	a.calls = append(a.calls, "read")
 	if !a.postAt.IsZero() && a.now.Add(wait).After(a.postAt) {
 		if a.now.Before(a.postAt) {
 			a.now = a.postAt
 		}
-		a.entries = append(a.entries, Entry{Seq: len(a.entries) + 1, Kind: "back", OffloadID: testID, Body: "# Hand-over: done"})
+		a.entries = append(a.entries, agentwire.Entry{Seq: len(a.entries) + 1, Kind: "back", OffloadID: testID, Body: "# Hand-over: done"})
 		a.postAt = time.Time{}
 	} else {
 		a.now = a.now.Add(wait)
 	}
-	var out []Entry
+	var out []agentwire.Entry
 	for _, e := range a.entries {
 		if int64(e.Seq) > since {
 			out = append(out, e)
 		}
 	}
-	return &ReadResult{Entries: out, Status: "working"}, nil
+	return &agentwire.ReadResult{Entries: out, Status: "working"}, nil
 }
 
-func (a *scriptedAgent) SendBack(_ context.Context, _ string, interrupt bool) (*MessageResult, error) {
+func (a *scriptedAgent) SendBack(_ context.Context, _ string, interrupt bool) (*agentwire.MessageResult, error) {
 	if interrupt {
 		a.calls = append(a.calls, "back --interrupt")
 	} else {
@@ -54,16 +56,16 @@ func (a *scriptedAgent) SendBack(_ context.Context, _ string, interrupt bool) (*
 	if a.hookOnPaste {
 		a.hookAt = a.now
 	}
-	return &MessageResult{Seq: 1, Delivery: a.delivery}, nil
+	return &agentwire.MessageResult{Seq: 1, Delivery: a.delivery}, nil
 }
 
-func (a *scriptedAgent) Status(context.Context, string) ([]Session, error) {
+func (a *scriptedAgent) Status(context.Context, string) ([]agentwire.Session, error) {
 	a.calls = append(a.calls, "status")
 	hook := int64(0)
 	if !a.hookAt.IsZero() {
 		hook = a.hookAt.Add(a.boxAhead).UnixMilli()
 	}
-	return []Session{{Repo: "k", OffloadID: testID, Status: "working", HookAtMS: hook}}, nil
+	return []agentwire.Session{{Repo: "k", OffloadID: testID, Status: "working", HookAtMS: hook}}, nil
 }
 
 func TestWaitBack(t *testing.T) {
@@ -77,12 +79,12 @@ func TestWaitBack(t *testing.T) {
 	}{
 		{
 			name:      "the outbox holds the back already",
-			agent:     scriptedAgent{entries: []Entry{{Seq: 1, Kind: "progress", OffloadID: testID}, {Seq: 2, Kind: "back", OffloadID: testID}}},
+			agent:     scriptedAgent{entries: []agentwire.Entry{{Seq: 1, Kind: "progress", OffloadID: testID}, {Seq: 2, Kind: "back", OffloadID: testID}}},
 			wantCalls: []string{"read"},
 		},
 		{
 			name:      "a back of another offload does not count",
-			agent:     scriptedAgent{entries: []Entry{{Seq: 1, Kind: "back", OffloadID: "old"}}, delivery: "pasted", hookOnPaste: true, postAt: t0.Add(10 * time.Second)},
+			agent:     scriptedAgent{entries: []agentwire.Entry{{Seq: 1, Kind: "back", OffloadID: "old"}}, delivery: "pasted", hookOnPaste: true, postAt: t0.Add(10 * time.Second)},
 			wantCalls: []string{"read", "status", "back", "read"},
 		},
 		{
@@ -161,7 +163,7 @@ type stoppingAgent struct {
 	cancel context.CancelFunc
 }
 
-func (a *stoppingAgent) Read(ctx context.Context, key string, since int64, wait time.Duration) (*ReadResult, error) {
+func (a *stoppingAgent) Read(ctx context.Context, key string, since int64, wait time.Duration) (*agentwire.ReadResult, error) {
 	if wait == 0 {
 		return a.scriptedAgent.Read(ctx, key, since, wait)
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/cocoonbox/cocoonbox/agentwire"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,11 +12,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"golang.org/x/mod/modfile"
-)
 
-// Environment is env.json (contract "Environment", agentwire.Environment):
-// the tool versions the repo asks for, for the box's environment step.
-type Environment = agentwire.Environment
+	"github.com/cocoonbox/cocoonbox/agentwire"
+)
 
 // lockfiles are looked for at the top, in this order.
 var lockfiles = []string{
@@ -36,8 +33,8 @@ var asdfNames = map[string]string{"golang": "go", "nodejs": "node", "rust": "rus
 // earlier in that list wins for a tool it names, except that the
 // tool-manager files (.tool-versions, mise) win over all, as mise reads
 // them. A file that does not parse is an error naming it.
-func DetectEnvironment(top string) (*Environment, error) {
-	e := &Environment{V: 1, Tools: map[string]string{}, PackageManagers: map[string]string{}, Files: []string{}, Lockfiles: []string{}}
+func DetectEnvironment(top string) (*agentwire.Environment, error) {
+	e := &agentwire.Environment{V: 1, Tools: map[string]string{}, PackageManagers: map[string]string{}, Files: []string{}, Lockfiles: []string{}}
 	read := func(name string) ([]byte, bool, error) {
 		b, err := os.ReadFile(filepath.Join(top, name))
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrInvalid) {

@@ -74,12 +74,13 @@ func templateLeft(b []byte) []string {
 
 // HandoverPrompt is the request to paste into a coding agent that has no
 // cocoonbox plugin: it writes the hand-over to path and offloads with
-// kind; with kind empty, the agent asks the user which kind.
-func HandoverPrompt(path, kind string) string {
+// kind; with kind empty, the agent asks the user which kind. cmd spells
+// the commands it names.
+func HandoverPrompt(path, kind string, cmd func(Command) string) string {
 	var b strings.Builder
-	who, run := "coding-agent", "cocoonbox offload --kind KIND"
+	who, run := "coding-agent", cmd(Command{Verb: VerbOffload, Kind: "KIND"})
 	if kind != "" {
-		who, run = kind, "cocoonbox offload --kind "+kind
+		who, run = kind, cmd(Command{Verb: VerbOffload, Kind: kind})
 	}
 	fmt.Fprintf(&b, "Write a hand-over of the task you are working on, so that a fresh %s session in a remote box can continue it with no other context, then offload it.\n\n", who)
 	fmt.Fprintf(&b, "1. Write the hand-over to %s (replace the template there, if any). Rules:\n", path)
@@ -97,6 +98,6 @@ func HandoverPrompt(path, kind string) string {
 	}
 	b.WriteString("   Exit 4 lists warnings: show them to the user and run it again with --yes only if they agree.\n")
 	b.WriteString("   Exit 3 means refused with nothing changed: show the message and its next step to the user.\n")
-	b.WriteString("4. Later, `cocoonbox offload inbox` shows the box agent's progress, and `cocoonbox back` brings its commits home.\n")
+	fmt.Fprintf(&b, "4. Later, `%s` shows the box agent's progress, and `%s` brings its commits home.\n", cmd(Command{Verb: VerbInbox}), cmd(cmdBack))
 	return b.String()
 }

@@ -1,6 +1,8 @@
 package offload
 
 import (
+	"fmt"
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/handover"
 
 	"errors"
@@ -21,8 +23,8 @@ func TestHandoverTemplateAndPrompt(t *testing.T) {
 			t.Errorf("the template has %q not exactly once", h)
 		}
 	}
-	p := HandoverPrompt("/x/handover.md", "codex")
-	for _, want := range append([]string{"/x/handover.md", "cocoonbox offload --kind codex", handover.Title}, handover.Headings...) {
+	p := HandoverPrompt("/x/handover.md", "codex", func(c Command) string { return fmt.Sprintf("<%d %s>", c.Verb, c.Kind) })
+	for _, want := range append([]string{"/x/handover.md", fmt.Sprintf("Run: <%d codex>", VerbOffload), handover.Title}, handover.Headings...) {
 		if !strings.Contains(p, want) {
 			t.Errorf("the prompt lacks %q", want)
 		}
@@ -72,11 +74,11 @@ func TestReadHandoverEveryProblem(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != ExitRefused || !slices.Equal(problems(err), want) {
 		t.Fatalf("got %v %q, want a refusal naming %q", err, problems(err), want)
 	}
-	if len(e.Next) != 1 || !strings.Contains(e.Next[0], "replace the template's text") || !strings.Contains(e.Next[0], "fix "+st.HandoverPath("k")) {
+	if len(e.Next) != 1 || !strings.Contains(nextText(e.Next[0]), "replace the template's text") || !strings.Contains(nextText(e.Next[0]), "fix "+st.HandoverPath("k")) {
 		t.Errorf("next steps: %q", e.Next)
 	}
 	for _, f := range e.Findings {
-		if f.Check != "handover" || f.Outcome != Block {
+		if f.Check != "handover" || f.Outcome != agentwire.Block {
 			t.Errorf("finding %+v, want a handover block", f)
 		}
 	}
@@ -112,8 +114,8 @@ func problems(err error) []string {
 // TestHandoverPromptNoKind: without a kind the prompt's command is one an
 // agent can run once it fills in KIND, not a shell pipeline.
 func TestHandoverPromptNoKind(t *testing.T) {
-	p := HandoverPrompt("/x/handover.md", "")
-	if strings.Contains(p, "|") || !strings.Contains(p, "3. Run: cocoonbox offload --kind KIND\n") || !strings.Contains(p, "claude, codex") {
+	p := HandoverPrompt("/x/handover.md", "", func(c Command) string { return fmt.Sprintf("<%d %s>", c.Verb, c.Kind) })
+	if strings.Contains(p, "|") || !strings.Contains(p, fmt.Sprintf("3. Run: <%d KIND>\n", VerbOffload)) || !strings.Contains(p, "claude, codex") {
 		t.Errorf("the prompt without a kind:\n%s", p)
 	}
 	if !strings.Contains(p, "Secrets needed: none") {

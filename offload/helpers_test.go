@@ -1,7 +1,9 @@
 package offload
 
 import (
+	"fmt"
 	"github.com/cocoonbox/cocoonbox/handover"
+	"reflect"
 
 	"context"
 	"os"
@@ -94,4 +96,24 @@ func validHandover(commands, envFacts string) []byte {
 		}
 	}
 	return []byte(b.String())
+}
+
+// nextText is steps as text, one a line, each command shown as
+// <verb N>: how it is typed is cli's.
+func nextText(steps ...Step) string {
+	var l []string
+	for _, s := range steps {
+		l = append(l, s.Text(func(c Command) string { return fmt.Sprintf("<verb %d %+v>", c.Verb, c) }))
+	}
+	return strings.Join(l, "\n")
+}
+
+// hasCommand reports whether step names c.
+func hasCommand(step Step, c Command) bool {
+	for _, p := range step {
+		if pc, ok := p.(Command); ok && reflect.DeepEqual(pc, c) {
+			return true
+		}
+	}
+	return false
 }

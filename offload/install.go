@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
@@ -23,7 +24,7 @@ type BoxRun func(ctx context.Context, line string, stdin io.Reader, stdout, stde
 // or the kind has no script, npm installs the kind's package into
 // ~/.local; then the CLI must answer --version on the box's login PATH.
 type Installer struct {
-	Kind Kind
+	Kind agentwire.Kind
 	Run  BoxRun
 	// Log receives the installers' own output and one line per step.
 	Log io.Writer
@@ -48,17 +49,17 @@ var npmTLSRE = regexp.MustCompile(`SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_GET_ISSUE
 func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 	k := in.Kind
 	res := &InstallResult{}
-	viaNPM := k.InstallerURL == ""
+	viaNPM := k.Install().ScriptURL == ""
 	if !viaNPM {
-		in.logf("downloading the %s installer: curl -fsSL %s", k.Title, k.InstallerURL)
+		in.logf("downloading the %s installer: curl -fsSL %s", k.Title(), k.Install().ScriptURL)
 		var script, errb bytes.Buffer
-		code, err := in.Run(ctx, "curl -fsSL "+ShellQuote(k.InstallerURL), nil, &script, in.tee(&errb))
+		code, err := in.Run(ctx, "curl -fsSL "+ShellQuote(k.Install().ScriptURL), nil, &script, in.tee(&errb))
 		if err != nil {
 			return nil, in.failed("download the installer", err, nil)
 		}
 		switch {
 		case code == 0:
-			in.logf("running the %s installer: bash", k.Title)
+			in.logf("running the %s installer: bash", k.Title())
 			// The script arrives on stdin, as it does from curl | bash.
 			var out bytes.Buffer
 			code, err := in.Run(ctx, "bash", bytes.NewReader(script.Bytes()), in.tee(&out), in.tee(&out))
@@ -66,37 +67,37 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 				return nil, in.failed("run the installer", exitErr(code, err, &out), nil)
 			}
 			res.Via = "installer"
-		case curlUnreachable[code] && k.Package != "":
-			in.logf("%s cannot be reached from the box (curl exit %d); installing %s from npm instead", hostOf(k.InstallerURL), code, k.Package)
+		case curlUnreachable[code] && k.Install().Package != "":
+			in.logf("%s cannot be reached from the box (curl exit %d); installing %s from npm instead", hostOf(k.Install().ScriptURL), code, k.Install().Package)
 			viaNPM = true
 		default:
 			return nil, in.failed("download the installer", exitErr(code, nil, &errb),
-				[]string{"check that the box reaches " + hostOf(k.InstallerURL) + ", then run install-cli again"})
+				[]Step{{"check that the box reaches " + hostOf(k.Install().ScriptURL) + ", then run install-cli again"}})
 		}
 	}
 	if viaNPM {
-		line := `npm install -g --prefix "$HOME/.local" ` + ShellQuote(k.Package)
-		in.logf("installing %s: %s", k.Package, line)
+		line := `npm install -g --prefix "$HOME/.local" ` + ShellQuote(k.Install().Package)
+		in.logf("installing %s: %s", k.Install().Package, line)
 		var out bytes.Buffer
 		code, err := in.Run(ctx, line, nil, in.tee(&out), in.tee(&out))
 		if err != nil || code != 0 {
-			var next []string
+			var next []Step
 			switch {
 			case code == 127:
-				next = append(next, "npm is not on the box's login PATH: install Node.js and npm in the box first")
+				next = append(next, Step{"npm is not on the box's login PATH: install Node.js and npm in the box first"})
 			case npmTLSRE.Match(out.Bytes()):
-				next = append(next, "npm's TLS check failed, as behind a TLS-intercepting proxy: give npm the proxy's CA in the box, cafile=/path/to/ca.pem in ~/.npmrc, or export NODE_EXTRA_CA_CERTS=/path/to/ca.pem in ~/.profile, then run install-cli again")
+				next = append(next, Step{"npm's TLS check failed, as behind a TLS-intercepting proxy: give npm the proxy's CA in the box, cafile=/path/to/ca.pem in ~/.npmrc, or export NODE_EXTRA_CA_CERTS=/path/to/ca.pem in ~/.profile, then run install-cli again"})
 			}
-			return nil, in.failed("npm install "+k.Package, lineErr(code, err, npmLine(out.String())), next)
+			return nil, in.failed("npm install "+k.Install().Package, lineErr(code, err, npmLine(out.String())), next)
 		}
 		res.Via = "npm"
 	}
-	in.logf("checking: %s --version on the box's login PATH", k.Binary)
+	in.logf("checking: %s --version on the box's login PATH", k.Binary())
 	var out bytes.Buffer
-	code, err := in.Run(ctx, k.Binary+" --version", nil, &out, &out)
+	code, err := in.Run(ctx, k.Binary()+" --version", nil, &out, &out)
 	if err != nil || code != 0 {
-		return nil, in.failed("check "+k.Binary+" --version", exitErr(code, err, &out),
-			[]string{"the installer put " + k.Binary + " where the box's login shell does not look: add its directory (often ~/.local/bin) to PATH in the box's ~/.profile"})
+		return nil, in.failed("check "+k.Binary()+" --version", exitErr(code, err, &out),
+			[]Step{{"the installer put " + k.Binary() + " where the box's login shell does not look: add its directory (often ~/.local/bin) to PATH in the box's ~/.profile"}})
 	}
 	res.Version, _, _ = strings.Cut(strings.TrimSpace(out.String()), "\n")
 	return res, nil
@@ -108,7 +109,7 @@ func (in *Installer) logf(format string, args ...any) {
 	}
 }
 
-func (in *Installer) failed(step string, err error, next []string) *Error {
+func (in *Installer) failed(step string, err error, next []Step) *Error {
 	return &Error{Code: ExitFailed, Err: fmt.Errorf("install-cli: %s failed: %v", step, err), Next: next}
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
 )
 
 // fakeBox answers each line by its first word, as a box would; the
@@ -41,7 +43,7 @@ func TestInstaller(t *testing.T) {
 	version := fakeAnswer{stdout: "2.1.197 (Claude Code)\n"}
 	for _, tt := range []struct {
 		name    string
-		kind    Kind
+		kind    agentwire.Kind
 		answers map[string]fakeAnswer
 		via     string
 		err     string // in the error line
@@ -75,8 +77,8 @@ func TestInstaller(t *testing.T) {
 			if !ok || e.Code != ExitFailed || !strings.Contains(e.Error(), tt.err) || strings.Contains(e.Error(), "\n") {
 				t.Fatalf("Install: %v, want exit 1 with %q in one line; ran %q", err, tt.err, f.ran)
 			}
-			if tt.next != "" && !strings.Contains(strings.Join(e.Next, "\n"), tt.next) {
-				t.Errorf("next steps %q lack %q", e.Next, tt.next)
+			if tt.next != "" && !strings.Contains(nextText(e.Next...), tt.next) {
+				t.Errorf("next steps %s lack %q", nextText(e.Next...), tt.next)
 			}
 		})
 	}

@@ -806,10 +806,10 @@ func (r *Repo) apply(ctx context.Context, p *backPlan, lock *indexLock) error {
 		}
 		return &Error{Code: ExitFailed,
 			Err: fmt.Errorf("the work tree update stopped partway, so some files are the box's and the rest as they were: %w", err),
-			Next: []string{
-				"HEAD and the index are as before back (HEAD is " + RefPreBack + p.id + ")",
-				"to put your files back: git restore --source=" + RefPreBackWork + p.id + " --worktree -- :/",
-				"(files that only the box added stay, untracked); then run cocoonbox back again",
+			Next: []Step{
+				{"HEAD and the index are as before back (HEAD is " + RefPreBack + p.id + ")"},
+				{"to put your files back: git restore --source=" + RefPreBackWork + p.id + " --worktree -- :/"},
+				{"(files that only the box added stay, untracked); then run ", cmdBack, " again"},
 			}}
 	}
 	if p.moveTo == "" {
@@ -819,18 +819,18 @@ func (r *Repo) apply(ctx context.Context, p *backPlan, lock *indexLock) error {
 	if _, err := d.run(hold, nil, "update-ref", "-m", "cocoonbox back "+p.id, "HEAD", p.moveTo, p.head); err != nil {
 		return &Error{Code: ExitFailed,
 			Err:  fmt.Errorf("the work tree has the box's work, but moving HEAD to the box's %s failed: %w", p.moveTo, err),
-			Next: []string{"the box's changes show as uncommitted changes; HEAD and the index are as before back (" + RefPreBack + p.id + ")"}}
+			Next: []Step{{"the box's changes show as uncommitted changes; HEAD and the index are as before back (" + RefPreBack + p.id + ")"}}}
 	}
 	if err := lock.commit(); err != nil {
 		return &Error{Code: ExitFailed,
 			Err:  fmt.Errorf("HEAD is at the box's %s, but writing the index failed: %w", p.moveTo, err),
-			Next: []string{"the index is the old one: git status shows the box's commits as undone; git reset -q brings the index to HEAD"}}
+			Next: []Step{{"the index is the old one: git status shows the box's commits as undone; git reset -q brings the index to HEAD"}}}
 	}
 	if p.endMerge {
 		if _, err := d.run(hold, nil, "merge", "--quit"); err != nil {
 			return &Error{Code: ExitFailed,
 				Err:  fmt.Errorf("HEAD is at the box's %s, which commits the merge in progress here, but ending that merge failed: %w", p.moveTo, err),
-				Next: []string{"run git merge --quit (not --abort, which would undo the box's work)"}}
+				Next: []Step{{"run git merge --quit (not --abort, which would undo the box's work)"}}}
 		}
 	}
 	d.run(hold, nil, "update-index", "-q", "--refresh")

@@ -690,9 +690,9 @@ func TestBackUpdateFails(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Code != ExitFailed {
 			t.Fatalf("got %v, want an *Error that says the update stopped partway", err)
 		}
-		t.Logf("%v\n%s", err, strings.Join(oe.Next, "\n"))
-		if !strings.Contains(err.Error(), "partway") || !strings.Contains(strings.Join(oe.Next, "\n"), RefPreBackWork+testID) {
-			t.Errorf("the message does not say where things are: %v %q", err, oe.Next)
+		t.Logf("%v\n%s", err, nextText(oe.Next...))
+		if !strings.Contains(err.Error(), "partway") || !strings.Contains(nextText(oe.Next...), RefPreBackWork+testID) {
+			t.Errorf("the message does not say where things are: %v %s", err, nextText(oe.Next...))
 		}
 		after := stateOf(t, env, r)
 		if after.head != before.head || after.index != before.index {

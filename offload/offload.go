@@ -6,6 +6,7 @@
 package offload
 
 import (
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/handover"
 
 	"bytes"
@@ -51,15 +52,15 @@ type Error struct {
 	// Err says what happened in one line.
 	Err error
 	// Next are the next steps, each one line.
-	Next []string
+	Next []Step
 	// Findings are the preflight findings behind a refusal or a confirm.
-	Findings []Finding
+	Findings []agentwire.Finding
 }
 
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-func refused(err error, next ...string) *Error {
+func refused(err error, next ...Step) *Error {
 	return &Error{Code: ExitRefused, Err: err, Next: next}
 }
 
@@ -74,7 +75,7 @@ type Offloader struct {
 	// Box is the box's name or id.
 	Box string
 	// Kind is the box CLI's kind.
-	Kind Kind
+	Kind agentwire.Kind
 	// Yes is the user's go-ahead for warnings.
 	Yes bool
 	// Environ is the laptop's environment: rsync and git over the shim
@@ -109,9 +110,9 @@ type Client interface {
 // Result is a finished offload.
 type Result struct {
 	Record   *Record
-	Begin    *BeginResult
-	Send     *SendResult
-	Warnings []Finding
+	Begin    *agentwire.BeginResult
+	Send     *agentwire.SendResult
+	Warnings []agentwire.Finding
 	// Timings are the steps' durations, in order.
 	Timings []Timing
 }
@@ -144,19 +145,19 @@ func ReadHandover(st Store, key string) ([]byte, error) {
 	b, err := readLimited(p, handover.Max+1)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, refused(fmt.Errorf("no hand-over at %s", p),
-			"write one there (cocoonbox offload handover-path makes the template), or paste the text of `cocoonbox offload --handover-prompt` into your coding agent")
+			Step{"write one there (", Command{Verb: VerbHandoverPath}, " makes the template), or paste the text of `", Command{Verb: VerbHandoverPrompt}, "` into your coding agent"})
 	}
 	if err != nil {
 		return nil, refused(err)
 	}
 	if bytes.Equal(b, HandoverTemplate()) {
-		return b, refused(fmt.Errorf("the hand-over at %s is still the template", p), "fill in each section, then run offload again")
+		return b, refused(fmt.Errorf("the hand-over at %s is still the template", p), Step{"fill in each section, then run offload again"})
 	}
 	var problems, fix []string
 	if err := handover.Validate(b); err != nil {
 		var he *handover.Error
 		if !errors.As(err, &he) {
-			return b, refused(err, "fix "+p+", then run offload again")
+			return b, refused(err, Step{"fix " + p + ", then run offload again"})
 		}
 		problems = he.Problems()
 	}
@@ -173,9 +174,9 @@ func ReadHandover(st Store, key string) ([]byte, error) {
 		fix = append(fix, "fix "+p)
 	}
 	next := strings.Join(fix, "; ") + "; then run offload again"
-	e := refused(fmt.Errorf("the hand-over at %s is not ready", p), next)
+	e := refused(fmt.Errorf("the hand-over at %s is not ready", p), Step{next})
 	for _, pr := range problems {
-		e.Findings = append(e.Findings, Finding{Check: "handover", Outcome: Block, Detail: pr})
+		e.Findings = append(e.Findings, agentwire.Finding{Check: "handover", Outcome: agentwire.Block, Detail: pr})
 	}
 	return b, e
 }
@@ -243,23 +244,23 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	rs := settings[r.Key]
 	secrets, err := secretMembers(rs.Secrets, r.Top, o.Home)
 	if err != nil {
-		return nil, refused(err, "fix it, or opt out with: cocoonbox offload secrets remove ENTRY")
+		return nil, refused(err, Step{"fix it, or opt out with: ", Command{Verb: VerbSecretsRemove, Args: []string{"ENTRY"}}})
 	}
 	if err := r.CheckFileSecrets(ctx, rs.Secrets); err != nil {
-		return nil, refused(err, "fix it, or opt out with: cocoonbox offload secrets remove ENTRY")
+		return nil, refused(err, Step{"fix it, or opt out with: ", Command{Verb: VerbSecretsRemove, Args: []string{"ENTRY"}}})
 	}
 
 	// The laptop preflight.
-	var findings []Finding
+	var findings []agentwire.Finding
 	if runtime.GOOS == "windows" {
-		findings = append(findings, Finding{Check: "platform", Outcome: Block, Detail: "offload needs rsync and runs on macOS and Linux only"})
+		findings = append(findings, agentwire.Finding{Check: "platform", Outcome: agentwire.Block, Detail: "offload needs rsync and runs on macOS and Linux only"})
 	}
 	// The laptop's rsync: each variant takes its own options, and one
 	// that cannot do the job is refused here, before the box is asked.
 	rsync, err := FindRsync(ctx, HostEnv(o.Environ, false))
 	switch {
 	case errors.Is(err, exec.ErrNotFound):
-		findings = append(findings, Finding{Check: "tools", Outcome: Block, Detail: "rsync is not installed on this laptop; install it"})
+		findings = append(findings, agentwire.Finding{Check: "tools", Outcome: agentwire.Block, Detail: "rsync is not installed on this laptop; install it"})
 	case err != nil && runtime.GOOS != "windows":
 		return nil, refused(err)
 	}
@@ -282,13 +283,13 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		}
 		findings = append(findings, p.Run(ctx, r)...)
 	}
-	if blocks := only(findings, Block); len(blocks) > 0 {
+	if blocks := only(findings, agentwire.Block); len(blocks) > 0 {
 		return nil, &Error{Code: ExitRefused, Err: errors.New("the preflight found a block"), Findings: blocks}
 	}
-	warns := slices.DeleteFunc(slices.Clone(findings), func(f Finding) bool { return f.Outcome == Block })
+	warns := slices.DeleteFunc(slices.Clone(findings), func(f agentwire.Finding) bool { return f.Outcome == agentwire.Block })
 	env, err := DetectEnvironment(r.Top)
 	if err != nil {
-		return nil, refused(err, "fix it, then run offload again")
+		return nil, refused(err, Step{"fix it, then run offload again"})
 	}
 	if err := r.snapshotReady(ctx); err != nil {
 		return nil, err
@@ -308,9 +309,9 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res.Begin = begin.BeginResult
-	warns = append(warns, only(begin.Findings, Warn)...)
-	if begin.CLI.BlockedBy() != "" && !slices.ContainsFunc(warns, func(f Finding) bool { return f.Check == "hooks" }) {
-		warns = append(warns, Finding{Check: "hooks", Outcome: Warn, Detail: begin.CLI.BlockedBy() + " in the box blocks hooks, so the box CLI's status will not be reported"})
+	warns = append(warns, only(begin.Findings, agentwire.Warn)...)
+	if begin.CLI.BlockedBy() != "" && !slices.ContainsFunc(warns, func(f agentwire.Finding) bool { return f.Check == "hooks" }) {
+		warns = append(warns, agentwire.Finding{Check: "hooks", Outcome: agentwire.Warn, Detail: begin.CLI.BlockedBy() + " in the box blocks hooks, so the box CLI's status will not be reported"})
 	}
 	if len(warns) > 0 && !o.Yes {
 		// Give back what begin took: the copy, and the directory it made.
@@ -318,7 +319,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 			o.removeCopy(ctx, agent, begin)
 		}
 		return nil, &Error{Code: ExitConfirm, Err: errors.New("the preflight found warnings"), Findings: warns,
-			Next: []string{"go ahead anyway with: cocoonbox offload --kind " + o.Kind.Name + " --yes"}}
+			Next: []Step{{"go ahead anyway with: ", Command{Verb: VerbOffload, Kind: o.Kind.Name(), Yes: true}}}}
 	}
 	res.Warnings = warns
 	t = step("begin", t)
@@ -336,16 +337,16 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		if !errors.As(err, &e) {
 			e = &Error{Code: ExitFailed, Err: err}
 		}
-		next := []string{"nothing changed here; " + o.giveBack(ctx, agent, begin, id)}
+		next := []Step{{"nothing changed here; " + o.giveBack(ctx, agent, begin, id)}}
 		if lock := heldLock(err); lock != "" {
-			next = append(next, fmt.Sprintf("another git process holds %s; when none is running, remove it (rm '%s') and run offload again", lock, lock))
+			next = append(next, say("another git process holds %s; when none is running, remove it (rm '%s') and run offload again", lock, lock))
 		} else {
-			next = append(next, "run offload again when the cause is fixed")
+			next = append(next, Step{"run offload again when the cause is fixed"})
 		}
 		e.Next = append(next, e.Next...)
 		return e
 	}
-	if len(only(warns, Confirm)) > 0 {
+	if len(only(warns, agentwire.Confirm)) > 0 {
 		if err := o.Store.UpdateSettings(r.Key, r.Top, func(s *RepoSettings) error { s.SizeOK = true; return nil }); err != nil {
 			return nil, rollback(err)
 		}
@@ -400,7 +401,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	// The record, then the stream.
 	rec := &Record{
 		ID: id, Repo: r.Key, Box: bx.ID, BoxName: bx.Name, Name: begin.name, Dir: begin.Dir,
-		Kind: o.Kind.Name, Base: base, Top: r.Top, StartedAtMS: o.now().UnixMilli(), Seen: begin.seen,
+		Kind: o.Kind.Name(), Base: base, Top: r.Top, StartedAtMS: o.now().UnixMilli(), Seen: begin.seen,
 	}
 	if err := o.Store.SaveRecord(rec); err != nil {
 		return nil, rollback(err)
@@ -427,7 +428,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		}
 		werr <- err
 	}()
-	send, err := agent.Send(xctx, r.Key, o.Kind.Name, id, pr)
+	send, err := agent.Send(xctx, r.Key, o.Kind.Name(), id, pr)
 	pr.CloseWithError(io.ErrClosedPipe)
 	os.Remove(bpath)
 	// A stream that broke on our side says why better than the box can.
@@ -442,7 +443,7 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		cancel()
 		if started {
 			return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("send: %w; the box CLI session of offload %s started all the same", err, id),
-				Next: []string{"watch it with: cocoonbox offload inbox --wait 60", "bring it home with: cocoonbox back"}}
+				Next: []Step{{"watch it with: ", Command{Verb: VerbInbox, Wait: 60}}, {"bring it home with: ", cmdBack}}}
 		}
 		return nil, rollback(err)
 	}
@@ -460,20 +461,20 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 // prompt (again: once more, after a restart), with its last lines as
 // findings. A CLI that refused to run as root gets the box user's next
 // steps first: restarting it as root cannot help.
-func exitedError(k Kind, box string, lines []string, again bool) *Error {
-	e := &Error{Code: ExitFailed, Err: fmt.Errorf("%s exited in box %s before it took the first prompt", k.Title, box), Next: StoppedNext()}
+func exitedError(k agentwire.Kind, box string, lines []string, again bool) *Error {
+	e := &Error{Code: ExitFailed, Err: fmt.Errorf("%s exited in box %s before it took the first prompt", k.Title(), box), Next: StoppedNext()}
 	if again {
-		e.Err = fmt.Errorf("%s exited in box %s again before it took the prompt", k.Title, box)
+		e.Err = fmt.Errorf("%s exited in box %s again before it took the prompt", k.Title(), box)
 	}
 	if refusedRoot(lines) {
 		e.Err = fmt.Errorf("%w: it refuses to run as root, and box %s runs it as root", e.Err, box)
 		e.Next = append(slices.Clone(rootNext), e.Next...)
 	}
 	for _, l := range lines {
-		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: printable.Line(l, 0)})
+		e.Findings = append(e.Findings, agentwire.Finding{Check: k.Name(), Outcome: "output", Detail: printable.Line(l, 0)})
 	}
 	if len(lines) == 0 {
-		e.Findings = append(e.Findings, Finding{Check: k.Name, Outcome: "output", Detail: "(its pane showed nothing)"})
+		e.Findings = append(e.Findings, agentwire.Finding{Check: k.Name(), Outcome: "output", Detail: "(its pane showed nothing)"})
 	}
 	return e
 }
@@ -482,9 +483,9 @@ func exitedError(k Kind, box string, lines []string, again bool) *Error {
 // a local box served by root runs box commands as the box user `user` only
 // when that account reaches its state directory and binaries
 // (docs/cocoonbox.md "Served by root").
-var rootNext = []string{
-	"see why box commands run as root: cocoonbox localbox status",
-	"serve the local box from a state directory the box user reaches: cocoonbox localbox stop; export XDG_STATE_HOME=/srv/cocoonbox; cocoonbox localbox start (docs/cocoonbox.md \"Served by root\")",
+var rootNext = []Step{
+	{"see why box commands run as root: ", Command{Verb: VerbLocalbox}},
+	{"serve the local box from a state directory the box user reaches: ", Command{Verb: VerbLocalStop}, "; export XDG_STATE_HOME=/srv/cocoonbox; ", Command{Verb: VerbLocalRun}, " (docs/cocoonbox.md \"Served by root\")"},
 }
 
 // refusedRoot reports whether a box CLI's last lines are its refusal to
@@ -501,9 +502,9 @@ func refusedRoot(lines []string) bool {
 
 // stillInBoxNext are the next steps of an offload refused because an
 // earlier one of the repository is in flight.
-var stillInBoxNext = []string{
-	"bring it home first: cocoonbox back",
-	"if its box session has stopped: cocoonbox offload restart starts it again, and cocoonbox offload abandon ends the offload, keeping the box's work in refs",
+var stillInBoxNext = []Step{
+	{"bring it home first: ", cmdBack},
+	{"if its box session has stopped: ", cmdRestart, " starts it again, and ", cmdAbandon, " ends the offload, keeping the box's work in refs"},
 }
 
 // begin picks the copy's name and runs begin. A name another repo's copy
@@ -521,7 +522,7 @@ func (o *Offloader) begin(ctx context.Context, a *Agent, id string) (*beginAnswe
 		}
 	}
 	for {
-		b, err := a.Begin(ctx, r.Key, name, o.Kind.Name, id)
+		b, err := a.Begin(ctx, r.Key, name, o.Kind.Name(), id)
 		if err == nil {
 			return &beginAnswer{BeginResult: b, name: name, seen: seen}, nil
 		}
@@ -537,15 +538,15 @@ func (o *Offloader) begin(ctx context.Context, a *Agent, id string) (*beginAnswe
 // beginAnswer is begin's answer, the name it was asked with, and the
 // repo's last outbox seq before it.
 type beginAnswer struct {
-	*BeginResult
+	*agentwire.BeginResult
 	name string
 	seen int64
 }
 
-func onlyCopyBlocks(fs []Finding) bool {
+func onlyCopyBlocks(fs []agentwire.Finding) bool {
 	n := 0
 	for _, f := range fs {
-		if f.Outcome == Block {
+		if f.Outcome == agentwire.Block {
 			if f.Check != "copy" {
 				return false
 			}
@@ -558,7 +559,7 @@ func onlyCopyBlocks(fs []Finding) bool {
 // pickName is the copy's name: the one the box keeps for this repo key
 // when its copy is there (mine), else the repository's name, else, when
 // another repo's copy has that, the name made unique by the repo key.
-func pickName(ss []Session, key, name string) (string, bool) {
+func pickName(ss []agentwire.Session, key, name string) (string, bool) {
 	taken := map[string]bool{}
 	for _, s := range ss {
 		if s.Copy == "" || s.Copy == "absent" {
@@ -649,7 +650,7 @@ func (o *Offloader) removeCopy(ctx context.Context, a *Agent, begin *beginAnswer
 }
 
 // members are the send stream's members in the contract's order.
-func (o *Offloader) members(ctx context.Context, handover []byte, env *Environment, boxRefs map[string]string, secrets []Member) ([]Member, error) {
+func (o *Offloader) members(ctx context.Context, handover []byte, env *agentwire.Environment, boxRefs map[string]string, secrets []Member) ([]Member, error) {
 	r := o.Repo
 	ej, err := json.MarshalIndent(env, "", "  ")
 	if err != nil {
@@ -715,12 +716,12 @@ func (o *Offloader) findBox(ctx context.Context) (box.Box, error) {
 		if b.Name == o.Box || b.ID == o.Box {
 			if n, ok := cbdeskVersion(b.Image); ok && n < 22 {
 				return b, &Error{Code: ExitRefused, Err: errors.New("the preflight found a block"),
-					Findings: []Finding{{Check: "box_image", Outcome: Block, Detail: fmt.Sprintf("box %s runs %s; offload needs cbdesk:v22 or later: upgrade the box first", b.Name, b.Image)}}}
+					Findings: []agentwire.Finding{{Check: "box_image", Outcome: agentwire.Block, Detail: fmt.Sprintf("box %s runs %s; offload needs cbdesk:v22 or later: upgrade the box first", b.Name, b.Image)}}}
 			}
 			return b, nil
 		}
 	}
-	return box.Box{}, refused(fmt.Errorf("no box named %s", o.Box), "see your boxes with: cocoonbox boxes list")
+	return box.Box{}, refused(fmt.Errorf("no box named %s", o.Box), Step{"see your boxes with: ", Command{Verb: VerbBoxes}})
 }
 
 func cbdeskVersion(image string) (int, bool) {
@@ -756,19 +757,19 @@ func (o *Offloader) beginError(err error, mine bool) error {
 	if len(ae.Findings) == 0 {
 		e.Err = fmt.Errorf("box %s refused the offload: %s", o.Box, ae.Msg)
 	}
-	k := o.Kind.Name
+	k := o.Kind.Name()
 	if cli := ae.CLI; cli != nil {
 		switch {
 		case cli.Version == "":
-			e.Next = append(e.Next, fmt.Sprintf("install %s in the box: cocoonbox offload install-cli --kind %s --box %s", o.Kind.Title, k, o.Box))
-			e.Next = append(e.Next, fmt.Sprintf("then sign in there: cocoonbox offload sign-in --kind %s --box %s", k, o.Box))
+			e.Next = append(e.Next, Step{"install " + o.Kind.Title() + " in the box: ", Command{Verb: VerbInstallCLI, Kind: k, Box: o.Box}})
+			e.Next = append(e.Next, Step{"then sign in there: ", Command{Verb: VerbSignIn, Kind: k, Box: o.Box}})
 		case !cli.SignedIn:
-			e.Next = append(e.Next, fmt.Sprintf("sign in to %s in the box: cocoonbox offload sign-in --kind %s --box %s", o.Kind.Title, k, o.Box))
+			e.Next = append(e.Next, Step{"sign in to " + o.Kind.Title() + " in the box: ", Command{Verb: VerbSignIn, Kind: k, Box: o.Box}})
 		}
 	}
 	checks := map[string]bool{}
 	for _, f := range ae.Findings {
-		if f.Outcome == Block {
+		if f.Outcome == agentwire.Block {
 			checks[f.Check] = true
 		}
 	}
@@ -776,18 +777,18 @@ func (o *Offloader) beginError(err error, mine bool) error {
 	case checks["copy"] && mine:
 		// This laptop has no record (Run checked), yet the box holds an
 		// offload of the repository that did not come back.
-		e.Next = append(e.Next, "the box still holds an earlier offload of this repository that this laptop has no record of; end it, keeping its work in refs: cocoonbox offload abandon --box "+o.Box)
+		e.Next = append(e.Next, Step{"the box still holds an earlier offload of this repository that this laptop has no record of; end it, keeping its work in refs: ", Command{Verb: VerbAbandon, Box: o.Box}})
 	case checks["copy"]:
-		e.Next = append(e.Next, "move the directory the finding names out of the way in the box (cocoonbox rsh "+o.Box+" mv …), then offload again")
+		e.Next = append(e.Next, Step{"move the directory the finding names out of the way in the box (", Command{Verb: VerbRsh, Box: o.Box, Args: []string{"mv", "…"}}, "), then offload again"})
 	}
 	if checks["sessions"] {
-		e.Next = append(e.Next, "see them with: cocoonbox offload status --box "+o.Box)
+		e.Next = append(e.Next, Step{"see them with: ", Command{Verb: VerbStatus, Box: o.Box}})
 	}
 	return e
 }
 
-func only(fs []Finding, outcome string) []Finding {
-	var out []Finding
+func only(fs []agentwire.Finding, outcome string) []agentwire.Finding {
+	var out []agentwire.Finding
 	for _, f := range fs {
 		if f.Outcome == outcome {
 			out = append(out, f)
@@ -798,9 +799,9 @@ func only(fs []Finding, outcome string) []Finding {
 
 // stoppedNext are the ways out of an offload whose box CLI session is not
 // running, so that back cannot ask it for its work.
-var stoppedNext = []string{
-	"start it again from its last hand-over: cocoonbox offload restart",
-	"or end the offload, keeping the box's work in refs here: cocoonbox offload abandon",
+var stoppedNext = []Step{
+	{"start it again from its last hand-over: ", cmdRestart},
+	{"or end the offload, keeping the box's work in refs here: ", cmdAbandon},
 }
 
 // stoppedError is the box's refusal of a message or BACK for want of a
@@ -825,7 +826,7 @@ func MessageError(err error) error {
 
 // StoppedNext are the next steps for an offload whose box CLI session has
 // stopped: restart it, or abandon the offload.
-func StoppedNext() []string { return slices.Clone(stoppedNext) }
+func StoppedNext() []Step { return slices.Clone(stoppedNext) }
 
 // Restart starts the box CLI session of the repository's offload afresh
 // from its last hand-over (contract "Verbs", restart), under the repo's
@@ -839,7 +840,7 @@ func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, erro
 	defer unlock()
 	rec, err := st.LoadRecord(key)
 	if errors.Is(err, ErrNoRecord) {
-		return nil, refused(err, "offload it first: cocoonbox offload --kind KIND")
+		return nil, refused(err, Step{"offload it first: ", Command{Verb: VerbOffload, Kind: "KIND"}})
 	}
 	if err != nil {
 		return nil, err
@@ -847,13 +848,13 @@ func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, erro
 	a := &Agent{Exec: x, Box: rec.BoxName}
 	res, err := a.Restart(ctx, key)
 	if err == nil && res.Exited {
-		return nil, exitedError(KindOf(rec.Kind), rec.BoxName, res.ExitLines, true)
+		return nil, exitedError(agentwire.KindOf(rec.Kind), rec.BoxName, res.ExitLines, true)
 	}
 	if err != nil {
 		var ae *AgentError
 		if errors.As(err, &ae) && ae.Refused() {
 			return nil, refused(fmt.Errorf("box %s refused the restart: %s", rec.BoxName, ae.Msg),
-				"if it has no session to restart, end the offload, keeping the box's work in refs here: cocoonbox offload abandon")
+				Step{"if it has no session to restart, end the offload, keeping the box's work in refs here: ", cmdAbandon})
 		}
 		return nil, err
 	}

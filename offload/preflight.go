@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
 )
 
 // SizeLimit is the work tree size over which offload asks to confirm, in
@@ -58,13 +60,13 @@ type Preflight struct {
 // Run runs every check on r and returns the findings, blocks first.
 // Errors of a check become a warn finding naming the check, so that a
 // broken probe never passes silently.
-func (p *Preflight) Run(ctx context.Context, r *Repo) []Finding {
-	var fs []Finding
-	add := func(f ...Finding) { fs = append(fs, f...) }
+func (p *Preflight) Run(ctx context.Context, r *Repo) []agentwire.Finding {
+	var fs []agentwire.Finding
+	add := func(f ...agentwire.Finding) { fs = append(fs, f...) }
 	// The two probes that read the whole tree (git grep for secrets, the
 	// size's rsync dry run) run beside the others; their findings keep
 	// their place.
-	secrets := make(chan []Finding, 1)
+	secrets := make(chan []agentwire.Finding, 1)
 	go func() { secrets <- p.secrets(ctx, r) }()
 	type sized struct {
 		n   int64
@@ -80,7 +82,7 @@ func (p *Preflight) Run(ctx context.Context, r *Repo) []Finding {
 	}
 	files, err := r.worktreeFiles(ctx)
 	if err != nil {
-		add(Finding{Check: "files", Outcome: Warn, Detail: err.Error()})
+		add(agentwire.Finding{Check: "files", Outcome: agentwire.Warn, Detail: err.Error()})
 	}
 	add(p.macOnly(r, files)...)
 	env := r.readEnvFiles(ctx, files)
@@ -93,20 +95,20 @@ func (p *Preflight) Run(ctx context.Context, r *Repo) []Finding {
 		n, err := sz.n, sz.err
 		switch {
 		case err != nil:
-			add(Finding{Check: "size", Outcome: Warn, Detail: "measuring the work tree: " + err.Error()})
+			add(agentwire.Finding{Check: "size", Outcome: agentwire.Warn, Detail: "measuring the work tree: " + err.Error()})
 		case n > SizeLimit:
-			add(Finding{Check: "size", Outcome: Confirm, Detail: fmt.Sprintf("the work tree to send is %d MB, over %d MB", n/1_000_000, SizeLimit/1_000_000)})
+			add(agentwire.Finding{Check: "size", Outcome: agentwire.Confirm, Detail: fmt.Sprintf("the work tree to send is %d MB, over %d MB", n/1_000_000, SizeLimit/1_000_000)})
 		}
 	}
-	slices.SortStableFunc(fs, func(a, b Finding) int { return outcomeRank(a.Outcome) - outcomeRank(b.Outcome) })
+	slices.SortStableFunc(fs, func(a, b agentwire.Finding) int { return outcomeRank(a.Outcome) - outcomeRank(b.Outcome) })
 	return fs
 }
 
 func outcomeRank(o string) int {
 	switch o {
-	case Block:
+	case agentwire.Block:
 		return 0
-	case Warn:
+	case agentwire.Warn:
 		return 1
 	}
 	return 2
@@ -136,11 +138,11 @@ var appleCommands = []string{"xcodebuild", "xcrun", "security", "launchctl", "op
 
 // macOnly finds Apple targets in the files and macOS commands in the
 // hand-over's Commands section.
-func (p *Preflight) macOnly(r *Repo, files []string) []Finding {
-	var fs []Finding
+func (p *Preflight) macOnly(r *Repo, files []string) []agentwire.Finding {
+	var fs []agentwire.Finding
 	for _, line := range handoverSection(p.Handover, "## Commands") {
 		if c := commandUsing(line, appleCommands); c != "" {
-			fs = append(fs, Finding{Check: "macos_only", Outcome: Block, Detail: fmt.Sprintf("the hand-over's Commands run %s, which needs macOS: %s", c, strings.TrimSpace(line))})
+			fs = append(fs, agentwire.Finding{Check: "macos_only", Outcome: agentwire.Block, Detail: fmt.Sprintf("the hand-over's Commands run %s, which needs macOS: %s", c, strings.TrimSpace(line))})
 			break
 		}
 	}
@@ -167,7 +169,7 @@ func (p *Preflight) macOnly(r *Repo, files []string) []Finding {
 		if len(markers) > 3 {
 			markers = append(markers[:3], "…")
 		}
-		fs = append(fs, Finding{Check: "macos_only", Outcome: Warn, Detail: "the repository has an Apple target, which the Linux box cannot build: " + strings.Join(markers, ", ")})
+		fs = append(fs, agentwire.Finding{Check: "macos_only", Outcome: agentwire.Warn, Detail: "the repository has an Apple target, which the Linux box cannot build: " + strings.Join(markers, ", ")})
 	}
 	return fs
 }
@@ -332,8 +334,8 @@ var (
 
 // localServices warns, per port, about ports the repo's files name that
 // listen on this laptop, and about a running compose project of the repo.
-func (p *Preflight) localServices(ctx context.Context, r *Repo, files []envFile) []Finding {
-	var fs []Finding
+func (p *Preflight) localServices(ctx context.Context, r *Repo, files []envFile) []agentwire.Finding {
+	var fs []agentwire.Finding
 	if p.Listening != nil {
 		named := map[int]string{}
 		note := func(port, where string) {
@@ -360,7 +362,7 @@ func (p *Preflight) localServices(ctx context.Context, r *Repo, files []envFile)
 		if len(named) > 0 {
 			listening, err := p.Listening(ctx)
 			if err != nil {
-				fs = append(fs, Finding{Check: "local_services", Outcome: Warn, Detail: "listing the listening ports: " + err.Error()})
+				fs = append(fs, agentwire.Finding{Check: "local_services", Outcome: agentwire.Warn, Detail: "listing the listening ports: " + err.Error()})
 			}
 			ports := make([]int, 0, len(named))
 			for n := range named {
@@ -370,18 +372,18 @@ func (p *Preflight) localServices(ctx context.Context, r *Repo, files []envFile)
 			}
 			slices.Sort(ports)
 			for _, n := range ports {
-				fs = append(fs, Finding{Check: "local_services", Outcome: Warn, Detail: fmt.Sprintf("port %d (%s) is a service listening on this laptop; the box cannot reach it", n, named[n])})
+				fs = append(fs, agentwire.Finding{Check: "local_services", Outcome: agentwire.Warn, Detail: fmt.Sprintf("port %d (%s) is a service listening on this laptop; the box cannot reach it", n, named[n])})
 			}
 		}
 	}
 	if p.Docker != nil {
 		cfgs, err := p.Docker(ctx)
 		if err != nil {
-			fs = append(fs, Finding{Check: "local_services", Outcome: Warn, Detail: "docker compose ls failed, so running compose projects were not checked: " + err.Error()})
+			fs = append(fs, agentwire.Finding{Check: "local_services", Outcome: agentwire.Warn, Detail: "docker compose ls failed, so running compose projects were not checked: " + err.Error()})
 		}
 		for _, cfg := range cfgs {
 			if rel, err := filepath.Rel(r.Top, cfg); err == nil && !strings.HasPrefix(rel, "..") {
-				fs = append(fs, Finding{Check: "local_services", Outcome: Warn, Detail: fmt.Sprintf("a docker compose project of this repository is running here (%s); the box cannot reach it", rel)})
+				fs = append(fs, agentwire.Finding{Check: "local_services", Outcome: agentwire.Warn, Detail: fmt.Sprintf("a docker compose project of this repository is running here (%s); the box cannot reach it", rel)})
 			}
 		}
 	}
@@ -395,7 +397,7 @@ var (
 
 // vpnHosts warns about hosts in the remotes, config and .env* files that
 // resolve to private addresses, or that a split-DNS resolver serves.
-func (p *Preflight) vpnHosts(ctx context.Context, r *Repo, files []envFile) []Finding {
+func (p *Preflight) vpnHosts(ctx context.Context, r *Repo, files []envFile) []agentwire.Finding {
 	where := map[string]string{}
 	add := func(host, src string) {
 		host = strings.ToLower(strings.Trim(host, "[]"))
@@ -437,10 +439,10 @@ func (p *Preflight) vpnHosts(ctx context.Context, r *Repo, files []envFile) []Fi
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	var fs []Finding
+	var fs []agentwire.Finding
 	for _, h := range hosts {
 		if d := splitDomain(h, split); d != "" {
-			fs = append(fs, Finding{Check: "vpn_hosts", Outcome: Warn, Detail: fmt.Sprintf("%s (%s) resolves through this laptop's resolver for %s; the box cannot reach it", h, where[h], d)})
+			fs = append(fs, agentwire.Finding{Check: "vpn_hosts", Outcome: agentwire.Warn, Detail: fmt.Sprintf("%s (%s) resolves through this laptop's resolver for %s; the box cannot reach it", h, where[h], d)})
 			continue
 		}
 		var ips []net.IP
@@ -451,7 +453,7 @@ func (p *Preflight) vpnHosts(ctx context.Context, r *Repo, files []envFile) []Fi
 		}
 		for _, ip := range ips {
 			if privateIP(ip) {
-				fs = append(fs, Finding{Check: "vpn_hosts", Outcome: Warn, Detail: fmt.Sprintf("%s (%s) is at the private address %s, likely reached through a VPN; the box cannot reach it", h, where[h], ip)})
+				fs = append(fs, agentwire.Finding{Check: "vpn_hosts", Outcome: agentwire.Warn, Detail: fmt.Sprintf("%s (%s) is at the private address %s, likely reached through a VPN; the box cannot reach it", h, where[h], ip)})
 				break
 			}
 		}
@@ -482,8 +484,8 @@ var secretNameRE = regexp.MustCompile(`KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTI
 // secrets warns about git-ignored .env* files not opted in, secrets the
 // hand-over says are needed, and secret-looking variables the code reads
 // that are set in this shell, which the box will not have.
-func (p *Preflight) secrets(ctx context.Context, r *Repo) []Finding {
-	var fs []Finding
+func (p *Preflight) secrets(ctx context.Context, r *Repo) []agentwire.Finding {
+	var fs []agentwire.Finding
 	if ign, err := r.ignored(ctx); err == nil {
 		for _, f := range ign {
 			base := path.Base(f)
@@ -491,7 +493,7 @@ func (p *Preflight) secrets(ctx context.Context, r *Repo) []Finding {
 				continue
 			}
 			if !slices.Contains(p.Secrets, "file:"+f) {
-				fs = append(fs, Finding{Check: "secrets", Outcome: Warn, Detail: fmt.Sprintf("%s is git-ignored, so it stays on this laptop; opt in with: cocoonbox offload secrets add file:%s", f, f)})
+				fs = append(fs, agentwire.Finding{Check: "secrets", Outcome: agentwire.Warn, Detail: fmt.Sprintf("%s is git-ignored, so it stays on this laptop; opt in with: cocoonbox offload secrets add file:%s", f, f)})
 			}
 		}
 	}
@@ -518,7 +520,7 @@ func (p *Preflight) secrets(ctx context.Context, r *Repo) []Finding {
 			slices.Sort(names)
 			names = slices.Compact(names)
 			for _, n := range names {
-				fs = append(fs, Finding{Check: "secrets", Outcome: Warn, Detail: fmt.Sprintf("the code reads %s, set in this shell; the box session will not have it", n)})
+				fs = append(fs, agentwire.Finding{Check: "secrets", Outcome: agentwire.Warn, Detail: fmt.Sprintf("the code reads %s, set in this shell; the box session will not have it", n)})
 			}
 		}
 	}
@@ -527,12 +529,12 @@ func (p *Preflight) secrets(ctx context.Context, r *Repo) []Finding {
 
 // secretsNeededFinding is the warning when hand-over h says secrets are
 // needed and none of secrets (the repo's opted-in entries) is there.
-func secretsNeededFinding(h []byte, secrets []string) (Finding, bool) {
+func secretsNeededFinding(h []byte, secrets []string) (agentwire.Finding, bool) {
 	names := secretsNeeded(h)
 	if names == "" || len(secrets) > 0 {
-		return Finding{}, false
+		return agentwire.Finding{}, false
 	}
-	return Finding{Check: "secrets", Outcome: Warn, Detail: "the hand-over says secrets are needed (" + names + ") and none is opted in; see: cocoonbox offload secrets add"}, true
+	return agentwire.Finding{Check: "secrets", Outcome: agentwire.Warn, Detail: "the hand-over says secrets are needed (" + names + ") and none is opted in; see: cocoonbox offload secrets add"}, true
 }
 
 // secretsNeeded returns the names of the hand-over's first line that
@@ -555,13 +557,13 @@ func secretsNeeded(h []byte) string {
 }
 
 // lfsSubmodules warns that LFS content and submodules are not carried.
-func lfsSubmodules(r *Repo) []Finding {
-	var fs []Finding
+func lfsSubmodules(r *Repo) []agentwire.Finding {
+	var fs []agentwire.Finding
 	if b, err := readSmall(filepath.Join(r.Top, ".gitattributes")); err == nil && bytes.Contains(b, []byte("filter=lfs")) {
-		fs = append(fs, Finding{Check: "lfs", Outcome: Warn, Detail: "the repository uses Git LFS (filter=lfs in .gitattributes); LFS content is not carried, the box sees pointer files"})
+		fs = append(fs, agentwire.Finding{Check: "lfs", Outcome: agentwire.Warn, Detail: "the repository uses Git LFS (filter=lfs in .gitattributes); LFS content is not carried, the box sees pointer files"})
 	}
 	if _, err := os.Lstat(filepath.Join(r.Top, ".gitmodules")); err == nil {
-		fs = append(fs, Finding{Check: "submodules", Outcome: Warn, Detail: "the repository has submodules (.gitmodules); they are not carried"})
+		fs = append(fs, agentwire.Finding{Check: "submodules", Outcome: agentwire.Warn, Detail: "the repository has submodules (.gitmodules); they are not carried"})
 	}
 	return fs
 }

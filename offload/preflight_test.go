@@ -9,9 +9,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
 )
 
-func checks(fs []Finding) []string {
+func checks(fs []agentwire.Finding) []string {
 	var out []string
 	for _, f := range fs {
 		out = append(out, f.Outcome+" "+f.Check)

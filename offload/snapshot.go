@@ -158,14 +158,14 @@ func (r *Repo) worktreeIndex(ctx context.Context, w *wtIndex) (string, error) {
 // or unresolved conflicts in the index.
 func (r *Repo) snapshotReady(ctx context.Context) error {
 	if _, err := r.git.head(ctx); errors.Is(err, errNoCommit) {
-		return refused(err, "commit once, then offload")
+		return refused(err, Step{"commit once, then offload"})
 	} else if err != nil {
 		return err
 	}
 	if out, err := r.git.line(ctx, "ls-files", "--unmerged"); err != nil {
 		return err
 	} else if out != "" {
-		return refused(errConflicts, "resolve them, then offload")
+		return refused(errConflicts, Step{"resolve them, then offload"})
 	}
 	return nil
 }

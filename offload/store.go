@@ -11,6 +11,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/flock"
+	"github.com/cocoonbox/cocoonbox/internal/jsonfile"
 )
 
 // DataDir is cocoonbox's per-user data directory for goos: on macOS
@@ -104,16 +105,13 @@ func (s Store) EnsureRepoDir(key string) (string, error) {
 
 // LoadRecord reads the repo's offload.json; ErrNoRecord when none.
 func (s Store) LoadRecord(key string) (*Record, error) {
-	b, err := os.ReadFile(s.recordPath(key))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, ErrNoRecord
-	}
+	var r Record
+	ok, err := jsonfile.Read(s.recordPath(key), &r)
 	if err != nil {
 		return nil, err
 	}
-	var r Record
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", s.recordPath(key), err)
+	if !ok {
+		return nil, ErrNoRecord
 	}
 	return &r, nil
 }

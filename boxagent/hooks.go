@@ -1,0 +1,118 @@
+package boxagent
+
+// The CLIs' hooks: each event's report applied to its session.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
+)
+
+// event applies a hook's report: the status, then a queued delivery when
+// the session came to its prompt.
+func (ib *Inbox) event(req Request) (*Response, error) {
+	var payload struct {
+		Reason         string   `json:"reason"`
+		TranscriptPath string   `json:"transcript_path"`
+		ThreadID       string   `json:"thread-id"`
+		InputMessages  []string `json:"input-messages"`
+	}
+	if len(req.Payload) > 0 {
+		json.Unmarshal(req.Payload, &payload)
+	}
+	err := ib.change(req.Repo, func(r *record) (*record, error) {
+		if r == nil || !r.Started || r.CLI != req.CLI {
+			return nil, nil // a hook of a session that is over
+		}
+		hook, known := agentwire.KindOf(r.CLI).Hooks()[req.Hook]
+		if hook.Thread && !ib.sessionThread(r, payload.ThreadID, payload.InputMessages) {
+			ib.cfg.logf("a notify of another codex thread (%s) is not the session's turn: ignored", payload.ThreadID)
+			return nil, nil
+		}
+		pane := ib.cfg.checkPane(r)
+		if req.Hook != "exit" {
+			r.HookAtMS = nowMS()
+		}
+		if payload.TranscriptPath != "" && filepath.IsAbs(payload.TranscriptPath) {
+			r.TranscriptPath = payload.TranscriptPath
+		}
+		turnEnd := func() {
+			if r.Question {
+				r.Status = StatusBlocked
+			} else {
+				r.Status = StatusIdle
+			}
+		}
+		if !known {
+			return nil, usagef("unknown hook %s of %s", req.Hook, req.CLI)
+		}
+		switch hook.Turn {
+		case agentwire.TurnStart:
+			r.Status, r.Question = StatusWorking, false
+		case agentwire.TurnEnd:
+			turnEnd()
+		case agentwire.TurnWaiting:
+			if r.Status != StatusBlocked {
+				r.Status = StatusWaiting
+			}
+		case agentwire.TurnSessionEnd:
+			if payload.Reason == "clear" {
+				return r, nil
+			}
+			r.Status, r.Queue = StatusStopped, nil
+		case agentwire.TurnExited:
+			// The login shell ran our line after the CLI: it has exited.
+			ib.cfg.markExited(r)
+		}
+		if atPrompt(r.Status) && len(r.Queue) > 0 {
+			q := r.Queue[0]
+			session := SessionName(r.Repo, r.CLI)
+			// The CLI is in the hook this answers, so still in its turn:
+			// the Enter waits pasteSettle (claude 2.1.197 took a quick one
+			// into the next message as well).
+			if pane != paneCLI {
+				ib.cfg.logf("queued message %d for %s stays queued: its CLI does not hold the terminal", q.Seq, session)
+			} else if err := ib.cfg.tmuxPaste(session, q.Body, false, false); err != nil {
+				ib.cfg.logf("deliver queued message %d to %s: %v", q.Seq, session, err)
+			} else {
+				ib.confirmPaste(r, nowMS())
+				r.Queue = r.Queue[1:]
+				r.Status, r.Question = StatusWorking, false
+			}
+		}
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Response{}, nil
+}
+
+// sessionThread reports whether a codex notify of thread is the
+// session's own turn, learning the session's thread from the first
+// notify whose first input is the session's first prompt. codex 0.171
+// also notifies for threads of its own (a title for the task, whose input
+// quotes the prompt): those are no turn of the session. A notify without
+// a thread id is taken as the session's.
+func (ib *Inbox) sessionThread(r *record, thread string, inputs []string) bool {
+	switch {
+	case thread == "" || thread == r.CodexThread:
+		return true
+	case r.CodexThread != "":
+		return false
+	}
+	prompt, err := os.ReadFile(filepath.Join(ib.cfg.repoDir(r.Repo), "prompt.md"))
+	if err != nil || len(inputs) == 0 {
+		return false
+	}
+	head := strings.TrimSpace(string(prompt))
+	head = head[:min(len(head), 200)]
+	if !strings.HasPrefix(strings.TrimSpace(inputs[0]), head) {
+		return false
+	}
+	r.CodexThread = thread
+	return true
+}

@@ -1,0 +1,33 @@
+package cli
+
+import (
+	"testing"
+
+	"github.com/cocoonbox/cocoonbox/offload"
+)
+
+// TestStepLines: each command an offload step can name has its words,
+// and the steps read as offload wrote them when it spelled them itself.
+func TestStepLines(t *testing.T) {
+	for v := offload.VerbOffload; v <= offload.VerbLocalRun; v++ {
+		if stepVerbs[v] == "" {
+			t.Errorf("verb %d has no command words", v)
+		}
+	}
+	for _, tt := range []struct {
+		step offload.Step
+		want string
+	}{
+		{offload.StoppedNext()[0], "start it again from its last hand-over: cocoonbox offload restart"},
+		{offload.Step{"go ahead anyway with: ", offload.Command{Verb: offload.VerbOffload, Kind: "claude", Yes: true}}, "go ahead anyway with: cocoonbox offload --kind claude --yes"},
+		{offload.Step{"install Claude Code in the box: ", offload.Command{Verb: offload.VerbInstallCLI, Kind: "claude", Box: "main"}}, "install Claude Code in the box: cocoonbox offload install-cli --kind claude --box main"},
+		{offload.Step{"watch it with: ", offload.Command{Verb: offload.VerbInbox, Wait: 60}}, "watch it with: cocoonbox offload inbox --wait 60"},
+		{offload.Step{"(", offload.Command{Verb: offload.VerbRsh, Box: "main", Args: []string{"mv", "…"}}, ")"}, "(cocoonbox rsh main mv …)"},
+		{offload.Step{"opt out with: ", offload.Command{Verb: offload.VerbSecretsRemove, Args: []string{"ENTRY"}}}, "opt out with: cocoonbox offload secrets remove ENTRY"},
+		{offload.Step{"end it: ", offload.Command{Verb: offload.VerbAbandon, Box: "b"}}, "end it: cocoonbox offload abandon --box b"},
+	} {
+		if got := stepLine(tt.step); got != tt.want {
+			t.Errorf("got %q, want %q", got, tt.want)
+		}
+	}
+}
