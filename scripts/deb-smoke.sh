@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# make deb-smoke (CI, after make dist; root on Debian): installs this
+# machine's .deb from dist/ with apt-get as a user would, checks what it
+# put where (binaries in /usr/bin, man pages, completions) and what it
+# depends on, runs it from /usr/bin against a local box in a throw-away HOME
+# (--version, rsh, git ls-remote cocoonbox::…, man -w, bash completion of
+# `cocoonbox rsh <TAB>` from the installed file), then removes it with
+# dpkg -r and checks nothing of it is left. Whatever fails, the trap leaves
+# the machine as it was: the box stopped, the package and every package
+# this script's apt-get installs removed again, the temporary files gone.
+# Environment: VERSION (default: git describe --tags --always --dirty), the
+# version the binaries print.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+dist=$top/dist
+VERSION=${VERSION:-$(git -C "$top" describe --tags --always --dirty)}
+fail() { echo "deb-smoke: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || fail "run as root: it installs and removes a package"
+command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1 || fail "needs apt-get and dpkg (Debian)"
+darch=$(dpkg --print-architecture)
+shopt -s nullglob
+debs=("$dist"/cocoonbox_*_"$darch".deb)
+shopt -u nullglob
+[ ${#debs[@]} -eq 1 ] || fail "want one $dist/cocoonbox_*_$darch.deb, found ${#debs[@]}: run make dist first"
+deb=${debs[0]}
+if dpkg-query -W -f '${Status}' cocoonbox 2>/dev/null | grep -q ' installed$'; then
+	fail "a cocoonbox package is installed already; this would remove it: dpkg -r cocoonbox first"
+fi
+apt_get() { DEBIAN_FRONTEND=noninteractive apt-get -y -qq -o DPkg::Lock::Timeout=300 "$@"; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cocoonbox-deb.XXXXXX")
+# The local box started by root runs box commands as the box user, which
+# must reach its state directory.
+chmod 711 "$tmp"
+added=()    # packages this script's apt-get installs, removed on exit
+cleanup() {
+	set +e
+	if [ -x /usr/bin/cocoonbox ]; then
+		HOME=$tmp/home XDG_STATE_HOME=$tmp/state /usr/bin/cocoonbox localbox stop >/dev/null 2>&1
+	fi
+	if dpkg-query -W -f '${Status}' cocoonbox 2>/dev/null | grep -q ' installed$'; then
+		echo "deb-smoke: removing cocoonbox" >&2
+		dpkg -r cocoonbox >/dev/null
+	fi
+	local rm=()
+	for p in "${added[@]}"; do
+		[ "$p" = cocoonbox ] && continue
+		dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q ' installed$' && rm+=("$p")
+	done
+	if [ ${#rm[@]} -gt 0 ]; then
+		echo "deb-smoke: removing what it installed: ${rm[*]}" >&2
+		apt_get purge "${rm[@]}" >/dev/null
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# install: what apt-get adds, recorded (a dry run) before it does.
+install() {
+	local new
+	mapfile -t new < <(apt-get -s install -y "$@" | sed -n 's/^Inst \([^ ]*\) .*/\1/p')
+	added+=("${new[@]}")
+	apt_get install "$@" >/dev/null
+}
+
+# The package's own paths, from the .deb, and which of its directories
+# this machine has before it is installed (those must stay after dpkg -r).
+mapfile -t paths < <(dpkg-deb --fsys-tarfile "$deb" | tar -t | sed 's|^\./|/|; s|/$||' | sed '/^$/d')
+predirs=()
+for p in "${paths[@]}"; do
+	[ -d "$p" ] && predirs+=("$p")
+done
+echo "deb-smoke: apt-get install -y $deb" >&2
+apt_get update >/dev/null
+command -v man >/dev/null 2>&1 || install man-db
+install "$deb"
+dpkg-query -W -f '${Status}' cocoonbox | grep -q ' installed$' || fail "cocoonbox is not installed after apt-get install"
+# dpkg -L now, while it is installed: what removal must take away.
+mapfile -t listed < <(dpkg -L cocoonbox)
+for f in /usr/bin/cocoonbox /usr/bin/cocoonbox-ssh /usr/bin/git-remote-cocoonbox /usr/bin/cocoonbox-agent \
+	/usr/share/man/man1/cocoonbox.1 /usr/share/man/man1/cocoonbox-rsh.1 /usr/share/man/man1/cocoonbox-ssh.1 \
+	/usr/share/man/man1/git-remote-cocoonbox.1 /usr/share/man/man1/cocoonbox-agent.1 \
+	/usr/share/bash-completion/completions/cocoonbox /usr/share/zsh/vendor-completions/_cocoonbox \
+	/usr/share/fish/vendor_completions.d/cocoonbox.fish; do
+	printf '%s\n' "${listed[@]}" | grep -qx "$f" || fail "dpkg -L cocoonbox does not list $f"
+	[ -f "$f" ] || fail "$f is not installed"
+done
+for f in /usr/bin/cocoonbox /usr/bin/cocoonbox-ssh /usr/bin/git-remote-cocoonbox /usr/bin/cocoonbox-agent; do
+	[ "$(stat -c '%a %U' "$f")" = "755 root" ] || fail "$f is $(stat -c '%a %U' "$f"), want 755 root"
+done
+other=$(printf '%s\n' "${listed[@]}" | grep -v '^/usr\(/\|$\)' | grep -vx '/\.' || true)
+[ -z "$other" ] || fail "the package installs outside /usr: $other"
+deps=$(dpkg-query -W -f '${Depends}' cocoonbox)
+for d in git rsync openssh-client; do
+	grep -Eq "(^|, )$d(\$|,| )" <<<"$deps" || fail "Depends is '$deps': no $d"
+done
+[ "$(dpkg-query -W -f '${Recommends}' cocoonbox)" = tmux ] || fail "Recommends is '$(dpkg-query -W -f '${Recommends}' cocoonbox)', want tmux"
+echo "deb-smoke: installed ${#listed[@]} paths; depends on $deps" >&2
+
+# From /usr/bin, with nothing else of ours on the PATH.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=$tmp/home XDG_STATE_HOME=$tmp/state
+unset XDG_CONFIG_HOME XDG_DATA_HOME COCOONBOX_ENDPOINT COCOONBOX_TOKEN MANPATH
+mkdir -p "$HOME" "$XDG_STATE_HOME"
+chmod 711 "$HOME" "$XDG_STATE_HOME"
+for b in cocoonbox cocoonbox-ssh git-remote-cocoonbox cocoonbox-agent; do
+	[ "$(command -v "$b")" = "/usr/bin/$b" ] || fail "$b is not /usr/bin/$b: $(command -v "$b")"
+	got=$("$b" --version) || fail "$b --version failed"
+	[ "$got" = "$b version $VERSION" ] || fail "$b --version printed '$got', want '$b version $VERSION'"
+done
+for p in cocoonbox cocoonbox-rsh git-remote-cocoonbox; do
+	got=$(man -w "$p") || fail "man -w $p failed"
+	[ "$got" = "/usr/share/man/man1/$p.1" ] || fail "man -w $p printed '$got', want /usr/share/man/man1/$p.1"
+done
+
+cocoonbox localbox start >/dev/null
+cocoonbox rsh main true || fail "cocoonbox rsh main true exited $?"
+code=0
+cocoonbox rsh main 'exit 3' || code=$?
+[ "$code" -eq 3 ] || fail "cocoonbox rsh main 'exit 3' exited $code, want 3"
+got=$(cocoonbox rsh main 'echo "in $PWD"')
+[ "$got" = "in $XDG_STATE_HOME/cocoonbox/localbox/boxes/main/workspace" ] || fail "rsh printed '$got', want the box's workspace under $XDG_STATE_HOME"
+# A bare repository in the box with one commit on main, made with plumbing.
+head=$(cocoonbox rsh main 'git init -q --bare -b main x.git && t=$(git -C x.git mktree </dev/null) &&
+	c=$(git -C x.git -c user.name=smoke -c user.email=smoke@example.com commit-tree -m one "$t") &&
+	git -C x.git update-ref refs/heads/main "$c" && echo "$c"')
+[ ${#head} -eq 40 ] || fail "no commit made in the box: '$head'"
+got=$(git ls-remote cocoonbox::main/x)
+[ "$got" = "$head	HEAD
+$head	refs/heads/main" ] || fail "git ls-remote cocoonbox::main/x printed '$got', want HEAD and refs/heads/main at $head"
+
+# bash completion as bash-completion loads it: the installed file's
+# function, called as readline would for `cocoonbox rsh <TAB>`; it asks the
+# installed cocoonbox for the local box's boxes.
+got=$(bash --norc --noprofile -c '
+	[ -f /usr/share/bash-completion/bash_completion ] && . /usr/share/bash-completion/bash_completion
+	. /usr/share/bash-completion/completions/cocoonbox || exit 1
+	f=$(complete -p cocoonbox | sed -n "s/.* -F \([^ ]*\) .*/\1/p")
+	[ -n "$f" ] || { echo "no completion function for cocoonbox" >&2; exit 1; }
+	COMP_WORDS=(cocoonbox rsh "") COMP_CWORD=2 COMP_LINE="cocoonbox rsh " COMP_POINT=14 COMP_TYPE=9 COMP_KEY=9
+	"$f" cocoonbox "" rsh
+	printf "%s\n" "${COMPREPLY[@]}"') || fail "bash completion failed: $got"
+[ "$got" = main ] || fail "cocoonbox rsh <TAB> offered '$got', want main"
+got=$(bash --norc --noprofile -c '
+	[ -f /usr/share/bash-completion/bash_completion ] && . /usr/share/bash-completion/bash_completion
+	. /usr/share/bash-completion/completions/cocoonbox || exit 1
+	f=$(complete -p cocoonbox | sed -n "s/.* -F \([^ ]*\) .*/\1/p")
+	COMP_WORDS=(cocoonbox localb) COMP_CWORD=1 COMP_LINE="cocoonbox localb" COMP_POINT=16 COMP_TYPE=9 COMP_KEY=9
+	"$f" cocoonbox localb cocoonbox
+	printf "%s\n" "${COMPREPLY[@]}"') || fail "bash completion failed: $got"
+[ "$got" = localbox ] || fail "cocoonbox localb<TAB> offered '$got', want localbox"
+cocoonbox localbox stop >/dev/null
+echo "deb-smoke: from /usr/bin: --version, man -w, a local box, rsh, git ls-remote and bash completion pass" >&2
+
+# Removal: dpkg -r takes every file it listed; a directory stays only if
+# the machine had it before.
+dpkg -r cocoonbox >/dev/null
+! dpkg-query -W -f '${Status}' cocoonbox 2>/dev/null | grep -q ' installed$' || fail "cocoonbox is still installed after dpkg -r"
+for p in "${listed[@]}"; do
+	[ "$p" = /. ] && continue
+	if [ -d "$p" ]; then
+		printf '%s\n' "${predirs[@]}" | grep -qx "$p" || fail "dpkg -r left the directory $p, which it made"
+	elif [ -e "$p" ] || [ -L "$p" ]; then
+		fail "dpkg -r left $p"
+	fi
+done
+echo "deb-smoke: dpkg -r cocoonbox left none of its ${#listed[@]} paths" >&2
