@@ -73,6 +73,8 @@ done
 echo "deb-smoke: apt-get install -y $deb" >&2
 apt_get update >/dev/null
 command -v man >/dev/null 2>&1 || install man-db
+# cobra's bash completion needs bash-completion's _get_comp_words_by_ref.
+[ -f /usr/share/bash-completion/bash_completion ] || install bash-completion
 install "$deb"
 dpkg-query -W -f '${Status}' cocoonbox | grep -q ' installed$' || fail "cocoonbox is not installed after apt-get install"
 # dpkg -L now, while it is installed: what removal must take away.
@@ -129,25 +131,27 @@ got=$(git ls-remote cocoonbox::main/x)
 [ "$got" = "$head	HEAD
 $head	refs/heads/main" ] || fail "git ls-remote cocoonbox::main/x printed '$got', want HEAD and refs/heads/main at $head"
 
-# bash completion as bash-completion loads it: the installed file's
-# function, called as readline would for `cocoonbox rsh <TAB>`; it asks the
-# installed cocoonbox for the local box's boxes.
-got=$(bash --norc --noprofile -c '
-	[ -f /usr/share/bash-completion/bash_completion ] && . /usr/share/bash-completion/bash_completion
-	. /usr/share/bash-completion/completions/cocoonbox || exit 1
-	f=$(complete -p cocoonbox | sed -n "s/.* -F \([^ ]*\) .*/\1/p")
-	[ -n "$f" ] || { echo "no completion function for cocoonbox" >&2; exit 1; }
-	COMP_WORDS=(cocoonbox rsh "") COMP_CWORD=2 COMP_LINE="cocoonbox rsh " COMP_POINT=14 COMP_TYPE=9 COMP_KEY=9
-	"$f" cocoonbox "" rsh
-	printf "%s\n" "${COMPREPLY[@]}"') || fail "bash completion failed: $got"
+# bash completion as a shell gets it: bash-completion's loader finds the
+# installed file by the command's name and sources it; the function it
+# registers is called as readline would for LINE<TAB>, and it asks the
+# installed cocoonbox (for rsh, the local box's boxes).
+complete_line() {
+	bash --norc --noprofile -c '
+		. /usr/share/bash-completion/bash_completion
+		declare -F __load_completion >/dev/null || { echo "bash-completion did not load" >&2; exit 1; }
+		__load_completion cocoonbox || { echo "bash-completion found no completion for cocoonbox" >&2; exit 1; }
+		f=$(complete -p cocoonbox | sed -n "s/.* -F \([^ ]*\) .*/\1/p")
+		[ -n "$f" ] || { echo "no completion function for cocoonbox" >&2; exit 1; }
+		COMP_LINE=$1 COMP_POINT=${#1} COMP_TYPE=9 COMP_KEY=9
+		read -ra COMP_WORDS <<<"$1"
+		[[ $1 == *" " ]] && COMP_WORDS+=("")
+		COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+		"$f" cocoonbox "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+		printf "%s\n" "${COMPREPLY[@]}"' complete_line "$1"
+}
+got=$(complete_line 'cocoonbox rsh ') || fail "bash completion of 'cocoonbox rsh ' failed: $got"
 [ "$got" = main ] || fail "cocoonbox rsh <TAB> offered '$got', want main"
-got=$(bash --norc --noprofile -c '
-	[ -f /usr/share/bash-completion/bash_completion ] && . /usr/share/bash-completion/bash_completion
-	. /usr/share/bash-completion/completions/cocoonbox || exit 1
-	f=$(complete -p cocoonbox | sed -n "s/.* -F \([^ ]*\) .*/\1/p")
-	COMP_WORDS=(cocoonbox localb) COMP_CWORD=1 COMP_LINE="cocoonbox localb" COMP_POINT=16 COMP_TYPE=9 COMP_KEY=9
-	"$f" cocoonbox localb cocoonbox
-	printf "%s\n" "${COMPREPLY[@]}"') || fail "bash completion failed: $got"
+got=$(complete_line 'cocoonbox localb') || fail "bash completion of 'cocoonbox localb' failed: $got"
 [ "$got" = localbox ] || fail "cocoonbox localb<TAB> offered '$got', want localbox"
 cocoonbox localbox stop >/dev/null
 echo "deb-smoke: from /usr/bin: --version, man -w, a local box, rsh, git ls-remote and bash completion pass" >&2

@@ -54,13 +54,14 @@ command -v sha256sum >/dev/null 2>&1 || sum='shasum -a 256'
 (cd "$dist" && $sum --check --quiet SHA256SUMS) || fail "a file does not match dist/SHA256SUMS"
 # What a release attaches, each listed once in SHA256SUMS.
 listed=$(awk '{print $2}' "$dist/SHA256SUMS" | sort)
-rpmv=${fversion//-/\~}
+# The packages' version: a snapshot's -dev.gHASH is a pre-release, ~dev.gHASH.
+pv=${fversion/-/\~}
 want=$(printf '%s\n' \
 	"cocoonbox_${fversion}_darwin_amd64.tar.gz" "cocoonbox_${fversion}_darwin_arm64.tar.gz" \
 	"cocoonbox_${fversion}_linux_amd64.tar.gz" "cocoonbox_${fversion}_linux_arm64.tar.gz" \
 	"cocoonbox_${fversion}_windows_amd64.zip" \
-	"cocoonbox_${fversion//-/\~}_amd64.deb" "cocoonbox_${fversion//-/\~}_arm64.deb" \
-	"cocoonbox-${rpmv}-1.x86_64.rpm" "cocoonbox-${rpmv}-1.aarch64.rpm" | sort)
+	"cocoonbox_${pv}_amd64.deb" "cocoonbox_${pv}_arm64.deb" \
+	"cocoonbox-${pv}-1.x86_64.rpm" "cocoonbox-${pv}-1.aarch64.rpm" | sort)
 [ "$listed" = "$want" ] || fail "SHA256SUMS lists
 $listed
 want
