@@ -54,9 +54,14 @@ demo: build
 # docs/install.md). Its binaries carry git describe's version, the same
 # stamp as LDFLAGS above.
 GORELEASER ?= $(shell $(GO) env GOPATH)/bin/goreleaser
+# GoReleaser reads the commit (its hash, time and describe) through git, and
+# in a checkout with no remote (a local clone's worktree) it drops all of it
+# for its failed ls-remote --get-url: there it gets the project's URL for
+# its run only, in the environment, and the repository stays as it is.
+DIST_GIT_ENV = $(if $(shell git remote 2>/dev/null),,GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url GIT_CONFIG_VALUE_0=https://github.com/cocoonbox/cocoonbox.git)
 dist:
 	@scripts/deps.sh dist
-	$(GORELEASER) release --snapshot --clean
+	$(DIST_GIT_ENV) $(GORELEASER) release --snapshot --clean
 
 # goreleaser check: .goreleaser.yaml is valid and uses nothing deprecated.
 dist-check:
