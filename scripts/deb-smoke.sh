@@ -146,7 +146,9 @@ complete_line() {
 		read -ra COMP_WORDS <<<"$1"
 		[[ $1 == *" " ]] && COMP_WORDS+=("")
 		COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
-		"$f" cocoonbox "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+		# compopt works only inside a completion readline started: quiet.
+		"$f" cocoonbox "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}" \
+			2> >(grep -v "compopt: not currently executing completion function" >&2)
 		printf "%s\n" "${COMPREPLY[@]}"' complete_line "$1"
 }
 got=$(complete_line 'cocoonbox rsh ') || fail "bash completion of 'cocoonbox rsh ' failed: $got"
