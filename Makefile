@@ -74,8 +74,9 @@ dist-check:
 dist-smoke: dist
 	@VERSION='$(VERSION)' scripts/dist-smoke.sh
 
-# As root on Debian: installs dist/'s amd64 .deb with apt-get, runs it from
-# /usr/bin against a local box, then removes it and what it pulled in.
+# As root on Debian: installs dist/'s .deb for this machine with apt-get,
+# runs it from /usr/bin against a local box, removes it and what it pulled
+# in, and reads the .rpm's files and requirements with rpm.
 deb-smoke:
 	@VERSION='$(VERSION)' scripts/deb-smoke.sh
 

@@ -5,7 +5,8 @@
 # depends on, runs it from /usr/bin against a local box in a throw-away HOME
 # (--version, rsh, git ls-remote cocoonbox::…, man -w, bash completion of
 # `cocoonbox rsh <TAB>` from the installed file), then removes it with
-# dpkg -r and checks nothing of it is left. Whatever fails, the trap leaves
+# dpkg -r and checks nothing of it is left; then reads the .rpm with rpm
+# (-qlp, --requires). Whatever fails, the trap leaves
 # the machine as it was: the box stopped, the package and every package
 # this script's apt-get installs removed again, the temporary files gone.
 # Environment: VERSION (default: git describe --tags --always --dirty), the
@@ -171,3 +172,27 @@ for p in "${listed[@]}"; do
 	fi
 done
 echo "deb-smoke: dpkg -r cocoonbox left none of its ${#listed[@]} paths" >&2
+
+# The .rpm for the same architecture, read with Debian's rpm (installed for
+# this and removed again): the same files, zsh's in Fedora's
+# site-functions, Fedora's dependency names.
+case $darch in amd64) rarch=x86_64 ;; arm64) rarch=aarch64 ;; *) rarch=$darch ;; esac
+shopt -s nullglob
+rpms=("$dist"/cocoonbox-*-1."$rarch".rpm)
+shopt -u nullglob
+[ ${#rpms[@]} -eq 1 ] || fail "want one $dist/cocoonbox-*-1.$rarch.rpm, found ${#rpms[@]}"
+command -v rpm >/dev/null 2>&1 || install rpm
+files=$(rpm -qlp "${rpms[0]}" 2>/dev/null) || fail "rpm -qlp ${rpms[0]} failed"
+for f in /usr/bin/cocoonbox /usr/bin/cocoonbox-ssh /usr/bin/git-remote-cocoonbox /usr/bin/cocoonbox-agent \
+	/usr/share/man/man1/cocoonbox.1 /usr/share/man/man1/git-remote-cocoonbox.1 \
+	/usr/share/bash-completion/completions/cocoonbox /usr/share/zsh/site-functions/_cocoonbox \
+	/usr/share/fish/vendor_completions.d/cocoonbox.fish; do
+	grep -qx "$f" <<<"$files" || fail "${rpms[0]##*/} has no $f"
+done
+! grep -q vendor-completions <<<"$files" || fail "${rpms[0]##*/} has Debian's zsh vendor-completions"
+reqs=$(rpm -qp --requires "${rpms[0]}" 2>/dev/null)
+for d in git rsync openssh-clients; do
+	grep -qx "$d" <<<"$reqs" || fail "${rpms[0]##*/} does not require $d: $reqs"
+done
+[ "$(rpm -qp --recommends "${rpms[0]}" 2>/dev/null)" = tmux ] || fail "${rpms[0]##*/} does not recommend tmux"
+echo "deb-smoke: ${rpms[0]##*/} has the same files and requires git, rsync, openssh-clients" >&2
