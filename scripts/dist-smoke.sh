@@ -36,10 +36,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/cocoonbox-smoke.XXXXXX")
 prefix=$tmp/prefix
 export HOME=$tmp/home
 mkdir -p "$prefix" "$HOME"
-# Run by root, the local box runs box commands as the box user (scripts/deps.sh
-# makes it), which must reach the state directory and the binaries: let it
-# search (not list) the temporary directory.
-chmod 711 "$tmp"
+# Served by root, the local box runs box commands as the box user, which
+# must reach its state directory and the binaries.
+if [ "$(id -u)" = 0 ]; then chmod 0711 "$tmp" "$HOME"; fi
 unset XDG_CONFIG_HOME XDG_STATE_HOME XDG_DATA_HOME COCOONBOX_ENDPOINT COCOONBOX_TOKEN
 installed_ruby=()
 cleanup() {
