@@ -7,7 +7,7 @@ PACKAGES ?= ./...
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS = -X github.com/cocoonbox/cocoonbox/internal/version.stamp=$(VERSION)
 
-.PHONY: build install man test demo deps proto bench vet dist dist-smoke
+.PHONY: build install man test demo deps proto bench vet dist dist-check dist-smoke deb-smoke
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
@@ -47,17 +47,38 @@ test: deps vet
 demo: build
 	@scripts/demo.sh
 
-# Release archives in dist/: cocoonbox_VERSION_OS_ARCH.tar.gz for each target
-# (the four binaries, man pages, README.md, docs/) and SHA256SUMS; see
-# docs/install.md.
-DIST_TARGETS ?= $(PLATFORMS)
+# GoReleaser (.goreleaser.yaml), at the version scripts/deps.sh pins and
+# installs with go install. make dist is a snapshot of this commit in dist/:
+# cocoonbox_VERSION_OS_ARCH.tar.gz (.zip for Windows) for each target, the
+# .deb and .rpm packages, SHA256SUMS and homebrew/Formula/cocoonbox.rb (see
+# docs/install.md). Its binaries carry git describe's version, the same
+# stamp as LDFLAGS above.
+GORELEASER ?= $(shell $(GO) env GOPATH)/bin/goreleaser
+# GoReleaser reads the commit (its hash, time and describe) through git, and
+# in a checkout with no remote (a local clone's worktree) it drops all of it
+# for its failed ls-remote --get-url: there it gets the project's URL for
+# its run only, in the environment, and the repository stays as it is.
+DIST_GIT_ENV = $(if $(shell git remote 2>/dev/null),,GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url GIT_CONFIG_VALUE_0=https://github.com/cocoonbox/cocoonbox.git)
 dist:
-	@VERSION='$(VERSION)' GO='$(GO)' DIST_TARGETS='$(DIST_TARGETS)' scripts/dist.sh
+	@scripts/deps.sh dist
+	$(DIST_GIT_ENV) $(GORELEASER) release --snapshot --clean
+
+# goreleaser check: .goreleaser.yaml is valid and uses nothing deprecated.
+dist-check:
+	@scripts/deps.sh dist
+	$(GORELEASER) check
 
 # Unpacks this machine's archive from dist/ into a temporary prefix and runs
-# its binaries from there against a local box.
+# its binaries from there against a local box; checks the formula against
+# the archives and SHA256SUMS.
 dist-smoke: dist
 	@VERSION='$(VERSION)' scripts/dist-smoke.sh
+
+# As root on Debian: installs dist/'s .deb for this machine with apt-get,
+# runs it from /usr/bin against a local box, removes it and what it pulled
+# in, and reads the .rpm's files and requirements with rpm.
+deb-smoke:
+	@VERSION='$(VERSION)' scripts/deb-smoke.sh
 
 # Regenerates proto/cocoonbox/control/v1/*.pb.go with Debian's protoc and the
 # plugins pinned in go.mod's tool block.

@@ -3,7 +3,23 @@
 # apt-get, and mise with npm (the box half's preflight wants it on a box's
 # PATH; it is no Debian package), when run as root; otherwise prints the
 # commands to run. Usage: scripts/deps.sh [demo|test] [more Debian packages].
+# scripts/deps.sh dist: GoReleaser for make dist, at the version pinned here,
+# with go install into $(go env GOPATH)/bin (as any user; Go builds it).
 set -euo pipefail
+# GoReleaser's version (.goreleaser.yaml is written for it). v2.18 and later
+# do not build with the Go here.
+GORELEASER_VERSION=v2.15.1
+if [ "${1:-}" = dist ]; then
+	GO=${GO:-go}
+	bin=$("$GO" env GOPATH)/bin
+	# go install records the module's version, which --version prints.
+	if [ -x "$bin/goreleaser" ] && "$bin/goreleaser" --version 2>/dev/null | grep -qw "${GORELEASER_VERSION#v}\|$GORELEASER_VERSION"; then
+		exit 0
+	fi
+	echo "installing goreleaser $GORELEASER_VERSION into $bin (go install; minutes on a first build)" >&2
+	GOBIN=$bin "$GO" install "github.com/goreleaser/goreleaser/v2@$GORELEASER_VERSION"
+	exit 0
+fi
 profile=test
 case "${1:-}" in demo|test) profile=$1; shift ;; esac
 need=()

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# make dist-smoke (CI, after make dist): checks dist/SHA256SUMS, unpacks this
-# machine's archive into a temporary prefix as docs/install.md says, and runs
-# its binaries from there with nothing else of ours on the PATH (after
-# checking every archive holds the four binaries and the docs): --version of
-# each (the stamped VERSION), a local box in a throw-away HOME, one rsh, one
+# make dist-smoke (CI, after make dist): checks dist/SHA256SUMS against every
+# file it lists and that dist/ holds the five archives and four packages
+# .goreleaser.yaml makes; that every archive holds the four binaries, the
+# man pages, the three completions and the docs under its directory; that
+# dist/homebrew/Formula/cocoonbox.rb parses (ruby -c) and names the
+# archives by their SHA256SUMS lines. Then it unpacks this machine's archive
+# into a temporary prefix as docs/install.md says and runs its binaries
+# from there with nothing else of ours on the PATH: --version of each (the
+# stamped VERSION), a local box in a throw-away HOME, one rsh, one
 # cocoonbox-ssh, one git ls-remote cocoonbox::…, then stops the box.
-# Environment: VERSION (default: git describe --tags --always --dirty).
+# Without ruby: as root on Debian it installs it with apt-get for the check
+# and removes it after; otherwise it says what to install.
+# Environment: VERSION (default: git describe --tags --always --dirty), the
+# version the binaries print.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+dist=$top/dist
 VERSION=${VERSION:-$(git -C "$top" describe --tags --always --dirty)}
 os=$(uname -s | tr '[:upper:]' '[:lower:]')
 case $(uname -m) in
@@ -15,10 +23,14 @@ x86_64 | amd64) arch=amd64 ;;
 aarch64 | arm64) arch=arm64 ;;
 *) arch=$(uname -m) ;;
 esac
-name=cocoonbox_${VERSION}_${os}_${arch}
-archive=$top/dist/$name.tar.gz
 fail() { echo "dist-smoke: $*" >&2; exit 1; }
-[ -f "$archive" ] || fail "no $archive: run make dist first"
+[ -f "$dist/SHA256SUMS" ] || fail "no $dist/SHA256SUMS: run make dist first"
+[ -f "$dist/metadata.json" ] || fail "no $dist/metadata.json: run make dist first"
+# The version in the file names: the tag without its v, or the snapshot's.
+fversion=$(sed -n 's/.*"version":"\([^"]*\)".*/\1/p' "$dist/metadata.json")
+[ -n "$fversion" ] || fail "no version in $dist/metadata.json"
+name=cocoonbox_${fversion}_${os}_${arch}
+archive=$dist/$name.tar.gz
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cocoonbox-smoke.XXXXXX")
 prefix=$tmp/prefix
@@ -28,26 +40,101 @@ mkdir -p "$prefix" "$HOME"
 # must reach its state directory and the binaries.
 if [ "$(id -u)" = 0 ]; then chmod 0711 "$tmp" "$HOME"; fi
 unset XDG_CONFIG_HOME XDG_STATE_HOME XDG_DATA_HOME COCOONBOX_ENDPOINT COCOONBOX_TOKEN
-cleanup() { "$prefix/bin/cocoonbox" localbox stop >/dev/null 2>&1 || true; rm -rf "$tmp"; }
+installed_ruby=()
+cleanup() {
+	"$prefix/bin/cocoonbox" localbox stop >/dev/null 2>&1 || true
+	rm -rf "$tmp"
+	if [ ${#installed_ruby[@]} -gt 0 ]; then
+		echo "dist-smoke: removing what it installed for ruby -c: ${installed_ruby[*]}" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq -o DPkg::Lock::Timeout=300 "${installed_ruby[@]}" >/dev/null || true
+	fi
+}
 trap cleanup EXIT
 
 echo "dist-smoke: checking SHA256SUMS" >&2
 sum=sha256sum
 command -v sha256sum >/dev/null 2>&1 || sum='shasum -a 256'
-(cd "$top/dist" && $sum --check --quiet SHA256SUMS) || fail "an archive does not match dist/SHA256SUMS"
-# Every archive listed holds the four binaries, the man pages and the docs,
-# under its name.
+(cd "$dist" && $sum --check --quiet SHA256SUMS) || fail "a file does not match dist/SHA256SUMS"
+# What a release attaches, each listed once in SHA256SUMS.
+listed=$(awk '{print $2}' "$dist/SHA256SUMS" | sort)
+# The packages' version: a snapshot's -dev.gHASH is a pre-release, ~dev.gHASH.
+pv=${fversion/-/\~}
+want=$(printf '%s\n' \
+	"cocoonbox_${fversion}_darwin_amd64.tar.gz" "cocoonbox_${fversion}_darwin_arm64.tar.gz" \
+	"cocoonbox_${fversion}_linux_amd64.tar.gz" "cocoonbox_${fversion}_linux_arm64.tar.gz" \
+	"cocoonbox_${fversion}_windows_amd64.zip" \
+	"cocoonbox_${pv}_amd64.deb" "cocoonbox_${pv}_arm64.deb" \
+	"cocoonbox-${pv}-1.x86_64.rpm" "cocoonbox-${pv}-1.aarch64.rpm" | sort)
+[ "$listed" = "$want" ] || fail "SHA256SUMS lists
+$listed
+want
+$want"
+
+# Every archive holds the four binaries, the man pages, the completions and
+# the docs, under its name.
 while read -r _ a; do
-	n=${a%.tar.gz} exe=
-	case $n in *_windows_*) exe=.exe ;; esac
-	list=$(tar -tzf "$top/dist/$a")
+	case $a in
+	*.tar.gz) n=${a%.tar.gz} exe= list=$(tar -tzf "$dist/$a") ;;
+	*.zip) n=${a%.zip} exe=.exe list=$(python3 -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$dist/$a") ;;
+	*) continue ;;
+	esac
 	for f in bin/cocoonbox bin/cocoonbox-ssh bin/git-remote-cocoonbox bin/cocoonbox-agent; do
 		grep -qx "$n/$f$exe" <<<"$list" || fail "$a has no $n/$f$exe"
 	done
-	for f in share/doc/cocoonbox/README.md share/man/man1/cocoonbox.1 share/man/man1/git-remote-cocoonbox.1; do
+	for f in share/doc/cocoonbox/README.md share/doc/cocoonbox/docs/install.md \
+		share/man/man1/cocoonbox.1 share/man/man1/cocoonbox-rsh.1 share/man/man1/cocoonbox-ssh.1 \
+		share/man/man1/git-remote-cocoonbox.1 share/man/man1/cocoonbox-agent.1 \
+		share/bash-completion/completions/cocoonbox share/zsh/site-functions/_cocoonbox \
+		share/fish/vendor_completions.d/cocoonbox.fish; do
 		grep -qx "$n/$f" <<<"$list" || fail "$a has no $n/$f"
 	done
-done <"$top/dist/SHA256SUMS"
+	other=$(grep -v "^$n/" <<<"$list" || true)
+	[ -z "$other" ] || fail "$a has entries outside $n/: $other"
+done <"$dist/SHA256SUMS"
+echo "dist-smoke: SHA256SUMS, 5 archives and 4 packages; each archive is complete" >&2
+
+# The formula: Ruby that parses, and a url and sha256 for each of the four
+# macOS and Linux archives, as SHA256SUMS has them.
+formula=$dist/homebrew/Formula/cocoonbox.rb
+[ -f "$formula" ] || fail "no $formula"
+if ! command -v ruby >/dev/null 2>&1; then
+	if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq -o DPkg::Lock::Timeout=300 >/dev/null
+		# Exactly what this install adds, to remove it again on exit.
+		mapfile -t installed_ruby < <(apt-get -s install -y ruby | sed -n 's/^Inst \([^ ]*\) .*/\1/p')
+		echo "dist-smoke: installing ruby for ruby -c (${#installed_ruby[@]} packages, removed on exit)" >&2
+		apt-get install -y -qq -o DPkg::Lock::Timeout=300 ruby >/dev/null
+	else
+		fail "no ruby for ruby -c on the formula: install it (Debian: sudo apt-get install ruby)"
+	fi
+fi
+got=$(ruby -c "$formula") || fail "ruby -c $formula failed: $got"
+[ "$got" = "Syntax OK" ] || fail "ruby -c $formula printed '$got'"
+pairs=$(sed -n 's/^ *url "\(.*\)".*/url \1/p; s/^ *sha256 "\(.*\)".*/sha256 \1/p' "$formula")
+n=0 url=
+while read -r kind v; do
+	case $kind in
+	url) url=$v ;;
+	sha256)
+		[ -n "$url" ] || fail "the formula has a sha256 before any url"
+		f=${url##*/}
+		case $url in "https://github.com/cocoonbox/cocoonbox/releases/download/"*/"$f") ;; *) fail "the formula's url $url is not a release download" ;; esac
+		line=$(awk -v f="$f" '$2 == f' "$dist/SHA256SUMS")
+		[ -n "$line" ] || fail "the formula's $f is not in SHA256SUMS"
+		[ "${line%% *}" = "$v" ] || fail "the formula's sha256 for $f is $v, SHA256SUMS says ${line%% *}"
+		n=$((n + 1)) url=
+		;;
+	esac
+done <<<"$pairs"
+[ "$n" -eq 4 ] || fail "the formula names $n archives, want 4 (macOS and Linux, amd64 and arm64)"
+grep -q 'depends_on "rsync"' "$formula" || fail "the formula does not depend on rsync"
+for f in '"bin/cocoonbox"' '"bin/git-remote-cocoonbox"' 'man1.install' 'bash_completion.install' 'zsh_completion.install' 'fish_completion.install'; do
+	grep -qF "$f" "$formula" || fail "the formula does not install $f"
+done
+echo "dist-smoke: the formula parses and names the 4 archives with their SHA256SUMS" >&2
+
+[ -f "$archive" ] || fail "no $archive"
 tar -xzf "$archive" -C "$prefix" --strip-components=1
 # Only the archive's binaries: the PATH has none of ./bin, GOPATH/bin or Go.
 export PATH="$prefix/bin:/usr/local/bin:/usr/bin:/bin"
@@ -59,6 +146,11 @@ done
 for f in README.md docs/install.md docs/cocoonbox.md; do
 	[ -f "$prefix/share/doc/cocoonbox/$f" ] || fail "the archive has no share/doc/cocoonbox/$f"
 done
+# man finds the pages from bin/ on the PATH (man-db's ../share/man).
+if command -v man >/dev/null 2>&1; then
+	got=$(env -u MANPATH man -w cocoonbox 2>/dev/null || true)
+	[ "$got" = "$prefix/share/man/man1/cocoonbox.1" ] || fail "man -w cocoonbox printed '$got', want $prefix/share/man/man1/cocoonbox.1"
+fi
 echo "dist-smoke: the four binaries print $VERSION" >&2
 
 cocoonbox localbox start >/dev/null

@@ -10,7 +10,8 @@ import (
 	"golang.org/x/mod/semver"
 )
 
-// stamp is set at link time by `make build`, `make install` and `make dist`:
+// stamp is set at link time by `make build`, `make install` and `make dist`
+// (.goreleaser.yaml, with GoReleaser's .Summary, the same describe):
 // -ldflags "-X github.com/cocoonbox/cocoonbox/internal/version.stamp=$(git describe --tags --always --dirty)".
 var stamp string
 
