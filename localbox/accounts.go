@@ -389,6 +389,11 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 		claims = DefaultClaimsDir
 	}
 	if a.Created && u != nil {
+		// Its uid and gid are never an account's again: files of the
+		// user may remain outside the state directory.
+		if err := retireIDs(claims, u.uid, u.gid); err != nil {
+			return out, err
+		}
 		if err := deleteUnixUser(a.UnixUser); err != nil {
 			return out, err
 		}
