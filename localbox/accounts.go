@@ -332,6 +332,9 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 	if err != nil {
 		return out, err
 	}
+	if err := CheckStateOwner(abs); err != nil {
+		return out, err
+	}
 	var a Account
 	if _, err := updateAccountFile(abs, func(f *accountFile) error {
 		var ok bool

@@ -442,3 +442,53 @@ func TestHostileRunDirLink(t *testing.T) {
 	}
 	h.untouched()
 }
+
+// A state directory under a directory the box user owns (sudo with the
+// box user's HOME: ~/.local/state/cocoonbox/localbox) is refused: the box
+// user could move the state away and put its own in its place, with
+// boxes/main a link to a directory of root's, whose home/ and run/ the
+// next start would chown to it (/ for the link: /home and /run).
+func TestHostileStateParent(t *testing.T) {
+	h := newHostile(t, "")
+	top := filepath.Join(filepath.Dir(h.state), "userhome")
+	if err := os.Mkdir(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(top, int(h.u.uid), int(h.u.gid))
+	state := filepath.Join(top, "cocoonbox", "localbox")
+	// What the box user puts in place of the state the local box made.
+	boxes := filepath.Join(state, "boxes")
+	if err := os.MkdirAll(boxes, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(top, "cocoonbox"), state, boxes} {
+		os.Chown(d, int(h.u.uid), int(h.u.gid))
+	}
+	for _, d := range []string{"home", "run"} {
+		if err := os.Mkdir(filepath.Join(h.rootDir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(h.rootDir, filepath.Join(boxes, DefaultBox)); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(filepath.Join(boxes, DefaultBox), int(h.u.uid), int(h.u.gid))
+	if err := MkdirState(state); err == nil || !strings.Contains(err.Error(), "which a user other than root can change") {
+		t.Errorf("MkdirState of a state directory under the box user's: %v", err)
+	}
+	srv := &Server{Dir: state, BinDir: h.bin, User: DefaultUser, Logf: t.Logf}
+	if err := srv.CreateBox(DefaultBox); err == nil {
+		srv.Stop()
+		t.Error("a server started on a state directory under the box user's")
+	}
+	for _, d := range []string{h.rootDir, filepath.Join(h.rootDir, "home"), filepath.Join(h.rootDir, "run")} {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s is now %04o, uid %d", d, fi.Mode().Perm(), st.Uid)
+		}
+	}
+	h.untouched("home", "run")
+}
