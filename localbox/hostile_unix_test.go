@@ -5,9 +5,12 @@ package localbox
 import (
 	"context"
 	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -491,4 +494,70 @@ func TestHostileStateParent(t *testing.T) {
 		}
 	}
 	h.untouched("home", "run")
+}
+
+// A box user may answer tmux on its own socket and never reply, so that
+// each box's `tmux kill-server` takes its whole 5 s: a start (which ends
+// the tmux servers a previous local box left) ends them all at once, not
+// one box after another (three boxes held a real start past `localbox
+// start`'s 15 s, and a stop past `localbox stop`'s 10 s).
+func TestHostileTmuxAllAtOnce(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("no tmux")
+	}
+	h := newHostile(t, "")
+	names := []string{"t1", "t2", "t3", "t4"}
+	first := &Server{Dir: h.state, BinDir: h.bin, User: DefaultUser, Logf: t.Logf}
+	for _, n := range names {
+		if err := first.CreateBox(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Stop()
+	var lis []net.Listener
+	defer func() {
+		for _, l := range lis {
+			l.Close()
+		}
+	}()
+	for _, n := range names {
+		d := filepath.Join(h.state, "boxes", n, "run", "tmux-"+strconv.Itoa(int(h.u.uid)))
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(d, int(h.u.uid), int(h.u.gid))
+		sock := filepath.Join(d, "default")
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(sock, int(h.u.uid), int(h.u.gid))
+		lis = append(lis, l)
+		go func() {
+			var held []net.Conn
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					for _, c := range held {
+						c.Close()
+					}
+					return
+				}
+				held = append(held, c) // and never a word
+			}
+		}()
+	}
+	srv := &Server{Dir: h.state, BinDir: h.bin, User: DefaultUser, Logf: t.Logf}
+	start := time.Now()
+	if err := srv.CreateBox(DefaultBox); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	for _, l := range lis {
+		l.Close()
+	}
+	srv.Stop()
+	if took > 9*time.Second {
+		t.Errorf("the start took %v with %d boxes whose tmux never answers: one box after another", took.Round(time.Second), len(names))
+	}
 }
