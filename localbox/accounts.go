@@ -401,6 +401,12 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 			return out, err
 		}
 		out.UserDeleted = true
+	} else if u == nil {
+		// Its user went away (or its name has another uid now): what
+		// the uid it had left may remain all the same.
+		if err := retireIDs(claims, a.UID); err != nil {
+			return out, err
+		}
 	}
 	return out, releaseClaim(claims, abs, a.UnixUser)
 }

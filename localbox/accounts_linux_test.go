@@ -337,6 +337,16 @@ func TestAccountUIDNotReused(t *testing.T) {
 	if b.Account.UID == a.Account.UID || nu.Gid == u.Gid {
 		t.Errorf("account next has uid %s gid %s, as removed account gone had (uid %s gid %s)", nu.Uid, nu.Gid, u.Uid, u.Gid)
 	}
+	// Nor is the uid of an account whose user someone deleted by hand.
+	if out, err := exec.Command("userdel", prefix+"next").CombinedOutput(); err != nil {
+		t.Fatalf("userdel: %v %s", err, out)
+	}
+	if _, err := localbox.RemoveAccount(dir, "next", localbox.RemoveAccountOptions{ClaimsDir: claims}); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := addAccount(t, dir, claims, prefix, "third"); c.Account.UID == b.Account.UID {
+		t.Errorf("account third has uid %d, as removed account next had, whose user was deleted by hand", c.Account.UID)
+	}
 	// A user made by hand with the removed account's uid is not mapped.
 	twin := prefix + "twin"
 	if out, err := exec.Command("useradd", "-M", "-o", "-u", u.Uid, "-s", "/usr/sbin/nologin", twin).CombinedOutput(); err != nil {
