@@ -321,6 +321,11 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if err != nil {
 		return err
 	}
+	// Nor does start take the endpoint and token of a local box it finds
+	// running in such a directory.
+	if err := checkStateOwner(dir); err != nil {
+		return err
+	}
 	if ri, ok := readRuntime(dir); ok {
 		// With no --listen, start takes the local box that runs, wherever
 		// it listens: "start" is the way back in from every state.
@@ -632,9 +637,23 @@ func answers(ep box.Endpoint, tok string) (*box.Client, error) {
 	return c, nil
 }
 
+// checkStateOwner is localbox.CheckStateOwner for a state directory that
+// exists; one that does not is made by MkdirState, which checks it.
+func checkStateOwner(dir string) error {
+	if _, err := os.Lstat(dir); err != nil {
+		return nil
+	}
+	return localbox.CheckStateOwner(dir)
+}
+
 func runLocalboxStop(env Env, s Streams) error {
 	dir, err := localboxDir(env)
 	if err != nil {
+		return err
+	}
+	// Run by root, stop signals the pid localbox.json names: never one
+	// from a state directory another user could have put in place.
+	if err := checkStateOwner(dir); err != nil {
 		return err
 	}
 	ri, ok := readRuntime(dir)

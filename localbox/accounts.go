@@ -332,6 +332,9 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 	if err != nil {
 		return out, err
 	}
+	if err := CheckStateOwner(abs); err != nil {
+		return out, err
+	}
 	var a Account
 	if _, err := updateAccountFile(abs, func(f *accountFile) error {
 		var ok bool
@@ -389,10 +392,21 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 		claims = DefaultClaimsDir
 	}
 	if a.Created && u != nil {
+		// Its uid and gid are never an account's again: files of the
+		// user may remain outside the state directory.
+		if err := retireIDs(claims, u.uid, u.gid); err != nil {
+			return out, err
+		}
 		if err := deleteUnixUser(a.UnixUser); err != nil {
 			return out, err
 		}
 		out.UserDeleted = true
+	} else if u == nil {
+		// Its user went away (or its name has another uid now): what
+		// the uid it had left may remain all the same.
+		if err := retireIDs(claims, a.UID); err != nil {
+			return out, err
+		}
 	}
 	return out, releaseClaim(claims, abs, a.UnixUser)
 }

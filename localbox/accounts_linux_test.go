@@ -311,6 +311,52 @@ func TestAccountClaims(t *testing.T) {
 	}
 }
 
+// A removed account's uid and gid are never a later account's: useradd
+// hands out the highest uid plus one, so without the retired ids the next
+// account would own what the removed one left outside the state
+// directory, a setuid copy of a shell in /tmp among it, which any other
+// account could run to become the new one.
+func TestAccountUIDNotReused(t *testing.T) {
+	dir, claims, prefix := rootState(t)
+	if err := localbox.MkdirState(dir); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := addAccount(t, dir, claims, prefix, "gone")
+	u, err := user.Lookup(prefix + "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := localbox.RemoveAccount(dir, "gone", localbox.RemoveAccountOptions{ClaimsDir: claims}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := addAccount(t, dir, claims, prefix, "next")
+	nu, err := user.Lookup(prefix + "next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Account.UID == a.Account.UID || nu.Gid == u.Gid {
+		t.Errorf("account next has uid %s gid %s, as removed account gone had (uid %s gid %s)", nu.Uid, nu.Gid, u.Uid, u.Gid)
+	}
+	// Nor is the uid of an account whose user someone deleted by hand.
+	if out, err := exec.Command("userdel", prefix+"next").CombinedOutput(); err != nil {
+		t.Fatalf("userdel: %v %s", err, out)
+	}
+	if _, err := localbox.RemoveAccount(dir, "next", localbox.RemoveAccountOptions{ClaimsDir: claims}); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := addAccount(t, dir, claims, prefix, "third"); c.Account.UID == b.Account.UID {
+		t.Errorf("account third has uid %d, as removed account next had, whose user was deleted by hand", c.Account.UID)
+	}
+	// A user made by hand with the removed account's uid is not mapped.
+	twin := prefix + "twin"
+	if out, err := exec.Command("useradd", "-M", "-o", "-u", u.Uid, "-s", "/usr/sbin/nologin", twin).CombinedOutput(); err != nil {
+		t.Fatalf("useradd %s: %v %s", twin, err, out)
+	}
+	if _, err := localbox.AddAccount(dir, "twin", localbox.AddAccountOptions{UnixUser: twin, ClaimsDir: claims}); err == nil || !strings.Contains(err.Error(), "was a removed account's") {
+		t.Errorf("mapping a user with a removed account's uid: %v", err)
+	}
+}
+
 // An account's sign-in code signs its person in to that account: the
 // device the browser sign-in gives lists under it, not the owner's, and
 // the code works once.

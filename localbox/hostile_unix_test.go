@@ -5,9 +5,12 @@ package localbox
 import (
 	"context"
 	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -441,4 +444,120 @@ func TestHostileRunDirLink(t *testing.T) {
 		t.Errorf("a linked run directory: %v", err)
 	}
 	h.untouched()
+}
+
+// A state directory under a directory the box user owns (sudo with the
+// box user's HOME: ~/.local/state/cocoonbox/localbox) is refused: the box
+// user could move the state away and put its own in its place, with
+// boxes/main a link to a directory of root's, whose home/ and run/ the
+// next start would chown to it (/ for the link: /home and /run).
+func TestHostileStateParent(t *testing.T) {
+	h := newHostile(t, "")
+	top := filepath.Join(filepath.Dir(h.state), "userhome")
+	if err := os.Mkdir(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(top, int(h.u.uid), int(h.u.gid))
+	state := filepath.Join(top, "cocoonbox", "localbox")
+	// What the box user puts in place of the state the local box made.
+	boxes := filepath.Join(state, "boxes")
+	if err := os.MkdirAll(boxes, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(top, "cocoonbox"), state, boxes} {
+		os.Chown(d, int(h.u.uid), int(h.u.gid))
+	}
+	for _, d := range []string{"home", "run"} {
+		if err := os.Mkdir(filepath.Join(h.rootDir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(h.rootDir, filepath.Join(boxes, DefaultBox)); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(filepath.Join(boxes, DefaultBox), int(h.u.uid), int(h.u.gid))
+	if err := MkdirState(state); err == nil || !strings.Contains(err.Error(), "which a user other than root can change") {
+		t.Errorf("MkdirState of a state directory under the box user's: %v", err)
+	}
+	srv := &Server{Dir: state, BinDir: h.bin, User: DefaultUser, Logf: t.Logf}
+	if err := srv.CreateBox(DefaultBox); err == nil {
+		srv.Stop()
+		t.Error("a server started on a state directory under the box user's")
+	}
+	for _, d := range []string{h.rootDir, filepath.Join(h.rootDir, "home"), filepath.Join(h.rootDir, "run")} {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s is now %04o, uid %d", d, fi.Mode().Perm(), st.Uid)
+		}
+	}
+	h.untouched("home", "run")
+}
+
+// A box user may answer tmux on its own socket and never reply, so that
+// each box's `tmux kill-server` takes its whole 5 s: a start (which ends
+// the tmux servers a previous local box left) ends them all at once, not
+// one box after another (three boxes held a real start past `localbox
+// start`'s 15 s, and a stop past `localbox stop`'s 10 s).
+func TestHostileTmuxAllAtOnce(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("no tmux")
+	}
+	h := newHostile(t, "")
+	names := []string{"t1", "t2", "t3", "t4"}
+	first := &Server{Dir: h.state, BinDir: h.bin, User: DefaultUser, Logf: t.Logf}
+	for _, n := range names {
+		if err := first.CreateBox(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Stop()
+	var lis []net.Listener
+	defer func() {
+		for _, l := range lis {
+			l.Close()
+		}
+	}()
+	for _, n := range names {
+		d := filepath.Join(h.state, "boxes", n, "run", "tmux-"+strconv.Itoa(int(h.u.uid)))
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(d, int(h.u.uid), int(h.u.gid))
+		sock := filepath.Join(d, "default")
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(sock, int(h.u.uid), int(h.u.gid))
+		lis = append(lis, l)
+		go func() {
+			var held []net.Conn
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					for _, c := range held {
+						c.Close()
+					}
+					return
+				}
+				held = append(held, c) // and never a word
+			}
+		}()
+	}
+	srv := &Server{Dir: h.state, BinDir: h.bin, User: DefaultUser, Logf: t.Logf}
+	start := time.Now()
+	if err := srv.CreateBox(DefaultBox); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	for _, l := range lis {
+		l.Close()
+	}
+	srv.Stop()
+	if took > 9*time.Second {
+		t.Errorf("the start took %v with %d boxes whose tmux never answers: one box after another", took.Round(time.Second), len(names))
+	}
 }

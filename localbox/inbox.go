@@ -216,16 +216,31 @@ func (s *Server) powerOff() {
 	s.inbox.mu.Lock()
 	s.inbox.closed = true
 	s.inbox.mu.Unlock()
-	for _, b := range s.reg.all() {
-		s.stopInbox(b)
-		s.killTmux(b)
-	}
+	s.eachBox(s.stopInbox)
+	s.eachBox(s.killTmux)
 	if n := s.sweep(killDelay); n > 0 {
 		s.logf("ended %d process groups left by box commands", n)
 	}
 	if n := s.endMarked(killDelay); n > 0 {
 		s.logf("ended %d box processes that had left their process group", n)
 	}
+}
+
+// eachBox runs f on every box at once and waits for all: a box user
+// answers tmux on its own socket and may hold its inbox past SIGTERM, so
+// a box's killTmux or stopInbox may take its whole 5 s, and one box after
+// another an account with three boxes held a start past `localbox
+// start`'s 15 s and a stop past `localbox stop`'s 10 s.
+func (s *Server) eachBox(f func(*box)) {
+	var wg sync.WaitGroup
+	for _, b := range s.reg.all() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(b)
+		}()
+	}
+	wg.Wait()
 }
 
 // killTmux ends box b's tmux server, if the run directory holds a tmux
@@ -261,9 +276,7 @@ func (s *Server) cleanUp() {
 	if n := s.sweep(0); n > 0 {
 		s.logf("ended %d process groups a previous local box left behind", n)
 	}
-	for _, b := range s.reg.all() {
-		s.killTmux(b)
-	}
+	s.eachBox(s.killTmux)
 	if n := s.endMarked(0); n > 0 {
 		s.logf("ended %d box processes a previous local box left outside their process groups", n)
 	}

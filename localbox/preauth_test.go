@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -254,5 +255,55 @@ func TestSignInGuessLimit(t *testing.T) {
 	}
 	if st, _, d := sessionFrom(t, base, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 99)}, code); st != http.StatusOK {
 		t.Fatalf("the right code from another source: %d %q", st, d)
+	}
+}
+
+// A call without a token is refused at its headers, before any of its
+// message is read: gRPC reads a unary call's request whole before the
+// interceptors run, so a connection with no token could otherwise open
+// stream after stream, each holding an unfinished 4 MiB request in the
+// server's memory (one such connection held 1.2 GiB in 6 s).
+func TestNoTokenRefusedAtHeaders(t *testing.T) {
+	u, _ := serve(t)
+	c, err := net.Dial("tcp", strings.TrimPrefix(u, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// HPACK literal fields without indexing, no Huffman coding.
+	var hb []byte
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/cocoonbox.control.v1.Boxes/List"},
+		{":authority", "127.0.0.1"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		hb = append(hb, 0, byte(len(f[0])))
+		hb = append(hb, f[0]...)
+		hb = append(hb, byte(len(f[1])))
+		hb = append(hb, f[1]...)
+	}
+	frame := func(typ, flags byte, payload []byte) []byte {
+		n := len(payload)
+		return append([]byte{byte(n >> 16), byte(n >> 8), byte(n), typ, flags, 0, 0, 0, 1}, payload...)
+	}
+	// The request's length prefix says 1 MiB; 1,000 bytes of it come.
+	msg := append([]byte{0, 0, 0x10, 0, 0}, make([]byte, 1000)...)
+	out := []byte(h2Preface)
+	out = append(out, frame(1, 4, hb)...)  // HEADERS, END_HEADERS, stream 1
+	out = append(out, frame(0, 0, msg)...) // DATA, stream 1
+	if _, err := c.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	br := bufio.NewReader(c)
+	for {
+		var h [9]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			t.Fatalf("no answer on the stream while its request is unfinished: %v", err)
+		}
+		n := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+		if _, err := br.Discard(n); err != nil {
+			t.Fatal(err)
+		}
+		if h[3] == 1 && h[8] == 1 { // HEADERS of stream 1: refused
+			return
+		}
 	}
 }

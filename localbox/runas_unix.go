@@ -175,6 +175,9 @@ func (s *Server) checkReach() error {
 	if u == nil {
 		return nil
 	}
+	if err := CheckStateOwner(s.Dir); err != nil {
+		return err
+	}
 	for _, d := range []string{s.Dir, filepath.Join(s.Dir, "boxes")} {
 		if err := os.Chmod(d, 0o711); err != nil {
 			return err
@@ -182,6 +185,48 @@ func (s *Server) checkReach() error {
 	}
 	if d := closedAbove(s.Dir, u); d != "" {
 		return fmt.Errorf("box user %s cannot reach the state directory %s: %s is closed to it; choose a state directory it can reach, or open it with: chmod o+x %s", u.name, s.Dir, d, d)
+	}
+	return nil
+}
+
+// CheckStateOwner refuses, when run by root, a state directory dir that
+// a user other than root could swap: dir and every directory above it
+// must be root's and writable by no one else (a sticky directory such as
+// /tmp aside, where no one else may rename root's entries). Else a box
+// user who owns a directory above it (sudo with the box user's HOME) could
+// move the state directory away and put its own in its place, with a link
+// for box main, and root would chown what the link leads to (/home, /run)
+// to it and append its log to any file. The error names the directory and
+// the next step. The path is resolved first; a component of the named
+// path that is a link must be root's too.
+func CheckStateOwner(dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	chains := []string{abs}
+	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+		chains = append(chains, real)
+	}
+	for _, p := range chains {
+		for d := p; ; d = filepath.Dir(d) {
+			fi, err := os.Lstat(d)
+			if err != nil {
+				return err
+			}
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			m := fi.Mode()
+			open := m.IsDir() && (m.Perm()&0o002 != 0 && m&fs.ModeSticky == 0 || m.Perm()&0o020 != 0 && st.Gid != 0)
+			if !ok || st.Uid != 0 || open {
+				return fmt.Errorf("the state directory %s is under %s (%s), which a user other than root can change: run by root, the local box keeps its state where only root writes; next: %s", abs, d, describe(d), StateRecipe)
+			}
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
 	}
 	return nil
 }
@@ -302,10 +347,19 @@ func RootUser(dir, bin string) (name, why string) {
 // user exists, so the box user reaches the boxes through the directories
 // the local box made; those the user made keep their modes. Every secret
 // in them is a 0600 file (docs/security.md).
+//
+// Run by root, it then checks the directory with CheckStateOwner.
 func MkdirState(dir string) error {
 	if os.Geteuid() != 0 {
 		return os.MkdirAll(dir, 0o700)
 	}
+	if err := mkdirState(dir); err != nil {
+		return err
+	}
+	return CheckStateOwner(dir)
+}
+
+func mkdirState(dir string) error {
 	if _, err := lookupBoxUser(DefaultUser); err != nil {
 		return os.MkdirAll(dir, 0o700)
 	}

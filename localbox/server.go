@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
@@ -209,6 +210,7 @@ func (s *Server) init() error {
 			// The HTTP/2 preface and SETTINGS, after a TLS handshake that
 			// chose h2, within sniffTimeout, as the sniffer asks of the rest.
 			grpc.ConnectionTimeout(sniffTimeout),
+			grpc.InTapHandle(s.tapAuth),
 			grpc.UnaryInterceptor(s.unaryAuth),
 			grpc.StreamInterceptor(s.streamAuth),
 		)
@@ -376,6 +378,23 @@ func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
 	}
 	markAuthenticated(ctx)
 	return context.WithValue(ctx, tokenKey{}, rec), nil
+}
+
+// tapAuth refuses a call without a valid token as soon as its headers
+// arrive, before gRPC reads any of its message: a unary call's request is
+// read whole (up to 4 MiB) before the interceptors run, so without it a
+// connection with no token could open stream after stream, each holding
+// an unfinished request in the server's memory, which no connection cap
+// bounds. authenticate checks the rest (the token's account) as before.
+func (s *Server) tapAuth(ctx context.Context, info *tap.Info) (context.Context, error) {
+	v := info.Header.Get("authorization")
+	if len(v) != 1 || !strings.HasPrefix(v[0], "Bearer ") {
+		return nil, status.Error(codes.Unauthenticated, "no token: sign in with `cocoonbox login`")
+	}
+	if _, ok := s.toks.check(strings.TrimPrefix(v[0], "Bearer ")); !ok {
+		return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
+	}
+	return ctx, nil
 }
 
 // revokedStatus is how a stream open on a token ends when it is revoked.

@@ -13,6 +13,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -116,7 +117,7 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser,
 		case lerr != nil && mapped:
 			return fmt.Errorf("no unix user %s; create it (useradd -M -s /usr/sbin/nologin %s), or leave out --unix-user and the local box makes %s%s", unix, unix, DefaultUserPrefix, account)
 		case lerr != nil:
-			if err := addUnixUser(unix, gecosMark(stateDir, account)); err != nil {
+			if err := addUnixUser(unix, gecosMark(stateDir, account), aboveRetired(claims)); err != nil {
 				return err
 			}
 			created = true
@@ -134,6 +135,12 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser,
 				deleteUnixUser(unix)
 			}
 			return fmt.Errorf("unix user %s has uid or gid 0: a box user is never root; %s", unix, other)
+		}
+		if retired(claims, u.uid) || retired(claims, u.gid) {
+			if created {
+				deleteUnixUser(unix)
+			}
+			return fmt.Errorf("unix user %s has uid %d and gid %d, and one of them was a removed account's, whose files may remain outside the state directory (in /tmp, say); no two accounts share a uid, ever: %s", unix, u.uid, u.gid, other)
 		}
 		ents, _ := os.ReadDir(claims)
 		for _, e := range ents {
@@ -195,13 +202,58 @@ func releaseClaim(claims, stateDir, unix string) error {
 
 // addUnixUser makes a user with its own group, no password (useradd's
 // default: locked), no home of its own (its boxes' homes are set per
-// command) and no login shell.
-func addUnixUser(name, comment string) error {
+// command) and no login shell; with uid and gid at least min when min is
+// not 0.
+func addUnixUser(name, comment string, min uint32) error {
 	shell := "/usr/sbin/nologin"
 	if _, err := os.Stat(shell); err != nil {
 		shell = "/bin/false"
 	}
-	return runAdmin("useradd", "--no-create-home", "--user-group", "--home-dir", "/nonexistent", "--shell", shell, "--comment", comment, name)
+	args := []string{"--no-create-home", "--user-group", "--home-dir", "/nonexistent", "--shell", shell, "--comment", comment}
+	if min != 0 {
+		n := strconv.FormatUint(uint64(min), 10)
+		args = append(args, "-K", "UID_MIN="+n, "-K", "GID_MIN="+n)
+	}
+	return runAdmin("useradd", append(args, name)...)
+}
+
+// retiredPrefix names the claims directory's record of an id (a uid or
+// gid) of an account's Unix user that the local box deleted: that user's
+// files may remain outside the state directory (a setuid copy of a shell
+// in /tmp, say), so no later account may be given the id, which useradd
+// would hand out again.
+const retiredPrefix = ".retired-"
+
+// retireIDs records ids as retired in claims.
+func retireIDs(claims string, ids ...uint32) error {
+	return withClaims(claims, func() error {
+		for _, id := range ids {
+			p := filepath.Join(claims, retiredPrefix+strconv.FormatUint(uint64(id), 10))
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				return fmt.Errorf("record the retired id %d: %w", id, err)
+			}
+		}
+		return nil
+	})
+}
+
+// retired reports whether id was retired in claims.
+func retired(claims string, id uint32) bool {
+	_, err := os.Lstat(filepath.Join(claims, retiredPrefix+strconv.FormatUint(uint64(id), 10)))
+	return err == nil
+}
+
+// aboveRetired is one above the highest id retired in claims, or 0 when
+// none is.
+func aboveRetired(claims string) uint32 {
+	ents, _ := os.ReadDir(claims)
+	var top uint32
+	for _, e := range ents {
+		if n, err := strconv.ParseUint(strings.TrimPrefix(e.Name(), retiredPrefix), 10, 32); err == nil && strings.HasPrefix(e.Name(), retiredPrefix) && uint32(n)+1 > top {
+			top = uint32(n) + 1
+		}
+	}
+	return top
 }
 
 // deleteUnixUser deletes a user the local box made, with its group.

@@ -19,6 +19,7 @@ func ClaimOwnerUser(claims, stateDir, name string) error { return nil }
 
 func releaseClaim(claims, stateDir, unix string) error { return nil }
 func deleteUnixUser(name string) error                 { return errWindows }
+func retireIDs(claims string, ids ...uint32) error     { return errWindows }
 func killUser(uid uint32, timeout time.Duration) error { return nil }
 func removeBoxDir(dir string, u *boxUser) error        { return errWindows }
 func closedAbove(dir string, u *boxUser) string        { return "" }
