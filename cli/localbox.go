@@ -247,6 +247,10 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		lis.Close()
 		return err
 	}
+	if err := localbox.CheckBinOwner(exe); err != nil {
+		lis.Close()
+		return err
+	}
 	boxUser, why := localbox.RootUser(dir, filepath.Dir(exe))
 	if why != "" {
 		// A box command run as root would own the machine: a box is

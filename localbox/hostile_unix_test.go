@@ -561,3 +561,32 @@ func TestHostileTmuxAllAtOnce(t *testing.T) {
 		t.Errorf("the start took %v with %d boxes whose tmux never answers: one box after another", took.Round(time.Second), len(names))
 	}
 }
+
+// Binaries the box user could replace (sudo ~user/go/bin/cocoonbox): root
+// would run the box user's program at the next start. CheckBinOwner
+// refuses a binary in a directory the box user owns, and one that others
+// may write, and takes root's own.
+func TestHostileBinaries(t *testing.T) {
+	h := newHostile(t, "")
+	theirs := filepath.Join(h.rootDir, "theirs")
+	if err := os.Mkdir(theirs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(theirs, int(h.u.uid), int(h.u.gid))
+	for _, d := range []string{theirs, h.rootDir} {
+		if err := os.WriteFile(filepath.Join(d, "cocoonbox"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := CheckBinOwner(filepath.Join(theirs, "cocoonbox")); err == nil || !strings.Contains(err.Error(), "is under "+theirs+" (0755, user's), which a user other than root can change") {
+		t.Errorf("a binary in the box user's directory: %v", err)
+	}
+	os.Chmod(filepath.Join(h.rootDir, "cocoonbox"), 0o757)
+	if err := CheckBinOwner(filepath.Join(h.rootDir, "cocoonbox")); err == nil || !strings.Contains(err.Error(), "cocoonbox (0757, root's), which a user other than root can change") {
+		t.Errorf("a binary others may write: %v", err)
+	}
+	os.Chmod(filepath.Join(h.rootDir, "cocoonbox"), 0o755)
+	if err := CheckBinOwner(filepath.Join(h.rootDir, "cocoonbox")); err != nil {
+		t.Errorf("root's own binary: %v", err)
+	}
+}

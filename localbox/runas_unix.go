@@ -200,35 +200,66 @@ func (s *Server) checkReach() error {
 // the next step. The path is resolved first; a component of the named
 // path that is a link must be root's too.
 func CheckStateOwner(dir string) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
+	abs, d, err := rootOnly(dir)
+	if err != nil || d == "" {
 		return err
+	}
+	return fmt.Errorf("the state directory %s is under %s (%s), which a user other than root can change: run by root, the local box keeps its state where only root writes; next: %s", abs, d, describe(d), StateRecipe)
+}
+
+// CheckBinOwner refuses, when run by root, binaries that a user other
+// than root could replace: exe (the running cocoonbox) and every directory
+// above it, as CheckStateOwner has them. Else a box user who can write the
+// binaries' directory (sudo ~user/go/bin/cocoonbox) would have root run
+// its own program at the next start. The error names the file or
+// directory and the next step.
+func CheckBinOwner(exe string) error {
+	abs, d, err := rootOnly(exe)
+	if err != nil || d == "" {
+		return err
+	}
+	where := abs + " is under " + d
+	if d == abs {
+		where = abs
+	}
+	return fmt.Errorf("%s (%s), which a user other than root can change: run by root, the local box runs only binaries that only root can replace; next: %s", where, describe(d), BinRecipe)
+}
+
+// rootOnly walks p (made absolute, and resolved when it holds links) up to
+// /, and returns the first file or directory on the way that is not
+// root's or that another user may write (a sticky directory aside), or ""
+// when there is none or the caller is not root.
+func rootOnly(p string) (abs, bad string, err error) {
+	if os.Geteuid() != 0 {
+		return "", "", nil
+	}
+	abs, err = filepath.Abs(p)
+	if err != nil {
+		return "", "", err
 	}
 	chains := []string{abs}
 	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
 		chains = append(chains, real)
 	}
-	for _, p := range chains {
-		for d := p; ; d = filepath.Dir(d) {
+	for _, c := range chains {
+		for d := c; ; d = filepath.Dir(d) {
 			fi, err := os.Lstat(d)
 			if err != nil {
-				return err
+				return "", "", err
 			}
 			st, ok := fi.Sys().(*syscall.Stat_t)
 			m := fi.Mode()
-			open := m.IsDir() && (m.Perm()&0o002 != 0 && m&fs.ModeSticky == 0 || m.Perm()&0o020 != 0 && st.Gid != 0)
-			if !ok || st.Uid != 0 || open {
-				return fmt.Errorf("the state directory %s is under %s (%s), which a user other than root can change: run by root, the local box keeps its state where only root writes; next: %s", abs, d, describe(d), StateRecipe)
+			others := m.Perm()&0o002 != 0 && (!m.IsDir() || m&fs.ModeSticky == 0)
+			group := m.Perm()&0o020 != 0 && st.Gid != 0
+			if !ok || st.Uid != 0 || (m.Type()&fs.ModeSymlink == 0 && (others || group)) {
+				return abs, d, nil
 			}
 			if d == filepath.Dir(d) {
 				break
 			}
 		}
 	}
-	return nil
+	return abs, "", nil
 }
 
 // closedAbove is the first directory above dir that u may not search,

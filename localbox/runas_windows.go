@@ -24,6 +24,9 @@ func (s *Server) checkReach() error                       { return nil }
 // CheckStateOwner does nothing on Windows, which has no root.
 func CheckStateOwner(dir string) error { return nil }
 
+// CheckBinOwner does nothing on Windows, which has no root.
+func CheckBinOwner(exe string) error { return nil }
+
 // DefaultUser is the box user a local box served by root runs box
 // commands as (docs/cocoonbox.md "Local box").
 const DefaultUser = "user"
