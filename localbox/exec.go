@@ -136,7 +136,7 @@ func (x *sessionService) Exec(st execStream) error {
 		return err
 	}
 	pid := p.cmd.Process.Pid
-	x.s.recordProc(pid)
+	x.s.recordProc(b, pid)
 	defer x.s.forgetProc(pid)
 	out := &sender{st: st}
 	execID, forget := x.track(p, b.account)
@@ -472,6 +472,7 @@ func (s *Server) environ(b *box, start *controlv1.Start) []string {
 	// Set last, so that no client's env replaces it: how stop and the next
 	// start find a box command that left its process group (setsid).
 	env[markerVar] = s.Dir
+	env[boxMarkerVar] = b.ID
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)

@@ -150,7 +150,7 @@ func (s *Server) startInbox(b *box) {
 	p := &inboxProc{cmd: cmd, exited: make(chan struct{})}
 	s.inbox.cmds[b.ID] = p
 	exited := p.exited
-	s.recordProc(cmd.Process.Pid)
+	s.recordProc(b, cmd.Process.Pid)
 	go func() {
 		cmd.Wait()
 		s.forgetProc(cmd.Process.Pid)

@@ -27,11 +27,27 @@ import (
 // environment.
 const markerVar = "COCOONBOX_LOCALBOX"
 
+// boxMarkerVar is set to the box's id beside markerVar, so that a box's
+// delete finds what of that box alone left its process group.
+const boxMarkerVar = "COCOONBOX_LOCALBOX_BOX"
+
 // endMarked ends the processes markedProcs finds for this state: SIGTERM,
 // then SIGKILL after grace (at once when grace is 0). It returns how many
 // it found.
 func (s *Server) endMarked(grace time.Duration) int {
-	pids := markedProcs(markerVar + "=" + s.Dir)
+	return endPids(markedProcs(markerVar+"="+s.Dir), grace)
+}
+
+// endBoxMarked is endMarked for box b's processes alone.
+func (s *Server) endBoxMarked(b *box, grace time.Duration) int {
+	inBox := markedProcs(boxMarkerVar + "=" + b.ID)
+	pids := slices.DeleteFunc(markedProcs(markerVar+"="+s.Dir), func(pid int) bool { return !slices.Contains(inBox, pid) })
+	return endPids(pids, grace)
+}
+
+// endPids ends pids: SIGTERM, then SIGKILL after grace (at once when grace
+// is 0), and returns how many there were.
+func endPids(pids []int, grace time.Duration) int {
 	if len(pids) == 0 {
 		return 0
 	}
@@ -68,14 +84,15 @@ func terminate(ids []int, grace time.Duration, kill func(id int, hard bool), gon
 
 func (s *Server) procsDir() string { return filepath.Join(s.Dir, "procs") }
 
-// recordProc notes the process group led by pid.
-func (s *Server) recordProc(pid int) {
+// recordProc notes the process group led by pid, a process of box b: its
+// record holds the leader's start token, then the box's id.
+func (s *Server) recordProc(b *box, pid int) {
 	dir := s.procsDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		s.logf("record pid %d: %v", pid, err)
 		return
 	}
-	if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(pid)), []byte(startToken(pid)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(pid)), []byte(startToken(pid)+"\n"+b.ID+"\n"), 0o600); err != nil {
 		s.logf("record pid %d: %v", pid, err)
 	}
 }
@@ -90,7 +107,11 @@ func (s *Server) forgetProc(pid int) {
 // sweep ends every recorded process group still alive: SIGTERM, then
 // SIGKILL after grace (at once when grace is 0), and drops the records.
 // It returns how many groups it ended.
-func (s *Server) sweep(grace time.Duration) int {
+func (s *Server) sweep(grace time.Duration) int { return s.sweepWhere(grace, "") }
+
+// sweepWhere is sweep for the records of box id boxID alone, or of every
+// box when boxID is "".
+func (s *Server) sweepWhere(grace time.Duration, boxID string) int {
 	ents, err := os.ReadDir(s.procsDir())
 	if err != nil {
 		return 0
@@ -103,8 +124,12 @@ func (s *Server) sweep(grace time.Duration) int {
 			os.Remove(p)
 			continue
 		}
-		tok, _ := os.ReadFile(p)
-		if ours(pid, strings.TrimSpace(string(tok))) {
+		rec, _ := os.ReadFile(p)
+		tok, id, _ := strings.Cut(strings.TrimSpace(string(rec)), "\n")
+		if boxID != "" && id != boxID {
+			continue
+		}
+		if ours(pid, tok) {
 			live = append(live, pid)
 		} else {
 			os.Remove(p)

@@ -25,7 +25,7 @@ func TestSweepChecksStartTime(t *testing.T) {
 		return c
 	}
 	ours, other := start(), start()
-	s.recordProc(ours.Process.Pid)
+	s.recordProc(&box{boxMeta: boxMeta{ID: "box_1"}}, ours.Process.Pid)
 	fake := filepath.Join(s.procsDir(), strconv.Itoa(other.Process.Pid))
 	if err := os.WriteFile(fake, []byte("1\n"), 0o600); err != nil {
 		t.Fatal(err)

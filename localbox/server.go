@@ -562,10 +562,13 @@ func (s *Server) deleteBox(b *box) error {
 }
 
 // endBox ends what runs in box b, which has left the registry: its Execs
-// (remove cancelled them), its inbox and its tmux server.
+// (remove cancelled them), its inbox and its tmux server, and what its
+// commands left running, in their process groups or out of them.
 func (s *Server) endBox(b *box) {
 	s.stopInbox(b)
 	s.killTmux(b)
+	s.sweepWhere(killDelay, b.ID)
+	s.endBoxMarked(b, killDelay)
 }
 
 // accountLabel names account in the log: "" is the owner's.
