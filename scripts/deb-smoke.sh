@@ -33,6 +33,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/cocoonbox-deb.XXXXXX")
 # The local box started by root runs box commands as the box user, which
 # must reach its state directory.
 chmod 711 "$tmp"
+# Its own record of which local box holds the box user, gone with it: a
+# local box that serves on this machine keeps its claim, and none is left.
+export COCOONBOX_CLAIMS_DIR="$tmp/claims"
 added=()    # packages this script's apt-get installs, removed on exit
 cleanup() {
 	set +e

@@ -18,6 +18,9 @@ if [ "$(id -u)" = 0 ]; then chmod 0711 "$demo"; fi
 export HOME="$demo/home"
 mkdir -p "$HOME"
 unset XDG_CONFIG_HOME XDG_STATE_HOME XDG_DATA_HOME COCOONBOX_ENDPOINT COCOONBOX_TOKEN
+# Its own record of which local box holds the box user, gone with it: a
+# local box that serves on this machine keeps its claim, and none is left.
+export COCOONBOX_CLAIMS_DIR="$demo/claims"
 cleanup() { cocoonbox localbox stop >/dev/null 2>&1 || true; rm -rf "$demo"; }
 trap cleanup EXIT
 

@@ -40,6 +40,9 @@ mkdir -p "$prefix" "$HOME"
 # must reach its state directory and the binaries.
 if [ "$(id -u)" = 0 ]; then chmod 0711 "$tmp" "$HOME"; fi
 unset XDG_CONFIG_HOME XDG_STATE_HOME XDG_DATA_HOME COCOONBOX_ENDPOINT COCOONBOX_TOKEN
+# Its own record of which local box holds the box user, gone with it: a
+# local box that serves on this machine keeps its claim, and none is left.
+export COCOONBOX_CLAIMS_DIR="$tmp/claims"
 installed_ruby=()
 cleanup() {
 	"$prefix/bin/cocoonbox" localbox stop >/dev/null 2>&1 || true
