@@ -151,6 +151,7 @@ cocoonbox-ssh.`,
 		newControlMaster(env, s),
 	)
 	groupsRefuseUnknown(root)
+	bashWithoutPackage(root)
 	root.Version = version.String()
 	root.SetVersionTemplate(versionTemplate)
 	// Ours, so that it has -V (as ssh has); cobra answers any bool flag
