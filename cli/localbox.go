@@ -131,7 +131,7 @@ no account.`,
 		},
 		&cobra.Command{
 			Use:   "status",
-			Short: "Say whether the local box runs, which user box commands run as, and list its boxes (exit 1 when it does not run)",
+			Short: "Say whether the local box runs, which Unix user box commands run as, and list its boxes (exit 1 when it does not run)",
 			Args:  usageArgs(cobra.NoArgs),
 			RunE:  func(*cobra.Command, []string) error { return runLocalboxStatus(env, s) },
 		},
@@ -696,7 +696,7 @@ func runLocalboxStatus(env Env, s Streams) error {
 	}
 	switch {
 	case ri.RunAs != "":
-		fmt.Fprintf(s.Out, "box commands run as %s\n", ri.RunAs)
+		fmt.Fprintf(s.Out, "box commands run as the Unix user `%s`\n", ri.RunAs)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
