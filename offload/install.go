@@ -26,8 +26,14 @@ type BoxRun func(ctx context.Context, line string, stdin io.Reader, stdout, stde
 type Installer struct {
 	Kind agentwire.Kind
 	Run  BoxRun
-	// Log receives the installers' own output and one line per step.
+	// Log receives one line per step; nil discards them.
 	Log io.Writer
+	// Output receives the installers' own output (curl's errors, the
+	// vendor's installer, npm's notices and warnings); nil discards it.
+	Output io.Writer
+	// EchoErrors copies a failed npm's error lines to Log, for an Output
+	// the user does not see.
+	EchoErrors bool
 }
 
 // InstallResult is what Install did: Via is "installer" or "npm";
@@ -81,6 +87,10 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 		var out bytes.Buffer
 		code, err := in.Run(ctx, line, nil, in.tee(&out), in.tee(&out))
 		if err != nil || code != 0 {
+			step := "npm install " + k.Install().Package
+			if in.EchoErrors {
+				in.echoNPMErrors(out.String())
+			}
 			var next []Step
 			switch {
 			case code == 127:
@@ -88,7 +98,7 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 			case npmTLSRE.Match(out.Bytes()):
 				next = append(next, Step{"npm's TLS check failed, as behind a TLS-intercepting proxy: give npm the proxy's CA in the box, cafile=/path/to/ca.pem in ~/.npmrc, or export NODE_EXTRA_CA_CERTS=/path/to/ca.pem in ~/.profile, then run install-cli again"})
 			}
-			return nil, in.failed("npm install "+k.Install().Package, lineErr(code, err, npmLine(out.String())), next)
+			return nil, in.failed(step, lineErr(code, err, npmLine(out.String())), next)
 		}
 		res.Via = "npm"
 	}
@@ -158,16 +168,31 @@ func npmLine(out string) string {
 	return ""
 }
 
+// echoNPMErrors writes npm's error lines to Log, but its pointer to a
+// log file in the box.
+func (in *Installer) echoNPMErrors(out string) {
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimRight(l, "\r")
+		if npmErrorRE.MatchString(l) && !strings.Contains(l, "complete log of this run") && !strings.HasSuffix(l, "-debug-0.log") && in.Log != nil {
+			fmt.Fprintln(in.Log, printable.Line(l, 0))
+		}
+	}
+}
+
+// npmErrorRE matches npm's error lines ("npm error" since npm 10, "npm
+// ERR!" before), not its notices and warnings.
+var npmErrorRE = regexp.MustCompile(`^npm (?:error|ERR!) \S`)
+
 func hostOf(url string) string {
 	h := strings.TrimPrefix(url, "https://")
 	h, _, _ = strings.Cut(h, "/")
 	return h
 }
 
-// tee is w, and Log too.
+// tee is w, and Output too.
 func (in *Installer) tee(w io.Writer) io.Writer {
-	if in.Log == nil {
+	if in.Output == nil {
 		return w
 	}
-	return io.MultiWriter(w, in.Log)
+	return io.MultiWriter(w, in.Output)
 }

@@ -84,6 +84,52 @@ func TestInstaller(t *testing.T) {
 	}
 }
 
+// The installers' output goes to Output, one line per step to Log, and a
+// failed npm's error lines to Log too with EchoErrors, but its pointer to
+// its log file. testdata/npm/force.txt is npm 11.19.1's real stderr for
+// `npm install -g --prefix P --force ./pkg.tgz`, a package with a
+// postinstall script.
+func TestInstallerOutput(t *testing.T) {
+	codex, _ := LookupKind("codex")
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", "npm", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	notices := read("force.txt") + "npm notice New major version of npm available! 10.8.2 -> 11.19.1\n"
+
+	// Success: notices and warnings in Output only.
+	f := &fakeBox{answers: map[string]fakeAnswer{"npm": {stdout: "\nadded 1 package in 293ms\n", stderr: notices}, "codex": {stdout: "codex-cli 0.171.0\n"}}}
+	var log, out bytes.Buffer
+	in := &Installer{Kind: codex, Run: f.run, Log: &log, Output: &out, EchoErrors: true}
+	if _, err := in.Install(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(log.String(), "npm notice") || strings.Contains(log.String(), "npm warn") {
+		t.Errorf("Log has npm's notices: %q", log.String())
+	}
+	if !strings.Contains(out.String(), "npm notice New major version") || !strings.Contains(out.String(), "npm warn install-scripts") {
+		t.Errorf("Output lacks npm's notices: %q", out.String())
+	}
+	if strings.Contains(strings.Join(f.ran, "\n"), "--force") {
+		t.Errorf("npm ran with --force unasked: %q", f.ran)
+	}
+
+	// A failure: npm's error lines in Log, not its log file's.
+	log.Reset()
+	f = &fakeBox{answers: map[string]fakeAnswer{"npm": {code: 1, stderr: read("self-signed.txt")}}}
+	in = &Installer{Kind: codex, Run: f.run, Log: &log, Output: io.Discard, EchoErrors: true}
+	if _, err := in.Install(context.Background()); err == nil {
+		t.Fatal("Install succeeded")
+	}
+	if !strings.Contains(log.String(), "npm error code DEPTH_ZERO_SELF_SIGNED_CERT\nnpm error errno") || strings.Contains(log.String(), "complete log") {
+		t.Errorf("Log: %q; want npm's error lines but its log's", log.String())
+	}
+
+}
+
 // npmLine picks npm's telling line, never its log file's. The files in
 // testdata/npm are npm 11.19.1's real output on Debian 12 for
 // `npm install -g --prefix P --registry URL left-pad`: self-signed.txt
