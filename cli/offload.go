@@ -36,8 +36,8 @@ type offloadOptions struct {
 	HandoverPrompt bool
 	JSON           bool
 	Wait           int
-	// Verbose is install-cli's -v.
-	Verbose bool
+	// Force and Verbose are install-cli's --force and -v.
+	Force, Verbose bool
 }
 
 func newOffload(env Env, s Streams) *cobra.Command {
@@ -133,6 +133,7 @@ never through argv, the environment, a log or rsync.`}
 		func([]string) error { return runInstallCLI(env, s, o) })
 	signin := verb("sign-in --kind K", "Sign in to a coding-agent CLI inside the box, on this terminal", cobra.NoArgs,
 		func([]string) error { return runSignIn(env, s, o) })
+	install.Flags().BoolVar(&o.Force, "force", false, "replace a file in the way of the CLI in the box's ~/.local/bin (npm install --force)")
 	install.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "show the installers' own output here instead of only in its log file")
 	for _, c := range []*cobra.Command{install, signin} {
 		c.Flags().StringVar(&o.Kind, "kind", "", "the coding-agent CLI: claude or codex (cursor is not supported yet)")
@@ -611,7 +612,7 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 		}
 		return st.Code, nil
 	}
-	in := &offload.Installer{Kind: kind, Run: run, Log: s.Err, Output: s.Err}
+	in := &offload.Installer{Kind: kind, Run: run, Box: o.Box, Log: s.Err, Output: s.Err, Force: o.Force}
 	var logPath string
 	if !o.Verbose {
 		// npm's upgrade notices and install-script warnings, and the vendor

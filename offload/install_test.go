@@ -86,10 +86,12 @@ func TestInstaller(t *testing.T) {
 
 // The installers' output goes to Output, one line per step to Log, and a
 // failed npm's error lines to Log too with EchoErrors, but its pointer to
-// its log file. testdata/npm/force.txt is npm 11.19.1's real stderr for
-// `npm install -g --prefix P --force ./pkg.tgz`, a package with a
-// postinstall script.
+// its log file. npm's EEXIST (testdata/npm/eexist.txt, npm 11.19.1's real
+// output for a link in the way of a package's bin: a symlink at
+// P/bin/claude, then `npm install -g --prefix P ./pkg.tgz`) is one line
+// naming what is there, then --force and rm; Force gives npm --force.
 func TestInstallerOutput(t *testing.T) {
+	claude, _ := LookupKind("claude")
 	codex, _ := LookupKind("codex")
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join("testdata", "npm", name))
@@ -128,6 +130,28 @@ func TestInstallerOutput(t *testing.T) {
 		t.Errorf("Log: %q; want npm's error lines but its log's", log.String())
 	}
 
+	// EEXIST: what is there, in one line; --force and rm next.
+	f = &fakeBox{answers: map[string]fakeAnswer{"curl": {code: 6}, "npm": {code: 1, stderr: read("eexist.txt")}, "if": {stdout: "a link to /opt/claude/versions/2.1.197\n"}}}
+	in = &Installer{Kind: claude, Run: f.run, Box: "main"}
+	_, err := in.Install(context.Background())
+	e, ok := err.(*Error)
+	want := "install-cli: npm install @anthropic-ai/claude-code failed: /tmp/npmx/prefix/bin/claude is already there (a link to /opt/claude/versions/2.1.197), and npm does not replace what it did not install; replace it with --force, or remove it"
+	if !ok || e.Code != ExitFailed || e.Error() != want {
+		t.Fatalf("Install: %v\nwant %s", err, want)
+	}
+	if got := nextText(e.Next...); !strings.Contains(got, "Force:true") || !strings.Contains(got, "Args:[rm /tmp/npmx/prefix/bin/claude]") {
+		t.Errorf("next steps %s; want --force and rm", got)
+	}
+	if !strings.Contains(f.ran[len(f.ran)-1], "readlink /tmp/npmx/prefix/bin/claude") {
+		t.Errorf("the probe: %q", f.ran[len(f.ran)-1])
+	}
+
+	// Force: npm --force.
+	f = &fakeBox{answers: map[string]fakeAnswer{"npm": {}, "codex": {stdout: "codex-cli 0.171.0\n"}}}
+	in = &Installer{Kind: codex, Run: f.run, Force: true}
+	if _, err := in.Install(context.Background()); err != nil || !strings.Contains(f.ran[0], `npm install -g --prefix "$HOME/.local" --force @openai/codex`) {
+		t.Errorf("Force: %v, ran %q", err, f.ran)
+	}
 }
 
 // npmLine picks npm's telling line, never its log file's. The files in
