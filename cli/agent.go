@@ -136,6 +136,7 @@ and out of the box and talk to its inbox; each prints one JSON line.
 		},
 	}
 	root.SetVersionTemplate(versionTemplate)
+	root.Flags().BoolP("version", "V", false, versionUsage)
 	root.SetIn(a.s.In)
 	root.SetOut(a.s.Out)
 	root.SetErr(a.s.Err)

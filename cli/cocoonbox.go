@@ -151,10 +151,11 @@ cocoonbox-ssh.`,
 		newControlMaster(env, s),
 	)
 	groupsRefuseUnknown(root)
+	bashWithoutPackage(root)
 	root.Version = version.String()
 	root.SetVersionTemplate(versionTemplate)
-	// Ours, so that it has -V (as ssh and git have); cobra answers any bool
-	// flag named version, and adds its own only when there is none.
-	root.Flags().BoolP("version", "V", false, "version for "+root.Name())
+	// Ours, so that it has -V (as ssh has); cobra answers any bool flag
+	// named version, and adds its own (-v) only when there is none.
+	root.Flags().BoolP("version", "V", false, versionUsage)
 	return root
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 	"strings"
 	"time"
 
@@ -129,4 +130,66 @@ func kinds(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cob
 		}
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// bashInitCompletion replaces the init function of cobra's bash script
+// (GenBashCompletionV2), which calls the bash-completion package's
+// _get_comp_words_by_ref and so fails without it ("command not found"):
+// this one uses the package when it is loaded, and else bash's own words,
+// joined back where COMP_WORDBREAKS split them at = or : (what -n =: asks
+// of _get_comp_words_by_ref), so that --kind=c completes as a flag's
+// value. PROG is the program's name.
+const bashInitCompletion = `
+# Works without the bash-completion package too: then the words are bash's
+# own, joined back where COMP_WORDBREAKS split them at = or :.
+__PROG_init_completion()
+{
+    COMPREPLY=()
+    if declare -F _get_comp_words_by_ref >/dev/null 2>&1; then
+        _get_comp_words_by_ref "$@" cur prev words cword
+        return
+    fi
+    local line=${COMP_LINE-${COMP_WORDS[*]}} i w blank sep='^[=:]+$'
+    words=()
+    cword=0
+    for ((i = 0; i < ${#COMP_WORDS[@]}; i++)); do
+        w=${COMP_WORDS[i]}
+        blank=
+        [[ $line == [[:blank:]]* ]] && blank=1
+        line=${line#"${line%%[![:blank:]]*}"}
+        line=${line#"$w"}
+        if ((i >= 2)) && [[ -z $blank ]] && [[ $w =~ $sep || ${COMP_WORDS[i-1]} =~ $sep ]]; then
+            words[${#words[@]}-1]+=$w
+        else
+            words+=("$w")
+        fi
+        ((i == COMP_CWORD)) && cword=$((${#words[@]} - 1))
+    done
+    cur=${words[cword]-}
+    prev=
+    ((cword > 0)) && prev=${words[cword-1]}
+    return 0
+}
+`
+
+// bashWithoutPackage makes root's `completion bash` print cobra's script
+// with bashInitCompletion, and its help say that no package is needed.
+func bashWithoutPackage(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	bash, _, err := root.Find([]string{"completion", "bash"})
+	if err != nil || bash.Name() != "bash" {
+		return
+	}
+	bash.Long = strings.Replace(bash.Long, `This script depends on the 'bash-completion' package.
+If it is not installed already, you can install it via your OS's package manager.`,
+		`The script works without the bash-completion package, and uses it when it is loaded.`, 1)
+	bash.RunE = func(c *cobra.Command, _ []string) error {
+		noDesc, _ := c.Flags().GetBool("no-descriptions")
+		out := c.OutOrStdout()
+		if err := root.GenBashCompletionV2(out, !noDesc); err != nil {
+			return err
+		}
+		_, err := io.WriteString(out, strings.ReplaceAll(bashInitCompletion, "PROG", root.Name()))
+		return err
+	}
 }

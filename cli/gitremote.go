@@ -27,7 +27,7 @@ func GitRemote(args []string, env Env, s Streams) int {
 		fmt.Fprintf(s.Err, "%s: %s\n", gitRemoteProg, printable.Lines(err.Error(), maxLine))
 		return ExitFailure
 	}
-	if isVersion(args) {
+	if isVersion(args, true) {
 		return printVersion(s.Out, gitRemoteProg)
 	}
 	if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {

@@ -70,9 +70,11 @@ type runtimeInfo struct {
 	// Fingerprint is the SHA-256 of the TLS certificate; empty without TLS.
 	Fingerprint string `json:"fingerprint,omitempty"`
 	// CA is the self-signed certificate, which clients on this machine pin;
-	// empty otherwise. NewCA says this serve made it anew.
-	CA    string `json:"ca,omitempty"`
-	NewCA bool   `json:"new_ca,omitempty"`
+	// empty otherwise. NewCA says this serve made it anew, ReplacedCA that
+	// it replaced an older one.
+	CA         string `json:"ca,omitempty"`
+	NewCA      bool   `json:"new_ca,omitempty"`
+	ReplacedCA bool   `json:"replaced_ca,omitempty"`
 	// RunAs is the account box commands run as.
 	RunAs string `json:"run_as,omitempty"`
 }
@@ -129,7 +131,7 @@ no account.`,
 		},
 		&cobra.Command{
 			Use:   "status",
-			Short: "Say whether the local box runs, which user box commands run as, and list its boxes (exit 1 when it does not run)",
+			Short: "Say whether the local box runs, which Unix user box commands run as, and list its boxes (exit 1 when it does not run)",
 			Args:  usageArgs(cobra.NoArgs),
 			RunE:  func(*cobra.Command, []string) error { return runLocalboxStatus(env, s) },
 		},
@@ -223,10 +225,12 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	if on, err := o.tls(); err != nil {
 		return err
 	} else if on {
-		if tc, ri.CA, ri.NewCA, err = serverTLS(dir, o, logger); err != nil {
+		var change localbox.CertChange
+		if tc, ri.CA, change, err = serverTLS(dir, o, logger); err != nil {
 			return err
 		}
 		ri.Fingerprint = localbox.Fingerprint(tc)
+		ri.NewCA, ri.ReplacedCA = change != localbox.CertKept, change == localbox.CertReplaced
 	}
 	var lis net.Listener
 	if tc != nil {
@@ -409,7 +413,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 					fmt.Fprintf(s.Err, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
 				}
 				if ri.NewCA {
-					fmt.Fprintln(s.Err, newCertLine(ri.CA))
+					fmt.Fprintln(s.Err, newCertLine(ri.CA, ri.ReplacedCA))
 				}
 				if ri.CA != "" {
 					fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", laptopURL(ri.Endpoint, o.Listen), ri.CA)
@@ -548,28 +552,32 @@ func isLoopbackName(h string) bool {
 }
 
 // serverTLS is the TLS configuration o asks for, with the self-signed
-// certificate's path (empty for one the user gave) and whether it was made
-// now.
-func serverTLS(dir string, o localboxOptions, logger *log.Logger) (*tls.Config, string, bool, error) {
+// certificate's path (empty for one the user gave) and what was done to
+// it now.
+func serverTLS(dir string, o localboxOptions, logger *log.Logger) (*tls.Config, string, localbox.CertChange, error) {
 	if o.TLS == "" {
 		tc, err := localbox.LoadTLS(o.TLSCert, o.TLSKey)
-		return tc, "", false, err
+		return tc, "", localbox.CertKept, err
 	}
 	host, _, _ := net.SplitHostPort(o.Listen)
-	cert, key, made, err := localbox.SelfSigned(dir, localbox.SelfSignedNames(host, o.TLSNames))
+	cert, key, change, err := localbox.SelfSigned(dir, localbox.SelfSignedNames(host, o.TLSNames))
 	if err != nil {
-		return nil, "", false, fmt.Errorf("make a self-signed certificate in %s: %w", dir, err)
+		return nil, "", localbox.CertKept, fmt.Errorf("make a self-signed certificate in %s: %w", dir, err)
 	}
-	if made {
-		logger.Printf("%s", newCertLine(cert))
+	if change != localbox.CertKept {
+		logger.Printf("%s", newCertLine(cert, change == localbox.CertReplaced))
 	}
 	tc, err := localbox.LoadTLS(cert, key)
-	return tc, cert, made, err
+	return tc, cert, change, err
 }
 
-// newCertLine says that a self-signed certificate was made anew.
-func newCertLine(cert string) string {
-	return fmt.Sprintf("made a new self-signed certificate %s; laptops that pinned an older one must pin this one (cocoonbox login --ca FILE, FILE a copy of it)", cert)
+// newCertLine says that a self-signed certificate was made: the first,
+// or one replacing an older one, which laptops may have pinned.
+func newCertLine(cert string, replaced bool) string {
+	if !replaced {
+		return fmt.Sprintf("made a self-signed certificate %s", cert)
+	}
+	return fmt.Sprintf("made a new self-signed certificate %s in place of the old one; laptops that pinned the old one must pin this one (cocoonbox login --ca FILE, FILE a copy of it)", cert)
 }
 
 // localClient dials the local box at ep with a token it accepts: the one
@@ -711,7 +719,7 @@ func runLocalboxStatus(env Env, s Streams) error {
 	}
 	switch {
 	case ri.RunAs != "":
-		fmt.Fprintf(s.Out, "box commands run as %s\n", ri.RunAs)
+		fmt.Fprintf(s.Out, "box commands run as the Unix user `%s`\n", ri.RunAs)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -109,7 +109,7 @@ func runAccountAdd(env Env, s Streams, o accountOptions, name string) error {
 	if a.Account.Created {
 		made = "the new"
 	}
-	fmt.Fprintf(s.Err, "account %s added; its boxes run as %s unix user %s (uid %d)\n", name, made, a.Account.UnixUser, a.Account.UID)
+	fmt.Fprintf(s.Err, "account %s added; its boxes run as %s Unix user `%s` (uid %d)\n", name, made, a.Account.UnixUser, a.Account.UID)
 	if o.Token {
 		fmt.Fprintln(s.Out, a.Token)
 		return nil
@@ -219,6 +219,6 @@ func runAccountRemove(env Env, s Streams, o accountOptions, name string) error {
 	if r.UserDeleted {
 		user = "deleted"
 	}
-	fmt.Fprintf(s.Err, "account %s removed: %d tokens revoked, boxes deleted: %s; unix user %s %s\n", name, r.Tokens, strings.Join(nonNil(r.Boxes), ", "), r.Account.UnixUser, user)
+	fmt.Fprintf(s.Err, "account %s removed: %d tokens revoked, boxes deleted: %s; the Unix user `%s` %s\n", name, r.Tokens, strings.Join(nonNil(r.Boxes), ", "), r.Account.UnixUser, user)
 	return nil
 }

@@ -36,6 +36,8 @@ type offloadOptions struct {
 	HandoverPrompt bool
 	JSON           bool
 	Wait           int
+	// Force and Verbose are install-cli's --force and -v.
+	Force, Verbose bool
 }
 
 func newOffload(env Env, s Streams) *cobra.Command {
@@ -131,6 +133,8 @@ never through argv, the environment, a log or rsync.`}
 		func([]string) error { return runInstallCLI(env, s, o) })
 	signin := verb("sign-in --kind K", "Sign in to a coding-agent CLI inside the box, on this terminal", cobra.NoArgs,
 		func([]string) error { return runSignIn(env, s, o) })
+	install.Flags().BoolVar(&o.Force, "force", false, "replace a file in the way of the CLI in the box's ~/.local/bin (npm install --force)")
+	install.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "show the installers' own output here instead of only in its log file")
 	for _, c := range []*cobra.Command{install, signin} {
 		c.Flags().StringVar(&o.Kind, "kind", "", "the coding-agent CLI: claude or codex (cursor is not supported yet)")
 		c.Flags().StringVar(&o.Box, "box", defaultBox, "the box")
@@ -608,14 +612,47 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 		}
 		return st.Code, nil
 	}
-	in := &offload.Installer{Kind: kind, Run: run, Log: s.Err}
+	in := &offload.Installer{Kind: kind, Run: run, Box: o.Box, Log: s.Err, Output: s.Err, Force: o.Force}
+	var logPath string
+	if !o.Verbose {
+		// npm's upgrade notices and install-script warnings, and the vendor
+		// installer's progress, are for a look afterwards, not for here.
+		f, path, err := installLog(env)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in.Output, in.EchoErrors, logPath = f, true, path
+		fmt.Fprintf(s.Err, "cocoonbox: the installers' own output goes to %s (-v shows it here)\n", path)
+	}
 	res, err := in.Install(ctx)
+	if oe, ok := errors.AsType[*offload.Error](err); ok && logPath != "" {
+		oe.Next = append(oe.Next, offload.Step{"the installers' whole output is in " + logPath})
+	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(s.Out, "installed %s in box %s (%s); now sign in: cocoonbox offload sign-in --kind %s --box %s\n",
 		agentwire.Named(kind, res.Version), o.Box, map[string]string{"npm": "from npm", "installer": "with its installer"}[res.Via], kind.Name(), o.Box)
 	return nil
+}
+
+// installLog is a new, empty STATE/install-cli.log (0600, in a 0700
+// directory) and its path.
+func installLog(env Env) (*os.File, string, error) {
+	dir, err := env.stateDir()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(dir, "install-cli.log")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, "", err
+	}
+	return f, path, nil
 }
 
 func exitText(st box.ExitStatus) string {

@@ -219,6 +219,10 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			if cond == "root" {
 				return os.Geteuid() == 0, nil
 			}
+			if p, ok := strings.CutPrefix(cond, "exists:"); ok {
+				_, err := os.Stat(p)
+				return err == nil, nil
+			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){

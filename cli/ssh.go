@@ -17,7 +17,7 @@ import (
 // With --stdio first it is instead an SSH server on its stdio, for ssh's
 // ProxyCommand (sshStdio).
 func SSH(args []string, env Env, s Streams) int {
-	if isVersion(args) {
+	if isVersion(args, false) {
 		return printVersion(s.Out, "cocoonbox-ssh")
 	}
 	if len(args) > 0 && args[0] == "--stdio" {

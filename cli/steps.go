@@ -30,7 +30,7 @@ var stepVerbs = map[offload.Verb]string{
 }
 
 // commandLine is c as the user types it: its words, then --kind, --box
-// (rsh's box is its first argument), --wait and --yes, then its
+// (rsh's box is its first argument), --wait, --yes and --force, then its
 // arguments.
 func commandLine(c offload.Command) string {
 	w := []string{stepVerbs[c.Verb]}
@@ -47,6 +47,9 @@ func commandLine(c offload.Command) string {
 	}
 	if c.Yes {
 		w = append(w, "--yes")
+	}
+	if c.Force {
+		w = append(w, "--force")
 	}
 	return strings.Join(append(w, c.Args...), " ")
 }

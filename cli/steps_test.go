@@ -21,6 +21,7 @@ func TestStepLines(t *testing.T) {
 		{offload.StoppedNext()[0], "start it again from its last hand-over: cocoonbox offload restart"},
 		{offload.Step{"go ahead anyway with: ", offload.Command{Verb: offload.VerbOffload, Kind: "claude", Yes: true}}, "go ahead anyway with: cocoonbox offload --kind claude --yes"},
 		{offload.Step{"install Claude Code in the box: ", offload.Command{Verb: offload.VerbInstallCLI, Kind: "claude", Box: "main"}}, "install Claude Code in the box: cocoonbox offload install-cli --kind claude --box main"},
+		{offload.Step{"replace it: ", offload.Command{Verb: offload.VerbInstallCLI, Kind: "claude", Box: "main", Force: true}}, "replace it: cocoonbox offload install-cli --kind claude --box main --force"},
 		{offload.Step{"watch it with: ", offload.Command{Verb: offload.VerbInbox, Wait: 60}}, "watch it with: cocoonbox offload inbox --wait 60"},
 		{offload.Step{"(", offload.Command{Verb: offload.VerbRsh, Box: "main", Args: []string{"mv", "…"}}, ")"}, "(cocoonbox rsh main mv …)"},
 		{offload.Step{"opt out with: ", offload.Command{Verb: offload.VerbSecretsRemove, Args: []string{"ENTRY"}}}, "opt out with: cocoonbox offload secrets remove ENTRY"},

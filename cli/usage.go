@@ -44,7 +44,7 @@ func sshPage(prog string) help.Page {
 var gitRemotePage = help.Page{
 	Name:     gitRemoteProg,
 	Short:    "git's remote helper for cocoonbox::BOX/PATH URLs",
-	Synopsis: []string{gitRemoteProg + " REMOTE URL"},
+	Synopsis: []string{gitRemoteProg + " REMOTE URL", gitRemoteProg + " --version | -V"},
 	Description: []string{
 		"git runs git-remote-cocoonbox by itself for a URL that starts with cocoonbox:: or cocoonbox://, once it is on " +
 			"the PATH: git clone cocoonbox::main/app, git fetch, pull, push, ls-remote and archive --remote all work " +

@@ -8,7 +8,9 @@ import (
 )
 
 // versionTemplate is cobra's --version line, which the two binaries
-// without cobra (cocoonbox-ssh, git-remote-cocoonbox) print alike.
+// without cobra (cocoonbox-ssh, git-remote-cocoonbox) print alike. All
+// four take --version, and all but cocoonbox-ssh -V: cobra's default -v
+// would differ from the others and, on cocoonbox, from ssh's verbose -v.
 const versionTemplate = "{{.Name}} version {{.Version}}\n"
 
 // printVersion answers `PROG --version`: the line on stdout, exit 0.
@@ -17,5 +19,12 @@ func printVersion(w io.Writer, prog string) int {
 	return ExitOK
 }
 
-// isVersion is whether args ask only for the version.
-func isVersion(args []string) bool { return len(args) == 1 && args[0] == "--version" }
+// isVersion is whether args ask only for the version: --version, or -V
+// when short (cocoonbox-ssh's -V is ssh's, answered by the shim).
+func isVersion(args []string, short bool) bool {
+	return len(args) == 1 && (args[0] == "--version" || short && args[0] == "-V")
+}
+
+// versionUsage is the help line of the --version/-V flag of the cobra
+// binaries.
+const versionUsage = "print the version and exit"

@@ -43,24 +43,42 @@ func SelfSignedPaths(dir string) (cert, key string) {
 	return filepath.Join(dir, "tls", "self-signed.crt"), filepath.Join(dir, "tls", "self-signed.key")
 }
 
+// CertChange is what SelfSigned did to the certificate.
+type CertChange int
+
+const (
+	// CertKept is a certificate already there, which serves.
+	CertKept CertChange = iota
+	// CertNew is the first one: there was none.
+	CertNew
+	// CertReplaced is a new one in place of one that expired soon, did not
+	// cover the names or could not be read: clients that pinned the old
+	// one must pin this one.
+	CertReplaced
+)
+
 // SelfSigned makes sure dir holds a self-signed certificate (ECDSA P-256)
 // for every name in names (DNS names or IP addresses) that is valid for at
 // least 30 more days, making a new pair when not, and returns its paths
-// and whether it is new. The certificate is its own CA: a client trusts it
-// by pinning the certificate file itself.
-func SelfSigned(dir string, names []string) (cert, key string, made bool, err error) {
+// and what it did. The certificate is its own CA: a client trusts it by
+// pinning the certificate file itself.
+func SelfSigned(dir string, names []string) (cert, key string, change CertChange, err error) {
 	cert, key = SelfSignedPaths(dir)
-	if c, err := tls.LoadX509KeyPair(cert, key); err == nil && c.Leaf != nil &&
-		time.Until(c.Leaf.NotAfter) > renewBefore && covers(c.Leaf, names) {
-		return cert, key, false, nil
+	c, err := tls.LoadX509KeyPair(cert, key)
+	if err == nil && c.Leaf != nil && time.Until(c.Leaf.NotAfter) > renewBefore && covers(c.Leaf, names) {
+		return cert, key, CertKept, nil
+	}
+	change = CertReplaced
+	if _, err := os.Lstat(cert); errors.Is(err, os.ErrNotExist) {
+		change = CertNew
 	}
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return "", "", false, err
+		return "", "", CertKept, err
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
-		return "", "", false, err
+		return "", "", CertKept, err
 	}
 	host, _ := os.Hostname()
 	now := time.Now()
@@ -84,22 +102,22 @@ func SelfSigned(dir string, names []string) (cert, key string, made bool, err er
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
 	if err != nil {
-		return "", "", false, err
+		return "", "", CertKept, err
 	}
 	kb, err := x509.MarshalPKCS8PrivateKey(priv)
 	if err != nil {
-		return "", "", false, err
+		return "", "", CertKept, err
 	}
 	if err := os.MkdirAll(filepath.Dir(cert), 0o700); err != nil {
-		return "", "", false, err
+		return "", "", CertKept, err
 	}
 	if err := atomicfile.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		return "", "", false, err
+		return "", "", CertKept, err
 	}
 	if err := atomicfile.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return "", "", false, err
+		return "", "", CertKept, err
 	}
-	return cert, key, true, nil
+	return cert, key, change, nil
 }
 
 // covers reports whether c is valid for every name.

@@ -22,9 +22,9 @@ import (
 func serveTLS(t *testing.T) (string, string, string) {
 	t.Helper()
 	dir := t.TempDir()
-	cert, key, made, err := localbox.SelfSigned(dir, []string{"127.0.0.1", "localhost"})
-	if err != nil || !made {
-		t.Fatalf("SelfSigned: made %v, %v", made, err)
+	cert, key, ch, err := localbox.SelfSigned(dir, []string{"127.0.0.1", "localhost"})
+	if err != nil || ch != localbox.CertNew {
+		t.Fatalf("SelfSigned: %v, %v; want CertNew", ch, err)
 	}
 	tc, err := localbox.LoadTLS(cert, key)
 	if err != nil {
@@ -107,8 +107,8 @@ func TestTLSSplitsByALPN(t *testing.T) {
 	}
 }
 
-// SelfSigned keeps its certificate while it covers the names asked for,
-// and makes a new one for a new name.
+// SelfSigned makes the first certificate, keeps it while it covers the
+// names asked for, and replaces it for a new name.
 func TestSelfSignedKept(t *testing.T) {
 	dir := t.TempDir()
 	fp := func() string {
@@ -119,18 +119,18 @@ func TestSelfSignedKept(t *testing.T) {
 		}
 		return localbox.Fingerprint(tc)
 	}
-	if _, _, made, err := localbox.SelfSigned(dir, []string{"localhost", "127.0.0.1"}); err != nil || !made {
-		t.Fatalf("first: made %v, %v", made, err)
+	if _, _, ch, err := localbox.SelfSigned(dir, []string{"localhost", "127.0.0.1"}); err != nil || ch != localbox.CertNew {
+		t.Fatalf("first: %v, %v; want CertNew", ch, err)
 	}
 	first := fp()
-	if _, _, made, err := localbox.SelfSigned(dir, []string{"127.0.0.1"}); err != nil || made {
-		t.Fatalf("again, fewer names: made %v, %v; want it kept", made, err)
+	if _, _, ch, err := localbox.SelfSigned(dir, []string{"127.0.0.1"}); err != nil || ch != localbox.CertKept {
+		t.Fatalf("again, fewer names: %v, %v; want CertKept", ch, err)
 	}
 	if fp() != first {
 		t.Error("the fingerprint changed though the certificate was kept")
 	}
-	if _, _, made, err := localbox.SelfSigned(dir, []string{"box.example"}); err != nil || !made {
-		t.Fatalf("a new name: made %v, %v; want a new certificate", made, err)
+	if _, _, ch, err := localbox.SelfSigned(dir, []string{"box.example"}); err != nil || ch != localbox.CertReplaced {
+		t.Fatalf("a new name: %v, %v; want CertReplaced", ch, err)
 	}
 	if fp() == first {
 		t.Error("a new certificate has the old fingerprint")

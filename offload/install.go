@@ -26,8 +26,19 @@ type BoxRun func(ctx context.Context, line string, stdin io.Reader, stdout, stde
 type Installer struct {
 	Kind agentwire.Kind
 	Run  BoxRun
-	// Log receives the installers' own output and one line per step.
+	// Box names the box in next steps.
+	Box string
+	// Log receives one line per step; nil discards them.
 	Log io.Writer
+	// Output receives the installers' own output (curl's errors, the
+	// vendor's installer, npm's notices and warnings); nil discards it.
+	Output io.Writer
+	// EchoErrors copies a failed npm's error lines to Log, for an Output
+	// the user does not see.
+	EchoErrors bool
+	// Force has npm replace a file in the way of the CLI's link in
+	// ~/.local/bin (npm install --force).
+	Force bool
 }
 
 // InstallResult is what Install did: Via is "installer" or "npm";
@@ -76,11 +87,22 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 		}
 	}
 	if viaNPM {
-		line := `npm install -g --prefix "$HOME/.local" ` + ShellQuote(k.Install().Package)
+		line := `npm install -g --prefix "$HOME/.local" `
+		if in.Force {
+			line += "--force "
+		}
+		line += ShellQuote(k.Install().Package)
 		in.logf("installing %s: %s", k.Install().Package, line)
 		var out bytes.Buffer
 		code, err := in.Run(ctx, line, nil, in.tee(&out), in.tee(&out))
 		if err != nil || code != 0 {
+			step := "npm install " + k.Install().Package
+			if p := npmExists(out.String()); p != "" && err == nil {
+				return nil, in.inTheWay(ctx, step, p)
+			}
+			if in.EchoErrors {
+				in.echoNPMErrors(out.String())
+			}
 			var next []Step
 			switch {
 			case code == 127:
@@ -88,7 +110,7 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 			case npmTLSRE.Match(out.Bytes()):
 				next = append(next, Step{"npm's TLS check failed, as behind a TLS-intercepting proxy: give npm the proxy's CA in the box, cafile=/path/to/ca.pem in ~/.npmrc, or export NODE_EXTRA_CA_CERTS=/path/to/ca.pem in ~/.profile, then run install-cli again"})
 			}
-			return nil, in.failed("npm install "+k.Install().Package, lineErr(code, err, npmLine(out.String())), next)
+			return nil, in.failed(step, lineErr(code, err, npmLine(out.String())), next)
 		}
 		res.Via = "npm"
 	}
@@ -158,16 +180,77 @@ func npmLine(out string) string {
 	return ""
 }
 
+// npmExistsRE matches the lines of npm's EEXIST failure: its code, and
+// the path in the way (offload/testdata/npm/eexist.txt).
+var npmExistsRE = regexp.MustCompile(`(?m)^npm (?:error|ERR!) (code EEXIST|path (.+))$`)
+
+// npmExists is the path npm's EEXIST failure names, or "" for another
+// failure.
+func npmExists(out string) string {
+	code, path := false, ""
+	for _, m := range npmExistsRE.FindAllStringSubmatch(out, -1) {
+		if m[1] == "code EEXIST" {
+			code = true
+		} else if path == "" {
+			path = strings.TrimSpace(m[2])
+		}
+	}
+	if !code {
+		return ""
+	}
+	return path
+}
+
+// inTheWay is npm's EEXIST failure as one line: what is at path, which
+// npm does not replace, and the two ways out.
+func (in *Installer) inTheWay(ctx context.Context, step, path string) *Error {
+	var what bytes.Buffer
+	q := ShellQuote(path)
+	probe := `if [ -L ` + q + ` ]; then printf 'a link to %s\n' "$(readlink ` + q + `)"; elif [ -d ` + q + ` ]; then echo 'a directory'; else echo 'a file'; fi`
+	if code, err := in.Run(ctx, probe, nil, &what, io.Discard); err != nil || code != 0 {
+		what.Reset()
+	}
+	there := strings.TrimSpace(what.String())
+	if there == "" {
+		there = "something"
+	}
+	rm := []string{"rm", ShellQuote(path)}
+	if there == "a directory" {
+		rm = []string{"rm", "-r", ShellQuote(path)}
+	}
+	k := in.Kind
+	return in.failed(step, fmt.Errorf("%s is already there (%s), and npm does not replace what it did not install; replace it with --force, or remove it",
+		printable.Line(path, 0), printable.Line(there, 0)), []Step{
+		{"replace it: ", Command{Verb: VerbInstallCLI, Kind: k.Name(), Box: in.Box, Force: true}},
+		{"or remove it, then run install-cli again: ", Command{Verb: VerbRsh, Box: in.Box, Args: rm}},
+	})
+}
+
+// echoNPMErrors writes npm's error lines to Log, but its pointer to a
+// log file in the box.
+func (in *Installer) echoNPMErrors(out string) {
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimRight(l, "\r")
+		if npmErrorRE.MatchString(l) && !strings.Contains(l, "complete log of this run") && !strings.HasSuffix(l, "-debug-0.log") && in.Log != nil {
+			fmt.Fprintln(in.Log, printable.Line(l, 0))
+		}
+	}
+}
+
+// npmErrorRE matches npm's error lines ("npm error" since npm 10, "npm
+// ERR!" before), not its notices and warnings.
+var npmErrorRE = regexp.MustCompile(`^npm (?:error|ERR!) \S`)
+
 func hostOf(url string) string {
 	h := strings.TrimPrefix(url, "https://")
 	h, _, _ = strings.Cut(h, "/")
 	return h
 }
 
-// tee is w, and Log too.
+// tee is w, and Output too.
 func (in *Installer) tee(w io.Writer) io.Writer {
-	if in.Log == nil {
+	if in.Output == nil {
 		return w
 	}
-	return io.MultiWriter(w, in.Log)
+	return io.MultiWriter(w, in.Output)
 }

@@ -84,6 +84,76 @@ func TestInstaller(t *testing.T) {
 	}
 }
 
+// The installers' output goes to Output, one line per step to Log, and a
+// failed npm's error lines to Log too with EchoErrors, but its pointer to
+// its log file. npm's EEXIST (testdata/npm/eexist.txt, npm 11.19.1's real
+// output for a link in the way of a package's bin: a symlink at
+// P/bin/claude, then `npm install -g --prefix P ./pkg.tgz`) is one line
+// naming what is there, then --force and rm; Force gives npm --force.
+func TestInstallerOutput(t *testing.T) {
+	claude, _ := LookupKind("claude")
+	codex, _ := LookupKind("codex")
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", "npm", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	notices := read("force.txt") + "npm notice New major version of npm available! 10.8.2 -> 11.19.1\n"
+
+	// Success: notices and warnings in Output only.
+	f := &fakeBox{answers: map[string]fakeAnswer{"npm": {stdout: "\nadded 1 package in 293ms\n", stderr: notices}, "codex": {stdout: "codex-cli 0.171.0\n"}}}
+	var log, out bytes.Buffer
+	in := &Installer{Kind: codex, Run: f.run, Log: &log, Output: &out, EchoErrors: true}
+	if _, err := in.Install(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(log.String(), "npm notice") || strings.Contains(log.String(), "npm warn") {
+		t.Errorf("Log has npm's notices: %q", log.String())
+	}
+	if !strings.Contains(out.String(), "npm notice New major version") || !strings.Contains(out.String(), "npm warn install-scripts") {
+		t.Errorf("Output lacks npm's notices: %q", out.String())
+	}
+	if strings.Contains(strings.Join(f.ran, "\n"), "--force") {
+		t.Errorf("npm ran with --force unasked: %q", f.ran)
+	}
+
+	// A failure: npm's error lines in Log, not its log file's.
+	log.Reset()
+	f = &fakeBox{answers: map[string]fakeAnswer{"npm": {code: 1, stderr: read("self-signed.txt")}}}
+	in = &Installer{Kind: codex, Run: f.run, Log: &log, Output: io.Discard, EchoErrors: true}
+	if _, err := in.Install(context.Background()); err == nil {
+		t.Fatal("Install succeeded")
+	}
+	if !strings.Contains(log.String(), "npm error code DEPTH_ZERO_SELF_SIGNED_CERT\nnpm error errno") || strings.Contains(log.String(), "complete log") {
+		t.Errorf("Log: %q; want npm's error lines but its log's", log.String())
+	}
+
+	// EEXIST: what is there, in one line; --force and rm next.
+	f = &fakeBox{answers: map[string]fakeAnswer{"curl": {code: 6}, "npm": {code: 1, stderr: read("eexist.txt")}, "if": {stdout: "a link to /opt/claude/versions/2.1.197\n"}}}
+	in = &Installer{Kind: claude, Run: f.run, Box: "main"}
+	_, err := in.Install(context.Background())
+	e, ok := err.(*Error)
+	want := "install-cli: npm install @anthropic-ai/claude-code failed: /tmp/npmx/prefix/bin/claude is already there (a link to /opt/claude/versions/2.1.197), and npm does not replace what it did not install; replace it with --force, or remove it"
+	if !ok || e.Code != ExitFailed || e.Error() != want {
+		t.Fatalf("Install: %v\nwant %s", err, want)
+	}
+	if got := nextText(e.Next...); !strings.Contains(got, "Force:true") || !strings.Contains(got, "Args:[rm /tmp/npmx/prefix/bin/claude]") {
+		t.Errorf("next steps %s; want --force and rm", got)
+	}
+	if !strings.Contains(f.ran[len(f.ran)-1], "readlink /tmp/npmx/prefix/bin/claude") {
+		t.Errorf("the probe: %q", f.ran[len(f.ran)-1])
+	}
+
+	// Force: npm --force.
+	f = &fakeBox{answers: map[string]fakeAnswer{"npm": {}, "codex": {stdout: "codex-cli 0.171.0\n"}}}
+	in = &Installer{Kind: codex, Run: f.run, Force: true}
+	if _, err := in.Install(context.Background()); err != nil || !strings.Contains(f.ran[0], `npm install -g --prefix "$HOME/.local" --force @openai/codex`) {
+		t.Errorf("Force: %v, ran %q", err, f.ran)
+	}
+}
+
 // npmLine picks npm's telling line, never its log file's. The files in
 // testdata/npm are npm 11.19.1's real output on Debian 12 for
 // `npm install -g --prefix P --registry URL left-pad`: self-signed.txt

@@ -19,6 +19,8 @@ type Command struct {
 	Wait int
 	// Yes is --yes.
 	Yes bool
+	// Force is --force.
+	Force bool
 	// Args are the words after the flags: a secret entry, rsh's command.
 	Args []string
 }
