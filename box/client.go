@@ -45,7 +45,17 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrUnavailable: the endpoint could not be reached.
 	ErrUnavailable = errors.New("endpoint unreachable")
+	// ErrInvalidArgument: the server refused what the caller gave (a bad
+	// box name): the error's text is the server's, as it says it.
+	ErrInvalidArgument = errors.New("invalid argument")
 )
+
+// invalidArgument is an error whose text is the server's answer to an
+// argument it refused, and which is ErrInvalidArgument.
+type invalidArgument struct{ text string }
+
+func (e invalidArgument) Error() string        { return e.text }
+func (e invalidArgument) Is(target error) bool { return target == ErrInvalidArgument }
 
 // Client talks to one endpoint. It is safe for concurrent use; the zero
 // value is not usable: make one with Dial.
@@ -386,7 +396,11 @@ func (c *Client) wrap(op string, err error) error {
 	case codes.Canceled:
 		return fmt.Errorf("%s: %w", op, context.Canceled)
 	}
-	return fmt.Errorf("%s: %s (%s)", op, msg, st.Code())
+	text := fmt.Sprintf("%s: %s (%s)", op, msg, st.Code())
+	if st.Code() == codes.InvalidArgument {
+		return invalidArgument{text}
+	}
+	return errors.New(text)
 }
 
 // dialReason trims gRPC's wrapping from a connection error, leaving the

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -104,6 +105,9 @@ func sleepBox(c *box.Client, s Streams, name string) error {
 
 func createBox(c *box.Client, s Streams, name string) error {
 	b, err := c.Create(context.Background(), name)
+	if errors.Is(err, box.ErrInvalidArgument) {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
 	if err != nil {
 		return err
 	}

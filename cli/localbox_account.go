@@ -102,6 +102,9 @@ func runAccountAdd(env Env, s Streams, o accountOptions, name string) error {
 		return err
 	}
 	a, err := localbox.AddAccount(dir, name, localbox.AddAccountOptions{UnixUser: o.UnixUser, UserPrefix: o.UserPrefix, ClaimsDir: claimsDir(env), Token: o.Token})
+	if err != nil && !errors.Is(err, localbox.ErrNeedsRoot) && !localbox.ValidAccountName(name) {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
 	if err != nil {
 		return refusedAccounts(err)
 	}
@@ -121,11 +124,14 @@ func runAccountAdd(env Env, s Streams, o accountOptions, name string) error {
 
 // codeHint says what the person does with an account's sign-in code.
 func codeHint(dir, name string) string {
-	ep := "https://THIS-SERVER:PORT"
+	ep, ca := "https://THIS-SERVER:PORT", ""
 	if ri, ok := readRuntime(dir); ok && !strings.HasPrefix(ri.Endpoint, "unix://") {
 		ep = ri.Endpoint
+		if ri.CA != "" {
+			ca = " --ca FILE (FILE a copy of " + ri.CA + ", the self-signed certificate)"
+		}
 	}
-	return fmt.Sprintf("give %s the code above: it works once, for 24 hours; they run cocoonbox login --endpoint %s and type it on the sign-in page (docs/self-hosting.md \"Accounts\")", name, ep)
+	return fmt.Sprintf("give %s the code above: it works once, for 24 hours; they run cocoonbox login --endpoint %s%s and type it on the sign-in page (docs/self-hosting.md \"Accounts\")", name, ep, ca)
 }
 
 func runAccountCode(env Env, s Streams, name string) error {
@@ -219,6 +225,14 @@ func runAccountRemove(env Env, s Streams, o accountOptions, name string) error {
 	if r.UserDeleted {
 		user = "deleted"
 	}
-	fmt.Fprintf(s.Err, "account %s removed: %d tokens revoked, boxes deleted: %s; the Unix user `%s` %s\n", name, r.Tokens, strings.Join(nonNil(r.Boxes), ", "), r.Account.UnixUser, user)
+	tokens := fmt.Sprintf("%d tokens revoked", r.Tokens)
+	if r.Tokens == 1 {
+		tokens = "1 token revoked"
+	}
+	boxes := "no boxes"
+	if bs := nonNil(r.Boxes); len(bs) > 0 {
+		boxes = "boxes deleted: " + strings.Join(bs, ", ")
+	}
+	fmt.Fprintf(s.Err, "account %s removed: %s, %s; the Unix user `%s` %s\n", name, tokens, boxes, r.Account.UnixUser, user)
 	return nil
 }
