@@ -10,10 +10,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -285,6 +287,10 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 				stop := exec.Command(bin, "localbox", "stop")
 				stop.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
 				stop.Run()
+				// One started with its own XDG_STATE_HOME is not found by
+				// that stop: end what still runs with this HOME (seen: local
+				// boxes of failed scripts serving hours later).
+				endServersOf(home)
 			})
 			_, port, _ := net.SplitHostPort(lis.Addr().String())
 			e.Setenv("HOME", home)
@@ -310,6 +316,41 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			e.Defer(func() { deleteUsers(fmt.Sprintf("cb%x-", uniq)) })
 			return nil
 		},
+	}
+}
+
+// endServersOf ends (SIGTERM, then SIGKILL after 10 s) every `cocoonbox
+// localbox serve` whose HOME is home, found through /proc (Linux; elsewhere
+// it finds none).
+func endServersOf(home string) {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		args, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if strings.Contains(string(args), "localbox\x00serve") && slices.Contains(strings.Split(string(env), "\x00"), "HOME="+home) {
+			pids = append(pids, pid)
+		}
+	}
+	signal := func(pid int, sig os.Signal) error {
+		p, err := os.FindProcess(pid)
+		if err != nil {
+			return err
+		}
+		return p.Signal(sig)
+	}
+	for _, pid := range pids {
+		signal(pid, syscall.SIGTERM)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(pids) > 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		pids = slices.DeleteFunc(pids, func(pid int) bool { return signal(pid, syscall.Signal(0)) != nil })
+	}
+	for _, pid := range pids {
+		signal(pid, os.Kill)
 	}
 }
 
