@@ -58,7 +58,9 @@ coding agent that has no cocoonbox plugin.
 
 Exit status: 0 done; 1 failed, rolled back; 2 usage; 3 refused, nothing
 changed; 4 warnings that need --yes.`,
-		Example: `  cocoonbox offload handover-path
+		Example: `  cocoonbox offload install-cli --kind claude   # once per box
+  cocoonbox offload sign-in --kind claude       # once per box
+  cocoonbox offload handover-path
   cocoonbox offload --kind claude
   cocoonbox offload inbox --wait 60
   cocoonbox back`,
