@@ -103,6 +103,16 @@ changed; 4 warnings that need --yes.`,
 the box agent's last hand-over (else the one it started from), when it
 stopped before back: the CLI exited, or it crashed. Then bring the work home
 with cocoonbox back.`
+	var pruneDry bool
+	prune := verb("prune", "Delete the refs/cocoonbox/ refs no offload in flight needs", cobra.NoArgs,
+		func([]string) error { return runOffloadPrune(env, s, pruneDry) })
+	prune.Long = `prune deletes this repository's refs under refs/cocoonbox/ that no offload
+in flight needs: those of every offload but the one in flight (its S, its
+index, back's S' and pre-back refs, abandon's kept work), and the box copy's
+branches (refs/cocoonbox/box/*) when none is in flight. They stay after a
+back or an abandon as a way back, until prune; the objects they name stay
+until git's own gc. --dry-run lists them and deletes nothing.`
+	prune.Flags().BoolVarP(&pruneDry, "dry-run", "n", false, "list what would go; delete nothing")
 	abandon := verb("abandon", "End this repository's offload without merging, keeping the box's work in refs", cobra.NoArgs,
 		func([]string) error { return runOffloadAbandon(env, s, o) })
 	abandon.Long = `abandon ends this repository's offload when back cannot (its box CLI session
@@ -147,7 +157,7 @@ never through argv, the environment, a log or rsync.`}
 	for _, c := range []*cobra.Command{cmd, install, signin} {
 		c.RegisterFlagCompletionFunc("kind", kinds)
 	}
-	cmd.AddCommand(hp, status, inbox, send, restart, abandon, secrets, install, signin)
+	cmd.AddCommand(hp, status, inbox, send, restart, abandon, prune, secrets, install, signin)
 	return cmd
 }
 
@@ -686,6 +696,34 @@ func runOffloadRestart(env Env, s Streams) error {
 	fmt.Fprintf(s.Out, "restarted the box CLI session in box %s from its last hand-over\n", rec.BoxName)
 	fmt.Fprintf(s.Out, "watch:  cocoonbox offload inbox --wait 60\n")
 	fmt.Fprintf(s.Out, "home:   cocoonbox back\n")
+	return nil
+}
+
+func runOffloadPrune(env Env, s Streams, dryRun bool) error {
+	oe, err := openOffload(env)
+	if err != nil {
+		return err
+	}
+	keep, err := oe.repo.InFlight(oe.store)
+	if err != nil {
+		return err
+	}
+	gone, err := oe.repo.Prune(context.Background(), keep, dryRun)
+	if err != nil {
+		return err
+	}
+	verb := "deleted"
+	if dryRun {
+		verb = "would delete"
+	}
+	for _, ref := range gone {
+		fmt.Fprintf(s.Out, "%s %s\n", verb, ref)
+	}
+	kept := ""
+	if keep != "" {
+		kept = "; kept those of offload " + keep + ", in flight"
+	}
+	fmt.Fprintf(s.Err, "%s %d refs under refs/cocoonbox/%s\n", verb, len(gone), kept)
 	return nil
 }
 
