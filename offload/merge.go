@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -620,24 +621,63 @@ func (r *Repo) branch(ctx context.Context, back string, now time.Time, reason st
 	return &MergeResult{Outcome: Branched, Branch: name, Reason: reason}, nil
 }
 
-// indexLock is git's index.lock, held by back.
+// indexLock is git's index.lock, held by back. mark is a hard link to it
+// named for back's pid, so that the next back knows a lock its own dead
+// run left (staleLock).
 type indexLock struct {
-	path string
-	f    *os.File
-	done bool
+	path, mark string
+	f          *os.File
+	done       bool
 }
 
-// lockIndex takes index.lock as git does (O_EXCL), or ErrIndexLocked.
+// lockMarkPrefix begins the name of an index lock's mark, beside it:
+// index.lock.cocoonbox-PID.
+const lockMarkPrefix = ".cocoonbox-"
+
+// lockIndex takes index.lock as git does (O_EXCL), or ErrIndexLocked. A
+// lock that a back of ours left when it died (kill -9 in its merge) is
+// removed first: its mark names a pid that no longer runs and is the same
+// file (staleLock).
 func (r *Repo) lockIndex() (*indexLock, error) {
 	path := filepath.Join(r.GitDir, "index.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+	if errors.Is(err, fs.ErrExist) && staleLock(path) {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+	}
 	if errors.Is(err, fs.ErrExist) {
 		return nil, ErrIndexLocked
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &indexLock{path: path, f: f}, nil
+	mark := path + lockMarkPrefix + strconv.Itoa(os.Getpid())
+	os.Remove(mark)
+	if os.Link(path, mark) != nil {
+		mark = ""
+	}
+	return &indexLock{path: path, mark: mark, f: f}, nil
+}
+
+// staleLock removes the index lock at path when a back of ours left it:
+// a mark beside it names a pid that no longer runs and is a link to the
+// same file. A lock git or another program holds has no such mark, and
+// stays. Marks of dead backs whose lock is gone are removed. It reports
+// whether it removed the lock.
+func staleLock(path string) bool {
+	marks, _ := filepath.Glob(path + lockMarkPrefix + "*")
+	lock, err := os.Lstat(path)
+	removed := false
+	for _, m := range marks {
+		pid, perr := strconv.Atoi(strings.TrimPrefix(m, path+lockMarkPrefix))
+		if perr != nil || pid <= 0 || proc.Alive(pid) {
+			continue
+		}
+		if mfi, merr := os.Lstat(m); err == nil && merr == nil && !removed && os.SameFile(lock, mfi) {
+			removed = os.Remove(path) == nil
+		}
+		os.Remove(m)
+	}
+	return removed
 }
 
 // hold copies the index file src into the lock, keeping src's
@@ -669,6 +709,7 @@ func (l *indexLock) commit() error {
 	if err := os.Rename(l.path, filepath.Join(filepath.Dir(l.path), "index")); err != nil {
 		return err
 	}
+	l.unmark()
 	l.done = true
 	return nil
 }
@@ -678,7 +719,15 @@ func (l *indexLock) release() {
 	if !l.done {
 		l.f.Close()
 		os.Remove(l.path)
+		l.unmark()
 		l.done = true
+	}
+}
+
+// unmark removes the lock's mark.
+func (l *indexLock) unmark() {
+	if l.mark != "" {
+		os.Remove(l.mark)
 	}
 }
 
