@@ -56,6 +56,20 @@ const (
 	probeTimeout = 3 * time.Second
 )
 
+// A call forwarded on a connection that died within probeAfter of its
+// last answer passes the check and would wait for the keepalive (30 s of
+// silence and 15 s more by default). So a call whose first answer has not
+// come lateAfter round trips of the connection after it was sent (at
+// least lateMin, and lateMax while the round trip is not known) makes the
+// master ask the endpoint as the check does: no answer within
+// probeTimeout ends the call (UNAVAILABLE) and the master, some 3 s after
+// the call was sent on a near link.
+const (
+	lateAfter = 10
+	lateMin   = 200 * time.Millisecond
+	lateMax   = time.Second
+)
+
 // healthMethod is gRPC's standard health check: any answer to it, even
 // Unimplemented or Unauthenticated, shows the connection carries calls.
 const healthMethod = "/grpc.health.v1.Health/Check"
@@ -312,7 +326,7 @@ func (p *proxy) check(ss grpc.ServerStream) error {
 		if _, err := p.probe(ss.Context()); err != nil {
 			p.log("check: no answer from the endpoint: %v", err)
 			p.deadOnce.Do(func() { close(p.dead) })
-			return status.Error(codes.Unavailable, "the control master's connection does not answer")
+			return errNoAnswer
 		}
 		p.hear()
 	}
@@ -382,10 +396,15 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 			}
 		}
 	}()
+	answered, dead := make(chan struct{}), make(chan struct{})
+	go p.watch(ss.Context(), cancel, answered, dead)
 	headerSent := false
 	for {
 		f := new(frame)
 		err := cs.RecvMsg(f)
+		if !headerSent {
+			close(answered)
+		}
 		if status.Code(err) != codes.Unavailable {
 			p.hear()
 		}
@@ -396,6 +415,11 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 			}
 		}
 		if err != nil {
+			select {
+			case <-dead:
+				return errNoAnswer
+			default:
+			}
 			ss.SetTrailer(forwardable(cs.Trailer()))
 			if err == io.EOF {
 				return nil
@@ -406,6 +430,48 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 			return err
 		}
 	}
+}
+
+// errNoAnswer is the error of a call (or check) that found the master's
+// connection dead.
+var errNoAnswer = status.Error(codes.Unavailable, "the control master's connection does not answer")
+
+// watch waits for a forwarded call's first answer (answered closed) and,
+// when it is late (lateAfter), asks the endpoint: when that gets no answer
+// either, the connection is dead, so watch closes dead, cancels the call
+// and ends the master (p.dead). ctx is the call's server side, so it
+// carries no outgoing metadata (the health check goes without the
+// caller's token, as the check's does); watch returns when it is done.
+func (p *proxy) watch(ctx context.Context, cancel context.CancelFunc, answered <-chan struct{}, dead chan<- struct{}) {
+	late := lateMax
+	if rtt := time.Duration(p.rtt.Load()); rtt > 0 {
+		late = min(max(lateAfter*rtt, lateMin), lateMax)
+	}
+	t := time.NewTimer(late)
+	defer t.Stop()
+	select {
+	case <-answered:
+		return
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	_, err := p.probe(ctx)
+	select {
+	case <-answered:
+		return
+	case <-ctx.Done():
+		return
+	default:
+	}
+	if err == nil {
+		p.hear()
+		return
+	}
+	p.log("call: no answer from the endpoint: %v", err)
+	close(dead)
+	cancel()
+	p.deadOnce.Do(func() { close(p.dead) })
 }
 
 // forwardable is md without what gRPC sets itself for each hop.
