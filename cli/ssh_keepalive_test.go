@@ -315,7 +315,7 @@ func TestSSHKeepaliveThroughMaster(t *testing.T) {
 
 // TestSharedLinkCheckedAfterIdle: a control master whose connection has
 // carried nothing for a while checks it before the next call uses it
-// (box.CheckMethod); a connection that died meanwhile (frozen here, as
+// (share.CheckMethod); a connection that died meanwhile (frozen here, as
 // after a change of network) fails the check, the master exits, and the
 // call dials the endpoint itself and succeeds, instead of waiting for a
 // keepalive to fail it.
@@ -330,7 +330,7 @@ func TestSharedLinkCheckedAfterIdle(t *testing.T) {
 	if out, err := run("echo warm"); err != nil || out != "warm\n" {
 		t.Fatalf("%v: %q", err, out)
 	}
-	time.Sleep(11 * time.Second) // past mux.probeAfter
+	time.Sleep(11 * time.Second) // past the master's probeAfter (share/master.go)
 	f.freezeOpen()
 	if out, err := run("echo after"); err != nil || out != "after\n" {
 		t.Fatalf("after the link died: %v: %q", err, out)
