@@ -21,13 +21,6 @@ import (
 // settings come from COCOONBOX_CONTROL_PERSIST; the master is the hidden
 // command `cocoonbox control-master`, started by the first call.
 
-// maxSocketPath is the longest unix socket path every platform takes
-// (sun_path is 104 bytes on macOS, 108 on Linux, with its NUL).
-const maxSocketPath = 103
-
-// sockName is as long as the name share.ControlSocket gives.
-const sockName = "0123456789abcdef-0123456789ab.sock"
-
 // controlPersist reads COCOONBOX_CONTROL_PERSIST: how long a master stays
 // with no call open, or 0 when sharing is off.
 func (e Env) controlPersist() (time.Duration, error) {
@@ -77,12 +70,7 @@ func (e Env) controlDir() (string, error) {
 		dirs = append(dirs, filepath.Join(d, "control"))
 	}
 	dirs = append(dirs, filepath.Join("/tmp", fmt.Sprintf("cocoonbox-%d", os.Getuid()), "control"))
-	for _, d := range dirs {
-		if len(d)+1+len(sockName) <= maxSocketPath {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("no directory for control sockets is short enough")
+	return share.FirstShortDir(dirs)
 }
 
 // sharing is the WithSharing option for ep, or nil when sharing is off.

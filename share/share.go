@@ -94,6 +94,25 @@ func Stop(dir, url string) {
 	}
 }
 
+// maxSocketPath is the longest unix socket path every platform takes
+// (sun_path is 104 bytes on macOS, 108 on Linux, with its NUL).
+const maxSocketPath = 103
+
+// sockName is as long as the name ControlSocket gives.
+const sockName = "0123456789abcdef-0123456789ab.sock"
+
+// FirstShortDir is the first of dirs in which ControlSocket's paths fit a
+// unix socket's address on every platform (103 bytes), or an error when
+// none is short enough.
+func FirstShortDir(dirs []string) (string, error) {
+	for _, d := range dirs {
+		if len(d)+1+len(sockName) <= maxSocketPath {
+			return d, nil
+		}
+	}
+	return "", errors.New("no directory for control sockets is short enough")
+}
+
 // ControlDir checks, or makes, a 0700 directory of the caller's own for
 // control sockets, in a directory of the caller's that only it may write.
 func ControlDir(dir string) error {
