@@ -406,6 +406,7 @@ func TestSharedLinkDeadSoonAfterAnswer(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	begun := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var err error
@@ -413,6 +414,7 @@ func TestSharedLinkDeadSoonAfterAnswer(t *testing.T) {
 	// some 43 s.
 	select {
 	case err = <-done:
+		t.Logf("the command ended after %v", time.Since(begun).Round(10*time.Millisecond))
 	case <-time.After(10 * time.Second):
 		cmd.Process.Kill()
 		<-done

@@ -61,7 +61,7 @@ const (
 // come lateAfter round trips of the connection after it was sent (at
 // least lateMin, and lateMax while the round trip is not known) makes the
 // master ask the endpoint as the check does: no answer within
-// probeTimeout ends the call (UNAVAILABLE) and the master, some 3 s after
+// probeTimeout ends the call (UNAVAILABLE) and the master, 3.2 s after
 // the call was sent on a near link.
 const (
 	lateAfter = 10
