@@ -23,6 +23,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
+	"github.com/cocoonbox/cocoonbox/share"
 )
 
 // ReasonNotRunning is the ErrorInfo reason the server gives, with
@@ -86,9 +87,11 @@ type DialOption func(*dialOptions)
 type dialOptions struct {
 	keepaliveTime, keepaliveTimeout time.Duration
 	signIn                          string
-	sharing                         *Sharing
-	idleTimeout                     *time.Duration
-	tokenSource                     func() string
+	sharing                         *share.Sharing
+	// noIdleTimeout keeps the connection open however long it is unused
+	// (DialUpstream).
+	noIdleTimeout bool
+	tokenSource   func() string
 }
 
 // WithSignIn replaces the next step an UNAUTHENTICATED error names, "sign
@@ -129,7 +132,7 @@ func (do dialOptions) creds(token string) []grpc.DialOption {
 // Dial makes a client for ep that sends token (which may be empty) with
 // every call. The connection is made lazily by the first call; through a
 // control master (WithSharing), Dial first checks the master
-// (CheckMethod), and dials the endpoint itself if the check fails.
+// (share.Check), and dials the endpoint itself if the check fails.
 func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	do := dialOptions{keepaliveTime: KeepaliveTime, keepaliveTimeout: KeepaliveTimeout, signIn: "sign in with `cocoonbox login`"}
 	for _, f := range options {
@@ -142,26 +145,26 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	near := false
 	direct := func() (*grpc.ClientConn, error) { return dialDirect(ep, token, do, near, certErr, ioErr) }
 	c := &Client{endpoint: ep, signIn: do.signIn, certErr: certErr, ioErr: ioErr, linkTimeout: do.keepaliveTimeout}
-	var d *muxDialer
+	var d *share.Dialer
 	if do.sharing != nil {
-		d, _ = viaMaster(ep, do.sharing)
+		d = do.sharing.Find(ep.Target, ep.URL, ep.CAFile)
 	}
 	if d != nil {
 		opts := append(transportOptions(true), do.creds(token)...)
-		mux, err := dialMux(d, opts)
+		master, err := d.Dial(opts)
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
 		}
-		if rtt, err := checkMaster(mux); err != nil {
-			shareLog(do.sharing.Log, "direct; the master failed its check: %v", status.Convert(err).Message())
-			mux.Close()
+		if rtt, err := share.Check(master); err != nil {
+			do.sharing.Logf("direct; the master failed its check: %v", status.Convert(err).Message())
+			master.Close()
 			d = nil
 		} else if rtt > 0 && rtt < do.sharing.MinRTT {
-			shareLog(do.sharing.Log, "direct; the master's round trip %v is below %v", rtt, do.sharing.MinRTT)
-			mux.Close()
+			do.sharing.Logf("direct; the master's round trip %v is below %v", rtt, do.sharing.MinRTT)
+			master.Close()
 			d, near = nil, true
 		} else {
-			c.conn = &sharedConn{mux: mux, direct: direct}
+			c.conn = share.NewConn(master, direct)
 		}
 	}
 	if d == nil {
@@ -197,8 +200,8 @@ func dialDirect(ep Endpoint, token string, do dialOptions, near bool, certErr *a
 			PermitWithoutStream: false,
 		}),
 	)
-	if do.idleTimeout != nil {
-		opts = append(opts, grpc.WithIdleTimeout(*do.idleTimeout))
+	if do.noIdleTimeout {
+		opts = append(opts, grpc.WithIdleTimeout(0))
 	}
 	opts = append(opts, do.creds(token)...)
 	conn, err := grpc.NewClient(ep.Target, opts...)
@@ -372,7 +375,7 @@ func (c *Client) wrap(op string, err error) error {
 		why := ""
 		if ie := c.ioErr.Load(); ie != nil {
 			why = (*ie).Error()
-		} else if w, ok := linkTimedOut(st); ok {
+		} else if w, ok := share.LinkTimedOut(st); ok {
 			why = w
 		}
 		if why != "" {

@@ -14,19 +14,12 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/version"
-	"github.com/cocoonbox/cocoonbox/mux"
+	"github.com/cocoonbox/cocoonbox/share"
 )
 
 // Connection sharing (docs/architecture.md "Connection sharing"): the
 // settings come from COCOONBOX_CONTROL_PERSIST; the master is the hidden
 // command `cocoonbox control-master`, started by the first call.
-
-// maxSocketPath is the longest unix socket path every platform takes
-// (sun_path is 104 bytes on macOS, 108 on Linux, with its NUL).
-const maxSocketPath = 103
-
-// sockName is as long as the name box.ControlSocket gives.
-const sockName = "0123456789abcdef-0123456789ab.sock"
 
 // controlPersist reads COCOONBOX_CONTROL_PERSIST: how long a master stays
 // with no call open, or 0 when sharing is off.
@@ -34,7 +27,7 @@ func (e Env) controlPersist() (time.Duration, error) {
 	v := strings.TrimSpace(e.Getenv("COCOONBOX_CONTROL_PERSIST"))
 	switch strings.ToLower(v) {
 	case "":
-		return mux.DefaultPersist, nil
+		return share.DefaultPersist, nil
 	case "0", "no", "off":
 		return 0, nil
 	}
@@ -52,7 +45,7 @@ func (e Env) controlPersist() (time.Duration, error) {
 const defaultMinRTT = 2 * time.Millisecond
 
 // controlMinRTT reads COCOONBOX_CONTROL_MIN_RTT: the shortest round trip
-// of a master's link for which calls go through the master (box.Sharing).
+// of a master's link for which calls go through the master (share.Sharing).
 func (e Env) controlMinRTT() (time.Duration, error) {
 	v := strings.TrimSpace(e.Getenv("COCOONBOX_CONTROL_MIN_RTT"))
 	if v == "" {
@@ -77,12 +70,7 @@ func (e Env) controlDir() (string, error) {
 		dirs = append(dirs, filepath.Join(d, "control"))
 	}
 	dirs = append(dirs, filepath.Join("/tmp", fmt.Sprintf("cocoonbox-%d", os.Getuid()), "control"))
-	for _, d := range dirs {
-		if len(d)+1+len(sockName) <= maxSocketPath {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("no directory for control sockets is short enough")
+	return share.FirstShortDir(dirs)
 }
 
 // sharing is the WithSharing option for ep, or nil when sharing is off.
@@ -101,16 +89,16 @@ func (e Env) sharing(ep box.Endpoint) ([]box.DialOption, error) {
 	}
 	cfg, _ := e.configDir()
 	// The version too: a master of another build may not speak this one's
-	// check (box.CheckMethod).
+	// check (share.CheckMethod).
 	key := strings.Join([]string{cfg, e.Getenv("SSL_CERT_FILE"), e.Getenv("SSL_CERT_DIR"), e.Getenv("COCOONBOX_KEEPALIVE"), version.String()}, "\x00")
-	start := func(ep box.Endpoint, sock string, lock *os.File) error {
+	start := func(url, caFile, sock string, lock *os.File) error {
 		exe, err := cocoonboxExe()
 		if err != nil {
 			return err
 		}
-		argv := []string{"cocoonbox", "control-master", "--endpoint", ep.URL, "--socket", sock}
-		if ep.CAFile != "" {
-			argv = append(argv, "--ca", ep.CAFile)
+		argv := []string{"cocoonbox", "control-master", "--endpoint", url, "--socket", sock}
+		if caFile != "" {
+			argv = append(argv, "--ca", caFile)
 		}
 		var env []string
 		for _, kv := range e.Environ {
@@ -119,9 +107,9 @@ func (e Env) sharing(ep box.Endpoint) ([]box.DialOption, error) {
 				env = append(env, kv)
 			}
 		}
-		return mux.Start(exe, argv, env, lock)
+		return share.Start(exe, argv, env, lock)
 	}
-	return []box.DialOption{box.WithSharing(box.Sharing{Dir: dir, Key: key, Start: start, MinRTT: minRTT, Log: e.Getenv("COCOONBOX_CONTROL_LOG")})}, nil
+	return []box.DialOption{box.WithSharing(share.Sharing{Dir: dir, Key: key, Start: start, MinRTT: minRTT, Log: e.Getenv("COCOONBOX_CONTROL_LOG")})}, nil
 }
 
 // cocoonboxExe finds the cocoonbox binary, which runs the master: this
@@ -143,7 +131,7 @@ func cocoonboxExe() (string, error) {
 // with them.
 func (e Env) stopSharing(ep box.Endpoint) {
 	if dir, err := e.controlDir(); err == nil {
-		box.StopSharing(dir, ep)
+		share.Stop(dir, ep.URL)
 	}
 }
 
@@ -167,10 +155,10 @@ func newControlMaster(env Env, s Streams) *cobra.Command {
 }
 
 func runControlMaster(env Env, o controlMasterOptions) error {
-	mux.CloseInherited()
-	lock := os.NewFile(mux.LockFD, "lock")
+	share.CloseInherited()
+	lock := os.NewFile(share.LockFD, "lock")
 	if lock == nil || o.Endpoint == "" || o.Socket == "" {
-		return &UsageError{fmt.Errorf("control-master is started by the other commands, with its lock as descriptor %d", mux.LockFD)}
+		return &UsageError{fmt.Errorf("control-master is started by the other commands, with its lock as descriptor %d", share.LockFD)}
 	}
 	ep, err := box.ParseEndpoint(o.Endpoint)
 	if err != nil {
@@ -192,6 +180,7 @@ func runControlMaster(env Env, o controlMasterOptions) error {
 		}
 		opts = append(opts, box.WithKeepalive(t, timeout))
 	}
-	m := &mux.Master{Endpoint: ep, Options: opts, Socket: o.Socket, Lock: lock, Persist: persist, Log: env.Getenv("COCOONBOX_CONTROL_LOG")}
+	dial := func() (*share.Upstream, error) { return box.DialUpstream(ep, opts...) }
+	m := &share.Master{URL: ep.URL, Dial: dial, Socket: o.Socket, Lock: lock, Persist: persist, Log: env.Getenv("COCOONBOX_CONTROL_LOG")}
 	return m.Serve()
 }

@@ -248,6 +248,16 @@ func TestSSHKeepaliveUpload(t *testing.T) {
 // a write blocked on the frozen link may sit outside crypto/tls's Write.
 func TestSSHKeepaliveUploadTLS(t *testing.T) {
 	t.Parallel()
+	b, f, caFile := behindFreezerTLS(t)
+	cmd := f.shim(t, b, "head -c 1 >/dev/null && echo started && cat > /dev/null", "10s,1s")
+	cmd.Env = append(cmd.Env, "COCOONBOX_ENDPOINT=https://"+f.lis.Addr().String(), "COCOONBOX_CA_FILE="+caFile)
+	uploadFrozen(t, f, cmd)
+}
+
+// behindFreezerTLS is behindFreezer with the box serving TLS, its
+// certificate for 127.0.0.1 from a test CA whose file it returns.
+func behindFreezerTLS(t *testing.T) (*testBox, *freezer, string) {
+	t.Helper()
 	ca := newTestCA(t)
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "box.crt"), filepath.Join(dir, "box.key")
@@ -259,9 +269,7 @@ func TestSSHKeepaliveUploadTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, f := behindFreezer(t, func(s *localbox.Server) { s.TLS = tc })
-	cmd := f.shim(t, b, "head -c 1 >/dev/null && echo started && cat > /dev/null", "10s,1s")
-	cmd.Env = append(cmd.Env, "COCOONBOX_ENDPOINT=https://"+f.lis.Addr().String(), "COCOONBOX_CA_FILE="+ca.file)
-	uploadFrozen(t, f, cmd)
+	return b, f, ca.file
 }
 
 // uploadFrozen runs cmd, which says started once a byte of its stdin
@@ -307,7 +315,7 @@ func TestSSHKeepaliveThroughMaster(t *testing.T) {
 
 // TestSharedLinkCheckedAfterIdle: a control master whose connection has
 // carried nothing for a while checks it before the next call uses it
-// (box.CheckMethod); a connection that died meanwhile (frozen here, as
+// (share.CheckMethod); a connection that died meanwhile (frozen here, as
 // after a change of network) fails the check, the master exits, and the
 // call dials the endpoint itself and succeeds, instead of waiting for a
 // keepalive to fail it.
@@ -322,7 +330,7 @@ func TestSharedLinkCheckedAfterIdle(t *testing.T) {
 	if out, err := run("echo warm"); err != nil || out != "warm\n" {
 		t.Fatalf("%v: %q", err, out)
 	}
-	time.Sleep(11 * time.Second) // past mux.probeAfter
+	time.Sleep(11 * time.Second) // past the master's probeAfter (share/master.go)
 	f.freezeOpen()
 	if out, err := run("echo after"); err != nil || out != "after\n" {
 		t.Fatalf("after the link died: %v: %q", err, out)
@@ -364,4 +372,67 @@ func waitLog(t *testing.T, log, what string) {
 	}
 	b, _ := os.ReadFile(log)
 	t.Fatalf("no %q in the control log:\n%s", what, b)
+}
+
+// TestSharedLinkDeadSoonAfterAnswer: a control master's connection that
+// dies within 10 s of its last answer (so the master answers the check at
+// once, without asking the endpoint) is found dead by the call that
+// follows: the master asks the endpoint when the call's first answer is
+// late, and the command ends with 255 and one line well before the
+// keepalive (default 30s,15s here) would end it, instead of hanging
+// about 43 s. Over TLS, as a real box is reached.
+func TestSharedLinkDeadSoonAfterAnswer(t *testing.T) {
+	t.Parallel()
+	b, f, caFile := behindFreezerTLS(t)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "control.log")
+	shim := func(line string) *exec.Cmd {
+		cmd := f.shim(t, b, line, "")
+		cmd.Env = append(cmd.Env, "COCOONBOX_ENDPOINT=https://"+f.lis.Addr().String(), "COCOONBOX_CA_FILE="+caFile,
+			"COCOONBOX_CONTROL_LOG="+log, "COCOONBOX_CONTROL_MIN_RTT=0")
+		return cmd
+	}
+	if out, err := shim("true").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	waitLog(t, log, "serving")
+	if out, err := shim("echo warm").CombinedOutput(); err != nil || string(out) != "warm\n" {
+		t.Fatalf("%v: %q", err, out)
+	}
+	f.freezeOpen()
+	cmd := shim("echo after")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	begun := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	// A correctness deadline, not a speed test: the keepalive would take
+	// some 43 s.
+	select {
+	case err = <-done:
+		t.Logf("the command ended after %v", time.Since(begun).Round(10*time.Millisecond))
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		b, _ := os.ReadFile(log)
+		t.Fatalf("the command hung past 10 s on the dead link; stderr %q; the control log:\n%s", stderr.String(), b)
+	}
+	if err == nil {
+		if stdout.String() != "after\n" {
+			t.Errorf("stdout %q, want after", stdout.String())
+		}
+		return
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 255 {
+		t.Errorf("exit %d, want 0 or 255", code)
+	}
+	if msg := stderr.String(); strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "cocoonbox-ssh: ") {
+		t.Errorf("stderr %q, want one line", msg)
+	}
+	t.Logf("exit 255: %s", stderr.String())
+	waitLog(t, log, "exits")
 }

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/cocoonbox/cocoonbox/box"
@@ -49,9 +52,20 @@ func TestCreateDelete(t *testing.T) {
 	if _, err := c.Create(t.Context(), "work"); status.Code(errors.Unwrap(err)) != codes.AlreadyExists && !strings.Contains(err.Error(), "already") {
 		t.Errorf("second Create: %v, want ALREADY_EXISTS", err)
 	}
-	raw := controlv1.NewBoxesClient(c.Conn())
+	// Requests box.Client would not send, on a connection of the test's.
+	ep, err := box.ParseEndpoint(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(ep.Target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	raw := controlv1.NewBoxesClient(cc)
+	signed := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+tok)
 	for _, req := range []*controlv1.CreateRequest{{Name: "Bad_Name"}, {Name: "ok", Image: "ubuntu"}} {
-		if _, err := raw.Create(t.Context(), req); status.Code(err) != codes.InvalidArgument {
+		if _, err := raw.Create(signed, req); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("Create(%v): %v, want INVALID_ARGUMENT", req, err)
 		}
 	}
@@ -64,7 +78,7 @@ func TestCreateDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := raw.Delete(t.Context(), &controlv1.DeleteRequest{Box: "work"}); status.Code(err) != codes.InvalidArgument {
+	if _, err := raw.Delete(signed, &controlv1.DeleteRequest{Box: "work"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("Delete without confirm: %v, want INVALID_ARGUMENT", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "boxes", "work", "home", "file")); err != nil {

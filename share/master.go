@@ -1,12 +1,11 @@
-// Package mux is the control master of connection sharing
-// (docs/architecture.md "Connection sharing"), after OpenSSH's
-// ControlMaster and ControlPersist: a background process that holds one
-// connection to an endpoint and serves it, as a gRPC proxy that decodes
-// nothing, on a unix socket of its user's, until it has been idle for the
-// persist time, its connection fails, its socket is removed or replaced,
-// the machine sleeps, or it is sent SIGTERM. box.Dial reaches it (box.WithSharing); Start
-// starts one.
-package mux
+package share
+
+// The control master: a background process that holds one connection to
+// an endpoint and serves it, as a gRPC proxy that decodes nothing, on a
+// unix socket of its user's, until it has been idle for the persist time,
+// its connection fails, its socket is removed or replaced, the machine
+// sleeps, or it is sent SIGTERM. box.Dial reaches it (box.WithSharing);
+// Start starts one.
 
 import (
 	"context"
@@ -34,8 +33,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
+	"github.com/cocoonbox/cocoonbox/internal/window"
 )
 
 // DefaultPersist is how long a master stays with no call open, as
@@ -49,11 +48,25 @@ const connectTimeout = 30 * time.Second
 const pollEvery = time.Second
 
 // probeAfter is how long the master's connection may carry nothing
-// before a check (box.CheckMethod) first asks the endpoint whether it is
+// before a check (CheckMethod) first asks the endpoint whether it is
 // still there, and probeTimeout how long it waits for the answer.
 const (
 	probeAfter   = 10 * time.Second
 	probeTimeout = 3 * time.Second
+)
+
+// A call forwarded on a connection that died within probeAfter of its
+// last answer passes the check and would wait for the keepalive (30 s of
+// silence and 15 s more by default). So a call whose first answer has not
+// come lateAfter round trips of the connection after it was sent (at
+// least lateMin, and lateMax while the round trip is not known) makes the
+// master ask the endpoint as the check does: no answer within
+// probeTimeout ends the call (UNAVAILABLE) and the master, 3.2 s after
+// the call was sent on a near link.
+const (
+	lateAfter = 10
+	lateMin   = 200 * time.Millisecond
+	lateMax   = time.Second
 )
 
 // healthMethod is gRPC's standard health check: any answer to it, even
@@ -64,12 +77,28 @@ const healthMethod = "/grpc.health.v1.Health/Check"
 // between two polls before the master takes it that the machine slept.
 const suspendGap = 5 * time.Second
 
+// Upstream is a control master's connection to its endpoint
+// (box.DialUpstream).
+type Upstream struct {
+	// Conn is the connection, made lazily; Serve connects it and closes
+	// it at the end.
+	Conn *grpc.ClientConn
+	// LinkError is a call's error on Conn with the timed-out read or write
+	// attached that the connection failed for, if any (WithLinkTimedOut).
+	LinkError func(error) error
+	// Buffer is the size of the socket buffers, in bytes, of the clients'
+	// connections to the master (box.Dial's), which the master's socket
+	// side uses too, not to slow a stream down.
+	Buffer int
+}
+
 // Master is one control master's settings.
 type Master struct {
-	// Endpoint is where the master connects, as box.Dial would.
-	Endpoint box.Endpoint
-	// Options are box.Dial's for that connection (keepalive).
-	Options []box.DialOption
+	// URL is the endpoint's URL, for the log.
+	URL string
+	// Dial makes the master's connection to the endpoint, as box.Dial
+	// would (box.DialUpstream).
+	Dial func() (*Upstream, error)
 	// Socket is the path to serve; Lock is the lock file the starter
 	// took, held until Serve returns.
 	Socket string
@@ -80,8 +109,10 @@ type Master struct {
 	Log string
 }
 
-// Serve connects to the endpoint, then serves the socket until one of the
-// reasons to end (package doc). It returns why it ended; an error means it
+// Serve connects to the endpoint (m.Dial), then serves the socket until
+// it has had no call open for m.Persist, its connection fails or does not
+// answer a check, its socket is removed or replaced, the machine sleeps,
+// or it is sent SIGTERM, SIGINT or SIGHUP. It returns why it ended; an error means it
 // could not start or its connection failed.
 func (m *Master) Serve() error {
 	defer m.Lock.Close()
@@ -89,14 +120,14 @@ func (m *Master) Serve() error {
 	if fi, err := os.Lstat(m.Socket); err == nil && !fi.IsDir() {
 		os.Remove(m.Socket) // stale: a live master would hold the lock
 	}
-	c, err := box.Dial(m.Endpoint, "", append(m.Options, box.WithIdleTimeout(0))...)
+	u, err := m.Dial()
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	up := c.Conn()
+	up := u.Conn
+	defer up.Close()
 	if err := ready(up); err != nil {
-		m.logf("no connection to %s: %v", m.Endpoint.URL, err)
+		m.logf("no connection to %s: %v", m.URL, err)
 		return err
 	}
 
@@ -114,19 +145,19 @@ func (m *Master) Serve() error {
 		lis.Close()
 		return err
 	}
-	m.logf("master %d serving %s for %s", os.Getpid(), m.Socket, m.Endpoint.URL)
+	m.logf("master %d serving %s for %s", os.Getpid(), m.Socket, m.URL)
 
-	p := &proxy{up: up, log: m.logf, link: c.LinkError, idle: make(chan struct{}, 1), dead: make(chan struct{}), start: time.Now()}
+	p := &proxy{up: up, log: m.logf, link: u.LinkError, idle: make(chan struct{}, 1), dead: make(chan struct{}), start: time.Now()}
 	go p.measure()
-	stream, conn, buffer := box.Windows()
+	// The windows box.Dial asks for on a unix socket.
 	srv := grpc.NewServer(
 		grpc.UnknownServiceHandler(p.handle),
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.MaxRecvMsgSize(math.MaxInt32),
-		grpc.InitialWindowSize(stream),
-		grpc.InitialConnWindowSize(conn),
-		grpc.ReadBufferSize(buffer),
-		grpc.WriteBufferSize(buffer),
+		grpc.InitialWindowSize(window.LocalStream),
+		grpc.InitialConnWindowSize(window.LocalConn),
+		grpc.ReadBufferSize(u.Buffer),
+		grpc.WriteBufferSize(u.Buffer),
 		experimental.BufferPool(bufpool.Shared),
 	)
 	served := make(chan error, 1)
@@ -140,7 +171,7 @@ func (m *Master) Serve() error {
 	// New calls go direct from here; those open end as the endpoint ends them.
 	srv.GracefulStop()
 	if why == errUpstream {
-		return fmt.Errorf("the connection to %s failed", m.Endpoint.URL)
+		return fmt.Errorf("the connection to %s failed", m.URL)
 	}
 	return nil
 }
@@ -229,17 +260,7 @@ func (m *Master) removeLock() {
 	}
 }
 
-func (m *Master) logf(format string, args ...any) {
-	if m.Log == "" {
-		return
-	}
-	f, err := os.OpenFile(m.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return
-	}
-	fmt.Fprintf(f, format+"\n", args...)
-	f.Close()
-}
+func (m *Master) logf(format string, args ...any) { logLine(m.Log, format, args...) }
 
 // proxy forwards each call as it comes, metadata (the caller's token
 // among it), messages, headers, trailers and status, without decoding it.
@@ -300,7 +321,7 @@ func (p *proxy) measure() {
 	p.log("round trip %v", best)
 }
 
-// check answers box.CheckMethod: at once while the connection is known to
+// check answers CheckMethod: at once while the connection is known to
 // work (another call is open, so its keepalive runs, or it carried an
 // answer lately), else after the endpoint answers a health check.
 // Its reply is the connection's round trip (measure), zero until known.
@@ -312,7 +333,7 @@ func (p *proxy) check(ss grpc.ServerStream) error {
 		if _, err := p.probe(ss.Context()); err != nil {
 			p.log("check: no answer from the endpoint: %v", err)
 			p.deadOnce.Do(func() { close(p.dead) })
-			return status.Error(codes.Unavailable, "the control master's connection does not answer")
+			return errNoAnswer
 		}
 		p.hear()
 	}
@@ -354,7 +375,7 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 	p.enter()
 	defer p.leave()
 	method, _ := grpc.MethodFromServerStream(ss)
-	if method == box.CheckMethod {
+	if method == CheckMethod {
 		return p.check(ss)
 	}
 	p.log("call %s", method)
@@ -382,10 +403,15 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 			}
 		}
 	}()
+	answered, dead := make(chan struct{}), make(chan struct{})
+	go p.watch(ss.Context(), cancel, answered, dead)
 	headerSent := false
 	for {
 		f := new(frame)
 		err := cs.RecvMsg(f)
+		if !headerSent {
+			close(answered)
+		}
 		if status.Code(err) != codes.Unavailable {
 			p.hear()
 		}
@@ -396,6 +422,11 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 			}
 		}
 		if err != nil {
+			select {
+			case <-dead:
+				return errNoAnswer
+			default:
+			}
 			ss.SetTrailer(forwardable(cs.Trailer()))
 			if err == io.EOF {
 				return nil
@@ -406,6 +437,48 @@ func (p *proxy) handle(_ any, ss grpc.ServerStream) error {
 			return err
 		}
 	}
+}
+
+// errNoAnswer is the error of a call (or check) that found the master's
+// connection dead.
+var errNoAnswer = status.Error(codes.Unavailable, "the control master's connection does not answer")
+
+// watch waits for a forwarded call's first answer (answered closed) and,
+// when it is late (lateAfter), asks the endpoint: when that gets no answer
+// either, the connection is dead, so watch closes dead, cancels the call
+// and ends the master (p.dead). ctx is the call's server side, so it
+// carries no outgoing metadata (the health check goes without the
+// caller's token, as the check's does); watch returns when it is done.
+func (p *proxy) watch(ctx context.Context, cancel context.CancelFunc, answered <-chan struct{}, dead chan<- struct{}) {
+	late := lateMax
+	if rtt := time.Duration(p.rtt.Load()); rtt > 0 {
+		late = min(max(lateAfter*rtt, lateMin), lateMax)
+	}
+	t := time.NewTimer(late)
+	defer t.Stop()
+	select {
+	case <-answered:
+		return
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	_, err := p.probe(ctx)
+	select {
+	case <-answered:
+		return
+	case <-ctx.Done():
+		return
+	default:
+	}
+	if err == nil {
+		p.hear()
+		return
+	}
+	p.log("call: no answer from the endpoint: %v", err)
+	close(dead)
+	cancel()
+	p.deadOnce.Do(func() { close(p.dead) })
 }
 
 // forwardable is md without what gRPC sets itself for each hop.
@@ -434,7 +507,7 @@ var _ encoding.CodecV2 = rawCodec{}
 func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	f, ok := v.(*frame)
 	if !ok {
-		return nil, fmt.Errorf("mux: cannot send %T", v)
+		return nil, fmt.Errorf("control master: cannot send %T", v)
 	}
 	b := f.b
 	f.b = nil
@@ -444,7 +517,7 @@ func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
 func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	f, ok := v.(*frame)
 	if !ok {
-		return fmt.Errorf("mux: cannot receive into %T", v)
+		return fmt.Errorf("control master: cannot receive into %T", v)
 	}
 	data.Ref()
 	f.b = data

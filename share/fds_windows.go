@@ -1,4 +1,4 @@
-package mux
+package share
 
 // CloseInherited does nothing: connection sharing does not run on Windows.
 func CloseInherited() {}

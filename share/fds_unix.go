@@ -1,6 +1,6 @@
 //go:build unix
 
-package mux
+package share
 
 import (
 	"golang.org/x/sys/unix"

@@ -1,4 +1,4 @@
-package mux_test
+package share_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/flock"
 	"github.com/cocoonbox/cocoonbox/localbox"
-	"github.com/cocoonbox/cocoonbox/mux"
+	"github.com/cocoonbox/cocoonbox/share"
 )
 
 // A real local box on loopback TCP and a real master, run in this process
@@ -37,14 +37,14 @@ func TestClientFallsBackInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctl, err := os.MkdirTemp("/tmp", "mux")
+	ctl, err := os.MkdirTemp("/tmp", "share")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(ctl) })
 	log := filepath.Join(ctl, "log")
 	served := make(chan error, 1)
-	sh := box.Sharing{Dir: filepath.Join(ctl, "control"), Log: log, Start: func(ep box.Endpoint, sock string, lock *os.File) error {
+	sh := share.Sharing{Dir: filepath.Join(ctl, "control"), Log: log, Start: func(url, caFile, sock string, lock *os.File) error {
 		// The lock is the caller's, closed when Start returns: the master
 		// takes its own, as a child process inherits one.
 		own, err := os.Open(lock.Name())
@@ -54,7 +54,7 @@ func TestClientFallsBackInProcess(t *testing.T) {
 		if err := flock.Lock(own, flock.Exclusive|flock.NoWait); err != nil && err != flock.ErrLocked {
 			return err
 		}
-		m := &mux.Master{Endpoint: ep, Socket: sock, Lock: own, Persist: mux.DefaultPersist, Log: log}
+		m := &share.Master{URL: url, Dial: func() (*share.Upstream, error) { return box.DialUpstream(ep) }, Socket: sock, Lock: own, Persist: share.DefaultPersist, Log: log}
 		go func() { served <- m.Serve() }()
 		return nil
 	}}

@@ -1,6 +1,6 @@
 //go:build !linux && !darwin
 
-package box
+package share
 
 import (
 	"errors"
