@@ -21,6 +21,7 @@ import (
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/offload"
 )
 
@@ -600,7 +601,7 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 	run := func(ctx context.Context, line string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 		// A login shell, as the box CLI runs in: the user's profile may put
 		// npm (nvm) and ~/.local/bin on PATH.
-		st, err := c.Exec(ctx, &box.Command{Box: o.Box, Line: `exec "${SHELL:-/bin/sh}" -lc ` + offload.ShellQuote(line),
+		st, err := c.Exec(ctx, &box.Command{Box: o.Box, Line: `exec "${SHELL:-/bin/sh}" -lc ` + shellquote.Word(line),
 			Stdin: stdin, Stdout: stdout, Stderr: stderr, Progress: s.Err})
 		switch {
 		case err != nil:

@@ -16,6 +16,7 @@ import (
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/offload"
 )
 
@@ -107,7 +108,7 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	st, err := c.Exec(ctx, &box.Command{
 		Box: o.Box,
 		// A login shell, whose PATH has the installer's ~/.local/bin.
-		Line:    `exec "${SHELL:-/bin/sh}" -lc ` + offload.ShellQuote(kind.Login()),
+		Line:    `exec "${SHELL:-/bin/sh}" -lc ` + shellquote.Word(kind.Login()),
 		TTY:     &box.TTY{Term: env.Getenv("TERM"), Rows: uint32(rows), Cols: uint32(cols)},
 		Stdin:   stdin,
 		Stdout:  out,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 // RefAbandoned names, per offload id, the box copy's work tree as
@@ -169,7 +170,7 @@ func (a *Abandoner) keep(ctx context.Context, agent *Agent, name string, res *Ab
 	ref := RefAbandoned + res.ID
 	a.logf("commit the box copy's work tree as %s", ref)
 	script := `set -e
-cd -- ` + ShellQuote(name) + `
+cd -- ` + shellquote.Word(name) + `
 i="$(git rev-parse --git-dir)/cocoonbox-abandon-index"
 trap 'rm -f "$i" "$i.lock"' EXIT
 rm -f "$i"
@@ -177,7 +178,7 @@ export GIT_INDEX_FILE="$i"
 git read-tree HEAD
 git add -A -- .
 t=$(git write-tree)
-c=$(GIT_AUTHOR_NAME=cocoonbox GIT_AUTHOR_EMAIL=cocoonbox@localhost GIT_COMMITTER_NAME=cocoonbox GIT_COMMITTER_EMAIL=cocoonbox@localhost git commit-tree "$t" -p HEAD -m ` + ShellQuote("cocoonbox abandon "+res.ID+": the box copy's work tree") + `)
+c=$(GIT_AUTHOR_NAME=cocoonbox GIT_AUTHOR_EMAIL=cocoonbox@localhost GIT_COMMITTER_NAME=cocoonbox GIT_COMMITTER_EMAIL=cocoonbox@localhost git commit-tree "$t" -p HEAD -m ` + shellquote.Word("cocoonbox abandon "+res.ID+": the box copy's work tree") + `)
 git update-ref ` + ref + ` "$c"
 `
 	var errb bytes.Buffer
