@@ -606,10 +606,8 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 		switch {
 		case err != nil:
 			return 0, err
-		case st.Error != "":
-			return 0, errors.New(st.Error)
-		case st.Signal != "":
-			return 0, fmt.Errorf("killed by SIG%s", st.Signal)
+		case st.Error != "" || st.Signal != "":
+			return 0, errors.New(st.Text())
 		}
 		return st.Code, nil
 	}
@@ -654,16 +652,6 @@ func installLog(env Env) (*os.File, string, error) {
 		return nil, "", err
 	}
 	return f, path, nil
-}
-
-func exitText(st box.ExitStatus) string {
-	switch {
-	case st.Error != "":
-		return st.Error
-	case st.Signal != "":
-		return "killed by SIG" + st.Signal
-	}
-	return fmt.Sprintf("exit status %d", st.Code)
 }
 
 func runOffloadRestart(env Env, s Streams) error {

@@ -124,7 +124,7 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 		return err
 	}
 	if st.Error != "" || st.Signal != "" || st.Code != 0 {
-		return &offload.Error{Code: offload.ExitFailed, Err: fmt.Errorf("%s ended with %s", kind.Login(), exitText(st)),
+		return &offload.Error{Code: offload.ExitFailed, Err: fmt.Errorf("%s ended with %s", kind.Login(), st.Text()),
 			Next: []offload.Step{{"try again: ", offload.Command{Verb: offload.VerbSignIn, Kind: kind.Name(), Box: o.Box}}}}
 	}
 	fmt.Fprintf(s.Err, "cocoonbox: the %s login stays in box %s\n", kind.Title(), o.Box)

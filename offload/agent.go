@@ -144,7 +144,7 @@ func (a *Agent) call(ctx context.Context, stdin io.Reader, out any, args []strin
 		return &AgentError{Verb: verb, Msg: st.Error, Exit: 255}
 	}
 	if st.Signal != "" {
-		return &AgentError{Verb: verb, Msg: "killed by SIG" + st.Signal, Exit: 255}
+		return &AgentError{Verb: verb, Msg: st.Text(), Exit: 255}
 	}
 	line := lastLine(stdout.Bytes())
 	if len(line) == 0 {

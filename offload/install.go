@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
+	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
@@ -148,7 +149,7 @@ func lineErr(code int, err error, line string) error {
 	if err != nil {
 		return err
 	}
-	msg := fmt.Sprintf("exit status %d", code)
+	msg := box.ExitStatus{Code: code}.Text()
 	if code == 127 {
 		msg = "command not found (exit status 127)"
 	}

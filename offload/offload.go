@@ -643,7 +643,7 @@ func (o *Offloader) removeCopy(ctx context.Context, a *Agent, begin *beginAnswer
 	case st.Error != "":
 		return errors.New(st.Error)
 	case st.Signal != "":
-		return errors.New("rm was killed by SIG" + st.Signal)
+		return errors.New("rm was " + st.Text())
 	case st.Code != 0:
 		return fmt.Errorf("rm exited %d: %s", st.Code, msg)
 	}

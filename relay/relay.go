@@ -230,7 +230,7 @@ func statusError(boxName, addr string, st box.ExitStatus, line string) error {
 		return fmt.Errorf("box %s: %w", boxName, ErrNoRelay)
 	}
 	if line == "" {
-		line = "exit status " + strconv.Itoa(st.Code)
+		line = st.Text()
 	}
 	return fmt.Errorf("relay to %s in box %s: %s", addr, boxName, line)
 }
