@@ -8,6 +8,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/gitcmd"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
@@ -187,7 +188,7 @@ git update-ref ` + ref + ` "$c"
 		return err
 	}
 	if st.Error != "" || st.Signal != "" || st.Code != 0 {
-		ge := &GitError{Args: []string{"add -A in the box copy"}, Stderr: errb.String(), Err: fmt.Errorf("exit status %d%s", st.Code, st.Error)}
+		ge := &gitcmd.Error{Args: []string{"add -A in the box copy"}, Stderr: errb.String(), Err: fmt.Errorf("exit status %d%s", st.Code, st.Error)}
 		return fmt.Errorf("keeping the box copy's work tree: %w", ge)
 	}
 	a.logf("fetch from %s:%s", agent.Box, name)
