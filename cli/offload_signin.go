@@ -18,6 +18,7 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/proc"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/offload"
+	"github.com/cocoonbox/cocoonbox/shim"
 )
 
 // signalContext is cancelled by the first INT or TERM.
@@ -38,9 +39,9 @@ func signalExitContext() (context.Context, context.CancelFunc, func() int) {
 		case sig := <-ch:
 			mu.Lock()
 			if n, ok := sig.(syscall.Signal); ok {
-				code = 128 + int(n)
+				code = ExitSignal + int(n)
 			} else {
-				code = 130
+				code = ExitSignal + int(syscall.SIGINT)
 			}
 			mu.Unlock()
 			cancel()
@@ -118,7 +119,7 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	opener.Wait()
 	if disconnected {
 		fmt.Fprintln(s.Err, "cocoonbox: disconnected")
-		return &ExitError{Code: 255}
+		return &ExitError{Code: shim.ExitFailure}
 	}
 	if err != nil {
 		return err
