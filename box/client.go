@@ -22,19 +22,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/wire"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 	"github.com/cocoonbox/cocoonbox/share"
-)
-
-// ReasonNotRunning is the ErrorInfo reason the server gives, with
-// FAILED_PRECONDITION, for an Exec on a box that is not running.
-const ReasonNotRunning = "BOX_NOT_RUNNING"
-
-// Keepalive settings (DESIGN.md "Keepalive"): a ping after KeepaliveTime of
-// silence while a call is open, and failure KeepaliveTimeout later.
-const (
-	KeepaliveTime    = 30 * time.Second
-	KeepaliveTimeout = 15 * time.Second
 )
 
 // Errors the client returns, wrapped with the server's message; match them
@@ -101,7 +91,7 @@ func WithSignIn(hint string) DialOption {
 	return func(o *dialOptions) { o.signIn = hint }
 }
 
-// WithKeepalive replaces KeepaliveTime and KeepaliveTimeout: a ping after
+// WithKeepalive replaces wire.KeepaliveTime and wire.KeepaliveTimeout: a ping after
 // time of silence while a call is open, and failure timeout later. gRPC
 // raises a time below 10 s to 10 s.
 func WithKeepalive(time, timeout time.Duration) DialOption {
@@ -134,7 +124,7 @@ func (do dialOptions) creds(token string) []grpc.DialOption {
 // control master (WithSharing), Dial first checks the master
 // (share.Check), and dials the endpoint itself if the check fails.
 func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
-	do := dialOptions{keepaliveTime: KeepaliveTime, keepaliveTimeout: KeepaliveTimeout, signIn: "sign in with `cocoonbox login`"}
+	do := dialOptions{keepaliveTime: wire.KeepaliveTime, keepaliveTimeout: wire.KeepaliveTimeout, signIn: "sign in with `cocoonbox login`"}
 	for _, f := range options {
 		f(&do)
 	}
@@ -424,7 +414,7 @@ func notRunning(err error) bool {
 		return false
 	}
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == ReasonNotRunning {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == wire.ReasonNotRunning {
 			return true
 		}
 	}

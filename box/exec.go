@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -89,6 +90,19 @@ type ExitStatus struct {
 	// Error is the server's reason when the command could not run or was cut
 	// short.
 	Error string
+}
+
+// Text describes how the command ended, for an error message: the
+// server's Error when there is one, else "killed by SIG" and the signal's
+// name, else "exit status " and the code (also for 0).
+func (s ExitStatus) Text() string {
+	switch {
+	case s.Error != "":
+		return s.Error
+	case s.Signal != "":
+		return "killed by SIG" + s.Signal
+	}
+	return "exit status " + strconv.Itoa(s.Code)
 }
 
 // WriteError is a failure to write the command's output locally, such as

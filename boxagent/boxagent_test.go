@@ -2,6 +2,7 @@ package boxagent
 
 import (
 	"github.com/cocoonbox/cocoonbox/handover"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 
 	"archive/tar"
 	"bufio"
@@ -248,8 +249,8 @@ func TestNames(t *testing.T) {
 	if got := filepath.Base(agentwire.KindOf("claude").TranscriptDir("/h", "/workspace/my.app")); got != "-workspace-my-app" {
 		t.Errorf("claude's transcript dir = %q", got)
 	}
-	if got := shellQuote("it's"); got != `'it'\''s'` {
-		t.Errorf("shellQuote = %s", got)
+	if got := shellquote.Quote("it's"); got != `'it'\''s'` {
+		t.Errorf("shellquote.Quote = %s", got)
 	}
 }
 

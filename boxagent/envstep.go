@@ -17,6 +17,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/jsonfile"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 // MaxEnvWait is the longest the env verb waits for the environment step.
@@ -138,7 +139,7 @@ func (ib *Inbox) runEnv(k, dir string, e *agentwire.Environment) {
 	sort.Strings(names)
 	for _, t := range names {
 		tr := agentwire.ToolReport{Tool: t, Wanted: tools[t], Source: toolSource(dir, t, e.Files)}
-		spec := shellQuote(t + "@" + tools[t])
+		spec := shellquote.Quote(t + "@" + tools[t])
 		switch {
 		case !hasMise:
 			tr.State, tr.Detail = "missing", "mise is not on the login shell's PATH"

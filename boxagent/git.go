@@ -2,58 +2,29 @@ package boxagent
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
-	"github.com/cocoonbox/cocoonbox/internal/plumbing"
+	"github.com/cocoonbox/cocoonbox/internal/gitcmd"
 )
-
-// GitError is a git command that failed, with its stderr.
-type GitError struct {
-	Args   []string
-	Stderr string
-	Err    error
-}
-
-func (e *GitError) Error() string {
-	msg := strings.TrimSpace(e.Stderr)
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
-	}
-	if msg == "" {
-		msg = e.Err.Error()
-	}
-	return "git " + strings.Join(e.Args, " ") + ": " + msg
-}
-
-func (e *GitError) Unwrap() error { return e.Err }
 
 // git runs git in dir with the config's environment plus extra and the
 // options of our own plumbing (internal/plumbing), feeding stdin, and
-// returns its stdout.
+// returns its stdout. Its errors are *gitcmd.Error naming stderr's first
+// line (FirstLine), as the box half's failures always have.
 func (c *Config) git(dir string, stdin io.Reader, extra []string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", plumbing.Args(args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(append(append([]string{}, c.Environ...), "GIT_TERMINAL_PROMPT=0"), extra...)
-	cmd.Stdin = stdin
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), &GitError{Args: args, Stderr: errb.String(), Err: err}
-	}
-	return out.String(), nil
+	env := append(append(append([]string{}, c.Environ...), "GIT_TERMINAL_PROMPT=0"), extra...)
+	return gitcmd.Runner{Dir: dir, Env: env, FirstLine: true}.Output(ctx, stdin, args...)
 }
 
 func (c *Config) git1(dir string, args ...string) (string, error) {

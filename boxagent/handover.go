@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 // HandoverTemplate is the hand-over template, as the first prompt gives it
@@ -73,7 +74,7 @@ func composePrompt(p promptInput) string {
 
 The hand-over template:
 
-%s`, p.Dir, short(p.Base), p.HandoverOut, shellQuote(p.HandoverOut), HandoverTemplate)
+%s`, p.Dir, short(p.Base), p.HandoverOut, shellquote.Quote(p.HandoverOut), HandoverTemplate)
 	if p.Restart {
 		b.WriteString("\nThis session was restarted; the hand-over below is the last one written.\n")
 	}
@@ -95,7 +96,7 @@ The hand-over template:
 // backInstruction is the text a BACK delivers, before the user's own.
 func backInstruction(handoverOut string, extra string) string {
 	s := "BACK: the user is taking this task back now. Stop at a safe point, commit your work (never push), write your hand-over to " +
-		handoverOut + " with every heading of the template, then run: cocoonbox-agent offload post --back < " + shellQuote(handoverOut)
+		handoverOut + " with every heading of the template, then run: cocoonbox-agent offload post --back < " + shellquote.Quote(handoverOut)
 	if extra = strings.TrimSpace(extra); extra != "" {
 		s += "\n\n" + extra
 	}
@@ -144,9 +145,4 @@ func orNone(s string) string {
 
 func indent(s string) string {
 	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
-}
-
-// shellQuote quotes s as one word for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 func (ib *Inbox) handoverOut(k string) string { return filepath.Join(ib.cfg.repoDir(k), "handover.md") }
@@ -186,14 +187,14 @@ func (ib *Inbox) commandLine(r *record, promptPath string) (string, error) {
 	if !ib.selfOnLoginPATH() {
 		// The login shell's profile may reset PATH; the CLI's hooks and the
 		// agent's own commands need cocoonbox-agent on it.
-		fmt.Fprintf(&b, "PATH=%s:\"$PATH\" ", shellQuote(filepath.Dir(c.Self)))
+		fmt.Fprintf(&b, "PATH=%s:\"$PATH\" ", shellquote.Quote(filepath.Dir(c.Self)))
 	}
 	k := agentwire.KindOf(r.CLI)
 	if k.Unsupported() != "" {
 		return "", refusedf("%s sessions are not supported by this box's agent", r.CLI)
 	}
 	settings := filepath.Join(c.repoDir(r.Repo), "hooks.json")
-	line, hooks := k.Launch(agentwire.Launch{Agent: self, Repo: r.Repo, PromptPath: promptPath, SettingsPath: settings, Quote: shellQuote})
+	line, hooks := k.Launch(agentwire.Launch{Agent: self, Repo: r.Repo, PromptPath: promptPath, SettingsPath: settings, Quote: shellquote.Quote})
 	if hooks != nil {
 		if err := os.WriteFile(settings, hooks, 0o600); err != nil {
 			return "", err
@@ -203,7 +204,7 @@ func (ib *Inbox) commandLine(r *record, promptPath string) (string, error) {
 	// After the CLI, however it ended, the login shell tells the inbox.
 	agent := self
 	if !ib.selfOnLoginPATH() {
-		agent = shellQuote(c.Self)
+		agent = shellquote.Quote(c.Self)
 	}
 	fmt.Fprintf(&b, "; %s </dev/null >/dev/null 2>&1", agentwire.EventLine(agent, r.Repo, r.CLI, "exit"))
 	return b.String(), nil

@@ -12,14 +12,6 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/version"
 )
 
-// Exit statuses of cocoonbox (docs/cli.md); rsh passes the remote status
-// through instead, as ssh does.
-const (
-	ExitOK      = 0
-	ExitFailure = 1
-	ExitUsage   = 2
-)
-
 // UsageError is a bad flag, argument or subcommand: exit status 2.
 type UsageError struct{ Err error }
 

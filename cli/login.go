@@ -241,7 +241,7 @@ does not load (another computer), copy its whole address and paste it here
 	tok, err := f.Wait(wctx)
 	switch {
 	case errors.Is(err, context.Canceled):
-		return "", &ExitError{Code: 130, Err: errors.New("sign-in cancelled; nothing was saved")}
+		return "", &ExitError{Code: ExitSignal + int(syscall.SIGINT), Err: errors.New("sign-in cancelled; nothing was saved")}
 	case errors.Is(err, context.DeadlineExceeded):
 		return "", fmt.Errorf("no sign-in answer within %s; nothing was saved\ntry again: cocoonbox login (--no-browser finishes in another computer's browser)", minutes(o.Timeout))
 	case errors.Is(err, auth.ErrDenied):

@@ -21,6 +21,7 @@ import (
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/offload"
 )
 
@@ -612,15 +613,13 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 	run := func(ctx context.Context, line string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 		// A login shell, as the box CLI runs in: the user's profile may put
 		// npm (nvm) and ~/.local/bin on PATH.
-		st, err := c.Exec(ctx, &box.Command{Box: o.Box, Line: `exec "${SHELL:-/bin/sh}" -lc ` + offload.ShellQuote(line),
+		st, err := c.Exec(ctx, &box.Command{Box: o.Box, Line: `exec "${SHELL:-/bin/sh}" -lc ` + shellquote.Word(line),
 			Stdin: stdin, Stdout: stdout, Stderr: stderr, Progress: s.Err})
 		switch {
 		case err != nil:
 			return 0, err
-		case st.Error != "":
-			return 0, errors.New(st.Error)
-		case st.Signal != "":
-			return 0, fmt.Errorf("killed by SIG%s", st.Signal)
+		case st.Error != "" || st.Signal != "":
+			return 0, errors.New(st.Text())
 		}
 		return st.Code, nil
 	}
@@ -665,16 +664,6 @@ func installLog(env Env) (*os.File, string, error) {
 		return nil, "", err
 	}
 	return f, path, nil
-}
-
-func exitText(st box.ExitStatus) string {
-	switch {
-	case st.Error != "":
-		return st.Error
-	case st.Signal != "":
-		return "killed by SIG" + st.Signal
-	}
-	return fmt.Sprintf("exit status %d", st.Code)
 }
 
 func runOffloadRestart(env Env, s Streams) error {

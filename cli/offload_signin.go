@@ -16,7 +16,9 @@ import (
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/offload"
+	"github.com/cocoonbox/cocoonbox/shim"
 )
 
 // signalContext is cancelled by the first INT or TERM.
@@ -37,9 +39,9 @@ func signalExitContext() (context.Context, context.CancelFunc, func() int) {
 		case sig := <-ch:
 			mu.Lock()
 			if n, ok := sig.(syscall.Signal); ok {
-				code = 128 + int(n)
+				code = ExitSignal + int(n)
 			} else {
-				code = 130
+				code = ExitSignal + int(syscall.SIGINT)
 			}
 			mu.Unlock()
 			cancel()
@@ -107,7 +109,7 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	st, err := c.Exec(ctx, &box.Command{
 		Box: o.Box,
 		// A login shell, whose PATH has the installer's ~/.local/bin.
-		Line:    `exec "${SHELL:-/bin/sh}" -lc ` + offload.ShellQuote(kind.Login()),
+		Line:    `exec "${SHELL:-/bin/sh}" -lc ` + shellquote.Word(kind.Login()),
 		TTY:     &box.TTY{Term: env.Getenv("TERM"), Rows: uint32(rows), Cols: uint32(cols)},
 		Stdin:   stdin,
 		Stdout:  out,
@@ -117,13 +119,13 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	opener.Wait()
 	if disconnected {
 		fmt.Fprintln(s.Err, "cocoonbox: disconnected")
-		return &ExitError{Code: 255}
+		return &ExitError{Code: shim.ExitFailure}
 	}
 	if err != nil {
 		return err
 	}
 	if st.Error != "" || st.Signal != "" || st.Code != 0 {
-		return &offload.Error{Code: offload.ExitFailed, Err: fmt.Errorf("%s ended with %s", kind.Login(), exitText(st)),
+		return &offload.Error{Code: offload.ExitFailed, Err: fmt.Errorf("%s ended with %s", kind.Login(), st.Text()),
 			Next: []offload.Step{{"try again: ", offload.Command{Verb: offload.VerbSignIn, Kind: kind.Name(), Box: o.Box}}}}
 	}
 	fmt.Fprintf(s.Err, "cocoonbox: the %s login stays in box %s\n", kind.Title(), o.Box)

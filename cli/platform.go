@@ -10,11 +10,6 @@ import (
 	"github.com/cocoonbox/cocoonbox/boxagent"
 )
 
-// ExitRefused is cocoonbox's exit status for a command refused before it
-// changed anything: offload's refusals, and a command this platform
-// cannot run.
-const ExitRefused = 3
-
 // platform is the OS the commands act for: e.GOOS, else runtime.GOOS.
 func (e Env) platform() string {
 	if e.GOOS != "" {

@@ -31,7 +31,7 @@ const (
 	// IPv4 address, or an IPv6 /64 (what one host is usually given).
 	DefaultAnonConnsPerSource = 32
 	// DefaultAnonIdle is how long an anonymous connection may send
-	// nothing before it is closed. It is below KeepaliveTime, so the
+	// nothing before it is closed. It is below wire.KeepaliveTime, so the
 	// server's own pings, which a client answers, never keep one open.
 	DefaultAnonIdle = 10 * time.Second
 )

@@ -34,21 +34,12 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/window"
+	"github.com/cocoonbox/cocoonbox/internal/wire"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
 // DefaultBox is the box every local box has from its first start.
 const DefaultBox = "main"
-
-// The server's own keepalive (docs/cocoonbox.md "Keepalive"): after
-// KeepaliveTime without a frame from a client it pings, and when no answer
-// comes KeepaliveTimeout later it drops the connection, which ends that
-// client's commands (SIGHUP to each process group, SIGKILL 2 s later). A
-// dead or frozen client's commands so end within 47 s.
-const (
-	KeepaliveTime    = 30 * time.Second
-	KeepaliveTimeout = 15 * time.Second
-)
 
 // Server serves the cocoonbox API for the boxes under Dir. Set the fields,
 // then call Serve; a Server serves one listener at a time. Only one Server
@@ -65,8 +56,11 @@ type Server struct {
 	// TLS, if not nil, holds the certificate: every connection to a TCP
 	// listener is then TLS (LoadTLS, SelfSigned; docs/self-hosting.md).
 	TLS *tls.Config
-	// KeepaliveTime and KeepaliveTimeout replace the constants of those
-	// names when not zero (gRPC raises either to at least 1 s).
+	// KeepaliveTime and KeepaliveTimeout replace wire's constants of
+	// those names when not zero (gRPC raises either to at least 1 s).
+	// The server's keepalive drops a client that does not answer, which
+	// ends that client's commands (SIGHUP to each process group, SIGKILL
+	// 2 s later): a dead or frozen client's commands so end within 47 s.
 	KeepaliveTime, KeepaliveTimeout time.Duration
 	// User, if not empty, is the account box commands and inboxes run as
 	// (the server must be root to switch to it): the boxes' home,
@@ -184,7 +178,7 @@ func (s *Server) init() error {
 		// descriptor inherited from whoever started it would reach each.
 		CloseInherited()
 		s.cleanUp()
-		kp := keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}
+		kp := keepalive.ServerParameters{Time: wire.KeepaliveTime, Timeout: wire.KeepaliveTimeout}
 		if s.KeepaliveTime > 0 {
 			kp.Time = s.KeepaliveTime
 		}
@@ -453,7 +447,7 @@ func (s *Server) lookup(ctx context.Context, ref string) (*box, error) {
 
 func notRunning(b *box) error {
 	st := status.Newf(codes.FailedPrecondition, "box %s is not running", b.Name)
-	st, err := st.WithDetails(&errdetails.ErrorInfo{Reason: "BOX_NOT_RUNNING", Domain: "cocoonbox.dev"})
+	st, err := st.WithDetails(&errdetails.ErrorInfo{Reason: wire.ReasonNotRunning, Domain: wire.ErrorDomain})
 	if err != nil {
 		return status.Errorf(codes.FailedPrecondition, "box %s is not running", b.Name)
 	}

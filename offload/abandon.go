@@ -8,6 +8,8 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/gitcmd"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 // RefAbandoned names, per offload id, the box copy's work tree as
@@ -169,7 +171,7 @@ func (a *Abandoner) keep(ctx context.Context, agent *Agent, name string, res *Ab
 	ref := RefAbandoned + res.ID
 	a.logf("commit the box copy's work tree as %s", ref)
 	script := `set -e
-cd -- ` + ShellQuote(name) + `
+cd -- ` + shellquote.Word(name) + `
 i="$(git rev-parse --git-dir)/cocoonbox-abandon-index"
 trap 'rm -f "$i" "$i.lock"' EXIT
 rm -f "$i"
@@ -177,7 +179,7 @@ export GIT_INDEX_FILE="$i"
 git read-tree HEAD
 git add -A -- .
 t=$(git write-tree)
-c=$(GIT_AUTHOR_NAME=cocoonbox GIT_AUTHOR_EMAIL=cocoonbox@localhost GIT_COMMITTER_NAME=cocoonbox GIT_COMMITTER_EMAIL=cocoonbox@localhost git commit-tree "$t" -p HEAD -m ` + ShellQuote("cocoonbox abandon "+res.ID+": the box copy's work tree") + `)
+c=$(GIT_AUTHOR_NAME=cocoonbox GIT_AUTHOR_EMAIL=cocoonbox@localhost GIT_COMMITTER_NAME=cocoonbox GIT_COMMITTER_EMAIL=cocoonbox@localhost git commit-tree "$t" -p HEAD -m ` + shellquote.Word("cocoonbox abandon "+res.ID+": the box copy's work tree") + `)
 git update-ref ` + ref + ` "$c"
 `
 	var errb bytes.Buffer
@@ -186,7 +188,7 @@ git update-ref ` + ref + ` "$c"
 		return err
 	}
 	if st.Error != "" || st.Signal != "" || st.Code != 0 {
-		ge := &GitError{Args: []string{"add -A in the box copy"}, Stderr: errb.String(), Err: fmt.Errorf("exit status %d%s", st.Code, st.Error)}
+		ge := &gitcmd.Error{Args: []string{"add -A in the box copy"}, Stderr: errb.String(), Err: fmt.Errorf("exit status %d%s", st.Code, st.Error)}
 		return fmt.Errorf("keeping the box copy's work tree: %w", ge)
 	}
 	a.logf("fetch from %s:%s", agent.Box, name)

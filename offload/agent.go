@@ -12,6 +12,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 // Execer runs a command in a box; *box.Client is one.
@@ -124,7 +125,7 @@ func (a *Agent) call(ctx context.Context, stdin io.Reader, out any, args []strin
 	verb := args[1]
 	words := append([]string{agentwire.Program}, args...)
 	for i, w := range words {
-		words[i] = ShellQuote(w)
+		words[i] = shellquote.Word(w)
 	}
 	var stdout limitedBuffer
 	stdout.max = maxAgentOutput
@@ -143,7 +144,7 @@ func (a *Agent) call(ctx context.Context, stdin io.Reader, out any, args []strin
 		return &AgentError{Verb: verb, Msg: st.Error, Exit: 255}
 	}
 	if st.Signal != "" {
-		return &AgentError{Verb: verb, Msg: "killed by SIG" + st.Signal, Exit: 255}
+		return &AgentError{Verb: verb, Msg: st.Text(), Exit: 255}
 	}
 	line := lastLine(stdout.Bytes())
 	if len(line) == 0 {
@@ -192,13 +193,4 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 		return 0, errTooMuchOutput
 	}
 	return b.Buffer.Write(p)
-}
-
-// ShellQuote quotes s as one word for a POSIX shell, as the box runs a
-// command line with its user's shell (DESIGN.md "Security invariants" 4).
-func ShellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:@,+") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

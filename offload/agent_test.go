@@ -14,6 +14,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 // shExec runs a command line with sh -c, as a box does, with PATH set.
@@ -78,7 +79,7 @@ func TestAgentMessageQuoting(t *testing.T) {
 	if got := readFile(t, rec+".stdin"); got != text {
 		t.Errorf("stdin %q", got)
 	}
-	if got := ShellQuote("a b'c"); got != `'a b'\''c'` {
+	if got := shellquote.Word("a b'c"); got != `'a b'\''c'` {
 		t.Errorf("ShellQuote: %s", got)
 	}
 }

@@ -1,7 +1,6 @@
 package offload
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,44 +9,14 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/cocoonbox/cocoonbox/internal/plumbing"
+	"github.com/cocoonbox/cocoonbox/internal/gitcmd"
 )
-
-// GitError is a git command that failed, with what it printed on stderr.
-type GitError struct {
-	Args   []string
-	Stderr string
-	Err    error
-}
-
-// Error is the command and one line of its stderr: the first error: or
-// fatal: line, which names the cause (git add's "error: 'sub/' does not
-// have a commit checked out" before its "fatal: adding files failed"; a
-// lock clash's "fatal: Unable to create '….lock': File exists." before
-// its advice), else the last line.
-func (e *GitError) Error() string {
-	msg := ""
-	for _, l := range strings.Split(e.Stderr, "\n") {
-		if l = strings.TrimSpace(l); l == "" {
-			continue
-		}
-		if strings.HasPrefix(l, "error: ") || strings.HasPrefix(l, "fatal: ") {
-			msg = l
-			break
-		}
-		msg = l
-	}
-	if msg == "" {
-		msg = e.Err.Error()
-	}
-	return fmt.Sprintf("git %s: %s", strings.Join(e.Args, " "), msg)
-}
 
 var lockClashRE = regexp.MustCompile(`Unable to create '([^'\n]+\.lock)': File exists`)
 
 // heldLock returns the lock file that made git fail, or "".
 func heldLock(err error) string {
-	var ge *GitError
+	var ge *gitcmd.Error
 	if errors.As(err, &ge) {
 		if m := lockClashRE.FindStringSubmatch(ge.Stderr); m != nil {
 			return m[1]
@@ -55,8 +24,6 @@ func heldLock(err error) string {
 	}
 	return ""
 }
-
-func (e *GitError) Unwrap() error { return e.Err }
 
 // git runs the system git in one work tree with a given environment.
 type git struct {
@@ -94,35 +61,21 @@ func (g git) with(kv ...string) git {
 	return git{dir: g.dir, env: append(env, kv...), prep: g.prep}
 }
 
-// cmd makes the git command, with the options of our own plumbing
-// (internal/plumbing); stdout and stdin are the caller's.
-func (g git) cmd(ctx context.Context, args ...string) *exec.Cmd {
-	c := exec.CommandContext(ctx, "git", plumbing.Args(args...)...)
-	c.Dir = g.dir
-	c.Env = g.env
-	if g.prep != nil {
-		g.prep(c)
-	}
-	return c
+// runner is g as the one git runner of both halves (internal/gitcmd),
+// whose errors are *gitcmd.Error naming git's cause line.
+func (g git) runner() gitcmd.Runner {
+	return gitcmd.Runner{Dir: g.dir, Env: g.env, Prep: g.prep}
 }
 
 // run runs git and returns its stdout.
 func (g git) run(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
-	var out bytes.Buffer
-	err := g.runTo(ctx, stdin, &out, args...)
-	return out.String(), err
+	return g.runner().Output(ctx, stdin, args...)
 }
 
 // runTo runs git with its stdout going to w (a file: git writes it
 // itself).
 func (g git) runTo(ctx context.Context, stdin io.Reader, w io.Writer, args ...string) error {
-	var errb bytes.Buffer
-	c := g.cmd(ctx, args...)
-	c.Stdin, c.Stdout, c.Stderr = stdin, w, &errb
-	if err := c.Run(); err != nil {
-		return &GitError{Args: args, Stderr: errb.String(), Err: err}
-	}
-	return nil
+	return g.runner().Run(ctx, stdin, w, args...)
 }
 
 // line runs git and returns its stdout without the final newline.

@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
+	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 // BoxRun runs line in the box's login shell (the user's profile read, as
@@ -64,7 +66,7 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 	if !viaNPM {
 		in.logf("downloading the %s installer: curl -fsSL %s", k.Title(), k.Install().ScriptURL)
 		var script, errb bytes.Buffer
-		code, err := in.Run(ctx, "curl -fsSL "+ShellQuote(k.Install().ScriptURL), nil, &script, in.tee(&errb))
+		code, err := in.Run(ctx, "curl -fsSL "+shellquote.Word(k.Install().ScriptURL), nil, &script, in.tee(&errb))
 		if err != nil {
 			return nil, in.failed("download the installer", err, nil)
 		}
@@ -91,7 +93,7 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 		if in.Force {
 			line += "--force "
 		}
-		line += ShellQuote(k.Install().Package)
+		line += shellquote.Word(k.Install().Package)
 		in.logf("installing %s: %s", k.Install().Package, line)
 		var out bytes.Buffer
 		code, err := in.Run(ctx, line, nil, in.tee(&out), in.tee(&out))
@@ -147,7 +149,7 @@ func lineErr(code int, err error, line string) error {
 	if err != nil {
 		return err
 	}
-	msg := fmt.Sprintf("exit status %d", code)
+	msg := box.ExitStatus{Code: code}.Text()
 	if code == 127 {
 		msg = "command not found (exit status 127)"
 	}
@@ -205,7 +207,7 @@ func npmExists(out string) string {
 // npm does not replace, and the two ways out.
 func (in *Installer) inTheWay(ctx context.Context, step, path string) *Error {
 	var what bytes.Buffer
-	q := ShellQuote(path)
+	q := shellquote.Word(path)
 	probe := `if [ -L ` + q + ` ]; then printf 'a link to %s\n' "$(readlink ` + q + `)"; elif [ -d ` + q + ` ]; then echo 'a directory'; else echo 'a file'; fi`
 	if code, err := in.Run(ctx, probe, nil, &what, io.Discard); err != nil || code != 0 {
 		what.Reset()
@@ -214,9 +216,9 @@ func (in *Installer) inTheWay(ctx context.Context, step, path string) *Error {
 	if there == "" {
 		there = "something"
 	}
-	rm := []string{"rm", ShellQuote(path)}
+	rm := []string{"rm", shellquote.Word(path)}
 	if there == "a directory" {
-		rm = []string{"rm", "-r", ShellQuote(path)}
+		rm = []string{"rm", "-r", shellquote.Word(path)}
 	}
 	k := in.Kind
 	return in.failed(step, fmt.Errorf("%s is already there (%s), and npm does not replace what it did not install; replace it with --force, or remove it",

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cocoonbox/cocoonbox/internal/gitcmd"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
@@ -554,7 +555,7 @@ func (r *Repo) mergeTrees(ctx context.Context, base, ours, theirs string) (strin
 	out, err := g.run(ctx, nil, "merge-tree", "--write-tree", "--no-messages", cs[0], cs[1])
 	tree, _, _ := strings.Cut(out, "\n")
 	if err != nil {
-		var ge *GitError
+		var ge *gitcmd.Error
 		if errors.As(err, &ge) && exitCode(ge.Err) == 1 {
 			return tree, true, nil
 		}

@@ -8,6 +8,7 @@ package offload
 import (
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/handover"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 
 	"bytes"
 	"context"
@@ -633,7 +634,7 @@ func (o *Offloader) giveBack(ctx context.Context, a *Agent, begin *beginAnswer, 
 // is no git repository) is removed: nothing in it is the box's.
 func (o *Offloader) removeCopy(ctx context.Context, a *Agent, begin *beginAnswer) error {
 	var errb bytes.Buffer
-	st, err := a.Exec.Exec(ctx, &box.Command{Box: o.Box, Line: "rm -rf -- " + ShellQuote(remotePath(begin.Dir, begin.name)), Stderr: &errb})
+	st, err := a.Exec.Exec(ctx, &box.Command{Box: o.Box, Line: "rm -rf -- " + shellquote.Word(remotePath(begin.Dir, begin.name)), Stderr: &errb})
 	if err != nil {
 		return err
 	}
@@ -642,7 +643,7 @@ func (o *Offloader) removeCopy(ctx context.Context, a *Agent, begin *beginAnswer
 	case st.Error != "":
 		return errors.New(st.Error)
 	case st.Signal != "":
-		return errors.New("rm was killed by SIG" + st.Signal)
+		return errors.New("rm was " + st.Text())
 	case st.Code != 0:
 		return fmt.Errorf("rm exited %d: %s", st.Code, msg)
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cocoonbox/cocoonbox/internal/gitcmd"
 )
 
 // ErrNotRepo is returned by OpenRepo outside a git work tree, such as
@@ -41,7 +43,7 @@ func OpenRepo(ctx context.Context, dir string, environ []string) (*Repo, error) 
 	g := git{dir: dir, env: HostEnv(environ, false)}
 	out, err := g.line(ctx, "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir")
 	if err != nil {
-		var ge *GitError
+		var ge *gitcmd.Error
 		// Inside .git, or a bare repository: no work tree.
 		if errors.As(err, &ge) && (strings.Contains(ge.Stderr, "not a git repository") || strings.Contains(ge.Stderr, "must be run in a work tree")) {
 			return nil, ErrNotRepo

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/gitcmd"
 )
 
 // Refs offload and back keep in the laptop repository, per offload id.
@@ -271,7 +273,7 @@ func (r *Repo) bundle(ctx context.Context, path string, boxRefs map[string]strin
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	var ge *GitError
+	var ge *gitcmd.Error
 	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "empty bundle") {
 		os.Remove(path)
 		return false, nil

@@ -2,7 +2,8 @@ package relay
 
 import (
 	"strconv"
-	"strings"
+
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 // Command is the line the box user's shell runs for one relay to
@@ -19,14 +20,14 @@ import (
 // /bin/sh whatever the user's shell (fish, csh); every part is
 // single-quoted: host comes from the user.
 func Command(host string, port uint32) string {
-	return "exec /bin/sh -c " + quote(script(host, port))
+	return "exec /bin/sh -c " + shellquote.Quote(script(host, port))
 }
 
 func script(host string, port uint32) string {
-	h, p := quote(host), strconv.FormatUint(uint64(port), 10)
+	h, p := shellquote.Quote(host), strconv.FormatUint(uint64(port), 10)
 	return "if cocoonbox-agent relay --check >/dev/null 2>&1; then exec cocoonbox-agent relay --ready -- " + h + " " + p + "; fi; " +
-		"if command -v python3 >/dev/null 2>&1; then exec python3 -c " + quote(pythonRelay) + " " + h + " " + p + "; fi; " +
-		"if command -v bash >/dev/null 2>&1; then exec bash -c " + quote(bashRelay) + " relay " + h + " " + p + "; fi; " +
+		"if command -v python3 >/dev/null 2>&1; then exec python3 -c " + shellquote.Quote(pythonRelay) + " " + h + " " + p + "; fi; " +
+		"if command -v bash >/dev/null 2>&1; then exec bash -c " + shellquote.Quote(bashRelay) + " relay " + h + " " + p + "; fi; " +
 		"echo 'cocoonbox relay: this box has no relay: no cocoonbox-agent with the relay verb, no python3, no bash' >&2; exit " + strconv.Itoa(ExitNoRelay)
 }
 
@@ -35,7 +36,7 @@ func script(host string, port uint32) string {
 // relay (the agent's relay verb is for TCP only), else one refusal line
 // and ExitNoRelay. A relative path is from the workspace.
 func UnixCommand(path string) string {
-	return "exec /bin/sh -c " + quote("if command -v python3 >/dev/null 2>&1; then exec python3 -c "+quote(pythonRelay)+" "+quote(path)+"; fi; "+
+	return "exec /bin/sh -c " + shellquote.Quote("if command -v python3 >/dev/null 2>&1; then exec python3 -c "+shellquote.Quote(pythonRelay)+" "+shellquote.Quote(path)+"; fi; "+
 		"echo 'cocoonbox relay: this box has no relay to a unix socket: no python3' >&2; exit "+strconv.Itoa(ExitNoRelay))
 }
 
@@ -97,8 +98,3 @@ cat <&4 >&3 &
 cat <&3
 kill $! 2>/dev/null
 exit 0`
-
-// quote single-quotes s for a POSIX shell.
-func quote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}

@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 // Ready is the byte the box half writes on stdout once it is connected,
@@ -120,7 +121,7 @@ var errNoAgent = errors.New("relay: the box's agent has no relay verb")
 // agentCommand runs the box's agent alone: an older agent answers with
 // its usage JSON line, a box without one with the shell's 127.
 func agentCommand(host string, port uint32) string {
-	return "exec cocoonbox-agent relay --ready -- " + quote(host) + " " + strconv.FormatUint(uint64(port), 10)
+	return "exec cocoonbox-agent relay --ready -- " + shellquote.Quote(host) + " " + strconv.FormatUint(uint64(port), 10)
 }
 
 // CheckSocket reports whether path may be relayed as a unix socket's: not
@@ -229,7 +230,7 @@ func statusError(boxName, addr string, st box.ExitStatus, line string) error {
 		return fmt.Errorf("box %s: %w", boxName, ErrNoRelay)
 	}
 	if line == "" {
-		line = "exit status " + strconv.Itoa(st.Code)
+		line = st.Text()
 	}
 	return fmt.Errorf("relay to %s in box %s: %s", addr, boxName, line)
 }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/halfclose"
 )
 
 // DialTimeout bounds the box half's connect.
@@ -56,12 +58,7 @@ func Serve(ctx context.Context, host string, port uint32, in io.Reader, out io.W
 			return err
 		}
 	}
-	go func() {
-		io.Copy(c, in)
-		if cw, ok := c.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		}
-	}()
+	go halfclose.Copy(c, in)
 	if _, err := io.Copy(out, c); err != nil {
 		return fmt.Errorf("relay %s: %w", addr, err)
 	}

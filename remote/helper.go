@@ -65,13 +65,13 @@ type ExitError struct {
 }
 
 func (e *ExitError) Error() string {
-	switch {
-	case e.Status.Error != "":
-		return fmt.Sprintf("%s in box %s: %s", e.Service, e.Box, e.Status.Error)
-	case e.Status.Signal != "":
-		return fmt.Sprintf("%s in box %s: killed by signal %s", e.Service, e.Box, e.Status.Signal)
+	what := e.Status.Text()
+	if e.Status.Error == "" && e.Status.Signal != "" {
+		// Not Text's "killed by SIGNAME": git-remote-cocoonbox has always
+		// said "killed by signal NAME", and its messages do not change here.
+		what = "killed by signal " + e.Status.Signal
 	}
-	return fmt.Sprintf("%s in box %s: exit status %d", e.Service, e.Box, e.Status.Code)
+	return fmt.Sprintf("%s in box %s: %s", e.Service, e.Box, what)
 }
 
 // Run speaks the helper protocol: git's commands come on in, answers go

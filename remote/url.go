@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 // Forms lists the accepted URL forms, for error messages and docs.
@@ -107,36 +109,12 @@ func (r Repo) InitCommand() string {
 	return "cocoonbox rsh " + r.Box + " git init --bare -b main " + localWord(remoteWord(r.Path))
 }
 
-// quote single-quotes s for a POSIX shell, as git's sq_quote_buf: ' and !
-// are left outside the quotes and escaped, ! for csh-like shells.
-func quote(s string) string {
-	var b strings.Builder
-	b.WriteByte('\'')
-	for _, c := range []byte(s) {
-		if c == '\'' || c == '!' {
-			b.WriteString(`'\`)
-			b.WriteByte(c)
-			b.WriteByte('\'')
-			continue
-		}
-		b.WriteByte(c)
-	}
-	b.WriteByte('\'')
-	return b.String()
-}
+// quote single-quotes s as git's sq_quote_buf does (! too, for csh-like
+// shells): the box runs the line git itself would.
+func quote(s string) string { return shellquote.Git(s) }
 
 // plain reports whether s needs no quoting in a POSIX shell word.
-func plain(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_./:@%+,=-", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
+func plain(s string) bool { return shellquote.Bare(s, "_./:@%+,=-") }
 
 // remoteWord is path as one word for the box's shell, with a leading ~
 // left unquoted so that the shell expands it (git init does not).

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/halfclose"
 	"github.com/cocoonbox/cocoonbox/relay"
 )
 
@@ -161,16 +162,12 @@ func (f *forwarder) handle(conn net.Conn, fw Forward) {
 	splice(conn, rc)
 }
 
-// closeWriter is a connection with a write side of its own to close.
-type closeWriter interface {
-	io.ReadWriteCloser
-	CloseWrite() error
-}
-
 // splice copies a and b both ways; each EOF becomes the other side's
 // half-close, and both are closed when both directions are done. A
 // failed read of a (a reset: the client is gone, not half-closed) closes
-// b at once, which ends the relay even if its target never answers.
+// b at once, which ends the relay even if its target never answers: so
+// not halfclose.Join, whose copies only half-close; and an a that cannot
+// half-close is closed.
 func splice(a net.Conn, b relay.Conn) {
 	done := make(chan struct{})
 	go func() {
@@ -182,9 +179,7 @@ func splice(a net.Conn, b relay.Conn) {
 		close(done)
 	}()
 	io.Copy(a, b)
-	if cw, ok := a.(closeWriter); ok {
-		cw.CloseWrite()
-	} else {
+	if !halfclose.CloseWrite(a) {
 		a.Close()
 	}
 	<-done
@@ -218,10 +213,7 @@ func (r *runner) stdioForward(c *box.Client) int {
 	}
 	defer rc.Close()
 	if r.env.Stdin != nil && !r.o.StdinNull {
-		go func() {
-			io.Copy(rc, r.env.Stdin)
-			rc.CloseWrite()
-		}()
+		go halfclose.Copy(rc, r.env.Stdin)
 	} else {
 		rc.CloseWrite()
 	}

@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 // The lines that open and close the block. Everything between them is
@@ -179,12 +181,10 @@ func windowsQuote(s string) string {
 
 // ShellQuote single-quotes s for a POSIX shell, such as the one ssh runs
 // ProxyCommand with, unless it holds only characters no shell reads.
-func ShellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+//
+// Its bare bytes are its own (% but not = or ,): the Host blocks users
+// already have were written with them, and a rewrite must match them.
+func ShellQuote(s string) string { return shellquote.WordWith(s, "/._-+:@%") }
 
 // configQuote double-quotes s for an ssh_config value when it needs it,
 // with a backslash before " and \, as OpenSSH's argv_split reads them.

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
-	"sync"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/cocoonbox/cocoonbox/internal/halfclose"
 	"github.com/cocoonbox/cocoonbox/relay"
 )
 
@@ -92,18 +91,9 @@ func forward(ctx context.Context, nc ssh.NewChannel, conn Conn) {
 		ssh.DiscardRequests(reqs)
 		close(closed)
 	}()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		io.Copy(conn, ch)
-		conn.CloseWrite()
-	})
-	wg.Go(func() {
-		io.Copy(ch, conn)
-		ch.CloseWrite()
-	})
 	done := make(chan struct{})
 	go func() {
-		wg.Wait()
+		halfclose.Join(conn, ch)
 		close(done)
 	}()
 	select {

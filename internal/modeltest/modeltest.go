@@ -39,6 +39,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
 
 // Request is one request the endpoint received: its method, path with
@@ -208,7 +210,7 @@ func planOf(text string, prompts []string) []string {
 	}
 	if back {
 		if m := backToRE.FindStringSubmatch(text); m != nil {
-			plan = append(plan, writeHandover(shellQuote(m[1]), "brought back"))
+			plan = append(plan, writeHandover(shellquote.Quote(m[1]), "brought back"))
 		}
 		if m := backPostRE.FindStringSubmatch(text); m != nil {
 			plan = append(plan, m[1])
@@ -225,10 +227,8 @@ func writeHandover(path, state string) string {
 		h += "## " + s + "\nnone\n"
 	}
 	h = strings.Replace(h, "## Current state\nnone", "## Current state\n"+state, 1)
-	return "printf '%s' " + shellQuote(h) + " > " + path
+	return "printf '%s' " + shellquote.Quote(h) + " > " + path
 }
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // sse writes server-sent events.
 type sse struct {
