@@ -63,7 +63,8 @@ dist:
 	@scripts/deps.sh dist
 	$(DIST_GIT_ENV) $(GORELEASER) release --snapshot --clean
 
-# goreleaser check: .goreleaser.yaml is valid and uses nothing deprecated.
+# goreleaser check: .goreleaser.yaml is valid (its one deprecation warning,
+# brews, is kept on purpose: docs/install.md says why).
 dist-check:
 	@scripts/deps.sh dist
 	$(GORELEASER) check

@@ -3,7 +3,7 @@
 # machine's .deb from dist/ with apt-get as a user would, checks what it
 # put where (binaries in /usr/bin, man pages, completions) and what it
 # depends on, runs it from /usr/bin against a local box in a throw-away HOME
-# (--version, rsh, git ls-remote cocoonbox::…, man -w, bash completion of
+# (--version, rsh, git ls-remote cocoonbox::…, man -w and man, bash completion of
 # `cocoonbox rsh <TAB>` from the installed file), then removes it with
 # dpkg -r and checks nothing of it is left; then reads the .rpm with rpm
 # (-qlp, --requires). Whatever fails, the trap leaves
@@ -77,7 +77,8 @@ done
 echo "deb-smoke: apt-get install -y $deb" >&2
 apt_get update >/dev/null
 command -v man >/dev/null 2>&1 || install man-db
-# cobra's bash completion needs bash-completion's _get_comp_words_by_ref.
+# The installed completion file is found by bash-completion's loader, as a
+# user's shell finds it (the script itself works without the package).
 [ -f /usr/share/bash-completion/bash_completion ] || install bash-completion
 install "$deb"
 dpkg-query -W -f '${Status}' cocoonbox | grep -q ' installed$' || fail "cocoonbox is not installed after apt-get install"
@@ -118,6 +119,10 @@ for p in cocoonbox cocoonbox-rsh git-remote-cocoonbox; do
 	got=$(man -w "$p") || fail "man -w $p failed"
 	[ "$got" = "/usr/share/man/man1/$p.1" ] || fail "man -w $p printed '$got', want /usr/share/man/man1/$p.1"
 done
+# man cocoonbox as a user reads it: formatted, with the page's NAME line.
+got=$(MANPAGER=cat MANWIDTH=80 man cocoonbox 2>&1) || fail "man cocoonbox failed: $got"
+grep -q '^NAME' <<<"$got" || fail "man cocoonbox shows no NAME section: $(head -3 <<<"$got")"
+grep -q 'cocoonbox rsh' <<<"$got" || fail "man cocoonbox does not name cocoonbox rsh"
 
 cocoonbox localbox start >/dev/null
 cocoonbox rsh main true || fail "cocoonbox rsh main true exited $?"
@@ -160,7 +165,7 @@ got=$(complete_line 'cocoonbox rsh ') || fail "bash completion of 'cocoonbox rsh
 got=$(complete_line 'cocoonbox localb') || fail "bash completion of 'cocoonbox localb' failed: $got"
 [ "$got" = localbox ] || fail "cocoonbox localb<TAB> offered '$got', want localbox"
 cocoonbox localbox stop >/dev/null
-echo "deb-smoke: from /usr/bin: --version, man -w, a local box, rsh, git ls-remote and bash completion pass" >&2
+echo "deb-smoke: from /usr/bin: --version, man -w, man, a local box, rsh, git ls-remote and bash completion pass" >&2
 
 # Removal: dpkg -r takes every file it listed; a directory stays only if
 # the machine had it before.

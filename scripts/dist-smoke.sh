@@ -4,7 +4,8 @@
 # .goreleaser.yaml makes; that every archive holds the four binaries, the
 # man pages, the three completions and the docs under its directory; that
 # dist/homebrew/Formula/cocoonbox.rb parses (ruby -c) and names the
-# archives by their SHA256SUMS lines. Then it unpacks this machine's archive
+# archives by their SHA256SUMS lines; that the archive's entries carry the
+# commit's time and the binaries no build path. Then it unpacks this machine's archive
 # into a temporary prefix as docs/install.md says and runs its binaries
 # from there with nothing else of ours on the PATH: --version of each (the
 # stamped VERSION), a local box in a throw-away HOME, one rsh, one
@@ -95,6 +96,16 @@ while read -r _ a; do
 	[ -z "$other" ] || fail "$a has entries outside $n/: $other"
 done <"$dist/SHA256SUMS"
 echo "dist-smoke: SHA256SUMS, 5 archives and 4 packages; each archive is complete" >&2
+
+# Reproducible: every entry of this machine's archive carries the commit's
+# time, and no binary holds the path it was built in (-trimpath).
+ctime=$(git -C "$top" log -1 --format=%ct)
+times=$(python3 -c 'import sys, tarfile; print("\n".join(sorted({str(int(m.mtime)) for m in tarfile.open(sys.argv[1])})))' "$archive")
+[ "$times" = "$ctime" ] || fail "$archive has entries with other times than the commit's ($ctime): $(tr '\n' ' ' <<<"$times")"
+while read -r b; do
+	if grep -qF "$top" "$b"; then fail "$b holds the build path $top"; fi
+done < <(find "$dist" -type f -path '*_linux_amd64*/bin/*')
+echo "dist-smoke: the archive's entries have the commit's time; the binaries hold no build path" >&2
 
 # The formula: Ruby that parses, and a url and sha256 for each of the four
 # macOS and Linux archives, as SHA256SUMS has them.
