@@ -11,11 +11,8 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/term"
-
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
-	"github.com/cocoonbox/cocoonbox/internal/proc"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/offload"
 	"github.com/cocoonbox/cocoonbox/shim"
@@ -60,8 +57,8 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
-	in, ok := s.In.(*os.File)
-	if !ok || !term.IsTerminal(int(in.Fd())) {
+	fd := shim.TerminalFd(s.In)
+	if fd < 0 {
 		return &offload.Error{Code: offload.ExitRefused, Err: errors.New("sign-in needs a terminal: the vendor's login is interactive"),
 			Next: []offload.Step{{"run it in a terminal"}}}
 	}
@@ -70,54 +67,30 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 		return err
 	}
 	defer c.Close()
-	fd := int(in.Fd())
-	cols, rows, err := term.GetSize(fd)
-	if err != nil {
-		cols, rows = 80, 24
-	}
 	fmt.Fprintf(s.Err, "cocoonbox: %s in box %s (~. disconnects)\r\n", kind.Login(), o.Box)
-	old, err := term.MakeRaw(fd)
-	if err != nil {
-		return err
-	}
-	defer term.Restore(fd, old)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	disconnected := false
-	stdin := &escapeReader{r: in, lineStart: true, disconnect: func() { disconnected = true; cancel() }}
-	resizes := make(chan box.Size, 1)
-	winch := make(chan os.Signal, 1)
-	proc.NotifyResize(winch)
-	defer signal.Stop(winch)
-	go func() {
-		for range winch {
-			if w, h, err := term.GetSize(fd); err == nil {
-				select {
-				case resizes <- box.Size{Rows: uint32(h), Cols: uint32(w)}:
-				default:
-				}
-			}
-		}
-	}()
 	var opener sync.WaitGroup
 	out := &linkOpener{w: s.Out, msg: s.Err, finder: &offload.LinkFinder{Hosts: kind.Hosts()}, wg: &opener,
 		browser: auth.HasBrowser(runtime.GOOS, env.Getenv),
 		open: func(link string) error {
 			return auth.Launch(link, env.Getenv, offload.HostEnv(env.Environ, false))
 		}}
-	st, err := c.Exec(ctx, &box.Command{
+	t := &shim.Terminal{Fd: fd, Getenv: env.Getenv, Escape: '~', Msgs: s.Err}
+	end, st, err := t.Run(c, &box.Command{
 		Box: o.Box,
 		// A login shell, whose PATH has the installer's ~/.local/bin.
-		Line:    `exec "${SHELL:-/bin/sh}" -lc ` + shellquote.Word(kind.Login()),
-		TTY:     &box.TTY{Term: env.Getenv("TERM"), Rows: uint32(rows), Cols: uint32(cols)},
-		Stdin:   stdin,
-		Stdout:  out,
-		Resizes: resizes,
+		Line:   `exec "${SHELL:-/bin/sh}" -lc ` + shellquote.Word(kind.Login()),
+		Stdin:  s.In,
+		Stdout: out,
 	})
-	term.Restore(fd, old)
 	opener.Wait()
-	if disconnected {
+	switch {
+	case end.Signal != nil:
+		fmt.Fprintf(s.Err, "cocoonbox: sign-in ended: %v\n", end.Signal)
+		if n, ok := end.Signal.(syscall.Signal); ok {
+			return &ExitError{Code: ExitSignal + int(n)}
+		}
+		return &ExitError{Code: ExitFailure}
+	case end.Disconnected:
 		fmt.Fprintln(s.Err, "cocoonbox: disconnected")
 		return &ExitError{Code: shim.ExitFailure}
 	}
@@ -174,52 +147,4 @@ func (l *linkOpener) say(m string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	fmt.Fprintf(l.msg, "\r\ncocoonbox: %s\r\n", m)
-}
-
-// escapeReader passes a terminal's input through with ssh's escapes: ~.
-// at the start of a line disconnects, ~~ sends one ~ (ssh(1) ESCAPE
-// CHARACTERS).
-type escapeReader struct {
-	r          io.Reader
-	lineStart  bool
-	tilde      bool
-	disconnect func()
-	done       bool
-}
-
-func (e *escapeReader) Read(p []byte) (int, error) {
-	if e.done {
-		return 0, io.EOF
-	}
-	// One byte of room for a ~ held over from the last read.
-	buf := make([]byte, max(1, len(p)-1))
-	for {
-		n, err := e.r.Read(buf)
-		out := p[:0]
-		for _, c := range buf[:n] {
-			if e.tilde {
-				e.tilde = false
-				switch c {
-				case '.':
-					e.done = true
-					e.disconnect()
-					return len(out), io.EOF
-				case '~':
-					out = append(out, '~')
-					e.lineStart = false
-					continue
-				}
-				out = append(out, '~')
-			}
-			if e.lineStart && c == '~' {
-				e.tilde = true
-				continue
-			}
-			out = append(out, c)
-			e.lineStart = c == '\r' || c == '\n'
-		}
-		if len(out) > 0 || err != nil {
-			return len(out), err
-		}
-	}
 }

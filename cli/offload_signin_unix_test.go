@@ -150,3 +150,43 @@ func TestSignIn(t *testing.T) {
 		t.Errorf("no terminal: exit %d, %q", code, errb.String())
 	}
 }
+
+// TestSignInSignal runs offload sign-in as a user's terminal runs it (a
+// PTY as its controlling terminal): the terminal is raw while the
+// vendor's login runs in the box, and a SIGTERM then ends sign-in with
+// 143 (128+15), the terminal's settings back exactly as they were.
+func TestSignInSignal(t *testing.T) {
+	t.Parallel()
+	b := startBox(t, func(s *localbox.Server) {
+		if err := s.CreateBox(localbox.DefaultBox); err != nil {
+			t.Fatal(err)
+		}
+	})
+	home := filepath.Join(filepath.Dir(b.Workspace), "home")
+	for p, s := range map[string]string{
+		".local/bin/claude": "#!/bin/sh\necho READY\nexec sleep 600\n",
+		".profile":          "PATH=\"$HOME/.local/bin:$PATH\"\n",
+	} {
+		p = filepath.Join(home, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startProgOnPTY(t, "cocoonbox", ttyEnv(b), "offload", "sign-in", "--kind", "claude")
+	p.waitFor("READY")
+	tio, err := unix.IoctlGetTermios(int(p.tty.Fd()), tcgets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tio.Lflag&(unix.ICANON|unix.ECHO) != 0 {
+		t.Errorf("the terminal is not raw while the login runs: lflag %#x", tio.Lflag)
+	}
+	p.cmd.Process.Signal(unix.SIGTERM)
+	p.wantExit(143)
+	if !strings.Contains(string(p.out), "cocoonbox: sign-in ended: terminated") {
+		t.Errorf("the terminal shows %q", p.out)
+	}
+}
