@@ -11,8 +11,12 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/term"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/offload"
 	"github.com/cocoonbox/cocoonbox/shim"
@@ -57,10 +61,13 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.WithAPIKey {
+		return runSignInKey(env, s, kind, o.Box)
+	}
 	fd := shim.TerminalFd(s.In)
 	if fd < 0 {
 		return &offload.Error{Code: offload.ExitRefused, Err: errors.New("sign-in needs a terminal: the vendor's login is interactive"),
-			Next: []offload.Step{{"run it in a terminal"}}}
+			Next: []offload.Step{{"run it in a terminal, or sign in with an API key on stdin: ", offload.Command{Verb: offload.VerbSignIn, Kind: kind.Name(), Box: o.Box, Args: []string{"--with-api-key"}}}}}
 	}
 	c, err := env.dial("")
 	if err != nil {
@@ -147,4 +154,99 @@ func (l *linkOpener) say(m string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	fmt.Fprintf(l.msg, "\r\ncocoonbox: %s\r\n", m)
+}
+
+// runSignInKey reads an API key (readAPIKey) and has the box agent keep
+// it where the kind's CLI reads it; stdout then says where, and the CLI
+// as its sign-in status reports it.
+func runSignInKey(env Env, s Streams, kind agentwire.Kind, boxName string) error {
+	key, err := readAPIKey(s, kind)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	c, err := env.dial("")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	a := &offload.Agent{Exec: c, Box: boxName, Progress: progressWriter(s)}
+	res, err := a.SignInKey(ctx, kind, key)
+	if err != nil {
+		return err
+	}
+	who := kind.Title()
+	if res.CLI != nil {
+		who = agentwire.Named(kind, res.CLI.Version)
+	}
+	where := "the key is in " + res.KeyFile + " (0600)"
+	if res.Settings != "" {
+		where += ", which " + res.Settings + " points " + kind.Binary() + " at"
+	}
+	if res.Warning != "" {
+		fmt.Fprintf(s.Err, "cocoonbox: warning: %s\n", printable.Line(res.Warning, maxLine))
+	}
+	fmt.Fprintf(s.Out, "%s in box %s is signed in by key: %s; now offload: %s\n", who, boxName, printable.Line(where, 0),
+		commandLine(offload.Command{Verb: offload.VerbOffload, Kind: kind.Name(), Box: boxName}))
+	return nil
+}
+
+// readAPIKey reads the key as codex login --with-api-key and gh auth
+// login --with-token do: at a hidden prompt when stdin is a terminal,
+// else stdin's first line (agentwire.ReadAPIKey). No key, or a key that
+// is not one word, is one line and exit 2.
+func readAPIKey(s Streams, kind agentwire.Kind) (string, error) {
+	var key string
+	var err error
+	if fd := shim.TerminalFd(s.In); fd >= 0 {
+		fmt.Fprintf(s.Err, "%s API key for the box (input hidden): ", kind.Title())
+		var b []byte
+		b, err = readPassword(fd)
+		fmt.Fprintln(s.Err)
+		if err != nil {
+			return "", err
+		}
+		key, err = agentwire.CheckAPIKey(string(b))
+	} else {
+		key, err = agentwire.ReadAPIKey(s.In)
+	}
+	if err != nil {
+		return "", &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w: give the key alone on stdin's first line (%s < FILE), or type it at the prompt on a terminal",
+			err, commandLine(offload.Command{Verb: offload.VerbSignIn, Kind: kind.Name(), Args: []string{"--with-api-key"}}))}
+	}
+	return key, nil
+}
+
+// readPassword is term.ReadPassword that gives the terminal its echo back
+// when INT, TERM or HUP comes while it waits: then sign-in ends with
+// 128+N.
+func readPassword(fd int) ([]byte, error) {
+	old, err := term.GetState(fd)
+	if err != nil {
+		return nil, err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := term.ReadPassword(fd)
+		done <- read{b, err}
+	}()
+	select {
+	case r := <-done:
+		return r.b, r.err
+	case sig := <-sigs:
+		term.Restore(fd, old)
+		code := ExitSignal + int(syscall.SIGINT)
+		if n, ok := sig.(syscall.Signal); ok {
+			code = ExitSignal + int(n)
+		}
+		return nil, &ExitError{Code: code}
+	}
 }
