@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
@@ -189,4 +190,52 @@ func TestSignInSignal(t *testing.T) {
 	if !strings.Contains(string(p.out), "cocoonbox: sign-in ended: terminated") {
 		t.Errorf("the terminal shows %q", p.out)
 	}
+}
+
+// TestSignInKeyPrompt: on a terminal, sign-in --with-api-key asks for the
+// key at a prompt that does not echo it; the box then refuses (no claude
+// installed there) naming install-cli, exit 3; Ctrl-C at the prompt ends
+// with 130. Each time the terminal's settings come back exactly.
+func TestSignInKeyPrompt(t *testing.T) {
+	t.Parallel()
+	b := startBox(t, func(s *localbox.Server) {
+		if err := s.CreateBox(localbox.DefaultBox); err != nil {
+			t.Fatal(err)
+		}
+	})
+	const key = "sk-ant-api03-typed-at-the-prompt"
+	// atPrompt waits for the prompt and for the terminal to stop echoing.
+	atPrompt := func(p *ptyRun) {
+		p.waitFor("Claude Code API key for the box (input hidden): ")
+		for i := 0; ; i++ {
+			tio, err := unix.IoctlGetTermios(int(p.tty.Fd()), tcgets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tio.Lflag&unix.ECHO == 0 {
+				return
+			}
+			if i == 1000 {
+				t.Fatal("the terminal still echoes at the prompt")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	p := startProgOnPTY(t, "cocoonbox", ttyEnv(b), "offload", "sign-in", "--kind", "claude", "--with-api-key")
+	atPrompt(p)
+	p.write(key + "\r")
+	p.wantExit(3)
+	out := string(p.out)
+	if strings.Contains(out, key) || strings.Contains(out, "typed-at") {
+		t.Errorf("the key was echoed: %q", out)
+	}
+	if !strings.Contains(out, "cocoonbox: box main: claude is not installed in the box") ||
+		!strings.Contains(out, "install Claude Code in the box first: cocoonbox offload install-cli --kind claude --box main") {
+		t.Errorf("the terminal shows %q", out)
+	}
+
+	p = startProgOnPTY(t, "cocoonbox", ttyEnv(b), "offload", "sign-in", "--kind", "claude", "--with-api-key")
+	atPrompt(p)
+	p.write("sk-half\x03")
+	p.wantExit(130)
 }
