@@ -27,13 +27,13 @@ func (c *Config) keysDir() string {
 
 // SignIn signs the kind's CLI in with the API key that is stdin's first
 // line (agentwire.ReadAPIKey), kept where the CLI reads it (the kind's
-// KeySignIn): claude's key in ~/.local/share/cocoonbox/keys/claude, read by the apiKeyHelper
-// its settings name; codex's by `codex login --with-api-key`, with the
-// key on its stdin. The key is never an argument, an environment
-// variable or a line of the log, and no symbolic link is written
-// through. A refusal (no such CLI in the box, a settings file that is a
-// link or not JSON) changes nothing; then the CLI's sign-in status says
-// how it is signed in now.
+// KeySignIn): claude's in ~/.local/share/cocoonbox/keys/claude, printed
+// by the apiKeyHelper its settings name; codex's by `codex login
+// --with-api-key`, with the key on its stdin. The key is never an
+// argument, an environment variable or a line of the log, and no link is
+// written through. A refusal (no such CLI in the box, a settings file
+// that is a link or not JSON) changes nothing; on success the CLI's
+// sign-in status says how it is signed in now.
 func (c *Config) SignIn(r agentwire.SignInRequest, stdin io.Reader) (*agentwire.SignInResult, error) {
 	if err := checkKind(r.Kind); err != nil {
 		return nil, err
