@@ -51,6 +51,10 @@ type CLIInfo struct {
 	SignedIn     bool    `json:"signed_in"`
 	Account      string  `json:"account"`
 	HooksBlocked *string `json:"hooks_blocked,omitempty"`
+	// ByKey says the CLI is signed in with an API key, not an account;
+	// KeySource is where the CLI says the key comes from, when it says.
+	ByKey     bool   `json:"by_key,omitempty"`
+	KeySource string `json:"key_source,omitempty"`
 }
 
 // BlockedBy is the settings file that turns the CLI's hooks off, or "".
@@ -89,6 +93,20 @@ type SendResult struct {
 	// Screen is the pane's last lines when the CLI runs but has not taken
 	// the first prompt: a first-run dialog may hold it (box text).
 	Screen []string `json:"screen,omitempty"`
+}
+
+// SignInResult is sign-in's answer: the file that keeps the key (0600,
+// in a directory others cannot enter), the settings file that points the
+// CLI at it (claude's; "" for a CLI that keeps the key itself), and the
+// CLI as its sign-in status reports it afterwards. Warning, when not
+// empty, says the CLI does not use the key (the box's login environment
+// sets one that wins).
+type SignInResult struct {
+	OK       bool     `json:"ok"`
+	KeyFile  string   `json:"key_file"`
+	Settings string   `json:"settings,omitempty"`
+	CLI      *CLIInfo `json:"cli"`
+	Warning  string   `json:"warning,omitempty"`
 }
 
 // RestartResult is restart's answer. Accepted, Exited and ExitLines are

@@ -58,6 +58,7 @@ func TestDocExamples(t *testing.T) {
 		{"send --message", `"delivery":"pasted|queued"`, &MessageResult{}},
 		{"read", `"entries"`, &ReadResult{}},
 		{"status", `"sessions"`, &StatusResult{}},
+		{"sign-in", `"key_file"`, &SignInResult{}},
 	} {
 		var ex string
 		for _, e := range examples {

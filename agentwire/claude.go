@@ -21,16 +21,49 @@ var claudeKind = claude{facts{
 	status: "claude auth status", exit: "/exit", apiKeyVar: "ANTHROPIC_API_KEY",
 }}
 
-// ReadSignIn reads `claude auth status`, JSON with loggedIn and email.
-func (claude) ReadSignIn(out string) (*bool, string) {
+// ReadSignIn reads `claude auth status`, JSON with loggedIn, email,
+// authMethod (api_key or api_key_helper for a key) and apiKeySource.
+func (claude) ReadSignIn(out string) SignInState {
 	var st struct {
-		LoggedIn *bool  `json:"loggedIn"`
-		Email    string `json:"email"`
+		LoggedIn     *bool  `json:"loggedIn"`
+		Email        string `json:"email"`
+		AuthMethod   string `json:"authMethod"`
+		APIKeySource string `json:"apiKeySource"`
 	}
 	if json.Unmarshal([]byte(out), &st) != nil || st.LoggedIn == nil {
-		return nil, ""
+		return SignInState{}
 	}
-	return st.LoggedIn, st.Email
+	return SignInState{SignedIn: st.LoggedIn, Account: st.Email, KeySource: st.APIKeySource,
+		ByKey: st.AuthMethod == "api_key" || st.AuthMethod == "api_key_helper"}
+}
+
+// KeySignIn is Claude Code's apiKeyHelper setting in the user's
+// settings: "Custom script, to be executed in /bin/sh, to generate an
+// auth value", sent as X-Api-Key and Authorization: Bearer (Claude Code
+// "Settings", "Available settings").
+func (claude) KeySignIn(home string) KeySignIn {
+	return KeySignIn{Settings: filepath.Join(home, ".claude", "settings.json"), Source: "apiKeyHelper",
+		Helper: func(settings []byte, path, helper string) ([]byte, error) {
+			return editJSON(settings, path, func(doc map[string]any) { doc["apiKeyHelper"] = helper })
+		}}
+}
+
+// editJSON is config, a JSON object (empty for none), with edit applied,
+// indented as claude writes its files; an error says config is not an
+// object, naming path.
+func editJSON(config []byte, path string, edit func(doc map[string]any)) ([]byte, error) {
+	doc := map[string]any{}
+	if len(bytes.TrimSpace(config)) > 0 {
+		if err := json.Unmarshal(config, &doc); err != nil {
+			return nil, fmt.Errorf("%s is not a JSON object (%v); fix or remove it", path, err)
+		}
+	}
+	edit(doc)
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
 }
 
 // HookSettings are the managed settings, then the user's: any of them
@@ -82,25 +115,22 @@ func (claude) TrustFile(home string) string { return filepath.Join(home, ".claud
 // customApiKeyResponses.approved, as answering Yes records it (the user
 // set the key for the box's CLI).
 func (claude) Trust(config []byte, path, dir, keyTail string) ([]byte, uint32, error) {
-	doc := map[string]any{}
-	if len(bytes.TrimSpace(config)) > 0 {
-		if err := json.Unmarshal(config, &doc); err != nil {
-			return nil, 0, fmt.Errorf("%s is not a JSON object (%v); fix or remove it", path, err)
+	out, err := editJSON(config, path, func(doc map[string]any) {
+		doc["hasCompletedOnboarding"] = true
+		projects, _ := doc["projects"].(map[string]any)
+		if projects == nil {
+			projects = map[string]any{}
 		}
-	}
-	doc["hasCompletedOnboarding"] = true
-	projects, _ := doc["projects"].(map[string]any)
-	if projects == nil {
-		projects = map[string]any{}
-	}
-	p, _ := projects[dir].(map[string]any)
-	if p == nil {
-		p = map[string]any{}
-	}
-	p["hasTrustDialogAccepted"] = true
-	projects[dir] = p
-	doc["projects"] = projects
-	if keyTail != "" {
+		p, _ := projects[dir].(map[string]any)
+		if p == nil {
+			p = map[string]any{}
+		}
+		p["hasTrustDialogAccepted"] = true
+		projects[dir] = p
+		doc["projects"] = projects
+		if keyTail == "" {
+			return
+		}
 		r, _ := doc["customApiKeyResponses"].(map[string]any)
 		if r == nil {
 			r = map[string]any{}
@@ -116,12 +146,8 @@ func (claude) Trust(config []byte, path, dir, keyTail string) ([]byte, uint32, e
 		}
 		r["approved"], r["rejected"] = approved, rejected
 		doc["customApiKeyResponses"] = r
-	}
-	out, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return nil, 0, err
-	}
-	return append(out, '\n'), 0, nil
+	})
+	return out, 0, err
 }
 
 // TranscriptDir is ~/.claude/projects/<dir with every character other

@@ -18,8 +18,18 @@ var codexKind = codex{facts{
 	status:  "codex login status", exit: "/quit",
 }}
 
-// ReadSignIn: `codex login status` says it in words and its exit status.
-func (codex) ReadSignIn(string) (*bool, string) { return nil, "" }
+// ReadSignIn: `codex login status` says it in its exit status, and in
+// words that name an API key when it has one ("API key configured - …",
+// before 0.100 "Logged in using an API key - …").
+func (codex) ReadSignIn(out string) SignInState {
+	return SignInState{ByKey: strings.Contains(out, "API key")}
+}
+
+// KeySignIn is codex's own `codex login --with-api-key`, which keeps the
+// key in ~/.codex/auth.json, 0600.
+func (codex) KeySignIn(home string) KeySignIn {
+	return KeySignIn{Command: "codex login --with-api-key", File: filepath.Join(home, ".codex", "auth.json")}
+}
 
 // HookSettings: no settings file turns codex's notify off.
 func (codex) HookSettings(string) []string { return nil }

@@ -32,10 +32,12 @@ type Kind interface {
 	// SignInStatus is the shell command whose exit status (0 signed in)
 	// and output tell whether the CLI is signed in in the box.
 	SignInStatus() string
-	// ReadSignIn reads what SignInStatus printed: signedIn is nil when
-	// the output says nothing beyond the exit status, and account is an
-	// email address or "".
-	ReadSignIn(out string) (signedIn *bool, account string)
+	// ReadSignIn reads what SignInStatus printed (its exit status is the
+	// caller's).
+	ReadSignIn(out string) SignInState
+	// KeySignIn is how the CLI is signed in with an API key in the box
+	// (home is the box user's); the zero KeySignIn for none.
+	KeySignIn(home string) KeySignIn
 	// HookSettings are the settings files, in the CLI's order, that can
 	// turn its hooks off (home is the box user's); nil for a kind whose
 	// hooks no settings file can turn off.
@@ -66,6 +68,45 @@ type Kind interface {
 	// TranscriptDir is where the CLI keeps the transcripts of a session
 	// in work directory dir (home is the box user's); "" for none.
 	TranscriptDir(home, dir string) string
+}
+
+// SignInState is what a kind's sign-in status printed, as ReadSignIn reads it.
+type SignInState struct {
+	// SignedIn is nil when the output says nothing beyond the exit status.
+	SignedIn *bool
+	// Account is an email address, or "".
+	Account string
+	// ByKey says the CLI is signed in with an API key, not an account.
+	ByKey bool
+	// KeySource is where the CLI says its key comes from (claude's
+	// apiKeySource: apiKeyHelper, ANTHROPIC_API_KEY), or "".
+	KeySource string
+}
+
+// KeySignIn is how a kind's CLI is signed in with an API key in a box
+// (`cocoonbox-agent offload sign-in --with-api-key`): the CLI's own
+// command keeps the key (Command), or the box agent keeps it in a file of
+// its own and points the CLI's settings at a helper that prints it
+// (Helper). Exactly one of Command and Helper is set, or neither for a
+// kind without sign-in by key.
+type KeySignIn struct {
+	// Command is the CLI's own sign-in by key: a login-shell command line
+	// that reads the key on its stdin and keeps it in File (`codex login
+	// --with-api-key`).
+	Command string
+	// File is where Command keeps the key. The box agent removes a
+	// symbolic link there first, so that Command never writes through one.
+	File string
+	// Settings is the settings file Helper changes.
+	Settings string
+	// Helper returns settings, the content of Settings (nil when there is
+	// none), with the CLI set to get its key from the shell command line
+	// helper and nothing else changed; an error says settings is
+	// unusable, naming path.
+	Helper func(settings []byte, path, helper string) ([]byte, error)
+	// Source is the KeySource the CLI reports once it uses the helper's
+	// key ("apiKeyHelper"); another says the box's environment wins.
+	Source string
 }
 
 // Install is how a kind's CLI is installed in a box.
@@ -218,11 +259,12 @@ func (f facts) APIKeyVar() string    { return f.apiKeyVar }
 // no trust preset, no transcripts.
 type noSession struct{}
 
-func (noSession) ReadSignIn(string) (*bool, string) { return nil, "" }
-func (noSession) HookSettings(string) []string      { return nil }
-func (noSession) Hooks() map[string]Hook            { return nil }
-func (noSession) Launch(Launch) (string, []byte)    { return "", nil }
-func (noSession) TrustFile(string) string           { return "" }
+func (noSession) ReadSignIn(string) SignInState  { return SignInState{} }
+func (noSession) KeySignIn(string) KeySignIn     { return KeySignIn{} }
+func (noSession) HookSettings(string) []string   { return nil }
+func (noSession) Hooks() map[string]Hook         { return nil }
+func (noSession) Launch(Launch) (string, []byte) { return "", nil }
+func (noSession) TrustFile(string) string        { return "" }
 func (noSession) TranscriptDir(string, string) string {
 	return ""
 }

@@ -210,6 +210,13 @@ type EventRequest struct {
 	Hook string `flag:"hook" help:"the hook's name"`
 }
 
+// SignInRequest is sign-in's flags; the key is stdin's first line
+// (ReadAPIKey).
+type SignInRequest struct {
+	Kind       string `flag:"kind" help:"the box CLI: claude or codex"`
+	WithAPIKey bool   `flag:"with-api-key" help:"sign in with the API key on stdin (required)"`
+}
+
 // ServeRequest is serve's flags: none.
 type ServeRequest struct{}
 
@@ -236,6 +243,8 @@ var (
 		Short: "Wait for the environment step and print its report", Results: []any{EnvResult{}}}
 	Event = Verb[EventRequest]{Name: "event", Use: "event --repo K --cli C --hook NAME [PAYLOAD] < payload",
 		Short: "A hook's report for the inbox (run by the box CLI)", MaxArgs: 1, Results: []any{OKResult{}}}
+	SignIn = Verb[SignInRequest]{Name: "sign-in", Use: "sign-in --kind C --with-api-key < key",
+		Short: "Sign the box CLI in with the API key on stdin, kept where the CLI reads it", Results: []any{SignInResult{}}}
 	Serve = Verb[ServeRequest]{Name: "serve", Use: "serve",
 		Short: "Run the inbox (the box's service; the local box starts it)", Results: []any{OKResult{}}}
 )
@@ -243,5 +252,5 @@ var (
 // Verbs lists every verb, in the order help lists them.
 func Verbs() []Info {
 	return []Info{Begin.Info(), Send.Info(), Read.Info(), Status.Info(), End.Info(), WipeSecrets.Info(),
-		Restart.Info(), Post.Info(), Env.Info(), Event.Info(), Serve.Info()}
+		Restart.Info(), Post.Info(), Env.Info(), Event.Info(), SignIn.Info(), Serve.Info()}
 }

@@ -158,10 +158,12 @@ func (c *Config) probeCLI(kind string) (*agentwire.CLIInfo, []agentwire.Finding)
 	}
 	out, err := c.loginShell(probeTimeout, "", k.SignInStatus()+" 2>&1")
 	info.SignedIn = err == nil
-	if in, account := k.ReadSignIn(out); in != nil {
-		info.SignedIn = info.SignedIn && *in
-		info.Account = account
+	st := k.ReadSignIn(out)
+	if st.SignedIn != nil {
+		info.SignedIn = info.SignedIn && *st.SignedIn
+		info.Account = st.Account
 	}
+	info.ByKey, info.KeySource = info.SignedIn && st.ByKey, st.KeySource
 	if low := strings.ToLower(out); strings.Contains(low, "not logged in") || strings.Contains(low, "not signed in") {
 		info.SignedIn = false
 	}

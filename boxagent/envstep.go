@@ -55,9 +55,15 @@ func (c *Config) writeEnvReport(k string, r *agentwire.EnvReport) error {
 // loginShell runs script with the user's login shell in dir (Home when
 // empty), as a terminal in the box would, and returns its stdout.
 func (c *Config) loginShell(timeout time.Duration, dir, script string, extraEnv ...string) (string, error) {
+	return c.loginShellIn(nil, timeout, dir, script, extraEnv...)
+}
+
+// loginShellIn is loginShell with stdin (nil for none).
+func (c *Config) loginShellIn(stdin io.Reader, timeout time.Duration, dir, script string, extraEnv ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.Shell, "-lc", script)
+	cmd.Stdin = stdin
 	cmd.Env = append(append([]string{}, c.Environ...), extraEnv...)
 	cmd.Dir = dir
 	if dir == "" {

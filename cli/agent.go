@@ -242,6 +242,9 @@ func agentVerbs(a *agentRun) []*cobra.Command {
 			}
 			return cfg.Event(r.Repo, r.CLI, r.Hook, payload)
 		}),
+		agentVerb(a, agentwire.SignIn, func(r *agentwire.SignInRequest, _ []string) (any, error) {
+			return cfg.SignIn(*r, a.s.In)
+		}),
 		agentVerb(a, agentwire.Serve, func(*agentwire.ServeRequest, []string) (any, error) {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()

@@ -39,6 +39,8 @@ type offloadOptions struct {
 	Wait           int
 	// Force and Verbose are install-cli's --force and -v.
 	Force, Verbose bool
+	// WithAPIKey is sign-in's --with-api-key.
+	WithAPIKey bool
 }
 
 func newOffload(env Env, s Streams) *cobra.Command {
@@ -60,7 +62,7 @@ coding agent that has no cocoonbox plugin.
 Exit status: 0 done; 1 failed, rolled back; 2 usage; 3 refused, nothing
 changed; 4 warnings that need --yes.`,
 		Example: `  cocoonbox offload install-cli --kind claude   # once per box
-  cocoonbox offload sign-in --kind claude       # once per box
+  cocoonbox offload sign-in --kind claude       # once per box (or --with-api-key < FILE)
   cocoonbox offload handover-path
   cocoonbox offload --kind claude
   cocoonbox offload inbox --wait 60
@@ -144,8 +146,19 @@ never through argv, the environment, a log or rsync.`}
 	)
 	install := verb("install-cli --kind K", "Install a coding-agent CLI in the box with its vendor's installer", cobra.NoArgs,
 		func([]string) error { return runInstallCLI(env, s, o) })
-	signin := verb("sign-in --kind K", "Sign in to a coding-agent CLI inside the box, on this terminal", cobra.NoArgs,
+	signin := verb("sign-in --kind K [--with-api-key]", "Sign in to a coding-agent CLI inside the box, on this terminal or with an API key", cobra.NoArgs,
 		func([]string) error { return runSignIn(env, s, o) })
+	signin.Long = `sign-in signs the box's coding-agent CLI in, once per box. Without
+--with-api-key it runs the vendor's own login in the box on this terminal and
+opens its link in your browser. With --with-api-key it reads an API key from
+stdin (a hidden prompt on a terminal, else stdin's first line) and keeps it in
+the box where the CLI reads it: Claude Code's apiKeyHelper, Codex's own
+codex login --with-api-key. The key never goes into an argument, an
+environment variable or a log, only into a 0600 file in the box.`
+	signin.Example = `  cocoonbox offload sign-in --kind claude
+  cocoonbox offload sign-in --kind codex --with-api-key < ~/.config/openai.key
+  printenv ANTHROPIC_API_KEY | cocoonbox offload sign-in --kind claude --with-api-key`
+	signin.Flags().BoolVar(&o.WithAPIKey, "with-api-key", false, "read an API key from stdin and keep it in the box where the CLI reads it")
 	install.Flags().BoolVar(&o.Force, "force", false, "replace a file in the way of the CLI in the box's ~/.local/bin (npm install --force)")
 	install.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "show the installers' own output here instead of only in its log file")
 	for _, c := range []*cobra.Command{install, signin} {
@@ -321,8 +334,11 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 	who := kind.Title()
 	if cli := res.Begin.CLI; cli != nil {
 		who = agentwire.Named(kind, cli.Version)
-		if cli.Account != "" {
+		switch {
+		case cli.Account != "":
 			who += ", signed in as " + cli.Account
+		case cli.ByKey:
+			who += ", signed in by key"
 		}
 	}
 	fmt.Fprintf(s.Out, "offloaded to %s: %s, in %.1f s total: %s s\n", res.Record.BoxName, who, total.Seconds(), strings.Join(parts, ", "))

@@ -13,9 +13,10 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
-	"github.com/cocoonbox/cocoonbox/internal/proc"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/offload"
 	"github.com/cocoonbox/cocoonbox/shim"
@@ -60,64 +61,43 @@ func runSignIn(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
-	in, ok := s.In.(*os.File)
-	if !ok || !term.IsTerminal(int(in.Fd())) {
+	if o.WithAPIKey {
+		return runSignInKey(env, s, kind, o.Box)
+	}
+	fd := shim.TerminalFd(s.In)
+	if fd < 0 {
 		return &offload.Error{Code: offload.ExitRefused, Err: errors.New("sign-in needs a terminal: the vendor's login is interactive"),
-			Next: []offload.Step{{"run it in a terminal"}}}
+			Next: []offload.Step{{"run it in a terminal, or sign in with an API key on stdin: ", offload.Command{Verb: offload.VerbSignIn, Kind: kind.Name(), Box: o.Box, Args: []string{"--with-api-key"}}}}}
 	}
 	c, err := env.dial("")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	fd := int(in.Fd())
-	cols, rows, err := term.GetSize(fd)
-	if err != nil {
-		cols, rows = 80, 24
-	}
 	fmt.Fprintf(s.Err, "cocoonbox: %s in box %s (~. disconnects)\r\n", kind.Login(), o.Box)
-	old, err := term.MakeRaw(fd)
-	if err != nil {
-		return err
-	}
-	defer term.Restore(fd, old)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	disconnected := false
-	stdin := &escapeReader{r: in, lineStart: true, disconnect: func() { disconnected = true; cancel() }}
-	resizes := make(chan box.Size, 1)
-	winch := make(chan os.Signal, 1)
-	proc.NotifyResize(winch)
-	defer signal.Stop(winch)
-	go func() {
-		for range winch {
-			if w, h, err := term.GetSize(fd); err == nil {
-				select {
-				case resizes <- box.Size{Rows: uint32(h), Cols: uint32(w)}:
-				default:
-				}
-			}
-		}
-	}()
 	var opener sync.WaitGroup
 	out := &linkOpener{w: s.Out, msg: s.Err, finder: &offload.LinkFinder{Hosts: kind.Hosts()}, wg: &opener,
 		browser: auth.HasBrowser(runtime.GOOS, env.Getenv),
 		open: func(link string) error {
 			return auth.Launch(link, env.Getenv, offload.HostEnv(env.Environ, false))
 		}}
-	st, err := c.Exec(ctx, &box.Command{
+	t := &shim.Terminal{Fd: fd, Getenv: env.Getenv, Escape: '~', Msgs: s.Err}
+	end, st, err := t.Run(c, &box.Command{
 		Box: o.Box,
 		// A login shell, whose PATH has the installer's ~/.local/bin.
-		Line:    `exec "${SHELL:-/bin/sh}" -lc ` + shellquote.Word(kind.Login()),
-		TTY:     &box.TTY{Term: env.Getenv("TERM"), Rows: uint32(rows), Cols: uint32(cols)},
-		Stdin:   stdin,
-		Stdout:  out,
-		Resizes: resizes,
+		Line:   `exec "${SHELL:-/bin/sh}" -lc ` + shellquote.Word(kind.Login()),
+		Stdin:  s.In,
+		Stdout: out,
 	})
-	term.Restore(fd, old)
 	opener.Wait()
-	if disconnected {
+	switch {
+	case end.Signal != nil:
+		fmt.Fprintf(s.Err, "cocoonbox: sign-in ended: %v\n", end.Signal)
+		if n, ok := end.Signal.(syscall.Signal); ok {
+			return &ExitError{Code: ExitSignal + int(n)}
+		}
+		return &ExitError{Code: ExitFailure}
+	case end.Disconnected:
 		fmt.Fprintln(s.Err, "cocoonbox: disconnected")
 		return &ExitError{Code: shim.ExitFailure}
 	}
@@ -176,50 +156,97 @@ func (l *linkOpener) say(m string) {
 	fmt.Fprintf(l.msg, "\r\ncocoonbox: %s\r\n", m)
 }
 
-// escapeReader passes a terminal's input through with ssh's escapes: ~.
-// at the start of a line disconnects, ~~ sends one ~ (ssh(1) ESCAPE
-// CHARACTERS).
-type escapeReader struct {
-	r          io.Reader
-	lineStart  bool
-	tilde      bool
-	disconnect func()
-	done       bool
+// runSignInKey reads an API key (readAPIKey) and has the box agent keep
+// it where the kind's CLI reads it; stdout then says where, and the CLI
+// as its sign-in status reports it.
+func runSignInKey(env Env, s Streams, kind agentwire.Kind, boxName string) error {
+	key, err := readAPIKey(s, kind)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	c, err := env.dial("")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	a := &offload.Agent{Exec: c, Box: boxName, Progress: progressWriter(s)}
+	res, err := a.SignInKey(ctx, kind, key)
+	if err != nil {
+		return err
+	}
+	who := kind.Title()
+	if res.CLI != nil {
+		who = agentwire.Named(kind, res.CLI.Version)
+	}
+	where := "the key is in " + res.KeyFile + " (0600)"
+	if res.Settings != "" {
+		where += ", which " + res.Settings + " points " + kind.Binary() + " at"
+	}
+	if res.Warning != "" {
+		fmt.Fprintf(s.Err, "cocoonbox: warning: %s\n", printable.Line(res.Warning, maxLine))
+	}
+	fmt.Fprintf(s.Out, "%s in box %s is signed in by key: %s; now offload: %s\n", who, boxName, printable.Line(where, 0),
+		commandLine(offload.Command{Verb: offload.VerbOffload, Kind: kind.Name(), Box: boxName}))
+	return nil
 }
 
-func (e *escapeReader) Read(p []byte) (int, error) {
-	if e.done {
-		return 0, io.EOF
+// readAPIKey reads the key as codex login --with-api-key and gh auth
+// login --with-token do: at a hidden prompt when stdin is a terminal,
+// else stdin's first line (agentwire.ReadAPIKey). No key, or a key that
+// is not one word, is one line and exit 2.
+func readAPIKey(s Streams, kind agentwire.Kind) (string, error) {
+	var key string
+	var err error
+	if fd := shim.TerminalFd(s.In); fd >= 0 {
+		fmt.Fprintf(s.Err, "%s API key for the box (input hidden): ", kind.Title())
+		var b []byte
+		b, err = readPassword(fd)
+		fmt.Fprintln(s.Err)
+		if err != nil {
+			return "", err
+		}
+		key, err = agentwire.CheckAPIKey(string(b))
+	} else {
+		key, err = agentwire.ReadAPIKey(s.In)
 	}
-	// One byte of room for a ~ held over from the last read.
-	buf := make([]byte, max(1, len(p)-1))
-	for {
-		n, err := e.r.Read(buf)
-		out := p[:0]
-		for _, c := range buf[:n] {
-			if e.tilde {
-				e.tilde = false
-				switch c {
-				case '.':
-					e.done = true
-					e.disconnect()
-					return len(out), io.EOF
-				case '~':
-					out = append(out, '~')
-					e.lineStart = false
-					continue
-				}
-				out = append(out, '~')
-			}
-			if e.lineStart && c == '~' {
-				e.tilde = true
-				continue
-			}
-			out = append(out, c)
-			e.lineStart = c == '\r' || c == '\n'
+	if err != nil {
+		return "", &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w: give the key alone on stdin's first line (%s < FILE), or type it at the prompt on a terminal",
+			err, commandLine(offload.Command{Verb: offload.VerbSignIn, Kind: kind.Name(), Args: []string{"--with-api-key"}}))}
+	}
+	return key, nil
+}
+
+// readPassword is term.ReadPassword that gives the terminal its echo back
+// when INT, TERM or HUP comes while it waits: then sign-in ends with
+// 128+N.
+func readPassword(fd int) ([]byte, error) {
+	old, err := term.GetState(fd)
+	if err != nil {
+		return nil, err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := term.ReadPassword(fd)
+		done <- read{b, err}
+	}()
+	select {
+	case r := <-done:
+		return r.b, r.err
+	case sig := <-sigs:
+		term.Restore(fd, old)
+		code := ExitSignal + int(syscall.SIGINT)
+		if n, ok := sig.(syscall.Signal); ok {
+			code = ExitSignal + int(n)
 		}
-		if len(out) > 0 || err != nil {
-			return len(out), err
-		}
+		return nil, &ExitError{Code: code}
 	}
 }

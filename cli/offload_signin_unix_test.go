@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
@@ -149,4 +150,92 @@ func TestSignIn(t *testing.T) {
 	if code != 3 || !strings.Contains(errb.String(), "sign-in needs a terminal") {
 		t.Errorf("no terminal: exit %d, %q", code, errb.String())
 	}
+}
+
+// TestSignInSignal runs offload sign-in as a user's terminal runs it (a
+// PTY as its controlling terminal): the terminal is raw while the
+// vendor's login runs in the box, and a SIGTERM then ends sign-in with
+// 143 (128+15), the terminal's settings back exactly as they were.
+func TestSignInSignal(t *testing.T) {
+	t.Parallel()
+	b := startBox(t, func(s *localbox.Server) {
+		if err := s.CreateBox(localbox.DefaultBox); err != nil {
+			t.Fatal(err)
+		}
+	})
+	home := filepath.Join(filepath.Dir(b.Workspace), "home")
+	for p, s := range map[string]string{
+		".local/bin/claude": "#!/bin/sh\necho READY\nexec sleep 600\n",
+		".profile":          "PATH=\"$HOME/.local/bin:$PATH\"\n",
+	} {
+		p = filepath.Join(home, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startProgOnPTY(t, "cocoonbox", ttyEnv(b), "offload", "sign-in", "--kind", "claude")
+	p.waitFor("READY")
+	tio, err := unix.IoctlGetTermios(int(p.tty.Fd()), tcgets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tio.Lflag&(unix.ICANON|unix.ECHO) != 0 {
+		t.Errorf("the terminal is not raw while the login runs: lflag %#x", tio.Lflag)
+	}
+	p.cmd.Process.Signal(unix.SIGTERM)
+	p.wantExit(143)
+	if !strings.Contains(string(p.out), "cocoonbox: sign-in ended: terminated") {
+		t.Errorf("the terminal shows %q", p.out)
+	}
+}
+
+// TestSignInKeyPrompt: on a terminal, sign-in --with-api-key asks for the
+// key at a prompt that does not echo it; the box then refuses (no claude
+// installed there) naming install-cli, exit 3; Ctrl-C at the prompt ends
+// with 130. Each time the terminal's settings come back exactly.
+func TestSignInKeyPrompt(t *testing.T) {
+	t.Parallel()
+	b := startBox(t, func(s *localbox.Server) {
+		if err := s.CreateBox(localbox.DefaultBox); err != nil {
+			t.Fatal(err)
+		}
+	})
+	const key = "sk-ant-api03-typed-at-the-prompt"
+	// atPrompt waits for the prompt and for the terminal to stop echoing.
+	atPrompt := func(p *ptyRun) {
+		p.waitFor("Claude Code API key for the box (input hidden): ")
+		for i := 0; ; i++ {
+			tio, err := unix.IoctlGetTermios(int(p.tty.Fd()), tcgets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tio.Lflag&unix.ECHO == 0 {
+				return
+			}
+			if i == 1000 {
+				t.Fatal("the terminal still echoes at the prompt")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	p := startProgOnPTY(t, "cocoonbox", ttyEnv(b), "offload", "sign-in", "--kind", "claude", "--with-api-key")
+	atPrompt(p)
+	p.write(key + "\r")
+	p.wantExit(3)
+	out := string(p.out)
+	if strings.Contains(out, key) || strings.Contains(out, "typed-at") {
+		t.Errorf("the key was echoed: %q", out)
+	}
+	if !strings.Contains(out, "cocoonbox: box main: claude is not installed in the box") ||
+		!strings.Contains(out, "install Claude Code in the box first: cocoonbox offload install-cli --kind claude --box main") {
+		t.Errorf("the terminal shows %q", out)
+	}
+
+	p = startProgOnPTY(t, "cocoonbox", ttyEnv(b), "offload", "sign-in", "--kind", "claude", "--with-api-key")
+	atPrompt(p)
+	p.write("sk-half\x03")
+	p.wantExit(130)
 }

@@ -2,12 +2,17 @@ package cli_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,6 +96,18 @@ func TestRealCLIScripts(t *testing.T) {
 			}
 			srv.User = boxUser
 		}
+		// The server's log, for scripts to scan (keyscan).
+		logf, err := os.OpenFile(filepath.Join(e.WorkDir, "server.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		e.Defer(func() { logf.Close() })
+		var logMu sync.Mutex
+		srv.Logf = func(format string, args ...any) {
+			logMu.Lock()
+			defer logMu.Unlock()
+			fmt.Fprintf(logf, format+"\n", args...)
+		}
 		m, err := modeltest.Start(filepath.Join(e.WorkDir, "model.log"))
 		if err != nil {
 			return err
@@ -116,6 +133,9 @@ func TestRealCLIScripts(t *testing.T) {
 		"modelprompts": func(ts *testscript.TestScript, neg bool, args []string) { cmdModelPrompts(ts, neg, args, models) },
 		"waitgrep":     cmdWaitGrep,
 		"jsonline":     cmdJSONLine,
+		"modelkey":     func(ts *testscript.TestScript, neg bool, args []string) { cmdModelKey(ts, neg, args, models) },
+		"procwatch":    cmdProcWatch,
+		"keyscan":      cmdKeyScan,
 	}
 	testscript.Run(t, p)
 }
@@ -125,8 +145,11 @@ func TestRealCLIScripts(t *testing.T) {
 // install), with a git identity and the scripted model endpoint, and
 // signed in with an API key unless told: claude reads ANTHROPIC_API_KEY
 // from the login shell's environment; codex gets a model provider in
-// ~/.codex/config.toml and `codex login --with-api-key`. It runs in the box
-// as the box user, through cocoonbox rsh.
+// ~/.codex/config.toml that reads OPENAI_API_KEY, and `codex login
+// --with-api-key`. Signed out, no key is anywhere, and codex's provider
+// takes the key of codex's own login (requires_openai_auth), as the
+// built-in OpenAI provider does. It runs in the box as the box user,
+// through cocoonbox rsh.
 func cmdRealCLI(ts *testscript.TestScript, neg bool, args []string, clis map[string]realCLI) {
 	if neg || len(args) < 1 || len(args) > 2 || (len(args) == 2 && args[1] != "signed-out") {
 		ts.Fatalf("usage: realcli KIND [signed-out]")
@@ -154,9 +177,13 @@ func cmdRealCLI(ts *testscript.TestScript, neg bool, args []string, clis map[str
 			sh.WriteString("echo 'export ANTHROPIC_API_KEY=sk-ant-api03-scripted-endpoint-key-0123456789' >> ~/.profile\n")
 		}
 	case "codex":
-		fmt.Fprintf(&sh, "mkdir -p ~/.codex\ncat > ~/.codex/config.toml <<'EOF'\nmodel = \"gpt-5.1-codex\"\nmodel_provider = \"scripted\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"%s/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\nEOF\n", url)
-		sh.WriteString("echo 'export OPENAI_API_KEY=sk-scripted-endpoint-key-0123456789' >> ~/.profile\n")
+		auth := "requires_openai_auth = true"
 		if signedIn {
+			auth = "env_key = \"OPENAI_API_KEY\""
+		}
+		fmt.Fprintf(&sh, "mkdir -p ~/.codex\ncat > ~/.codex/config.toml <<'EOF'\nmodel = \"gpt-5.1-codex\"\nmodel_provider = \"scripted\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"%s/v1\"\nwire_api = \"responses\"\n%s\nEOF\n", url, auth)
+		if signedIn {
+			sh.WriteString("echo 'export OPENAI_API_KEY=sk-scripted-endpoint-key-0123456789' >> ~/.profile\n")
 			sh.WriteString(". ~/.profile; printenv OPENAI_API_KEY | codex login --with-api-key >/dev/null 2>&1\n")
 		}
 	}
@@ -206,4 +233,144 @@ func cmdWaitGrep(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	ts.Fatalf("no file %s has a line matching %s", args[0], args[1])
+}
+
+// modelkey API KEY: the scripted model was asked for answers on API
+// (messages: Anthropic's, claude; responses: OpenAI's, codex) with KEY,
+// in x-api-key or as Authorization's Bearer, and no request on API
+// carried another key.
+func cmdModelKey(ts *testscript.TestScript, neg bool, args []string, models map[string]*modeltest.Server) {
+	if neg || len(args) != 2 || (args[0] != "messages" && args[0] != "responses") {
+		ts.Fatalf("usage: modelkey messages|responses KEY")
+	}
+	answered := 0
+	for _, r := range models[ts.Getenv("WORK")].Requests() {
+		if !strings.Contains(r.Path, "/"+args[0]) {
+			continue
+		}
+		for _, k := range r.Keys {
+			if k != args[1] {
+				ts.Fatalf("%s %s carried another key, %s…", r.Method, r.Path, k[:min(len(k), 12)])
+			}
+		}
+		if r.HasKey && (r.Answer == "text" || strings.HasPrefix(r.Answer, "tool:")) {
+			answered++
+		}
+	}
+	if answered == 0 {
+		ts.Fatalf("no request the model answered carried the key")
+	}
+}
+
+// procWatches are the running procwatch scans, by script ($WORK).
+var procWatches sync.Map
+
+// procWatch is one procwatch scan: what it saw, once stopped.
+type procWatch struct {
+	stop chan struct{}
+	done chan string
+}
+
+// procwatch start WORD... | procwatch stop: scan every process's argv
+// and environment (/proc/*/cmdline, /proc/*/environ) for each WORD every
+// 20 ms from start to stop; stop fails naming the first process that held
+// one (with !, stop fails when none did).
+func cmdProcWatch(ts *testscript.TestScript, neg bool, args []string) {
+	key := ts.Getenv("WORK")
+	switch {
+	case !neg && len(args) >= 2 && args[0] == "start":
+		w := &procWatch{stop: make(chan struct{}), done: make(chan string, 1)}
+		if _, loaded := procWatches.LoadOrStore(key, w); loaded {
+			ts.Fatalf("procwatch is running already")
+		}
+		var words [][]byte
+		for _, a := range args[1:] {
+			words = append(words, []byte(a))
+		}
+		self := strconv.Itoa(os.Getpid())
+		go func() {
+			seen := ""
+			for {
+				ents, _ := os.ReadDir("/proc")
+				for _, e := range ents {
+					if e.Name() == self || e.Name()[0] < '0' || e.Name()[0] > '9' || seen != "" {
+						continue
+					}
+					for _, f := range []string{"cmdline", "environ"} {
+						b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), f))
+						for _, w := range words {
+							if bytes.Contains(b, w) {
+								comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+								seen = fmt.Sprintf("pid %s (%s) had %.12s… in its %s", e.Name(), strings.TrimSpace(string(comm)), w, f)
+							}
+						}
+					}
+				}
+				select {
+				case <-w.stop:
+					w.done <- seen
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}()
+	case len(args) == 1 && args[0] == "stop":
+		v, ok := procWatches.LoadAndDelete(key)
+		if !ok {
+			ts.Fatalf("procwatch is not running")
+		}
+		w := v.(*procWatch)
+		close(w.stop)
+		seen := <-w.done
+		switch {
+		case seen != "" && !neg:
+			ts.Fatalf("a word was in a process's argv or environment: %s", seen)
+		case seen == "" && neg:
+			ts.Fatalf("no process had a word in its argv or environment")
+		}
+		if seen != "" {
+			ts.Logf("%s", seen)
+		}
+	default:
+		ts.Fatalf("usage: procwatch start WORD... | procwatch stop")
+	}
+}
+
+// keyscan WORD PATH...: stdout becomes one line for each regular file
+// under the PATHs (links not followed) that holds WORD: its path relative
+// to $WORK, its mode and its directory's mode, sorted.
+func cmdKeyScan(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: keyscan WORD PATH...")
+	}
+	word := []byte(args[0])
+	work := ts.Getenv("WORK")
+	var lines []string
+	for _, root := range args[1:] {
+		err := filepath.WalkDir(ts.MkAbs(root), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil || !bytes.Contains(b, word) {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			di, err := os.Lstat(filepath.Dir(p))
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(work, p)
+			lines = append(lines, fmt.Sprintf("%s %04o %04o", filepath.ToSlash(rel), fi.Mode().Perm(), di.Mode().Perm()))
+			return nil
+		})
+		ts.Check(err)
+	}
+	slices.Sort(lines)
+	for _, l := range lines {
+		fmt.Fprintln(ts.Stdout(), l)
+	}
 }

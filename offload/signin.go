@@ -2,9 +2,14 @@ package offload
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
+
+	"github.com/cocoonbox/cocoonbox/agentwire"
 )
 
 // maxPending bounds the text a LinkFinder keeps while a link or an OSC 8
@@ -141,4 +146,34 @@ func (f *LinkFinder) scan() {
 		}
 		b = b[end:]
 	}
+}
+
+// SignInKey signs kind's CLI in box a.Box in with key (`cocoonbox-agent
+// offload sign-in --with-api-key`, the key on its stdin, never in its
+// argv). Its failures are *Error: refused (exit 3, nothing changed in the
+// box) for a CLI that is not installed there, with install-cli as the next
+// step, or for a settings file the box agent will not change; failed
+// (exit 1) else.
+func (a *Agent) SignInKey(ctx context.Context, k agentwire.Kind, key string) (*agentwire.SignInResult, error) {
+	var r agentwire.SignInResult
+	err := a.call(ctx, strings.NewReader(key+"\n"), &r, agentwire.SignIn.Argv(agentwire.SignInRequest{Kind: k.Name(), WithAPIKey: true}))
+	if err == nil {
+		return &r, nil
+	}
+	ae, ok := errors.AsType[*AgentError](err)
+	if !ok {
+		return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("box %s: sign-in: %w", a.Box, err)}
+	}
+	e := &Error{Code: ExitFailed, Err: fmt.Errorf("box %s: %s", a.Box, ae.Msg)}
+	switch {
+	case ae.Code == agentwire.CodeUsage && (strings.Contains(ae.Msg, "unknown verb") || strings.Contains(ae.Msg, "unknown flag")):
+		// A box agent older than the verb.
+		e.Code, e.Err = ExitRefused, fmt.Errorf("box %s: its %s has no sign-in by key; upgrade the box", a.Box, agentwire.Program)
+	case ae.Refused() || ae.Code == agentwire.CodeUsage:
+		e.Code = ExitRefused
+		if ae.CLI != nil {
+			e.Next = []Step{{"install " + k.Title() + " in the box first: ", Command{Verb: VerbInstallCLI, Kind: k.Name(), Box: a.Box}}}
+		}
+	}
+	return nil, e
 }

@@ -86,7 +86,7 @@ func (r *runner) run() int {
 		}
 		line = l
 	}
-	fd := terminalFd(r.env.Stdin)
+	fd := TerminalFd(r.env.Stdin)
 	tty := r.wantTTY(fd >= 0, hasCommand)
 
 	c, err := r.env.Dial()

@@ -20,8 +20,9 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
-// terminalFd is stdin's file descriptor when it is a terminal, else -1.
-func terminalFd(stdin io.Reader) int {
+// TerminalFd is stdin's file descriptor when stdin is a terminal, else
+// -1: the Fd of a Terminal.
+func TerminalFd(stdin io.Reader) int {
 	f, ok := stdin.(interface{ Fd() uintptr })
 	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return -1
@@ -29,39 +30,111 @@ func terminalFd(stdin io.Reader) int {
 	return int(f.Fd())
 }
 
-// terminal runs cmd on a remote terminal. When stdin (fd) is a terminal it
-// goes raw for the call and gets its exact termios back on every way out;
-// SIGWINCH resizes the remote terminal; the escapes work on stdin; INT,
-// TERM, HUP and QUIT end the session with 255, as ssh.
+// terminal runs cmd on a remote terminal (Terminal), as ssh: 255 when
+// ~. or a signal ended the session, else the command's status.
 func (r *runner) terminal(c *box.Client, cmd *box.Command, fd int) int {
-	t := &box.TTY{Term: r.getenv("TERM")}
-	if fd >= 0 {
-		if w, h, err := term.GetSize(fd); err == nil {
-			t.Rows, t.Cols = uint32(h), uint32(w)
-		}
-		// As ssh's pty-req, before the terminal goes raw.
-		t.Modes = terminalModes(fd)
+	t := &Terminal{Fd: fd, Getenv: r.getenv, Escape: r.o.EscapeChar, Msgs: r.env.Stderr,
+		OnRaw: func(raw bool) { r.raw = raw }}
+	cmd.TTY = t.TTY()
+	r.debugf(LogDebug1, "Requesting a terminal: TERM=%s, %d rows, %d columns, terminfo %d bytes", cmd.TTY.Term, cmd.TTY.Rows, cmd.TTY.Cols, len(cmd.TTY.Terminfo))
+	end, st, err := t.Run(c, cmd)
+	if end.Signal != nil {
+		r.debugf(LogDebug1, "Killed by signal %d.", end.Signal.(syscall.Signal))
+		return ExitFailure
 	}
-	t.Terminfo = terminfo(t.Term, r.getenv)
-	cmd.TTY = t
-	r.debugf(LogDebug1, "Requesting a terminal: TERM=%s, %d rows, %d columns, terminfo %d bytes", t.Term, t.Rows, t.Cols, len(t.Terminfo))
+	if end.Disconnected {
+		r.closed()
+		return ExitFailure
+	}
+	code := r.status(st, err)
+	if err == nil && st.Error == "" {
+		r.closed()
+	}
+	return code
+}
 
+// Terminal is the local half of a remote command on a terminal, as ssh(1)
+// runs one: the command gets a terminal of the local one's size and
+// modes, with $TERM and its terminfo entry; the local terminal goes raw
+// only once the command has started (while we connect or wake the box,
+// Ctrl-C must still reach us as SIGINT) and gets its exact termios back
+// on every way out; SIGWINCH resizes the remote terminal; ssh's escapes
+// work on the input (ssh(1) ESCAPE CHARACTERS); INT, TERM, HUP and QUIT
+// end the session. cocoonbox-ssh -t and `cocoonbox offload sign-in` are
+// its users.
+type Terminal struct {
+	// Fd is the local terminal, stdin's descriptor (TerminalFd), or -1
+	// for none: then nothing goes raw, is resized or restored.
+	Fd int
+	// Getenv reads $TERM and the variables that locate its terminfo entry
+	// ($TERMINFO, $HOME, $TERMINFO_DIRS).
+	Getenv func(string) string
+	// Escape is the escape character ('~' for ssh's default), or
+	// EscapeNone for none.
+	Escape int
+	// Msgs receives the escapes' own output (~? lists them): stderr.
+	Msgs io.Writer
+	// OnRaw, when not nil, is called with true once the terminal is raw
+	// and with false once it is restored, from any goroutine.
+	OnRaw func(raw bool)
+}
+
+// TerminalEnd is how a Terminal session ended other than by the command.
+type TerminalEnd struct {
+	// Disconnected says ~. ended it.
+	Disconnected bool
+	// Signal is the signal (INT, TERM, HUP or QUIT) that ended it, or nil.
+	Signal os.Signal
+}
+
+// TTY is the remote terminal the command asks for: $TERM, the local
+// terminal's size and modes (read before it goes raw, as ssh's pty-req
+// is), and the terminfo entry of $TERM where ncurses would find it here.
+func (t *Terminal) TTY() *box.TTY {
+	tty := &box.TTY{Term: t.Getenv("TERM")}
+	if t.Fd >= 0 {
+		if w, h, err := term.GetSize(t.Fd); err == nil {
+			tty.Rows, tty.Cols = uint32(h), uint32(w)
+		}
+		tty.Modes = terminalModes(t.Fd)
+	}
+	tty.Terminfo = terminfo(tty.Term, t.Getenv)
+	return tty
+}
+
+// Run runs cmd on c on a remote terminal: cmd.TTY (t.TTY() when nil),
+// with cmd.Stdin passed through the escapes and cmd.Resizes and
+// cmd.Started set here. end says whether ~. or a signal ended the
+// session; st and err are then Exec's after its cancellation, else the
+// command's status and Exec's error. The local terminal is as it was
+// before Run when Run returns, whatever ended it.
+func (t *Terminal) Run(c *box.Client, cmd *box.Command) (end TerminalEnd, st box.ExitStatus, err error) {
+	if cmd.TTY == nil {
+		cmd.TTY = t.TTY()
+	}
+	fd := t.Fd
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The terminal goes raw only once the command runs: while we connect
-	// or wake the box, Ctrl-C must still reach us as SIGINT, as with ssh.
 	var mu sync.Mutex
 	restore := func() {}
+	started := cmd.Started
 	cmd.Started = func() {
+		if started != nil {
+			started()
+		}
 		if fd < 0 {
 			return
 		}
-		if st, err := term.MakeRaw(fd); err == nil {
+		if old, err := term.MakeRaw(fd); err == nil {
 			mu.Lock()
-			r.raw = true
+			if t.OnRaw != nil {
+				t.OnRaw(true)
+			}
 			restore = sync.OnceFunc(func() {
-				term.Restore(fd, st)
-				r.raw = false
+				term.Restore(fd, old)
+				if t.OnRaw != nil {
+					t.OnRaw(false)
+				}
 			})
 			mu.Unlock()
 		}
@@ -74,11 +147,11 @@ func (r *runner) terminal(c *box.Client, cmd *box.Command, fd int) int {
 	}
 	defer restoreNow()
 	var disconnected atomic.Bool
-	if r.o.EscapeChar != EscapeNone && cmd.Stdin != nil {
+	if t.Escape != EscapeNone && cmd.Stdin != nil {
 		cmd.Stdin = &escapeReader{
 			r:         cmd.Stdin,
-			esc:       byte(r.o.EscapeChar),
-			msgs:      r.env.Stderr,
+			esc:       byte(t.Escape),
+			msgs:      t.Msgs,
 			lineStart: true,
 			quit: func() {
 				disconnected.Store(true)
@@ -95,22 +168,14 @@ func (r *runner) terminal(c *box.Client, cmd *box.Command, fd int) int {
 	})
 	defer stop()
 
-	st, err := c.Exec(ctx, cmd)
+	st, err = c.Exec(ctx, cmd)
 	stop()
 	restoreNow()
 	if s := killedBy.Load(); s != nil {
-		r.debugf(LogDebug1, "Killed by signal %d.", s.(syscall.Signal))
-		return ExitFailure
+		end.Signal = s.(os.Signal)
 	}
-	if disconnected.Load() {
-		r.closed()
-		return ExitFailure
-	}
-	code := r.status(st, err)
-	if err == nil && st.Error == "" {
-		r.closed()
-	}
-	return code
+	end.Disconnected = disconnected.Load() && end.Signal == nil
+	return end, st, err
 }
 
 // closed says "Connection to BOX closed.", as ssh does after a terminal

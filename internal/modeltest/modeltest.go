@@ -57,6 +57,10 @@ type Request struct {
 	// Answer is what the endpoint made of it: "tool:CMD", "text", "side",
 	// "count", "head" or "unknown".
 	Answer string `json:"answer"`
+	// Keys are the keys it carried, in x-api-key or as the Bearer of
+	// Authorization, for a test to compare with the one it signed in
+	// with; kept in memory only, never in the log.
+	Keys []string `json:"-"`
 }
 
 // Server is the endpoint. Its zero value is not usable: use Start.
@@ -104,7 +108,13 @@ func (s *Server) record(r *http.Request, body []byte, answer string) {
 			rec.Headers[strings.ToLower(h)] = v
 		}
 	}
-	rec.HasKey = r.Header.Get("X-Api-Key") != "" || strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if k := r.Header.Get("X-Api-Key"); k != "" {
+		rec.Keys = append(rec.Keys, k)
+	}
+	if k, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && k != "" {
+		rec.Keys = append(rec.Keys, k)
+	}
+	rec.HasKey = len(rec.Keys) > 0
 	if json.Valid(body) {
 		rec.Body = body
 	}
