@@ -125,7 +125,7 @@ func runAccountAdd(env Env, s Streams, o accountOptions, name string) error {
 // codeHint says what the person does with an account's sign-in code.
 func codeHint(dir, name string) string {
 	ep, ca := "https://THIS-SERVER:PORT", ""
-	if ri, ok := readRuntime(dir); ok && !strings.HasPrefix(ri.Endpoint, "unix://") {
+	if ri, ok := localbox.ReadRuntime(dir); ok && !strings.HasPrefix(ri.Endpoint, "unix://") {
 		ep = ri.Endpoint
 		if ri.CA != "" {
 			ca = " --ca FILE (FILE a copy of " + ri.CA + ", the self-signed certificate)"
@@ -157,7 +157,7 @@ func runAccountList(env Env, s Streams, o accountOptions) error {
 	if err != nil {
 		return err
 	}
-	if ri, ok := readRuntime(dir); ok {
+	if ri, ok := localbox.ReadRuntime(dir); ok {
 		as[0].UnixUser = ri.RunAs
 	}
 	if o.JSON {
@@ -212,7 +212,7 @@ func runAccountRemove(env Env, s Streams, o accountOptions, name string) error {
 	}
 	reload := func() {
 		// A running local box drops the account's tokens and boxes now.
-		if ri, ok := readRuntime(dir); ok {
+		if ri, ok := localbox.ReadRuntime(dir); ok {
 			proc.Signal(ri.PID, syscall.SIGHUP)
 			time.Sleep(200 * time.Millisecond)
 		}
