@@ -25,10 +25,6 @@ type accountOptions struct {
 	Yes, JSON bool
 }
 
-// ExitNeedsYes is cocoonbox's exit status for a command that would lose
-// data and was not given --yes; nothing changed (docs/cli.md).
-const ExitNeedsYes = 4
-
 func newLocalboxAccount(env Env, s Streams) *cobra.Command {
 	var o accountOptions
 	acct := &cobra.Command{
