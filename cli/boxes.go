@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +25,7 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 		Args:  usageArgs(cobra.NoArgs),
 		RunE:  func(*cobra.Command, []string) error { return runBoxesList(env, s, o) },
 	}
-	list.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+	addEndpointFlag(list, &o.Endpoint)
 	list.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per box")
 	boxes := &cobra.Command{
 		Use:   "boxes",
@@ -74,10 +71,10 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 		},
 	}
 	del.Flags().BoolVar(&yes, "yes", false, "confirm: the box's files are deleted for good")
-	create.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+	addEndpointFlag(create, &o.Endpoint)
 	for _, c := range []*cobra.Command{sleep, wake, del} {
 		c.ValidArgsFunction = onlyFirst(boxNames(env, &o.Endpoint))
-		c.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+		addEndpointFlag(c, &o.Endpoint)
 	}
 	boxes.AddCommand(list, create, del, sleep, wake)
 	return boxes
@@ -134,31 +131,18 @@ func wakeBox(c *box.Client, s Streams, name string) error {
 }
 
 func runBoxesList(env Env, s Streams, o boxesOptions) error {
-	c, err := env.dial(o.Endpoint)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	boxes, err := c.List(ctx)
-	if err != nil {
-		return err
-	}
-	if o.JSON {
-		enc := json.NewEncoder(s.Out)
-		for _, b := range boxes {
-			enc.Encode(map[string]any{
+	return env.withEndpoint(o.Endpoint, func(ctx context.Context, c *box.Client) error {
+		boxes, err := c.List(ctx)
+		if err != nil {
+			return err
+		}
+		return printList(s.Out, o.JSON, boxes, func(b box.Box) map[string]any {
+			return map[string]any{
 				"box_id": b.ID, "name": b.Name, "state": b.State, "image": b.Image,
 				"latest_image": b.LatestImage, "last_saved_at_ms": b.LastSavedAtMS,
-			})
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tIMAGE\tID")
-	for _, b := range boxes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Name, b.State, b.Image, b.ID)
-	}
-	return tw.Flush()
+			}
+		}, "NAME\tSTATE\tIMAGE\tID", func(b box.Box) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s", b.Name, b.State, b.Image, b.ID)
+		})
+	})
 }

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -156,16 +154,9 @@ func runAccountList(env Env, s Streams, o accountOptions) error {
 	if ri, ok := localbox.ReadRuntime(dir); ok {
 		as[0].UnixUser = ri.RunAs
 	}
-	if o.JSON {
-		enc := json.NewEncoder(s.Out)
-		for _, a := range as {
-			enc.Encode(map[string]any{"name": a.Name, "unix_user": a.UnixUser, "boxes": nonNil(a.Boxes), "devices": nonNil(a.Devices), "code_expires_at_ms": a.CodeExpiresAtMS})
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tUNIX USER\tBOXES\tDEVICES\tSIGN-IN CODE")
-	for _, a := range as {
+	return printList(s.Out, o.JSON, as, func(a localbox.AccountInfo) map[string]any {
+		return map[string]any{"name": a.Name, "unix_user": a.UnixUser, "boxes": nonNil(a.Boxes), "devices": nonNil(a.Devices), "code_expires_at_ms": a.CodeExpiresAtMS}
+	}, "NAME\tUNIX USER\tBOXES\tDEVICES\tSIGN-IN CODE", func(a localbox.AccountInfo) string {
 		u := a.UnixUser
 		if u == "" {
 			u = "-"
@@ -174,9 +165,8 @@ func runAccountList(env Env, s Streams, o accountOptions) error {
 		if a.CodeExpiresAtMS > time.Now().UnixMilli() {
 			code = "unused, until " + when(a.CodeExpiresAtMS)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", a.Name, u, strings.Join(nonNil(a.Boxes), ","), len(a.Devices), code)
-	}
-	return tw.Flush()
+		return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", a.Name, u, strings.Join(nonNil(a.Boxes), ","), len(a.Devices), code)
+	})
 }
 
 func nonNil(s []string) []string {
