@@ -11,14 +11,8 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
-// boxesOptions are the flags of `cocoonbox boxes list`.
-type boxesOptions struct {
-	Endpoint string
-	JSON     bool
-}
-
 func newBoxes(env Env, s Streams) *cobra.Command {
-	var o boxesOptions
+	var o listOptions
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List your boxes and their states",
@@ -130,19 +124,13 @@ func wakeBox(c *box.Client, s Streams, name string) error {
 	return nil
 }
 
-func runBoxesList(env Env, s Streams, o boxesOptions) error {
-	return env.withEndpoint(o.Endpoint, func(ctx context.Context, c *box.Client) error {
-		boxes, err := c.List(ctx)
-		if err != nil {
-			return err
+func runBoxesList(env Env, s Streams, o listOptions) error {
+	return listFrom(env, s, o.Endpoint, o.JSON, (*box.Client).List, func(b box.Box) map[string]any {
+		return map[string]any{
+			"box_id": b.ID, "name": b.Name, "state": b.State, "image": b.Image,
+			"latest_image": b.LatestImage, "last_saved_at_ms": b.LastSavedAtMS,
 		}
-		return printList(s.Out, o.JSON, boxes, func(b box.Box) map[string]any {
-			return map[string]any{
-				"box_id": b.ID, "name": b.Name, "state": b.State, "image": b.Image,
-				"latest_image": b.LatestImage, "last_saved_at_ms": b.LastSavedAtMS,
-			}
-		}, "NAME\tSTATE\tIMAGE\tID", func(b box.Box) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s", b.Name, b.State, b.Image, b.ID)
-		})
+	}, "NAME\tSTATE\tIMAGE\tID", func(b box.Box) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s", b.Name, b.State, b.Image, b.ID)
 	})
 }

@@ -11,14 +11,8 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
-// devicesOptions are the flags of `cocoonbox devices`.
-type devicesOptions struct {
-	Endpoint string
-	JSON     bool
-}
-
 func newDevices(env Env, s Streams) *cobra.Command {
-	var o devicesOptions
+	var o listOptions
 	c := &cobra.Command{
 		Use:   "devices",
 		Short: "List the devices signed in to your account (* marks this one)",
@@ -42,24 +36,18 @@ created and last used (kept to the minute). * marks the one this CLI uses.
 	return c
 }
 
-func runDevices(env Env, s Streams, o devicesOptions) error {
-	return env.withEndpoint(o.Endpoint, func(ctx context.Context, c *box.Client) error {
-		devs, err := c.ListDevices(ctx)
-		if err != nil {
-			return err
+func runDevices(env Env, s Streams, o listOptions) error {
+	return listFrom(env, s, o.Endpoint, o.JSON, (*box.Client).ListDevices, func(d box.Device) map[string]any {
+		return map[string]any{
+			"id": d.ID, "name": d.Name, "client": d.Client, "created_at_ms": d.CreatedAtMS,
+			"last_used_at_ms": d.LastUsedAtMS, "current": d.Current,
 		}
-		return printList(s.Out, o.JSON, devs, func(d box.Device) map[string]any {
-			return map[string]any{
-				"id": d.ID, "name": d.Name, "client": d.Client, "created_at_ms": d.CreatedAtMS,
-				"last_used_at_ms": d.LastUsedAtMS, "current": d.Current,
-			}
-		}, "\tID\tNAME\tCLIENT\tCREATED\tLAST USED", func(d box.Device) string {
-			mark := ""
-			if d.Current {
-				mark = "*"
-			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", mark, d.ID, printable.Line(d.Name, 64), printable.Line(d.Client, 64), when(d.CreatedAtMS), when(d.LastUsedAtMS))
-		})
+	}, "\tID\tNAME\tCLIENT\tCREATED\tLAST USED", func(d box.Device) string {
+		mark := ""
+		if d.Current {
+			mark = "*"
+		}
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", mark, d.ID, printable.Line(d.Name, 64), printable.Line(d.Client, 64), when(d.CreatedAtMS), when(d.LastUsedAtMS))
 	})
 }
 
@@ -70,7 +58,7 @@ func when(ms int64) string {
 	return time.UnixMilli(ms).Local().Format("2006-01-02 15:04")
 }
 
-func runDevicesRevoke(env Env, s Streams, o devicesOptions, id string) error {
+func runDevicesRevoke(env Env, s Streams, o listOptions, id string) error {
 	ep, err := box.ResolveEndpoint(o.Endpoint, env.Getenv)
 	if err != nil {
 		return err

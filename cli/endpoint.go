@@ -13,6 +13,14 @@ import (
 	"github.com/cocoonbox/cocoonbox/box"
 )
 
+// listOptions are the flags of the commands that list what an endpoint
+// holds: `cocoonbox boxes list` (whose --endpoint the other boxes
+// commands share) and `cocoonbox devices` (and devices revoke's).
+type listOptions struct {
+	Endpoint string
+	JSON     bool
+}
+
 // addEndpointFlag adds --endpoint, into p, to c: the endpoint of a command
 // that talks to the API.
 func addEndpointFlag(c *cobra.Command, p *string) {
@@ -43,6 +51,19 @@ func (e Env) dialCurrent() (*box.Client, context.Context, func(), error) {
 	}
 	ctx, stop := signalContext()
 	return c, ctx, func() { stop(); c.Close() }, nil
+}
+
+// listFrom is a list command's work: it dials endpoint, fetches the
+// items with a call of the client (a method such as (*box.Client).List),
+// and prints them to s.Out with printList.
+func listFrom[T any](env Env, s Streams, endpoint string, asJSON bool, fetch func(*box.Client, context.Context) ([]T, error), object func(T) map[string]any, header string, row func(T) string) error {
+	return env.withEndpoint(endpoint, func(ctx context.Context, c *box.Client) error {
+		items, err := fetch(c, ctx)
+		if err != nil {
+			return err
+		}
+		return printList(s.Out, asJSON, items, object, header, row)
+	})
 }
 
 // printList writes items to w as the list commands do (boxes list,
