@@ -28,30 +28,10 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 		RunE:  list.RunE,
 	}
 	boxes.Flags().AddFlagSet(list.Flags())
-	sleep := &cobra.Command{
-		Use:   "sleep BOX",
-		Short: "Hibernate a box; the next command wakes it",
-		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE: func(_ *cobra.Command, a []string) error {
-			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error { return sleepBox(c, s, a[0]) })
-		},
-	}
-	wake := &cobra.Command{
-		Use:   "wake BOX",
-		Short: "Wake a box, or start a stopped one",
-		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE: func(_ *cobra.Command, a []string) error {
-			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error { return wakeBox(c, s, a[0]) })
-		},
-	}
-	create := &cobra.Command{
-		Use:   "create NAME",
-		Short: "Create a box of yours",
-		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE: func(_ *cobra.Command, a []string) error {
-			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error { return createBox(c, s, a[0]) })
-		},
-	}
+	dial := func() (*box.Client, error) { return env.dial(o.Endpoint) }
+	sleep := boxCommand(s, dial, "sleep BOX", "Hibernate a box; the next command wakes it", sleepBox)
+	wake := boxCommand(s, dial, "wake BOX", "Wake a box, or start a stopped one", wakeBox)
+	create := boxCommand(s, dial, "create NAME", "Create a box of yours", createBox)
 	var yes bool
 	del := &cobra.Command{
 		Use:   "delete BOX --yes",
@@ -72,6 +52,19 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 	}
 	boxes.AddCommand(list, create, del, sleep, wake)
 	return boxes
+}
+
+// boxCommand is the command use (its one argument a box's name), which
+// runs run with a client from dial, closed after.
+func boxCommand(s Streams, dial func() (*box.Client, error), use, short string, run func(c *box.Client, s Streams, name string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, a []string) error {
+			return withClient(dial())(func(c *box.Client) error { return run(c, s, a[0]) })
+		},
+	}
 }
 
 // withClient runs f with a client made by a dial, then closes it.
