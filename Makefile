@@ -24,7 +24,7 @@ install: man
 # The four binaries' man pages, generated from the text of their --help.
 man:
 	rm -rf man/man1
-	$(GO) run ./internal/genman man/man1
+	$(GO) run ./cmd/cocoonbox __man man/man1
 
 deps:
 	@scripts/deps.sh test

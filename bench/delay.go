@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/halfclose"
 )
 
 var (
@@ -119,11 +121,16 @@ func (p *delayProxy) handle(c *net.TCPConn) {
 		c.Close()
 		return
 	}
-	done := make(chan struct{}, 2)
-	go func() { delayCopy(u.(*net.TCPConn), c, p.half); done <- struct{}{} }()
-	go func() { delayCopy(c, u.(*net.TCPConn), p.half); done <- struct{}{} }()
-	<-done
-	<-done
+	if p.half == 0 {
+		// A plain relay, which io.Copy makes with splice(2): at 0 ms the
+		// proxy then costs either path next to nothing, as no proxy would.
+		halfclose.Join(c, u)
+	} else {
+		var wg sync.WaitGroup
+		wg.Go(func() { delayCopy(u.(*net.TCPConn), c, p.half) })
+		wg.Go(func() { delayCopy(c, u.(*net.TCPConn), p.half) })
+		wg.Wait()
+	}
 	c.Close()
 	u.Close()
 }
@@ -133,18 +140,8 @@ func (p *delayProxy) handle(c *net.TCPConn) {
 var chunkPool = sync.Pool{New: func() any { return make([]byte, 64<<10) }}
 
 // delayCopy copies src to dst, each chunk written d after it was read, and
-// half-closes dst at src's end. With no delay it is a plain relay, which
-// io.Copy makes with splice(2): at 0 ms the proxy then costs either path
-// next to nothing, as no proxy would.
+// half-closes dst at src's end.
 func delayCopy(dst, src *net.TCPConn, d time.Duration) {
-	if d == 0 {
-		if _, err := io.Copy(dst, src); err != nil {
-			src.Close()
-			return
-		}
-		dst.CloseWrite()
-		return
-	}
 	type chunk struct {
 		b  []byte
 		at time.Time

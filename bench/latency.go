@@ -14,7 +14,6 @@ import (
 )
 
 // The latency table's markers in docs/benchmarks.md.
-const rttBeginMark, rttEndMark = "<!-- bench-rtt:begin -->", "<!-- bench-rtt:end -->"
 
 // Windows that cap one stream at window/RTT: ours (internal/window) and
 // OpenSSH's channel window.
@@ -30,11 +29,7 @@ var latencyWorkloads = []string{"startup", "download", "upload", "git clone", "r
 // and for each round trip a delay proxy in front of it and one in front of
 // sshd, both paths through their own proxy of the same delay.
 func (e *env) runLatency(top string) error {
-	ms, err := parseRTTs()
-	if err != nil {
-		return err
-	}
-	tb, err := e.startTLSBox()
+	ms, tb, err := e.rttBox()
 	if err != nil {
 		return err
 	}
@@ -88,19 +83,8 @@ func (e *env) runLatency(top string) error {
 		pb.Close()
 		ps.Close()
 	}
-	table := renderRTT(rows)
-	fmt.Print(table)
-	if !*write {
-		return nil
-	}
-	path := filepath.Join(top, "docs", "benchmarks.md")
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	header := fmt.Sprintf("Run %s on %s; %d rounds; transfers of %d MiB at 0 ms and %d MiB above; %s.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), *rounds, fullSize>>20, *rttSize>>20, version("ssh", "-V"))
-	return replaceMarked(path, string(doc), rttBeginMark, rttEndMark, header+table)
+	return publish(top, "bench-rtt", fmt.Sprintf("; %d rounds; transfers of %d MiB at 0 ms and %d MiB above; %s",
+		*rounds, fullSize>>20, *rttSize>>20, version("ssh", "-V")), renderRTT(rows))
 }
 
 // parseRTTs reads -rtt: round trips in whole milliseconds.
@@ -114,6 +98,20 @@ func parseRTTs() ([]int, error) {
 		ms = append(ms, n)
 	}
 	return ms, nil
+}
+
+// rttBox is -rtt's round trips and a local box over TLS (startTLSBox) to
+// put behind a delay proxy of each.
+func (e *env) rttBox() ([]int, *tlsBox, error) {
+	ms, err := parseRTTs()
+	if err != nil {
+		return nil, nil, err
+	}
+	tb, err := e.startTLSBox()
+	if err != nil {
+		return nil, nil, err
+	}
+	return ms, tb, nil
 }
 
 // tlsBox is a local box served over TLS on a loopback port, with the

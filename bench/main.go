@@ -142,12 +142,8 @@ func run() error {
 		fmt.Fprintf(os.Stderr, "%-14s ours %8s  ssh %8s  ratio %.2f\n", w.name, r.ours.Round(time.Millisecond), r.ssh.Round(time.Millisecond), r.ratio)
 		results = append(results, r)
 	}
-	table := render(results)
-	fmt.Print(table)
-	if *write {
-		return writeDoc(filepath.Join(top, "docs", "benchmarks.md"), table)
-	}
-	return nil
+	return publish(top, "bench", fmt.Sprintf("; %d rounds, %d MiB transfers; %s; %s",
+		*rounds, *size>>20, version("ssh", "-V"), version("rsync", "--version")), render(results))
 }
 
 func contains(list []string, s string) bool {
@@ -269,29 +265,27 @@ func rate(n int64, d time.Duration) string {
 	return fmt.Sprintf("%.0f MB/s", float64(n)/d.Seconds()/1e6)
 }
 
-const beginMark, endMark = "<!-- bench:begin -->", "<!-- bench:end -->"
-
-// writeDoc replaces the text between the bench markers in path, adding the
-// machine and versions above the table.
-func writeDoc(path, table string) error {
-	doc, err := os.ReadFile(path)
+// publish prints table and, with -write, puts it into top's
+// docs/benchmarks.md between the markers <!-- name:begin --> and
+// <!-- name:end -->, under a line that says when and on what it ran, then
+// about.
+func publish(top, name, about, table string) error {
+	fmt.Print(table)
+	if !*write {
+		return nil
+	}
+	path := filepath.Join(top, "docs", "benchmarks.md")
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	header := fmt.Sprintf("Run %s on %s; %d rounds, %d MiB transfers; %s; %s.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), *rounds, *size>>20, version("ssh", "-V"), version("rsync", "--version"))
-	return replaceMarked(path, string(doc), beginMark, endMark, header+table)
-}
-
-// replaceMarked writes doc (the text of path) with body between the
-// markers begin and end.
-func replaceMarked(path, doc, begin, end, body string) error {
+	doc, begin, end := string(b), "<!-- "+name+":begin -->", "<!-- "+name+":end -->"
 	i, j := strings.Index(doc, begin), strings.Index(doc, end)
 	if i < 0 || j < i {
 		return fmt.Errorf("%s has no %s ... %s markers", path, begin, end)
 	}
-	s := doc[:i+len(begin)] + "\n" + body + doc[j:]
-	return os.WriteFile(path, []byte(s), 0o644)
+	header := fmt.Sprintf("Run %s on %s%s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), about)
+	return os.WriteFile(path, []byte(doc[:i+len(begin)]+"\n"+header+table+doc[j:]), 0o644)
 }
 
 func machine() string {

@@ -76,17 +76,8 @@ func (e *env) runOffload(top string) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", row, median(ds).Round(time.Millisecond), s[0].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), here, box)
 	}
-	fmt.Print(b.String())
-	if *write {
-		doc, err := os.ReadFile(filepath.Join(top, "docs", "benchmarks.md"))
-		if err != nil {
-			return err
-		}
-		header := fmt.Sprintf("Run %s on %s, load average %s; %d rounds; %s.\n\n",
-			time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), loadAvg(), *rounds, version("rsync", "--version"))
-		return replaceMarked(filepath.Join(top, "docs", "benchmarks.md"), string(doc), "<!-- bench-offload:begin -->", "<!-- bench-offload:end -->", header+b.String())
-	}
-	return nil
+	return publish(top, "bench-offload", fmt.Sprintf(", load average %s; %d rounds; %s",
+		loadAvg(), *rounds, version("rsync", "--version")), b.String())
 }
 
 // prepareOffload puts the stand-in CLI, signed in, and a git identity in
@@ -187,11 +178,7 @@ func (e *env) offloadRounds(g *gitWork, tag string, n int, count bool) (map[stri
 // timed rounds at each, and the round trips each step spends beyond its
 // time at 0 ms: (median - median at 0 ms) / RTT.
 func (e *env) runOffloadRTT(top string) error {
-	ms, err := parseRTTs()
-	if err != nil {
-		return err
-	}
-	tb, err := e.startTLSBox()
+	ms, tb, err := e.rttBox()
 	if err != nil {
 		return err
 	}
@@ -219,19 +206,8 @@ func (e *env) runOffloadRTT(top string) error {
 			med[rtt][row] = median(ds)
 		}
 	}
-	table := renderOffloadRTT(ms, med)
-	fmt.Print(table)
-	if !*write {
-		return nil
-	}
-	path := filepath.Join(top, "docs", "benchmarks.md")
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	header := fmt.Sprintf("Run %s on %s, load average %s; medians of %d rounds at each round trip; the local box over TLS behind the delay proxy; %s.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), loadAvg(), *rounds, version("rsync", "--version"))
-	return replaceMarked(path, string(doc), "<!-- bench-offload-rtt:begin -->", "<!-- bench-offload-rtt:end -->", header+table)
+	return publish(top, "bench-offload-rtt", fmt.Sprintf(", load average %s; medians of %d rounds at each round trip; the local box over TLS behind the delay proxy; %s",
+		loadAvg(), *rounds, version("rsync", "--version")), renderOffloadRTT(ms, med))
 }
 
 // renderOffloadRTT makes the offload table at round trips: a column of

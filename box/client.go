@@ -51,10 +51,7 @@ func (e invalidArgument) Is(target error) bool { return target == ErrInvalidArgu
 // Client talks to one endpoint. It is safe for concurrent use; the zero
 // value is not usable: make one with Dial.
 type Client struct {
-	conn interface {
-		grpc.ClientConnInterface
-		io.Closer
-	}
+	conn share.ClientConn
 	// raw is the endpoint's own connection; nil through a master.
 	raw      *grpc.ClientConn
 	endpoint Endpoint
@@ -122,48 +119,29 @@ func (do dialOptions) creds(token string) []grpc.DialOption {
 // Dial makes a client for ep that sends token (which may be empty) with
 // every call. The connection is made lazily by the first call; through a
 // control master (WithSharing), Dial first checks the master
-// (share.Check), and dials the endpoint itself if the check fails.
+// (share.Sharing.Connect), and dials the endpoint itself if the check
+// fails.
 func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	do := dialOptions{keepaliveTime: wire.KeepaliveTime, keepaliveTimeout: wire.KeepaliveTimeout, signIn: "sign in with `cocoonbox login`"}
 	for _, f := range options {
 		f(&do)
 	}
 	certErr, ioErr := new(atomic.Pointer[CertError]), new(atomic.Pointer[error])
-	// near is set when a master measured the path's round trip below
-	// Sharing.MinRTT: the direct connection then takes the small windows
+	// direct dials the endpoint itself; near (a master measured the
+	// path's round trip below Sharing.MinRTT) gives it the small windows
 	// of a local hop, enough for that path (window.LocalStream).
-	near := false
-	direct := func() (*grpc.ClientConn, error) { return dialDirect(ep, token, do, near, certErr, ioErr) }
+	direct := func(near bool) (*grpc.ClientConn, error) { return dialDirect(ep, token, do, near, certErr, ioErr) }
 	c := &Client{endpoint: ep, signIn: do.signIn, certErr: certErr, ioErr: ioErr, linkTimeout: do.keepaliveTimeout}
-	var d *share.Dialer
+	var err error
 	if do.sharing != nil {
-		d = do.sharing.Find(ep.Target, ep.URL, ep.CAFile)
+		c.conn, err = do.sharing.Connect(ep.Target, ep.URL, ep.CAFile, append(transportOptions(true), do.creds(token)...), direct)
+	} else {
+		c.conn, err = direct(false)
 	}
-	if d != nil {
-		opts := append(transportOptions(true), do.creds(token)...)
-		master, err := d.Dial(opts)
-		if err != nil {
-			return nil, fmt.Errorf("endpoint %s: %w", ep.URL, err)
-		}
-		if rtt, err := share.Check(master); err != nil {
-			do.sharing.Logf("direct; the master failed its check: %v", status.Convert(err).Message())
-			master.Close()
-			d = nil
-		} else if rtt > 0 && rtt < do.sharing.MinRTT {
-			do.sharing.Logf("direct; the master's round trip %v is below %v", rtt, do.sharing.MinRTT)
-			master.Close()
-			d, near = nil, true
-		} else {
-			c.conn = share.NewConn(master, direct)
-		}
+	if err != nil {
+		return nil, err
 	}
-	if d == nil {
-		conn, err := direct()
-		if err != nil {
-			return nil, err
-		}
-		c.conn, c.raw = conn, conn
-	}
+	c.raw, _ = c.conn.(*grpc.ClientConn)
 	c.boxes = controlv1.NewBoxesClient(c.conn)
 	c.session = controlv1.NewSessionClient(c.conn)
 	c.account = controlv1.NewAccountClient(c.conn)

@@ -9,13 +9,14 @@ import (
 	"github.com/cocoonbox/cocoonbox/share"
 )
 
-// Connection sharing itself, both ends, is package share; box dials
-// through a master (WithSharing) and makes a master's own connection
-// (DialUpstream).
+// Connection sharing itself, both ends, is package share, which imports
+// nothing of ours above internal/; what stays here needs box's own dial
+// options and connection: the option that hands Dial to share's client
+// side (WithSharing) and a master's own connection (DialUpstream).
 
-// WithSharing makes Dial go through a live control master of the endpoint
-// when there is one (share.Sharing.Find), and otherwise dial directly and
-// start one (with s.Start) for the calls that follow. Unix socket
+// WithSharing makes Dial connect with s.Connect: through a live control
+// master of the endpoint when there is one, and otherwise directly,
+// starting one (with s.Start) for the calls that follow. Unix socket
 // endpoints are never shared: reaching them costs no round trip.
 func WithSharing(s share.Sharing) DialOption {
 	return func(o *dialOptions) { o.sharing = &s }

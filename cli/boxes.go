@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,21 +11,15 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
-// boxesOptions are the flags of `cocoonbox boxes list`.
-type boxesOptions struct {
-	Endpoint string
-	JSON     bool
-}
-
 func newBoxes(env Env, s Streams) *cobra.Command {
-	var o boxesOptions
+	var o listOptions
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List your boxes and their states",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE:  func(*cobra.Command, []string) error { return runBoxesList(env, s, o) },
 	}
-	list.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+	addEndpointFlag(list, &o.Endpoint)
 	list.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per box")
 	boxes := &cobra.Command{
 		Use:   "boxes",
@@ -37,30 +28,10 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 		RunE:  list.RunE,
 	}
 	boxes.Flags().AddFlagSet(list.Flags())
-	sleep := &cobra.Command{
-		Use:   "sleep BOX",
-		Short: "Hibernate a box; the next command wakes it",
-		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE: func(_ *cobra.Command, a []string) error {
-			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error { return sleepBox(c, s, a[0]) })
-		},
-	}
-	wake := &cobra.Command{
-		Use:   "wake BOX",
-		Short: "Wake a box, or start a stopped one",
-		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE: func(_ *cobra.Command, a []string) error {
-			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error { return wakeBox(c, s, a[0]) })
-		},
-	}
-	create := &cobra.Command{
-		Use:   "create NAME",
-		Short: "Create a box of yours",
-		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE: func(_ *cobra.Command, a []string) error {
-			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error { return createBox(c, s, a[0]) })
-		},
-	}
+	dial := func() (*box.Client, error) { return env.dial(o.Endpoint) }
+	sleep := boxCommand(s, dial, "sleep BOX", "Hibernate a box; the next command wakes it", sleepBox)
+	wake := boxCommand(s, dial, "wake BOX", "Wake a box, or start a stopped one", wakeBox)
+	create := boxCommand(s, dial, "create NAME", "Create a box of yours", createBox)
 	var yes bool
 	del := &cobra.Command{
 		Use:   "delete BOX --yes",
@@ -74,13 +45,26 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 		},
 	}
 	del.Flags().BoolVar(&yes, "yes", false, "confirm: the box's files are deleted for good")
-	create.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+	addEndpointFlag(create, &o.Endpoint)
 	for _, c := range []*cobra.Command{sleep, wake, del} {
 		c.ValidArgsFunction = onlyFirst(boxNames(env, &o.Endpoint))
-		c.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+		addEndpointFlag(c, &o.Endpoint)
 	}
 	boxes.AddCommand(list, create, del, sleep, wake)
 	return boxes
+}
+
+// boxCommand is the command use (its one argument a box's name), which
+// runs run with a client from dial, closed after.
+func boxCommand(s Streams, dial func() (*box.Client, error), use, short string, run func(c *box.Client, s Streams, name string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, a []string) error {
+			return withClient(dial())(func(c *box.Client) error { return run(c, s, a[0]) })
+		},
+	}
 }
 
 // withClient runs f with a client made by a dial, then closes it.
@@ -133,32 +117,13 @@ func wakeBox(c *box.Client, s Streams, name string) error {
 	return nil
 }
 
-func runBoxesList(env Env, s Streams, o boxesOptions) error {
-	c, err := env.dial(o.Endpoint)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	boxes, err := c.List(ctx)
-	if err != nil {
-		return err
-	}
-	if o.JSON {
-		enc := json.NewEncoder(s.Out)
-		for _, b := range boxes {
-			enc.Encode(map[string]any{
-				"box_id": b.ID, "name": b.Name, "state": b.State, "image": b.Image,
-				"latest_image": b.LatestImage, "last_saved_at_ms": b.LastSavedAtMS,
-			})
+func runBoxesList(env Env, s Streams, o listOptions) error {
+	return listFrom(env, s, o.Endpoint, o.JSON, (*box.Client).List, func(b box.Box) map[string]any {
+		return map[string]any{
+			"box_id": b.ID, "name": b.Name, "state": b.State, "image": b.Image,
+			"latest_image": b.LatestImage, "last_saved_at_ms": b.LastSavedAtMS,
 		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tIMAGE\tID")
-	for _, b := range boxes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Name, b.State, b.Image, b.ID)
-	}
-	return tw.Flush()
+	}, "NAME\tSTATE\tIMAGE\tID", func(b box.Box) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s", b.Name, b.State, b.Image, b.ID)
+	})
 }

@@ -161,7 +161,7 @@ func (e Env) signInHint(ep box.Endpoint) string {
 	if err != nil {
 		return login
 	}
-	if ri, ok := readRuntime(dir); ok && ri.Endpoint == ep.URL {
+	if ri, ok := localbox.ReadRuntime(dir); ok && ri.Endpoint == ep.URL {
 		return "this is your local box: `cocoonbox localbox start` saves a token for it again"
 	}
 	if ep.URL == "unix://"+localbox.SocketPath(dir) {

@@ -141,6 +141,7 @@ cocoonbox-ssh.`,
 		newBack(env, s),
 		newSSHConfig(env, s),
 		newControlMaster(env, s),
+		newMan(),
 	)
 	groupsRefuseUnknown(root)
 	bashWithoutPackage(root)

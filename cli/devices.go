@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,14 +11,8 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
-// devicesOptions are the flags of `cocoonbox devices`.
-type devicesOptions struct {
-	Endpoint string
-	JSON     bool
-}
-
 func newDevices(env Env, s Streams) *cobra.Command {
-	var o devicesOptions
+	var o listOptions
 	c := &cobra.Command{
 		Use:   "devices",
 		Short: "List the devices signed in to your account (* marks this one)",
@@ -30,7 +22,7 @@ created and last used (kept to the minute). * marks the one this CLI uses.
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error { return runDevices(env, s, o) },
 	}
-	c.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+	addEndpointFlag(c, &o.Endpoint)
 	c.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per device")
 	revoke := &cobra.Command{
 		Use:               "revoke ID",
@@ -39,43 +31,24 @@ created and last used (kept to the minute). * marks the one this CLI uses.
 		RunE:              func(_ *cobra.Command, a []string) error { return runDevicesRevoke(env, s, o, a[0]) },
 		ValidArgsFunction: deviceIDs(env, &o.Endpoint),
 	}
-	revoke.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+	addEndpointFlag(revoke, &o.Endpoint)
 	c.AddCommand(revoke)
 	return c
 }
 
-func runDevices(env Env, s Streams, o devicesOptions) error {
-	c, err := env.dial(o.Endpoint)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	devs, err := c.ListDevices(ctx)
-	if err != nil {
-		return err
-	}
-	if o.JSON {
-		enc := json.NewEncoder(s.Out)
-		for _, d := range devs {
-			enc.Encode(map[string]any{
-				"id": d.ID, "name": d.Name, "client": d.Client, "created_at_ms": d.CreatedAtMS,
-				"last_used_at_ms": d.LastUsedAtMS, "current": d.Current,
-			})
+func runDevices(env Env, s Streams, o listOptions) error {
+	return listFrom(env, s, o.Endpoint, o.JSON, (*box.Client).ListDevices, func(d box.Device) map[string]any {
+		return map[string]any{
+			"id": d.ID, "name": d.Name, "client": d.Client, "created_at_ms": d.CreatedAtMS,
+			"last_used_at_ms": d.LastUsedAtMS, "current": d.Current,
 		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\tID\tNAME\tCLIENT\tCREATED\tLAST USED")
-	for _, d := range devs {
+	}, "\tID\tNAME\tCLIENT\tCREATED\tLAST USED", func(d box.Device) string {
 		mark := ""
 		if d.Current {
 			mark = "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", mark, d.ID, printable.Line(d.Name, 64), printable.Line(d.Client, 64), when(d.CreatedAtMS), when(d.LastUsedAtMS))
-	}
-	return tw.Flush()
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", mark, d.ID, printable.Line(d.Name, 64), printable.Line(d.Client, 64), when(d.CreatedAtMS), when(d.LastUsedAtMS))
+	})
 }
 
 func when(ms int64) string {
@@ -85,37 +58,32 @@ func when(ms int64) string {
 	return time.UnixMilli(ms).Local().Format("2006-01-02 15:04")
 }
 
-func runDevicesRevoke(env Env, s Streams, o devicesOptions, id string) error {
+func runDevicesRevoke(env Env, s Streams, o listOptions, id string) error {
 	ep, err := box.ResolveEndpoint(o.Endpoint, env.Getenv)
 	if err != nil {
 		return err
 	}
-	c, err := env.dial(o.Endpoint)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	devs, err := c.ListDevices(ctx)
-	if err != nil {
-		return err
-	}
-	if err := c.RevokeDevice(ctx, id); err != nil {
-		return err
-	}
-	fmt.Fprintf(s.Err, "device %s revoked\n", printable.Line(id, 64))
-	for _, d := range devs {
-		if d.ID == id && d.Current && env.Getenv("COCOONBOX_TOKEN") == "" {
-			st, err := env.store()
-			if err != nil {
-				return err
-			}
-			if err := st.Delete(ep.URL); err != nil {
-				return err
-			}
-			fmt.Fprintln(s.Err, "it was this CLI's own sign-in: the saved token is deleted")
+	return env.withEndpoint(o.Endpoint, func(ctx context.Context, c *box.Client) error {
+		devs, err := c.ListDevices(ctx)
+		if err != nil {
+			return err
 		}
-	}
-	return nil
+		if err := c.RevokeDevice(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.Err, "device %s revoked\n", printable.Line(id, 64))
+		for _, d := range devs {
+			if d.ID == id && d.Current && env.Getenv("COCOONBOX_TOKEN") == "" {
+				st, err := env.store()
+				if err != nil {
+					return err
+				}
+				if err := st.Delete(ep.URL); err != nil {
+					return err
+				}
+				fmt.Fprintln(s.Err, "it was this CLI's own sign-in: the saved token is deleted")
+			}
+		}
+		return nil
+	})
 }

@@ -3,11 +3,8 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log"
 	"net"
 	"os"
@@ -24,8 +21,6 @@ import (
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
-	"github.com/cocoonbox/cocoonbox/internal/flock"
-	"github.com/cocoonbox/cocoonbox/internal/proc"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
@@ -62,31 +57,12 @@ func (o localboxOptions) tls() (bool, error) {
 	return on, nil
 }
 
-// runtimeInfo is STATE/localbox.json, written by a serving local box and
-// removed when it stops.
-type runtimeInfo struct {
-	PID      int    `json:"pid"`
-	Endpoint string `json:"endpoint"`
-	// Fingerprint is the SHA-256 of the TLS certificate; empty without TLS.
-	Fingerprint string `json:"fingerprint,omitempty"`
-	// CA is the self-signed certificate, which clients on this machine pin;
-	// empty otherwise. NewCA says this serve made it anew, ReplacedCA that
-	// it replaced an older one.
-	CA         string `json:"ca,omitempty"`
-	NewCA      bool   `json:"new_ca,omitempty"`
-	ReplacedCA bool   `json:"replaced_ca,omitempty"`
-	// RunAs is the account box commands run as.
-	RunAs string `json:"run_as,omitempty"`
-}
-
 // rootLine is the one line start and serve fail with, served by root,
 // when no box user can serve the boxes: why (localbox.RootUser) names the
 // first directory closed to it and the next step.
 func rootLine(why string) string {
 	return "served by root, the local box runs box commands only as an unprivileged box user, never as root:\n" + why
 }
-
-const startTimeout = 15 * time.Second
 
 func newLocalbox(env Env, s Streams) *cobra.Command {
 	var o localboxOptions
@@ -165,37 +141,6 @@ func localboxDir(env Env) (string, error) {
 	return filepath.Join(d, "localbox"), nil
 }
 
-func runtimePath(dir string) string { return filepath.Join(dir, "localbox.json") }
-
-// readRuntime returns the running local box, or ok false.
-func readRuntime(dir string) (runtimeInfo, bool) {
-	var ri runtimeInfo
-	b, err := os.ReadFile(runtimePath(dir))
-	if err != nil || json.Unmarshal(b, &ri) != nil || ri.PID <= 0 {
-		return ri, false
-	}
-	// The serving process holds the lock for its whole life; a file left
-	// by one that died (its pid perhaps reused since) is stale.
-	if !proc.Alive(ri.PID) || !lockHeld(dir) {
-		return ri, false
-	}
-	return ri, true
-}
-
-// lockHeld reports whether a serving local box holds dir's lock.
-func lockHeld(dir string) bool {
-	f, err := os.Open(filepath.Join(dir, "localbox.lock"))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if err := flock.Lock(f, flock.NoWait); err != nil {
-		return true
-	}
-	flock.Unlock(f)
-	return false
-}
-
 func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	dir, err := localboxDir(env)
 	if err != nil {
@@ -208,19 +153,19 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	// process lives, so a second serve is refused and only the holder
 	// writes and removes localbox.json.
 	logger := log.New(s.Err, "localbox: ", log.LstdFlags)
-	lock, err := os.OpenFile(filepath.Join(dir, "localbox.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return err
-	}
-	defer lock.Close()
-	if err := flock.Lock(lock, flock.Exclusive|flock.NoWait); err != nil {
+	lock, err := localbox.Lock(dir)
+	if errors.Is(err, localbox.ErrServing) {
 		pid := "another process"
-		if ri, ok := readRuntime(dir); ok {
+		if ri, ok := localbox.ReadRuntime(dir); ok {
 			pid = fmt.Sprintf("pid %d, at %s", ri.PID, ri.Endpoint)
 		}
 		return fmt.Errorf("a local box already serves %s (%s)\nstop it first with: cocoonbox localbox stop", dir, pid)
 	}
-	ri := runtimeInfo{PID: os.Getpid()}
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	ri := localbox.Runtime{PID: os.Getpid()}
 	var tc *tls.Config
 	if on, err := o.tls(); err != nil {
 		return err
@@ -275,12 +220,11 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		return fmt.Errorf("the owner's box user: %w", err)
 	}
 	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser}
-	info, _ := json.Marshal(ri)
-	if err := atomicfile.WriteFile(runtimePath(dir), info, 0o600); err != nil {
+	if err := localbox.WriteRuntime(dir, ri); err != nil {
 		lis.Close()
 		return err
 	}
-	defer os.Remove(runtimePath(dir))
+	defer localbox.RemoveRuntime(dir)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -334,7 +278,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if err := checkStateOwner(dir); err != nil {
 		return err
 	}
-	if ri, ok := readRuntime(dir); ok {
+	if ri, ok := localbox.ReadRuntime(dir); ok {
 		// With no --listen, start takes the local box that runs, wherever
 		// it listens: "start" is the way back in from every state.
 		if want := listenURL(dir, o); o.Listen != "" && want != "" && want != ri.Endpoint {
@@ -349,20 +293,13 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if err := localbox.MkdirState(dir); err != nil {
 		return err
 	}
+	if _, err := o.tls(); err != nil {
+		return err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	logPath := filepath.Join(dir, "localbox.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	if _, err := o.tls(); err != nil {
-		return err
-	}
-	logStart, _ := logf.Seek(0, io.SeekEnd)
 	args := []string{"cocoonbox", "localbox", "serve"}
 	if o.Listen != "" {
 		args = append(args, "--listen", o.Listen)
@@ -382,83 +319,31 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	for _, n := range o.TLSNames {
 		args = append(args, "--tls-name", n)
 	}
-	// The server gets our stdio's replacements and nothing else of ours.
-	localbox.CloseInherited()
-	cmd := &exec.Cmd{
-		Path:   exe,
-		Args:   args,
-		Env:    env.Environ,
-		Stdout: logf,
-		Stderr: logf,
+	var certErr *box.CertError
+	ri, err := localbox.Start(dir, &exec.Cmd{Path: exe, Args: args, Env: env.Environ}, func(ri localbox.Runtime) bool {
+		err := adopt(env, dir, ri)
+		certErr, _ = errors.AsType[*box.CertError](err)
+		return err == nil || certErr != nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case certErr != nil:
+		// It serves; this computer only does not trust it.
+		fmt.Fprintf(s.Err, "local box running at %s (pid %d), but this computer does not trust its certificate, so the current endpoint is unchanged: %v\n", ri.Endpoint, ri.PID, certErr)
+		return nil
 	}
-	proc.NewSession(cmd)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the local box: %w", err)
+	fmt.Fprintf(s.Err, "local box running at %s (pid %d); it is now the current endpoint\n", ri.Endpoint, ri.PID)
+	if ri.Fingerprint != "" {
+		fmt.Fprintf(s.Err, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.After(startTimeout)
-	lost := false
-	for {
-		if ri, ok := readRuntime(dir); ok && (ri.PID == cmd.Process.Pid || lost) {
-			err := adopt(env, dir, ri)
-			if ce, ok := errors.AsType[*box.CertError](err); ok {
-				// It serves; this computer only does not trust it.
-				fmt.Fprintf(s.Err, "local box running at %s (pid %d), but this computer does not trust its certificate, so the current endpoint is unchanged: %v\n", ri.Endpoint, ri.PID, ce)
-				return nil
-			}
-			if err == nil {
-				fmt.Fprintf(s.Err, "local box running at %s (pid %d); it is now the current endpoint\n", ri.Endpoint, ri.PID)
-				if ri.Fingerprint != "" {
-					fmt.Fprintf(s.Err, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
-				}
-				if ri.NewCA {
-					fmt.Fprintln(s.Err, newCertLine(ri.CA, ri.ReplacedCA))
-				}
-				if ri.CA != "" {
-					fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", laptopURL(ri.Endpoint, o.Listen), ri.CA)
-				}
-				return nil
-			}
-		}
-		select {
-		case err := <-exited:
-			// Another start may have won the race for the state's lock:
-			// then take its local box.
-			if lockHeld(dir) {
-				lost = true
-				continue
-			}
-			if why := lastLine(logPath, logStart); why != "" {
-				return fmt.Errorf("the local box did not start: %s\nits log is %s", why, logPath)
-			}
-			return fmt.Errorf("the local box exited at start (%v); its log is %s", err, logPath)
-		case <-deadline:
-			cmd.Process.Signal(syscall.SIGTERM)
-			return fmt.Errorf("the local box did not answer within %v; its log is %s", startTimeout, logPath)
-		case <-time.After(50 * time.Millisecond):
-		}
+	if ri.NewCA {
+		fmt.Fprintln(s.Err, newCertLine(ri.CA, ri.ReplacedCA))
 	}
-}
-
-// lastLine is the last error written to the log at path after offset: the
-// error a serve that failed printed, without its "cocoonbox: ".
-func lastLine(path string, offset int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
+	if ri.CA != "" {
+		fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", laptopURL(ri.Endpoint, o.Listen), ri.CA)
 	}
-	defer f.Close()
-	b, _ := io.ReadAll(io.NewSectionReader(f, offset, 64<<10))
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	// An error of several lines (the problem, then the next steps) is
-	// the serve's last "cocoonbox: " line and the lines after it.
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.HasPrefix(lines[i], "cocoonbox: ") {
-			return strings.TrimPrefix(strings.Join(lines[i:], "\n"), "cocoonbox: ")
-		}
-	}
-	return lines[len(lines)-1]
+	return nil
 }
 
 // listenURL is the endpoint --listen asks for, or "" when it cannot be
@@ -486,7 +371,7 @@ func listenURL(dir string, o localboxOptions) string {
 // adopt makes the local box ri the current endpoint, with a token it
 // accepts saved for it (and its self-signed certificate pinned), and checks
 // that it answers.
-func adopt(env Env, dir string, ri runtimeInfo) error {
+func adopt(env Env, dir string, ri localbox.Runtime) error {
 	ep, err := localEndpoint(env, ri)
 	if err != nil {
 		return err
@@ -506,7 +391,7 @@ func adopt(env Env, dir string, ri runtimeInfo) error {
 // localEndpoint is the endpoint of the local box ri, with its self-signed
 // certificate pinned in the configuration directory, so that every client
 // of this user trusts it.
-func localEndpoint(env Env, ri runtimeInfo) (box.Endpoint, error) {
+func localEndpoint(env Env, ri localbox.Runtime) (box.Endpoint, error) {
 	ep, err := box.ParseEndpoint(ri.Endpoint)
 	if err != nil {
 		return ep, err
@@ -668,23 +553,16 @@ func runLocalboxStop(env Env, s Streams) error {
 	if err := checkStateOwner(dir); err != nil {
 		return err
 	}
-	ri, ok := readRuntime(dir)
+	ri, ok := localbox.ReadRuntime(dir)
 	if !ok {
 		fmt.Fprintln(s.Err, "the local box is not running")
 		return nil
 	}
-	proc.Signal(ri.PID, syscall.SIGTERM)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(runtimePath(dir)); errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(s.Err, "local box stopped (pid %d)\n", ri.PID)
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := localbox.Stop(dir, ri); err != nil {
+		return err
 	}
-	proc.Signal(ri.PID, syscall.SIGKILL)
-	os.Remove(runtimePath(dir))
-	return fmt.Errorf("the local box (pid %d) did not stop within 10s and was killed", ri.PID)
+	fmt.Fprintf(s.Err, "local box stopped (pid %d)\n", ri.PID)
+	return nil
 }
 
 // running returns a client for the running local box, or an error that
@@ -694,7 +572,7 @@ func running(env Env) (*box.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	ri, ok := readRuntime(dir)
+	ri, ok := localbox.ReadRuntime(dir)
 	if !ok {
 		return nil, errors.New("the local box is not running\nstart it with: cocoonbox localbox start")
 	}
@@ -712,7 +590,7 @@ func runLocalboxStatus(env Env, s Streams) error {
 	}
 	defer c.Close()
 	dir, _ := localboxDir(env)
-	ri, _ := readRuntime(dir)
+	ri, _ := localbox.ReadRuntime(dir)
 	fmt.Fprintf(s.Out, "running at %s (pid %d), state in %s\n", ri.Endpoint, ri.PID, dir)
 	if ri.Fingerprint != "" {
 		fmt.Fprintf(s.Out, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,10 +22,6 @@ type accountOptions struct {
 	// Yes confirms remove; JSON makes list print JSON lines.
 	Yes, JSON bool
 }
-
-// ExitNeedsYes is cocoonbox's exit status for a command that would lose
-// data and was not given --yes; nothing changed (docs/cli.md).
-const ExitNeedsYes = 4
 
 func newLocalboxAccount(env Env, s Streams) *cobra.Command {
 	var o accountOptions
@@ -125,7 +119,7 @@ func runAccountAdd(env Env, s Streams, o accountOptions, name string) error {
 // codeHint says what the person does with an account's sign-in code.
 func codeHint(dir, name string) string {
 	ep, ca := "https://THIS-SERVER:PORT", ""
-	if ri, ok := readRuntime(dir); ok && !strings.HasPrefix(ri.Endpoint, "unix://") {
+	if ri, ok := localbox.ReadRuntime(dir); ok && !strings.HasPrefix(ri.Endpoint, "unix://") {
 		ep = ri.Endpoint
 		if ri.CA != "" {
 			ca = " --ca FILE (FILE a copy of " + ri.CA + ", the self-signed certificate)"
@@ -157,19 +151,12 @@ func runAccountList(env Env, s Streams, o accountOptions) error {
 	if err != nil {
 		return err
 	}
-	if ri, ok := readRuntime(dir); ok {
+	if ri, ok := localbox.ReadRuntime(dir); ok {
 		as[0].UnixUser = ri.RunAs
 	}
-	if o.JSON {
-		enc := json.NewEncoder(s.Out)
-		for _, a := range as {
-			enc.Encode(map[string]any{"name": a.Name, "unix_user": a.UnixUser, "boxes": nonNil(a.Boxes), "devices": nonNil(a.Devices), "code_expires_at_ms": a.CodeExpiresAtMS})
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tUNIX USER\tBOXES\tDEVICES\tSIGN-IN CODE")
-	for _, a := range as {
+	return printList(s.Out, o.JSON, as, func(a localbox.AccountInfo) map[string]any {
+		return map[string]any{"name": a.Name, "unix_user": a.UnixUser, "boxes": nonNil(a.Boxes), "devices": nonNil(a.Devices), "code_expires_at_ms": a.CodeExpiresAtMS}
+	}, "NAME\tUNIX USER\tBOXES\tDEVICES\tSIGN-IN CODE", func(a localbox.AccountInfo) string {
 		u := a.UnixUser
 		if u == "" {
 			u = "-"
@@ -178,9 +165,8 @@ func runAccountList(env Env, s Streams, o accountOptions) error {
 		if a.CodeExpiresAtMS > time.Now().UnixMilli() {
 			code = "unused, until " + when(a.CodeExpiresAtMS)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", a.Name, u, strings.Join(nonNil(a.Boxes), ","), len(a.Devices), code)
-	}
-	return tw.Flush()
+		return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", a.Name, u, strings.Join(nonNil(a.Boxes), ","), len(a.Devices), code)
+	})
 }
 
 func nonNil(s []string) []string {
@@ -212,7 +198,7 @@ func runAccountRemove(env Env, s Streams, o accountOptions, name string) error {
 	}
 	reload := func() {
 		// A running local box drops the account's tokens and boxes now.
-		if ri, ok := readRuntime(dir); ok {
+		if ri, ok := localbox.ReadRuntime(dir); ok {
 			proc.Signal(ri.PID, syscall.SIGHUP)
 			time.Sleep(200 * time.Millisecond)
 		}

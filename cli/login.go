@@ -291,7 +291,7 @@ func localSignInCode(env Env, ep box.Endpoint) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	ri, ok := readRuntime(dir)
+	ri, ok := localbox.ReadRuntime(dir)
 	if !ok {
 		return "", false
 	}

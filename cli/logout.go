@@ -31,7 +31,7 @@ open on them.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error { return runLogout(env, s, o) },
 	}
-	c.Flags().StringVar(&o.Endpoint, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+	addEndpointFlag(c, &o.Endpoint)
 	c.Flags().BoolVar(&o.Everywhere, "everywhere", false, "revoke every token of the account, this one included")
 	return c
 }

@@ -14,11 +14,24 @@ import (
 // bytes).
 var manDate = time.Date(2026, time.December, 1, 0, 0, 0, 0, time.UTC)
 
-// ManPages writes the section-1 man pages of the four binaries into dir:
+// newMan is the hidden `cocoonbox __man DIR`, a build step (make man, the
+// release's before-hook), not a user's command: it writes manPages into
+// DIR. It is hidden, and named, as cobra's own __complete.
+func newMan() *cobra.Command {
+	return &cobra.Command{
+		Use:    "__man DIR",
+		Short:  "Write the four binaries' man pages into DIR (make man)",
+		Hidden: true,
+		Args:   usageArgs(cobra.ExactArgs(1)),
+		RunE:   func(_ *cobra.Command, a []string) error { return manPages(a[0]) },
+	}
+}
+
+// manPages writes the section-1 man pages of the four binaries into dir:
 // cocoonbox's and cocoonbox-agent's from their cobra trees (one page per
 // command, as cobra/doc's GenManTree makes them), cocoonbox-ssh's and
 // git-remote-cocoonbox's from the text their --help prints.
-func ManPages(dir string) error {
+func manPages(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 // --help prints.
 func TestManPages(t *testing.T) {
 	dir := t.TempDir()
-	if err := ManPages(dir); err != nil {
+	if err := manPages(dir); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := filepath.Glob(filepath.Join(dir, "*.1"))

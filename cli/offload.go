@@ -212,6 +212,13 @@ type offloadEnv struct {
 	shim   string
 }
 
+// interruptible returns a context that Ctrl-C or SIGTERM ends
+// (signalContext) and the func that stops it and closes oe's client.
+func (oe *offloadEnv) interruptible() (context.Context, func()) {
+	ctx, stop := signalContext()
+	return ctx, func() { stop(); oe.client.Close() }
+}
+
 // connect opens the repository, finds cocoonbox-ssh and dials.
 func connect(env Env) (*offloadEnv, error) {
 	oe, err := openOffload(env)
@@ -300,9 +307,8 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
-	defer oe.client.Close()
-	ctx, stop := signalContext()
-	defer stop()
+	ctx, done := oe.interruptible()
+	defer done()
 	pf := &offload.Preflight{
 		GOOS:      env.platform(),
 		Environ:   env.Environ,
@@ -425,23 +431,25 @@ type flight struct {
 	agent *offload.Agent
 }
 
-// inFlight loads this repository's record and dials its box.
-func inFlight(env Env, s Streams) (*flight, error) {
+// inFlight loads this repository's record and dials its box; the
+// context and the func are the flight's interruptible's.
+func inFlight(env Env, s Streams) (*flight, context.Context, func(), error) {
 	oe, err := openOffload(env)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	rec, err := oe.store.LoadRecord(oe.repo.Key)
 	if errors.Is(err, offload.ErrNoRecord) {
-		return nil, &offload.Error{Code: offload.ExitFailed, Err: err, Next: []offload.Step{{"offload it first: ", offload.Command{Verb: offload.VerbOffload, Kind: "KIND"}}}}
+		return nil, nil, nil, &offload.Error{Code: offload.ExitFailed, Err: err, Next: []offload.Step{{"offload it first: ", offload.Command{Verb: offload.VerbOffload, Kind: "KIND"}}}}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if oe.client, err = env.dial(""); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return &flight{offloadEnv: oe, rec: rec, agent: &offload.Agent{Exec: oe.client, Box: rec.BoxName, Progress: progressWriter(s)}}, nil
+	ctx, done := oe.interruptible()
+	return &flight{offloadEnv: oe, rec: rec, agent: &offload.Agent{Exec: oe.client, Box: rec.BoxName, Progress: progressWriter(s)}}, ctx, done, nil
 }
 
 func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
@@ -454,13 +462,11 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	if bx == "" {
 		bx = defaultBox
 	}
-	c, err := env.dial("")
+	c, ctx, done, err := env.dialCurrent()
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ctx, stop := signalContext()
-	defer stop()
+	defer done()
 	a := &offload.Agent{Exec: c, Box: bx, Progress: progressWriter(s)}
 	ss, err := a.Status(ctx, key)
 	if err != nil {
@@ -485,13 +491,11 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	if o.Wait < 0 || o.Wait > 600 {
 		return &UsageError{errors.New("--wait takes 0 to 600 seconds")}
 	}
-	f, err := inFlight(env, s)
+	f, ctx, done, err := inFlight(env, s)
 	if err != nil {
 		return err
 	}
-	defer f.client.Close()
-	ctx, stop := signalContext()
-	defer stop()
+	defer done()
 	rec := f.rec
 	rd, err := f.agent.Read(ctx, rec.Repo, rec.Seen, time.Duration(o.Wait)*time.Second)
 	if err != nil {
@@ -532,13 +536,11 @@ func runOffloadSend(env Env, s Streams, text string) error {
 	if strings.TrimSpace(text) == "" {
 		return &UsageError{errors.New("the message is empty")}
 	}
-	f, err := inFlight(env, s)
+	f, ctx, done, err := inFlight(env, s)
 	if err != nil {
 		return err
 	}
-	defer f.client.Close()
-	ctx, stop := signalContext()
-	defer stop()
+	defer done()
 	m, err := f.agent.Message(ctx, f.rec.Repo, text)
 	if err != nil {
 		return offload.MessageError(err)
@@ -619,13 +621,11 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
-	c, err := env.dial("")
+	c, ctx, done, err := env.dialCurrent()
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ctx, stop := signalContext()
-	defer stop()
+	defer done()
 	run := func(ctx context.Context, line string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 		// A login shell, as the box CLI runs in: the user's profile may put
 		// npm (nvm) and ~/.local/bin on PATH.
@@ -687,13 +687,11 @@ func runOffloadRestart(env Env, s Streams) error {
 	if err != nil {
 		return err
 	}
-	c, err := env.dial("")
+	c, ctx, done, err := env.dialCurrent()
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	ctx, stop := signalContext()
-	defer stop()
+	defer done()
 	rec, err := offload.Restart(ctx, oe.store, oe.repo.Key, c)
 	if err != nil {
 		return err
@@ -737,9 +735,8 @@ func runOffloadAbandon(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
-	defer oe.client.Close()
-	ctx, stop := signalContext()
-	defer stop()
+	ctx, done := oe.interruptible()
+	defer done()
 	a := &offload.Abandoner{
 		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Yes: o.Yes,
 		Environ: env.Environ, Shim: oe.shim, Logf: progress(s),

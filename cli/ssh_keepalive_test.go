@@ -411,15 +411,17 @@ func TestSharedLinkDeadSoonAfterAnswer(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	var err error
 	// A correctness deadline, not a speed test: the keepalive would take
-	// some 43 s.
+	// some 43 s, the master's watch takes about 3.2 s (its wait of 200 ms
+	// to 1 s, then the health check's 3 s), and issue 21 asks for 5 s;
+	// measured 3.23 to 3.31 s with the machine's two cores busy (load 5).
 	select {
 	case err = <-done:
 		t.Logf("the command ended after %v", time.Since(begun).Round(10*time.Millisecond))
-	case <-time.After(10 * time.Second):
+	case <-time.After(5 * time.Second):
 		cmd.Process.Kill()
 		<-done
 		b, _ := os.ReadFile(log)
-		t.Fatalf("the command hung past 10 s on the dead link; stderr %q; the control log:\n%s", stderr.String(), b)
+		t.Fatalf("the command hung past 5 s on the dead link; stderr %q; the control log:\n%s", stderr.String(), b)
 	}
 	if err == nil {
 		if stdout.String() != "after\n" {

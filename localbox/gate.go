@@ -255,7 +255,7 @@ type gateConn struct {
 }
 
 // gateCreds is gRPC's handshake for the local box's connections: TLS, if
-// any, is done before gRPC sees a connection (mux.go), so it only passes
+// any, is done before gRPC sees a connection (sniff.go), so it only passes
 // each call's anonConn up as the peer's AuthInfo.
 type gateCreds struct{}
 

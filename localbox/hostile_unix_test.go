@@ -440,7 +440,7 @@ func TestHostileRunDirLink(t *testing.T) {
 	}
 	srv := &Server{Dir: h.state, BinDir: h.bin, User: DefaultUser}
 	err := srv.CreateBox(DefaultBox)
-	if err == nil || !strings.Contains(err.Error(), h.run()+" is no directory (symlink); move it away and start again") {
+	if err == nil || !strings.Contains(err.Error(), h.run()+" is no directory (a symbolic link); move it away and start again") {
 		t.Errorf("a linked run directory: %v", err)
 	}
 	h.untouched()

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
 // boxUser is the account box commands run as when Server.User is set: a
@@ -110,30 +111,13 @@ func (s *Server) chownBox(b *box) error {
 			return err
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("%s is no directory (%s); move it away and start again", d, kindOf(fi.Mode()))
+			return fmt.Errorf("%s is no directory (%s); move it away and start again", d, safefile.Kind(fi.Mode()))
 		}
 		if err := os.Lchown(d, int(u.uid), int(u.gid)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// kindOf names a file's type for a message: "symlink", "file", "socket"…
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symlink"
-	case m.IsRegular():
-		return "file"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return m.Type().String()
 }
 
 // asUserTimeout bounds one asUser child.

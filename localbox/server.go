@@ -235,7 +235,7 @@ func (s *Server) Serve(lis net.Listener) error {
 	if a, ok := lis.Addr().(*net.TCPAddr); ok {
 		g := newGate(cmp.Or(s.AnonConns, DefaultAnonConns), cmp.Or(s.AnonConnsPerSource, DefaultAnonConnsPerSource),
 			cmp.Or(s.AnonIdle, DefaultAnonIdle), s.logf)
-		m := newMux(lis, tc, g)
+		m := newSniffer(lis, tc, g)
 		hs := &http.Server{
 			Handler:           s.oauth.handler(),
 			ReadHeaderTimeout: 10 * time.Second,

@@ -220,10 +220,8 @@ var errEnded = errors.New("relay: the connection has ended")
 
 func statusError(boxName, addr string, st box.ExitStatus, line string) error {
 	switch {
-	case st.Signal != "":
-		return fmt.Errorf("relay to %s in box %s: killed by SIG%s", addr, boxName, st.Signal)
-	case st.Error != "":
-		return fmt.Errorf("relay to %s in box %s: %s", addr, boxName, st.Error)
+	case st.Signal != "" || st.Error != "":
+		return fmt.Errorf("relay to %s in box %s: %s", addr, boxName, st.Text())
 	case st.Code == ExitConnect:
 		return &DialError{Box: boxName, Addr: addr, Reason: connectReason(line)}
 	case st.Code == ExitNoRelay:

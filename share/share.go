@@ -3,12 +3,13 @@
 // ControlPersist: the first invocation dials the endpoint itself and
 // starts a control master (Start, Master), a background process holding
 // one connection to the endpoint and serving it on a unix socket; the
-// invocations that follow reach the endpoint through that socket (Find,
-// Dialer, Check, Conn), paying no TCP, TLS or HTTP/2 set-up of their own.
+// invocations that follow reach the endpoint through that socket
+// (Sharing.Connect), paying no TCP, TLS or HTTP/2 set-up of their own.
 // The master holds no token: each call carries its caller's, as without
-// it. box.Dial uses the client's side (box.WithSharing) and makes the
-// master's connection (box.DialUpstream); this package imports no
-// package of ours above internal/.
+// it. box.Dial uses the client's side (box.WithSharing, Sharing.Connect)
+// and makes the master's connection (box.DialUpstream); this package
+// imports no package of ours above internal/, so what needs box's
+// internals (its dial options, its connection) stays in box/share.go.
 package share
 
 import (
@@ -17,6 +18,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -40,7 +42,7 @@ import (
 // (box.WithSharing).
 type Sharing struct {
 	// Dir is the directory of the control sockets and their lock files;
-	// Find makes it 0700 and refuses one that another user owns or others
+	// Connect makes it 0700 and refuses one that another user owns or others
 	// may enter.
 	Dir string
 	// Key is whatever besides the endpoint changes how it is reached or
@@ -137,12 +139,55 @@ func ControlDir(dir string) error {
 	return nil
 }
 
-// Find is where box.Dial connects for the endpoint url, reached at the
+// ClientConn is a gRPC connection its client closes: the endpoint's own
+// (*grpc.ClientConn) or one through a master.
+type ClientConn interface {
+	grpc.ClientConnInterface
+	io.Closer
+}
+
+// Connect is box.Dial's connection to the endpoint url, reached at the
+// gRPC target, with its CA file caFile (find's arguments). Through a
+// live master of the endpoint when it passes its check (CheckMethod) and
+// its link is not nearer than s.MinRTT: then calls go through the master
+// until it is gone, and to direct(false)'s connection after (masterConn).
+// Otherwise it is direct's connection, with near true when the master's
+// link was measured nearer than MinRTT (the direct connection then takes
+// a local hop's windows). opts are box.Dial's options for a connection to
+// a master: windows, buffers and per-call credentials. The errors are
+// direct's, or a bad opts's.
+func (s *Sharing) Connect(target, url, caFile string, opts []grpc.DialOption, direct func(near bool) (*grpc.ClientConn, error)) (ClientConn, error) {
+	near := false
+	if d := s.find(target, url, caFile); d != nil {
+		master, err := d.client(opts)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %s: %w", url, err)
+		}
+		switch rtt, err := check(master); {
+		case err != nil:
+			s.logf("direct; the master failed its check: %v", status.Convert(err).Message())
+			master.Close()
+		case rtt > 0 && rtt < s.MinRTT:
+			s.logf("direct; the master's round trip %v is below %v", rtt, s.MinRTT)
+			master.Close()
+			near = true
+		default:
+			return newMasterConn(master, func() (*grpc.ClientConn, error) { return direct(false) }), nil
+		}
+	}
+	conn, err := direct(near)
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+// find is where Connect connects for the endpoint url, reached at the
 // gRPC target (a unix:// one is never shared: reaching it costs no round
 // trip), with its CA file caFile: a live master's socket, with an opened
 // connection to it; nil means dial the endpoint, having started a master
 // (s.Start) for the calls that follow when none was starting.
-func (s *Sharing) Find(target, url, caFile string) *Dialer {
+func (s *Sharing) find(target, url, caFile string) *dialer {
 	if !sharingSupported || strings.HasPrefix(target, "unix://") {
 		return nil
 	}
@@ -151,8 +196,8 @@ func (s *Sharing) Find(target, url, caFile string) *Dialer {
 	}
 	sock := ControlSocket(s.Dir, url, caFile, s.Key)
 	if c, err := dialMaster(sock); err == nil {
-		s.Logf("via master %s", sock)
-		d := &Dialer{sock: sock}
+		s.logf("via master %s", sock)
+		d := &dialer{sock: sock}
 		d.first.Store(&c)
 		return d
 	}
@@ -164,14 +209,14 @@ func (s *Sharing) Find(target, url, caFile string) *Dialer {
 	defer lock.Close()
 	if flock.Lock(lock, flock.Exclusive|flock.NoWait) != nil {
 		// A master is starting, or is about to go.
-		s.Logf("direct; a master holds %s", lockPath)
+		s.logf("direct; a master holds %s", lockPath)
 		return nil
 	}
 	if err := s.Start(url, caFile, sock, lock); err != nil {
-		s.Logf("direct; no master: %v", err)
+		s.logf("direct; no master: %v", err)
 		return nil
 	}
-	s.Logf("direct; started a master for %s", sock)
+	s.logf("direct; started a master for %s", sock)
 	return nil
 }
 
@@ -196,8 +241,8 @@ func dialMaster(sock string) (net.Conn, error) {
 	return c, nil
 }
 
-// Logf appends one line, "client PID: " and format's, to s.Log, if any.
-func (s *Sharing) Logf(format string, args ...any) {
+// logf appends one line, "client PID: " and format's, to s.Log, if any.
+func (s *Sharing) logf(format string, args ...any) {
 	logLine(s.Log, "client %d: "+format, append([]any{os.Getpid()}, args...)...)
 }
 
@@ -215,26 +260,26 @@ func logLine(file, format string, args ...any) {
 	f.Close()
 }
 
-// Dialer connects gRPC to a master's socket: first the connection Find
+// dialer connects gRPC to a master's socket: first the connection find
 // opened, then new ones.
-type Dialer struct {
+type dialer struct {
 	sock  string
 	first atomic.Pointer[net.Conn]
 }
 
-func (d *Dialer) dial(ctx context.Context, _ string) (net.Conn, error) {
+func (d *dialer) dialSocket(ctx context.Context, _ string) (net.Conn, error) {
 	if c := d.first.Swap(nil); c != nil {
 		return *c, nil
 	}
 	return dialMaster(d.sock)
 }
 
-// Conn sends each call through the master until a call cannot be opened
-// there for want of a connection to it; then it, and every later call,
-// goes to the endpoint directly. A call that was opened on the master's
-// connection is never sent again: it may have run. It is safe for
-// concurrent use; make one with NewConn.
-type Conn struct {
+// masterConn sends each call through the master until a call cannot be
+// opened there for want of a connection to it; then it, and every later
+// call, goes to the endpoint directly. A call that was opened on the
+// master's connection is never sent again: it may have run. It is safe
+// for concurrent use; make one with newMasterConn.
+type masterConn struct {
 	master *grpc.ClientConn
 	direct func() (*grpc.ClientConn, error)
 
@@ -242,14 +287,14 @@ type Conn struct {
 	fallback *grpc.ClientConn
 }
 
-// NewConn is a Conn over master (Dialer.Dial's, checked with Check) that
-// falls back on the connection direct makes, once, when its first
-// call cannot be opened there; direct's error is that call's.
-func NewConn(master *grpc.ClientConn, direct func() (*grpc.ClientConn, error)) *Conn {
-	return &Conn{master: master, direct: direct}
+// newMasterConn is a masterConn over master (dialer.client's, checked
+// with check) that falls back on the connection direct makes, once, when
+// its first call cannot be opened there; direct's error is that call's.
+func newMasterConn(master *grpc.ClientConn, direct func() (*grpc.ClientConn, error)) *masterConn {
+	return &masterConn{master: master, direct: direct}
 }
 
-func (s *Conn) pick() (grpc.ClientConnInterface, bool) {
+func (s *masterConn) pick() (grpc.ClientConnInterface, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fallback != nil {
@@ -258,7 +303,7 @@ func (s *Conn) pick() (grpc.ClientConnInterface, bool) {
 	return s.master, true
 }
 
-func (s *Conn) giveUp() (grpc.ClientConnInterface, error) {
+func (s *masterConn) giveUp() (grpc.ClientConnInterface, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fallback == nil {
@@ -275,7 +320,7 @@ var unaryDesc = &grpc.StreamDesc{}
 
 // Invoke is gRPC's own unary call (grpc.ClientConn.Invoke) made on
 // NewStream, so that a call is known to have been opened or not.
-func (s *Conn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+func (s *masterConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	st, err := s.NewStream(ctx, unaryDesc, method, opts...)
 	if err != nil {
 		return err
@@ -290,7 +335,7 @@ func (s *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 // NewStream fails only before the call is sent: it picks a connection
 // (failing at once when none can be made) and queues the headers; what
 // goes wrong later comes out of the stream's RecvMsg.
-func (s *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+func (s *masterConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	cc, viaMaster := s.pick()
 	st, err := cc.NewStream(ctx, desc, method, opts...)
 	if viaMaster && status.Code(err) == codes.Unavailable {
@@ -304,7 +349,7 @@ func (s *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 
 // Close closes the connection to the master and the direct one, if made;
 // calls in flight fail.
-func (s *Conn) Close() error {
+func (s *masterConn) Close() error {
 	err := s.master.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -314,19 +359,19 @@ func (s *Conn) Close() error {
 	return err
 }
 
-// Dial makes the gRPC connection to a master over its socket, with opts
+// client makes the gRPC connection to a master over its socket, with opts
 // (box.Dial's windows, buffers and per-call credentials): h2c, since the
 // socket is this user's alone. It fails only on bad opts; the socket is
 // reached on the first call.
-func (d *Dialer) Dial(opts []grpc.DialOption) (*grpc.ClientConn, error) {
-	opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(d.dial))
+func (d *dialer) client(opts []grpc.DialOption) (*grpc.ClientConn, error) {
+	opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(d.dialSocket))
 	return grpc.NewClient("passthrough:///cocoonbox-control-master", opts...)
 }
 
-var _ grpc.ClientConnInterface = (*Conn)(nil)
+var _ ClientConn = (*masterConn)(nil)
 
 // CheckMethod is the one call a control master answers itself, never
-// passing it on: box.Dial makes it (Check) before using a master, with
+// passing it on: Connect makes it (check) before using a master, with
 // an empty request and reply (google.protobuf.Empty). The master answers at once
 // when its connection carried something in the last few seconds, and
 // otherwise first asks the endpoint (a gRPC health check, which any
@@ -335,18 +380,18 @@ var _ grpc.ClientConnInterface = (*Conn)(nil)
 // and ends the master, and the caller dials the endpoint itself, having
 // sent nothing through the master. The reply (google.protobuf.Duration)
 // is the round trip of the master's connection, zero while it is not yet
-// measured: box.Dial goes direct when it is below Sharing.MinRTT.
+// measured: Connect goes direct when it is below Sharing.MinRTT.
 const CheckMethod = "/cocoonbox.share.v1.Master/Check"
 
 // checkTimeout bounds the client's check of a master: the master's own
 // wait for the endpoint (probeTimeout, 3 s) and a margin.
 const checkTimeout = 5 * time.Second
 
-// Check makes the CheckMethod call on a master's connection (Dialer.Dial)
+// check makes the CheckMethod call on a master's connection (dialer.client)
 // and returns the round trip of the master's link (0 if not yet known),
 // in at most 5 s; an error (UNAVAILABLE from a master whose link did not
 // answer, or the deadline's) means the master is not to be used.
-func Check(master *grpc.ClientConn) (time.Duration, error) {
+func check(master *grpc.ClientConn) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
 	rtt := &durationpb.Duration{}

@@ -311,8 +311,7 @@ func (o *Options) flag(c byte) error {
 	case 'G':
 		o.DumpConfig = true
 	case 'g':
-		o.GatewayPorts = true
-		o.set["gatewayports"] = true
+		byFlag(o, "gatewayports", &o.GatewayPorts, true)
 		o.other("gatewayports", "yes", true)
 	case 'K':
 		o.other("gssapiauthentication", "yes", true)
@@ -326,28 +325,22 @@ func (o *Options) flag(c byte) error {
 		}
 		o.other("controlmaster", v, true)
 	case 'N':
-		o.Session = SessionNone
-		o.set["sessiontype"] = true
+		byFlag(o, "sessiontype", &o.Session, SessionNone)
 	case 'n':
-		o.StdinNull = true
-		o.set["stdinnull"] = true
+		byFlag(o, "stdinnull", &o.StdinNull, true)
 	case 'q':
-		o.LogLevel = LogQuiet
-		o.set["loglevel"] = true
+		byFlag(o, "loglevel", &o.LogLevel, LogQuiet)
 	case 's':
-		o.Session = SessionSubsystem
-		o.set["sessiontype"] = true
+		byFlag(o, "sessiontype", &o.Session, SessionSubsystem)
 	case 'T':
-		o.TTY = TTYNever
-		o.set["requesttty"] = true
+		byFlag(o, "requesttty", &o.TTY, TTYNever)
 	case 't':
 		// As ssh.c: a second -t forces, a third does not.
+		m := TTYWanted
 		if o.TTY == TTYWanted {
-			o.TTY = TTYForced
-		} else {
-			o.TTY = TTYWanted
+			m = TTYForced
 		}
-		o.set["requesttty"] = true
+		byFlag(o, "requesttty", &o.TTY, m)
 	case 'V':
 		o.Version = true
 	case 'v':
@@ -400,8 +393,7 @@ func (o *Options) flagArg(c byte, v string) error {
 		if err != nil {
 			return err
 		}
-		o.EscapeChar = e
-		o.set["escapechar"] = true
+		byFlag(o, "escapechar", &o.EscapeChar, e)
 	case 'F':
 		// ssh_config files are not read: options come from the command line.
 	case 'I':
@@ -426,6 +418,14 @@ func (o *Options) flagArg(c byte, v string) error {
 		return o.setStdioForward(v)
 	}
 	return nil
+}
+
+// byFlag sets *field, the option of keyword k, to v as a flag does: a
+// flag's value replaces an earlier one, and no -o k=... after it changes
+// it (first).
+func byFlag[T any](o *Options, k string, field *T, v T) {
+	*field = v
+	o.set[k] = true
 }
 
 // first reports whether keyword k has not been set yet, and marks it set.

@@ -113,13 +113,23 @@ const (
 	socks5BadAddress  = 8
 )
 
-func socks5(br *bufio.Reader, conn net.Conn, dial func(string, int) (relay.Conn, error)) (relay.Conn, error) {
+// readCounted reads a count byte and then that many bytes, as SOCKS5
+// sends its methods and a domain name (RFC 1928 sections 3 and 5).
+func readCounted(br *bufio.Reader) ([]byte, error) {
 	n, err := br.ReadByte()
 	if err != nil {
-		return nil, fmt.Errorf("socks5: %w", err)
+		return nil, err
 	}
-	methods := make([]byte, n)
-	if _, err := io.ReadFull(br, methods); err != nil {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(br, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func socks5(br *bufio.Reader, conn net.Conn, dial func(string, int) (relay.Conn, error)) (relay.Conn, error) {
+	methods, err := readCounted(br)
+	if err != nil {
 		return nil, fmt.Errorf("socks5: %w", err)
 	}
 	noAuth := false
@@ -152,12 +162,8 @@ func socks5(br *bufio.Reader, conn net.Conn, dial func(string, int) (relay.Conn,
 		}
 		host = ip.String()
 	case 3:
-		l, err := br.ReadByte()
+		name, err := readCounted(br)
 		if err != nil {
-			return nil, fmt.Errorf("socks5: %w", err)
-		}
-		name := make([]byte, l)
-		if _, err := io.ReadFull(br, name); err != nil {
 			return nil, fmt.Errorf("socks5: %w", err)
 		}
 		host = string(name)

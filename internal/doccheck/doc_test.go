@@ -1,6 +1,9 @@
-// Package doccheck holds the test that keeps the project's doc comments:
+// Package doccheck holds the tests that keep the project's docs true:
 // every package has a package comment, every main a command comment, and
-// every exported identifier a doc comment (STYLE.md section 6).
+// every exported identifier a doc comment (STYLE.md section 6); no file
+// holds a merge's conflict markers; and docs/architecture.md's package
+// table names every package and its imports, none of them pointing up
+// (arch_test.go).
 package doccheck
 
 import (

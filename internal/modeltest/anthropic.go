@@ -59,21 +59,15 @@ func texts(bs []block, skip string, types ...string) string {
 
 // anthropicTurn reads the turn out of a Messages request.
 func anthropicTurn(req *messagesRequest) turn {
-	var prompts []string
-	last := -1
-	for i, m := range req.Messages {
-		if m.Role != "user" {
-			continue
+	t, last := planTurn(len(req.Messages), func(i int) string {
+		if m := req.Messages[i]; m.Role == "user" {
+			return userText(blocks(m.Content))
 		}
-		if t := userText(blocks(m.Content)); t != "" {
-			prompts = append(prompts, t)
-			last = i
-		}
-	}
+		return ""
+	})
 	if last < 0 {
-		return turn{}
+		return t
 	}
-	t := turn{plan: planOf(prompts[len(prompts)-1], prompts)}
 	for _, m := range req.Messages[last+1:] {
 		if m.Role == "assistant" {
 			for _, b := range blocks(m.Content) {

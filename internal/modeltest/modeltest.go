@@ -190,6 +190,25 @@ var (
 	backToRE   = regexp.MustCompile(`write your hand-over to (\S+) with every heading`)
 )
 
+// planTurn is the turn of a request of n items, as far as its user
+// prompts tell: the plan of the last (planOf), and that item's index, or
+// a zero turn and -1 when there is none. text(i) is item i's user
+// text, "" for an item of another role or with no text.
+func planTurn(n int, text func(i int) string) (turn, int) {
+	var prompts []string
+	last := -1
+	for i := range n {
+		if t := text(i); t != "" {
+			prompts = append(prompts, t)
+			last = i
+		}
+	}
+	if last < 0 {
+		return turn{}, -1
+	}
+	return turn{plan: planOf(prompts[len(prompts)-1], prompts)}, last
+}
+
 // planOf is the plan of a user text; prompts is every user text of the
 // conversation so far, first to last (the first prompt names the
 // hand-over path for progress).

@@ -27,20 +27,15 @@ func inputText(raw json.RawMessage) string {
 }
 
 func responsesTurn(req *responsesRequest) turn {
-	var prompts []string
-	last := -1
-	for i, it := range req.Input {
-		if (it.Type == "message" || it.Type == "") && it.Role == "user" {
-			if t := inputText(it.Content); t != "" {
-				prompts = append(prompts, t)
-				last = i
-			}
+	t, last := planTurn(len(req.Input), func(i int) string {
+		if it := req.Input[i]; (it.Type == "message" || it.Type == "") && it.Role == "user" {
+			return inputText(it.Content)
 		}
-	}
+		return ""
+	})
 	if last < 0 {
-		return turn{}
+		return t
 	}
-	t := turn{plan: planOf(prompts[len(prompts)-1], prompts)}
 	for _, it := range req.Input[last+1:] {
 		switch it.Type {
 		case "function_call", "local_shell_call", "custom_tool_call":

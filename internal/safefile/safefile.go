@@ -90,22 +90,35 @@ func (e *NotRegularError) Error() string {
 }
 
 // Kind says what the path names: "a directory", "a named pipe (FIFO)", ….
-func (e *NotRegularError) Kind() string {
-	switch t := e.Mode.Type(); {
-	case t&fs.ModeDir != 0:
-		return "a directory"
-	case t&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case t&fs.ModeSocket != 0:
-		return "a socket"
-	case t&fs.ModeCharDevice != 0:
-		return "a character device"
-	case t&fs.ModeDevice != 0:
-		return "a block device"
-	case t&fs.ModeSymlink != 0:
-		return "a symbolic link"
+func (e *NotRegularError) Kind() string { return Kind(e.Mode) }
+
+// Kind names the type of a file of mode m for a message: "a regular
+// file", "a directory", "a named pipe (FIFO)", "a socket", "a character
+// device", "a block device", "a symbolic link", else "a special file".
+func Kind(m fs.FileMode) string {
+	if m.IsRegular() {
+		return "a regular file"
+	}
+	for _, k := range kinds {
+		if m&k.bit != 0 {
+			return k.name
+		}
 	}
 	return "a special file"
+}
+
+// kinds are Kind's names by type bit, a character device (which has
+// fs.ModeDevice too) before a block device.
+var kinds = []struct {
+	bit  fs.FileMode
+	name string
+}{
+	{fs.ModeDir, "a directory"},
+	{fs.ModeNamedPipe, "a named pipe (FIFO)"},
+	{fs.ModeSocket, "a socket"},
+	{fs.ModeCharDevice, "a character device"},
+	{fs.ModeDevice, "a block device"},
+	{fs.ModeSymlink, "a symbolic link"},
 }
 
 // TooLargeError is a file that holds more than MaxSize bytes.

@@ -19,23 +19,26 @@ func (f *File) open() error {
 	if fi, err := os.Lstat(f.given); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		f.Linked = true
 		target, err := filepath.EvalSymlinks(f.given)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
 		if err != nil {
-			return err
+			return noneIfMissing(err)
 		}
 		f.Path = target
 	}
 	h, err := os.Open(f.Path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return noneIfMissing(err)
 	}
 	defer h.Close()
 	f.Info, f.Data, err = read(h, f.Path)
+	return err
+}
+
+// noneIfMissing is err, or nil when err says the file does not exist:
+// open leaves a missing file without Info.
+func noneIfMissing(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	return err
 }
 

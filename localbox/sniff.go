@@ -19,11 +19,11 @@ const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 // that tell HTTP/2 from HTTP/1.
 const sniffTimeout = 10 * time.Second
 
-// mux splits one listener in two by the first bytes of each connection:
+// sniffer splits one listener in two by the first bytes of each connection:
 // the HTTP/2 preface goes to grpc (served by grpc.Server.Serve, its fast
 // path), anything else to http (the sign-in pages). Sniffing happens in
 // each connection's own goroutine, so a slow client holds up no other.
-type mux struct {
+type sniffer struct {
 	lis  net.Listener
 	tls  *tls.Config // if not nil, every connection is TLS (tls.go)
 	gate *gate
@@ -34,15 +34,15 @@ type mux struct {
 	done chan struct{}
 }
 
-func newMux(lis net.Listener, tc *tls.Config, g *gate) *mux {
-	m := &mux{lis: lis, tls: tc, gate: g, done: make(chan struct{})}
+func newSniffer(lis net.Listener, tc *tls.Config, g *gate) *sniffer {
+	m := &sniffer{lis: lis, tls: tc, gate: g, done: make(chan struct{})}
 	m.grpc = &subListener{m: m, conns: make(chan net.Conn)}
 	m.http = &subListener{m: m, conns: make(chan net.Conn)}
 	return m
 }
 
 // serve accepts until the listener is closed.
-func (m *mux) serve() {
+func (m *sniffer) serve() {
 	var delay time.Duration
 	for {
 		c, err := m.lis.Accept()
@@ -63,7 +63,7 @@ func (m *mux) serve() {
 	}
 }
 
-func (m *mux) sniff(a *anonConn) {
+func (m *sniffer) sniff(a *anonConn) {
 	var c net.Conn = a
 	if m.tls != nil {
 		// The read buffer comes once a call carries a valid token.
@@ -107,8 +107,8 @@ func (m *mux) sniff(a *anonConn) {
 	m.deliver(m.http, c)
 }
 
-// deliver hands c to one side, or closes it when the mux is closed.
-func (m *mux) deliver(to *subListener, c net.Conn) {
+// deliver hands c to one side, or closes it when the sniffer is closed.
+func (m *sniffer) deliver(to *subListener, c net.Conn) {
 	select {
 	case to.conns <- c:
 	case <-m.done:
@@ -116,7 +116,7 @@ func (m *mux) deliver(to *subListener, c net.Conn) {
 	}
 }
 
-func (m *mux) close() error {
+func (m *sniffer) close() error {
 	err := net.ErrClosed
 	m.once.Do(func() {
 		close(m.done)
@@ -125,9 +125,10 @@ func (m *mux) close() error {
 	return err
 }
 
-// subListener is one side of a mux. Closing it closes the whole mux.
+// subListener is one side of a sniffer. Closing it closes the whole
+// sniffer.
 type subListener struct {
-	m     *mux
+	m     *sniffer
 	conns chan net.Conn
 }
 

@@ -15,7 +15,7 @@ import (
 
 // A connection that sends nothing holds up neither gRPC nor HTTP on the
 // shared port.
-func TestMuxSilentConnection(t *testing.T) {
+func TestSniffSilentConnection(t *testing.T) {
 	base, dir := serve(t)
 	silent, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cocoonbox/cocoonbox/box"
+)
+
+// listOptions are the flags of the commands that list what an endpoint
+// holds: `cocoonbox boxes list` (whose --endpoint the other boxes
+// commands share) and `cocoonbox devices` (and devices revoke's).
+type listOptions struct {
+	Endpoint string
+	JSON     bool
+}
+
+// addEndpointFlag adds --endpoint, into p, to c: the endpoint of a command
+// that talks to the API.
+func addEndpointFlag(c *cobra.Command, p *string) {
+	c.Flags().StringVar(p, "endpoint", "", "the API endpoint (default: $COCOONBOX_ENDPOINT, then the saved one)")
+}
+
+// withEndpoint dials endpoint ("" for the current one, env.dial's) and
+// runs f with the client and a context that ends a minute later; then it
+// closes the client.
+func (e Env) withEndpoint(endpoint string, f func(ctx context.Context, c *box.Client) error) error {
+	c, err := e.dial(endpoint)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return f(ctx, c)
+}
+
+// dialCurrent dials the current endpoint and returns the client, a
+// context that Ctrl-C or SIGTERM ends (signalContext), and the func that
+// closes the client and stops the context.
+func (e Env) dialCurrent() (*box.Client, context.Context, func(), error) {
+	c, err := e.dial("")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, stop := signalContext()
+	return c, ctx, func() { stop(); c.Close() }, nil
+}
+
+// listFrom is a list command's work: it dials endpoint, fetches the
+// items with a call of the client (a method such as (*box.Client).List),
+// and prints them to s.Out with printList.
+func listFrom[T any](env Env, s Streams, endpoint string, asJSON bool, fetch func(*box.Client, context.Context) ([]T, error), object func(T) map[string]any, header string, row func(T) string) error {
+	return env.withEndpoint(endpoint, func(ctx context.Context, c *box.Client) error {
+		items, err := fetch(c, ctx)
+		if err != nil {
+			return err
+		}
+		return printList(s.Out, asJSON, items, object, header, row)
+	})
+}
+
+// printList writes items to w as the list commands do (boxes list,
+// devices, localbox account list): with asJSON one JSON object per line
+// (object's), else a table whose columns line up, the header first and
+// then one row per item (row's; both tab-separated).
+func printList[T any](w io.Writer, asJSON bool, items []T, object func(T) map[string]any, header string, row func(T) string) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, it := range items {
+			enc.Encode(object(it))
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
+	}
+	return tw.Flush()
+}
