@@ -590,3 +590,51 @@ func TestHostileBinaries(t *testing.T) {
 		t.Errorf("root's own binary: %v", err)
 	}
 }
+
+// A state directory behind a link in a directory the box user owns (sudo
+// with its HOME: ~/.local -> a directory of root's, or of anyone's):
+// MkdirState made the missing directories through the link as root and
+// only then refused, and a Server made DIR/boxes before it looked. Now
+// nothing is made: the directory that exists is checked first. In a
+// sticky directory (/tmp), where anyone may put a link at the name first,
+// the link is refused as well.
+func TestHostileStateLink(t *testing.T) {
+	h := newHostile(t, "")
+	top := filepath.Join(filepath.Dir(h.state), "userhome")
+	if err := os.Mkdir(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(top, int(h.u.uid), int(h.u.gid))
+	link := filepath.Join(top, ".local")
+	if err := os.Symlink(h.rootDir, link); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(link, int(h.u.uid), int(h.u.gid))
+	state := filepath.Join(link, "state", "cocoonbox", "localbox")
+	if err := MkdirState(state); err == nil || !strings.Contains(err.Error(), "which a user other than root can change") {
+		t.Errorf("MkdirState behind the box user's link: %v", err)
+	}
+	for _, user := range []string{DefaultUser, ""} {
+		srv := &Server{Dir: state, BinDir: h.bin, User: user, Logf: t.Logf}
+		if err := srv.CreateBox(DefaultBox); err == nil || !strings.Contains(err.Error(), "which a user other than root can change") {
+			t.Errorf("a server (box user %q) on a state directory behind the box user's link: %v", user, err)
+		}
+		srv.Stop()
+	}
+	h.untouched()
+
+	sticky := filepath.Join(filepath.Dir(h.state), "sticky")
+	if err := os.Mkdir(sticky, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(sticky, 0o777|os.ModeSticky)
+	planted := filepath.Join(sticky, "cocoonbox")
+	if err := os.Symlink(h.rootDir, planted); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(planted, int(h.u.uid), int(h.u.gid))
+	if err := MkdirState(filepath.Join(planted, "localbox")); err == nil || !strings.Contains(err.Error(), "which a user other than root can change") {
+		t.Errorf("MkdirState through the box user's link in a sticky directory: %v", err)
+	}
+	h.untouched()
+}

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
@@ -204,6 +206,15 @@ func CheckStateOwner(dir string) error {
 	if err != nil || d == "" {
 		return err
 	}
+	return stateOwnerError(abs, d)
+}
+
+// stateOwnerError is CheckStateOwner's refusal of state directory abs for
+// directory d on the way to it.
+func stateOwnerError(abs, d string) error {
+	if d == abs {
+		return fmt.Errorf("the state directory %s (%s) is a directory which a user other than root can change: run by root, the local box keeps its state where only root writes; next: %s", abs, describe(d), StateRecipe)
+	}
 	return fmt.Errorf("the state directory %s is under %s (%s), which a user other than root can change: run by root, the local box keeps its state where only root writes; next: %s", abs, d, describe(d), StateRecipe)
 }
 
@@ -379,44 +390,102 @@ func RootUser(dir, bin string) (name, why string) {
 // the local box made; those the user made keep their modes. Every secret
 // in them is a 0600 file (docs/security.md).
 //
-// Run by root, it then checks the directory with CheckStateOwner.
+// Run by root, it checks before it makes anything (mkdirPrivate), and
+// then the whole directory with CheckStateOwner.
 func MkdirState(dir string) error {
 	if os.Geteuid() != 0 {
 		return os.MkdirAll(dir, 0o700)
 	}
-	if err := mkdirState(dir); err != nil {
+	perm := os.FileMode(0o700)
+	if _, err := lookupBoxUser(DefaultUser); err == nil {
+		perm = 0o711
+	}
+	if err := mkdirPrivate(dir, perm); err != nil {
 		return err
 	}
 	return CheckStateOwner(dir)
 }
 
-func mkdirState(dir string) error {
-	if _, err := lookupBoxUser(DefaultUser); err != nil {
-		return os.MkdirAll(dir, 0o700)
+// mkdirPrivate makes directory dir of the state and the parents it
+// lacks, mode perm (those that were there keep theirs). Run by root, it
+// makes nothing through a path another user could change: the deepest
+// directory that exists must first pass rootOnly (root's and writable by
+// no one else, on the way up and resolved), else the state directory is
+// refused as CheckStateOwner refuses it; each missing directory is then
+// made with mkdirat in the one above, held open, and opened again with
+// O_NOFOLLOW, and must be a directory of root's that no one else may
+// write. So an entry someone else put there first (a link, or a directory
+// of theirs, in a sticky /tmp) is refused by name and nothing is made
+// through it: without this, root made the missing directories first and
+// checked after, so a link in a parent the box user owns
+// (~user/.local -> elsewhere) had root make directories wherever it led.
+func mkdirPrivate(dir string, perm os.FileMode) error {
+	if os.Geteuid() != 0 {
+		return os.MkdirAll(dir, perm)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
 	var missing []string
-	for d := abs; ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+	top := abs
+	for {
+		if _, err := os.Lstat(top); err == nil {
 			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
-		missing = append(missing, d)
+		if top == filepath.Dir(top) {
+			return fmt.Errorf("make %s: no directory above it exists", abs)
+		}
+		missing = append(missing, filepath.Base(top))
+		top = filepath.Dir(top)
 	}
+	if _, bad, err := rootOnly(top); err != nil {
+		return err
+	} else if bad != "" {
+		return stateOwnerError(abs, bad)
+	}
+	fd, err := unix.Open(top, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: top, Err: err}
+	}
+	d := top
 	for i := len(missing) - 1; i >= 0; i-- {
-		d := missing[i]
-		if err := os.Mkdir(d, 0o711); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				continue
-			}
+		name := missing[i]
+		d = filepath.Join(d, name)
+		made := true
+		if err := unix.Mkdirat(fd, name, uint32(perm)); errors.Is(err, unix.EEXIST) {
+			made = false
+		} else if err != nil {
+			unix.Close(fd)
+			return &fs.PathError{Op: "mkdir", Path: d, Err: err}
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			// ELOOP or ENOTDIR: someone else's link or file took the name.
+			return fmt.Errorf("the state directory %s: %s appeared as no directory of root's (%v): run by root, the local box keeps its state where only root writes; next: %s", abs, d, err, StateRecipe)
+		}
+		fd = next
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
 			return err
 		}
-		if err := os.Chmod(d, 0o711); err != nil {
-			return err
+		if st.Uid != 0 || st.Mode&0o022 != 0 && !made {
+			unix.Close(fd)
+			return stateOwnerError(abs, d)
+		}
+		if made {
+			// The umask took bits of perm away.
+			if err := unix.Fchmod(fd, uint32(perm)); err != nil {
+				unix.Close(fd)
+				return err
+			}
 		}
 	}
+	unix.Close(fd)
 	return nil
 }
 

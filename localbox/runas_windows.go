@@ -37,6 +37,8 @@ func RootUser(dir, bin string) (name, why string) { return "", "" }
 // MkdirState makes the state directory dir, 0700, with its parents.
 func MkdirState(dir string) error { return os.MkdirAll(dir, 0o700) }
 
+func mkdirPrivate(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+
 func (s *Server) asUser(b *box, stdin []byte, script string, args ...string) error {
 	return errors.New("a box user is not supported on Windows")
 }

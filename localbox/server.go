@@ -119,7 +119,8 @@ func (s *Server) init() error {
 			s.err = errors.New("localbox: Server.Dir is empty")
 			return
 		}
-		if err := os.MkdirAll(filepath.Join(s.Dir, "boxes"), 0o700); err != nil {
+		// Run by root, nothing is made before the way to it is checked.
+		if err := mkdirPrivate(filepath.Join(s.Dir, "boxes"), 0o700); err != nil {
 			s.err = err
 			return
 		}
