@@ -13,6 +13,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -314,7 +315,7 @@ func removeBoxDir(dir string, u *boxUser) error {
 	rm.Run() // it fails on the parts themselves, which root's directory holds
 	for _, p := range boxParts {
 		if err := os.Remove(filepath.Join(dir, p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove %s: files of the box's user remain (a process of it still writing?); try again: %w", filepath.Join(dir, p), err)
+			return fmt.Errorf("remove %s: files remain that the box's user could not remove (not its own, or a process of it still writing); look at them as root, then try again: %w", filepath.Join(dir, p), err)
 		}
 	}
 	ents, err := os.ReadDir(dir)
@@ -334,6 +335,52 @@ func removeBoxDir(dir string, u *boxUser) error {
 		}
 	}
 	return os.Remove(dir)
+}
+
+// accountIDs is the Unix user that owns account a's files and
+// processes: the uid and gid recorded when it was added (nobody's group
+// for a record from before gids were kept, unless the user database still
+// has the name with that uid), with the database's groups only while the
+// name still has that uid (live). A user deleted by hand, or made again
+// under its name with another uid, leaves what it owned under the
+// recorded ids: root ends and removes it as them, never as itself.
+func accountIDs(a Account) (u *boxUser, live bool) {
+	u = &boxUser{name: a.UnixUser, uid: a.UID, gid: a.GID}
+	if cur, err := lookupBoxUser(a.UnixUser); err == nil && cur.uid == a.UID {
+		if u.gid == 0 {
+			u.gid = cur.gid
+		}
+		u.groups = cur.groups
+		return u, true
+	}
+	if u.gid == 0 {
+		u.gid = nobody.gid
+	}
+	return u, false
+}
+
+// endAccountProcs ends what runs as u, a removed account's user, in the
+// local box at stateDir: every process of its uid (killUser), unless
+// the account's user is gone and another user now has the uid (made by
+// hand since), whose processes are not the account's; then only those of
+// the uid that carry the local box's marker (markedProcs) are.
+func endAccountProcs(stateDir string, u *boxUser, live bool) error {
+	if u.uid == 0 {
+		return nil
+	}
+	if other, err := user.LookupId(strconv.FormatUint(uint64(u.uid), 10)); err == nil && !live && other.Username != u.name {
+		pids := slices.DeleteFunc(markedProcs(markerVar+"="+stateDir), func(pid int) bool {
+			fi, err := os.Stat("/proc/" + strconv.Itoa(pid))
+			if err != nil {
+				return true
+			}
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			return !ok || st.Uid != u.uid
+		})
+		endPids(pids, 0)
+		return nil
+	}
+	return killUser(u.uid, 5*time.Second)
 }
 
 // killUser ends every process of uid (never root's), SIGKILL again and

@@ -21,6 +21,8 @@ func releaseClaim(claims, stateDir, unix string) error { return nil }
 func deleteUnixUser(name string) error                 { return errWindows }
 func retireIDs(claims string, ids ...uint32) error     { return errWindows }
 func killUser(uid uint32, timeout time.Duration) error { return nil }
+func accountIDs(a Account) (*boxUser, bool)            { return &boxUser{}, false }
+func endAccountProcs(string, *boxUser, bool) error     { return errWindows }
 func removeBoxDir(dir string, u *boxUser) error        { return errWindows }
 func closedAbove(dir string, u *boxUser) string        { return "" }
 func describe(d string) string                         { return "" }
