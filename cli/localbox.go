@@ -41,6 +41,9 @@ type localboxOptions struct {
 	TLS string
 	// TLSNames are more names for the self-signed certificate.
 	TLSNames []string
+	// UserPrefix names the Unix user made for the owner's boxes when
+	// another local box on the machine holds `user` (localbox.OwnerUser).
+	UserPrefix string
 }
 
 // tls reports whether the options ask for TLS, and checks them.
@@ -75,12 +78,29 @@ type runtimeInfo struct {
 	CA         string `json:"ca,omitempty"`
 	NewCA      bool   `json:"new_ca,omitempty"`
 	ReplacedCA bool   `json:"replaced_ca,omitempty"`
-	// RunAs is the account box commands run as.
-	RunAs string `json:"run_as,omitempty"`
+	// RunAs is the Unix user the owner's box commands run as, and
+	// RunAsNote what start and status add to its name (runAsLine).
+	RunAs     string `json:"run_as,omitempty"`
+	RunAsNote string `json:"run_as_note,omitempty"`
 }
 
+// runAsLine is the one line start and status say about the Unix user box
+// commands run as: served by root, the owner's box user (`user`, or one
+// made for this local box when another holds `user`); served by another
+// user, that user, and that accounts need root.
+func runAsLine(ri runtimeInfo) string {
+	line := "box commands run as the Unix user `" + ri.RunAs + "`"
+	if ri.RunAsNote != "" {
+		line += ", " + ri.RunAsNote
+	}
+	return line
+}
+
+// nonRootNote is what runAsLine adds for a local box not served by root.
+const nonRootNote = "who serves the local box: one account, the owner's (accounts need a local box served by root)"
+
 // rootLine is the one line start and serve fail with, served by root,
-// when no box user can serve the boxes: why (localbox.RootUser) names the
+// when no box user can serve the boxes: why (localbox.OwnerUser's error) names the
 // first directory closed to it and the next step.
 func rootLine(why string) string {
 	return "served by root, the local box runs box commands only as an unprivileged box user, never as root:\n" + why
@@ -106,6 +126,7 @@ no account.`,
 		c.Flags().StringVar(&o.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
 		c.Flags().StringVar(&o.TLS, "tls", "", "self-signed: serve TLS with a certificate made (or kept) in the state directory")
 		c.Flags().StringSliceVar(&o.TLSNames, "tls-name", nil, "another DNS name or IP address for the self-signed certificate (repeatable)")
+		c.Flags().StringVar(&o.UserPrefix, "user-prefix", localbox.DefaultUserPrefix, "served by root while another local box holds the Unix user `user`: what the user made for the owner's boxes is named with, before owner_HASH")
 	}
 	serve := &cobra.Command{
 		Use:   "serve",
@@ -255,24 +276,20 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		lis.Close()
 		return err
 	}
-	boxUser, why := localbox.RootUser(dir, filepath.Dir(exe))
-	if why != "" {
-		// A box command run as root would own the machine: a box is
-		// hostile to its host (docs/security.md "The box boundary").
+	// No two local boxes on this machine run boxes as one Unix user: the
+	// owner's box user is this one's alone (docs/self-hosting.md
+	// "Accounts"), and never root: a box command run as root would own
+	// the machine (docs/security.md "The box boundary").
+	boxUser, note, err := localbox.OwnerUser(claimsDir(env), dir, filepath.Dir(exe), o.UserPrefix)
+	if err != nil {
 		lis.Close()
-		return errors.New(rootLine(why))
+		return errors.New(rootLine(err.Error()))
 	}
-	ri.RunAs = boxUser
+	ri.RunAs, ri.RunAsNote = boxUser, note
 	if boxUser == "" {
 		if me, err := user.Current(); err == nil {
-			ri.RunAs = me.Username
+			ri.RunAs, ri.RunAsNote = me.Username, nonRootNote
 		}
-	}
-	// No two local boxes on this machine run boxes as one Unix user: the
-	// owner's box user is this one's alone (docs/self-hosting.md "Accounts").
-	if err := localbox.ClaimOwnerUser(claimsDir(env), dir, boxUser); err != nil {
-		lis.Close()
-		return fmt.Errorf("the owner's box user: %w", err)
 	}
 	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser}
 	info, _ := json.Marshal(ri)
@@ -312,6 +329,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		<-stopped
 	}()
 	logger.Printf("endpoint %s, state %s", url, dir)
+	logger.Printf("%s", runAsLine(ri))
 	if ri.Fingerprint != "" {
 		logger.Printf("TLS certificate for %s, SHA-256 fingerprint %s", strings.Join(localbox.CertNames(tc), ", "), ri.Fingerprint)
 		if ri.CA != "" {
@@ -344,6 +362,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 			return err
 		}
 		fmt.Fprintf(s.Err, "local box already running at %s (pid %d); it is the current endpoint\n", ri.Endpoint, ri.PID)
+		if ri.RunAs != "" {
+			fmt.Fprintln(s.Err, runAsLine(ri))
+		}
 		return nil
 	}
 	if err := localbox.MkdirState(dir); err != nil {
@@ -382,6 +403,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	for _, n := range o.TLSNames {
 		args = append(args, "--tls-name", n)
 	}
+	if o.UserPrefix != localbox.DefaultUserPrefix {
+		args = append(args, "--user-prefix", o.UserPrefix)
+	}
 	// The server gets our stdio's replacements and nothing else of ours.
 	localbox.CloseInherited()
 	cmd := &exec.Cmd{
@@ -409,6 +433,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 			}
 			if err == nil {
 				fmt.Fprintf(s.Err, "local box running at %s (pid %d); it is now the current endpoint\n", ri.Endpoint, ri.PID)
+				fmt.Fprintln(s.Err, runAsLine(ri))
 				if ri.Fingerprint != "" {
 					fmt.Fprintf(s.Err, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
 				}
@@ -717,9 +742,8 @@ func runLocalboxStatus(env Env, s Streams) error {
 	if ri.Fingerprint != "" {
 		fmt.Fprintf(s.Out, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
 	}
-	switch {
-	case ri.RunAs != "":
-		fmt.Fprintf(s.Out, "box commands run as the Unix user `%s`\n", ri.RunAs)
+	if ri.RunAs != "" {
+		fmt.Fprintln(s.Out, runAsLine(ri))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -353,20 +353,11 @@ const (
 	BinRecipe   = "GOBIN=/usr/local/bin make install PREFIX=/usr/local (in the source tree), then run /usr/local/bin/cocoonbox"
 )
 
-// RootUser chooses the box user for a server run by root with state
-// directory dir and binaries (cocoonbox-agent) in bin: DefaultUser when
-// that account exists and reaches both, else "" with why not and the next
-// step, in three lines: the first directory it cannot search from / down,
-// above the state directory or the binaries; the recipe; and the chmod
-// that opens them. A server not run by root gets "" and no reason.
-func RootUser(dir, bin string) (name, why string) {
-	if os.Geteuid() != 0 {
-		return "", ""
-	}
-	u, err := lookupBoxUser(DefaultUser)
-	if err != nil {
-		return "", err.Error()
-	}
+// unreachable says why box user u cannot serve the boxes of state
+// directory dir with binaries in bin, or "": in three lines, the first
+// directory it cannot search from / down, above the state directory or
+// the binaries; the recipe; and the chmod that opens them.
+func unreachable(u *boxUser, dir, bin string) string {
 	var closed, next, open []string
 	if d := closedAbove(dir, u); d != "" {
 		closed = append(closed, fmt.Sprintf("%s (%s) above the state directory %s", d, describe(d), dir))
@@ -377,11 +368,11 @@ func RootUser(dir, bin string) (name, why string) {
 		next, open = append(next, BinRecipe), append(open, d)
 	}
 	if len(closed) == 0 {
-		return DefaultUser, ""
+		return ""
 	}
 	open = slices.Compact(open)
-	return "", fmt.Sprintf("box user %s cannot search %s\nnext: %s\nor let it search (not list) what is closed: chmod o+x %s, and start again",
-		DefaultUser, strings.Join(closed, ", nor "), strings.Join(next, "; and "), strings.Join(open, " "))
+	return fmt.Sprintf("box user %s cannot search %s\nnext: %s\nor let it search (not list) what is closed: chmod o+x %s, and start again",
+		u.name, strings.Join(closed, ", nor "), strings.Join(next, "; and "), strings.Join(open, " "))
 }
 
 // MkdirState makes the state directory dir with the parents it lacks:

@@ -31,9 +31,6 @@ func CheckBinOwner(exe string) error { return nil }
 // commands as (docs/cocoonbox.md "Local box").
 const DefaultUser = "user"
 
-// RootUser is "" on Windows, which has no root.
-func RootUser(dir, bin string) (name, why string) { return "", "" }
-
 // MkdirState makes the state directory dir, 0700, with its parents.
 func MkdirState(dir string) error { return os.MkdirAll(dir, 0o700) }
 

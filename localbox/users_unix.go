@@ -4,6 +4,8 @@ package localbox
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -187,6 +189,86 @@ func ClaimOwnerUser(claims, stateDir, name string) error {
 	}
 	_, _, err = claimUser(claims, abs, OwnerAccount, name, true)
 	return err
+}
+
+// OwnerUser chooses and claims, in the claims directory claims (empty:
+// DefaultClaimsDir), the Unix user the owner's boxes of the local box at
+// stateDir run as when it is served by root, with its binaries in bin.
+// The first local box on the machine gets DefaultUser, as before
+// accounts. Any other, while that one's state lives, gets a user made
+// for it (useradd, no password, no login shell, its comment naming the
+// state directory): prefix (empty: DefaultUserPrefix) + "owner_" + the
+// first 8 hex digits of the sha256 of the state directory's absolute
+// path, which no account's user is named (account names have no "_");
+// so no two local boxes' owners share a uid. A state directory keeps the
+// user it claimed first, even once DefaultUser is free again: its boxes'
+// files are that user's.
+//
+// note is "" for DefaultUser, else what start and status add to the
+// user's name ("made for this local box: …"). Not run by root, it is
+// "", "", nil: box commands run as the server's own user. Errors: no
+// DefaultUser (with the useradd that makes it), a directory closed to
+// the user (unreachable's three lines, for rootLine), a claim refused.
+func OwnerUser(claims, stateDir, bin, prefix string) (name, note string, err error) {
+	if os.Geteuid() != 0 {
+		return "", "", nil
+	}
+	if claims == "" {
+		claims = DefaultClaimsDir
+	}
+	if prefix == "" {
+		prefix = DefaultUserPrefix
+	}
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return "", "", err
+	}
+	name = ownerClaimOf(claims, abs)
+	if name == "" || name == DefaultUser {
+		u, err := lookupBoxUser(DefaultUser)
+		if err != nil {
+			return "", "", err
+		}
+		if why := unreachable(u, abs, bin); why != "" {
+			return "", "", errors.New(why)
+		}
+		err = ClaimOwnerUser(claims, abs, DefaultUser)
+		if err == nil {
+			return DefaultUser, "", nil
+		}
+		if c, ok := readClaim(claims, DefaultUser); name == DefaultUser || !ok || !c.live() || c.StateDir == abs {
+			return "", "", err
+		}
+		sum := sha256.Sum256([]byte(abs))
+		name = prefix + "owner_" + hex.EncodeToString(sum[:4])
+	}
+	u, _, err := claimUser(claims, abs, OwnerAccount, name, false)
+	if err != nil {
+		return "", "", err
+	}
+	if why := unreachable(u, abs, bin); why != "" {
+		return "", "", errors.New(why)
+	}
+	note = "made for this local box"
+	if c, ok := readClaim(claims, DefaultUser); ok && c.live() && c.StateDir != abs {
+		note += " (the Unix user `" + DefaultUser + "` is the owner's of the local box at " + c.StateDir + ")"
+	}
+	return name, note, nil
+}
+
+// ownerClaimOf is the Unix user claims gives the owner of the local box
+// at stateDir, or "".
+func ownerClaimOf(claims, stateDir string) string {
+	ents, _ := os.ReadDir(claims)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if c, ok := readClaim(claims, e.Name()); ok && c.StateDir == stateDir && c.Account == OwnerAccount {
+			return e.Name()
+		}
+	}
+	return ""
 }
 
 // releaseClaim removes unix's claim if the local box at stateDir holds it.

@@ -14,6 +14,11 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (*boxUser, b
 	return nil, false, errWindows
 }
 
+// OwnerUser chooses no user on Windows, which has no root.
+func OwnerUser(claims, stateDir, bin, prefix string) (name, note string, err error) {
+	return "", "", nil
+}
+
 // ClaimOwnerUser does nothing on Windows.
 func ClaimOwnerUser(claims, stateDir, name string) error { return nil }
 
