@@ -217,6 +217,9 @@ func AddAccount(dir, name string, o AddAccountOptions) (AddedAccount, error) {
 	if err != nil {
 		return out, err
 	}
+	if err := CheckStateOwner(abs); err != nil {
+		return out, err
+	}
 	if f, err := readAccountFile(accountsPath(abs)); err != nil {
 		return out, err
 	} else if _, ok := findAccount(f, name); ok {

@@ -482,3 +482,25 @@ func mkdirPrivate(dir string, perm os.FileMode) error {
 
 // oNoFollow makes an open fail on a symbolic link as its last component.
 const oNoFollow = syscall.O_NOFOLLOW
+
+// boxUIDs are the uids box commands of s run as, whose processes alone
+// endMarked looks at: served by root, the owner's box user's (root's own
+// when it has none, as in-process tests serve) and each account's,
+// recorded; nil, every process this user may see, otherwise.
+func (s *Server) boxUIDs() []uint32 {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	uids := []uint32{0}
+	if s.boxUser != nil {
+		uids[0] = s.boxUser.uid
+	}
+	if s.accts != nil {
+		for _, n := range s.accts.names() {
+			if la, ok := s.accts.get(n); ok {
+				uids = append(uids, la.UID)
+			}
+		}
+	}
+	return uids
+}

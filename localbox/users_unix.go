@@ -15,7 +15,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -451,14 +450,7 @@ func endAccountProcs(stateDir string, u *boxUser, live bool) error {
 		return nil
 	}
 	if other, err := user.LookupId(strconv.FormatUint(uint64(u.uid), 10)); err == nil && !live && other.Username != u.name {
-		pids := slices.DeleteFunc(markedProcs(markerVar+"="+stateDir), func(pid int) bool {
-			fi, err := os.Stat("/proc/" + strconv.Itoa(pid))
-			if err != nil {
-				return true
-			}
-			st, ok := fi.Sys().(*syscall.Stat_t)
-			return !ok || st.Uid != u.uid
-		})
+		pids := markedProcs(markerVar+"="+stateDir, []uint32{u.uid})
 		endPids(pids, 0)
 		return nil
 	}
