@@ -503,7 +503,7 @@ func TestHostileStateParent(t *testing.T) {
 // start`'s 15 s, and a stop past `localbox stop`'s 10 s).
 func TestHostileTmuxAllAtOnce(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("no tmux")
+		t.Fatal("tmux is missing: scripts/deps.sh installs it")
 	}
 	h := newHostile(t, "")
 	names := []string{"t1", "t2", "t3", "t4"}
