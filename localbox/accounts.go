@@ -336,6 +336,10 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 	if geteuid() != 0 {
 		return out, ErrNeedsRoot
 	}
+	if !ValidAccountName(name) {
+		// No account has such a name: nothing to look for, nor lock.
+		return out, noAccount(name)
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return out, err

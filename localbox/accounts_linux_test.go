@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -491,5 +492,42 @@ func TestRemoveAccountUserGone(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "accounts", "taken")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the boxes of account taken outlived it: %v", err)
+	}
+}
+
+// Account names that would be paths, or too long for a Unix user: add
+// refuses each in one line naming it, and makes nothing (no directory, no
+// claim, no Unix user); remove finds no such account and removes nothing.
+func TestAccountBadNames(t *testing.T) {
+	dir, claims, prefix := rootState(t)
+	if err := localbox.MkdirState(dir); err != nil {
+		t.Fatal(err)
+	}
+	listing := func() []string {
+		var out []string
+		for _, d := range []string{filepath.Dir(dir), dir} {
+			ents, _ := os.ReadDir(d)
+			for _, e := range ents {
+				out = append(out, filepath.Join(d, e.Name()))
+			}
+		}
+		return out
+	}
+	before := listing()
+	pw, _ := os.ReadFile("/etc/passwd")
+	for _, name := range []string{"../x", "/x", "x/y", "", ".", "..", "-x", "Alice", "a_b", strings.Repeat("a", 23), "owner", "a\nb"} {
+		_, err := localbox.AddAccount(dir, name, localbox.AddAccountOptions{UserPrefix: prefix, ClaimsDir: claims, Token: true})
+		if err == nil || !strings.HasPrefix(err.Error(), "bad account name ") || strings.Contains(err.Error(), "\n") && !strings.Contains(name, "\n") {
+			t.Errorf("AddAccount(%q): %v, want one line naming the bad account name", name, err)
+		}
+		if _, err := localbox.RemoveAccount(dir, name, localbox.RemoveAccountOptions{ClaimsDir: claims}); err == nil || !strings.Contains(err.Error(), "no account") {
+			t.Errorf("RemoveAccount(%q): %v, want no such account", name, err)
+		}
+	}
+	if after := listing(); !slices.Equal(before, after) {
+		t.Errorf("bad account names changed the state:\nbefore %q\nafter  %q", before, after)
+	}
+	if now, _ := os.ReadFile("/etc/passwd"); string(now) != string(pw) {
+		t.Errorf("bad account names changed /etc/passwd")
 	}
 }
