@@ -6,11 +6,16 @@ import (
 	"encoding/hex"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
 // Two local boxes served by root on one machine, running at once, never
@@ -129,4 +134,59 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("waited 10 s for %s", what)
+}
+
+// A local box not served by root keeps one account, its user's: start and
+// status say so in one line, with the user box commands run as. Run as
+// root, the test serves as the box user `user` (scripts/deps.sh makes it).
+func TestLocalboxNotRootSaysOneAccount(t *testing.T) {
+	env := []string{"PATH=" + os.Getenv("PATH"), "COCOONBOX_CONTROL_PERSIST=no"}
+	var cred *syscall.Credential
+	name := ""
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup(localbox.DefaultUser)
+		if err != nil {
+			t.Fatalf("%v (scripts/deps.sh test makes the account)", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		name = u.Username
+	} else if me, err := user.Current(); err == nil {
+		name = me.Username
+	}
+	home := shortHome(t)
+	if cred != nil {
+		if err := os.Chown(home, int(cred.Uid), int(cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env = append(env, "HOME="+home)
+	run := func(args ...string) string {
+		t.Helper()
+		c := exec.Command(args[0], args[1:]...)
+		c.Env = env
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	t.Cleanup(func() {
+		c := exec.Command("cocoonbox", "localbox", "stop")
+		c.Env = env
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		c.Run()
+	})
+	line := "box commands run as the Unix user `" + name + "`, who serves the local box: one account, the owner's (accounts need a local box served by root)\n"
+	if out := run("cocoonbox", "localbox", "start"); !strings.Contains(out, "\n"+line) {
+		t.Errorf("start does not say it keeps one account:\n%s", out)
+	}
+	if out := run("cocoonbox", "localbox", "status"); !strings.Contains(out, "\n"+line) {
+		t.Errorf("status does not say it keeps one account:\n%s", out)
+	}
+	if out := run("cocoonbox", "rsh", "main", "id -un"); out != name+"\n" {
+		t.Errorf("box commands run as %q, want %s", out, name)
+	}
 }
