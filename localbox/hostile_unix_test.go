@@ -717,3 +717,25 @@ func TestHostileAgentRecord(t *testing.T) {
 		t.Errorf("/etc/passwd changed")
 	}
 }
+
+// A server run by root with no box user (only a test's can be) runs box
+// commands as root; deleting a box then removed its tree with rm -rf as
+// root. Now it removes nothing and says so.
+func TestDeleteNoBoxUser(t *testing.T) {
+	h := newHostile(t, "")
+	srv := &Server{Dir: h.state, BinDir: h.bin, Logf: t.Logf}
+	if err := srv.CreateBox("gone"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	b, _ := srv.reg.get("", "gone")
+	if err := os.WriteFile(filepath.Join(b.workspace(), "kept"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.deleteBox(b); err == nil || !strings.Contains(err.Error(), "root removes no box's files as itself") {
+		t.Errorf("deleting a box with no box user, as root: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(b.workspace(), "kept")); err != nil {
+		t.Errorf("root removed the box's files as itself: %v", err)
+	}
+}
