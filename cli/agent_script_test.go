@@ -59,6 +59,8 @@ func cmdStandin(ts *testscript.TestScript, neg bool, args []string, src string) 
 	ts.Check(os.WriteFile(filepath.Join(home, ".gitconfig"), []byte(gitconfig), 0o644))
 	state := filepath.Join(home, ".standin")
 	ts.Check(os.MkdirAll(state, 0o755))
+	// What a user's install would make is the box user's.
+	defer boxown(ts, false, []string{filepath.Join(home, ".local"), filepath.Join(home, ".profile"), filepath.Join(home, ".gitconfig"), state})
 	signed := filepath.Join(state, "signed-in-"+args[0])
 	if len(args) == 2 && args[1] == "signed-out" {
 		os.Remove(signed)

@@ -36,6 +36,9 @@ type localboxOptions struct {
 	TLS string
 	// TLSNames are more names for the self-signed certificate.
 	TLSNames []string
+	// UserPrefix names the Unix user made for the owner's boxes when
+	// another local box on the machine holds `user` (localbox.OwnerUser).
+	UserPrefix string
 }
 
 // tls reports whether the options ask for TLS, and checks them.
@@ -57,8 +60,23 @@ func (o localboxOptions) tls() (bool, error) {
 	return on, nil
 }
 
+// runAsLine is the one line start and status say about the Unix user box
+// commands run as: served by root, the owner's box user (`user`, or one
+// made for this local box when another holds `user`); served by another
+// user, that user, and that accounts need root.
+func runAsLine(ri localbox.Runtime) string {
+	line := "box commands run as the Unix user `" + ri.RunAs + "`"
+	if ri.RunAsNote != "" {
+		line += ", " + ri.RunAsNote
+	}
+	return line
+}
+
+// nonRootNote is what runAsLine adds for a local box not served by root.
+const nonRootNote = "who serves the local box: one account, the owner's (accounts need a local box served by root)"
+
 // rootLine is the one line start and serve fail with, served by root,
-// when no box user can serve the boxes: why (localbox.RootUser) names the
+// when no box user can serve the boxes: why (localbox.OwnerUser's error) names the
 // first directory closed to it and the next step.
 func rootLine(why string) string {
 	return "served by root, the local box runs box commands only as an unprivileged box user, never as root:\n" + why
@@ -82,6 +100,7 @@ no account.`,
 		c.Flags().StringVar(&o.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
 		c.Flags().StringVar(&o.TLS, "tls", "", "self-signed: serve TLS with a certificate made (or kept) in the state directory")
 		c.Flags().StringSliceVar(&o.TLSNames, "tls-name", nil, "another DNS name or IP address for the self-signed certificate (repeatable)")
+		c.Flags().StringVar(&o.UserPrefix, "user-prefix", localbox.DefaultUserPrefix, "served by root while another local box holds the Unix user `user`: what the user made for the owner's boxes is named with, before owner_HASH")
 	}
 	serve := &cobra.Command{
 		Use:   "serve",
@@ -200,24 +219,20 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		lis.Close()
 		return err
 	}
-	boxUser, why := localbox.RootUser(dir, filepath.Dir(exe))
-	if why != "" {
-		// A box command run as root would own the machine: a box is
-		// hostile to its host (docs/security.md "The box boundary").
+	// No two local boxes on this machine run boxes as one Unix user: the
+	// owner's box user is this one's alone (docs/self-hosting.md
+	// "Accounts"), and never root: a box command run as root would own
+	// the machine (docs/security.md "The box boundary").
+	boxUser, note, err := localbox.OwnerUser(claimsDir(env), dir, filepath.Dir(exe), o.UserPrefix)
+	if err != nil {
 		lis.Close()
-		return errors.New(rootLine(why))
+		return errors.New(rootLine(err.Error()))
 	}
-	ri.RunAs = boxUser
+	ri.RunAs, ri.RunAsNote = boxUser, note
 	if boxUser == "" {
 		if me, err := user.Current(); err == nil {
-			ri.RunAs = me.Username
+			ri.RunAs, ri.RunAsNote = me.Username, nonRootNote
 		}
-	}
-	// No two local boxes on this machine run boxes as one Unix user: the
-	// owner's box user is this one's alone (docs/self-hosting.md "Accounts").
-	if err := localbox.ClaimOwnerUser(claimsDir(env), dir, boxUser); err != nil {
-		lis.Close()
-		return fmt.Errorf("the owner's box user: %w", err)
 	}
 	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser}
 	if err := localbox.WriteRuntime(dir, ri); err != nil {
@@ -256,6 +271,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		<-stopped
 	}()
 	logger.Printf("endpoint %s, state %s", url, dir)
+	logger.Printf("%s", runAsLine(ri))
 	if ri.Fingerprint != "" {
 		logger.Printf("TLS certificate for %s, SHA-256 fingerprint %s", strings.Join(localbox.CertNames(tc), ", "), ri.Fingerprint)
 		if ri.CA != "" {
@@ -288,6 +304,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 			return err
 		}
 		fmt.Fprintf(s.Err, "local box already running at %s (pid %d); it is the current endpoint\n", ri.Endpoint, ri.PID)
+		if ri.RunAs != "" {
+			fmt.Fprintln(s.Err, runAsLine(ri))
+		}
 		return nil
 	}
 	if err := localbox.MkdirState(dir); err != nil {
@@ -319,6 +338,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	for _, n := range o.TLSNames {
 		args = append(args, "--tls-name", n)
 	}
+	if o.UserPrefix != localbox.DefaultUserPrefix {
+		args = append(args, "--user-prefix", o.UserPrefix)
+	}
 	var certErr *box.CertError
 	ri, err := localbox.Start(dir, &exec.Cmd{Path: exe, Args: args, Env: env.Environ}, func(ri localbox.Runtime) bool {
 		err := adopt(env, dir, ri)
@@ -334,6 +356,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		return nil
 	}
 	fmt.Fprintf(s.Err, "local box running at %s (pid %d); it is now the current endpoint\n", ri.Endpoint, ri.PID)
+	fmt.Fprintln(s.Err, runAsLine(ri))
 	if ri.Fingerprint != "" {
 		fmt.Fprintf(s.Err, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
 	}
@@ -595,9 +618,8 @@ func runLocalboxStatus(env Env, s Streams) error {
 	if ri.Fingerprint != "" {
 		fmt.Fprintf(s.Out, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
 	}
-	switch {
-	case ri.RunAs != "":
-		fmt.Fprintf(s.Out, "box commands run as the Unix user `%s`\n", ri.RunAs)
+	if ri.RunAs != "" {
+		fmt.Fprintln(s.Out, runAsLine(ri))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -87,7 +87,9 @@ func TestRealCLIScripts(t *testing.T) {
 	models := map[string]*modeltest.Server{}
 	p := paramsWith(t, "testdata/realcli", func(e *testscript.Env, srv *localbox.Server) error {
 		// claude_asroot plays a local box served by root without a box user.
-		if boxUser != "" && !strings.HasSuffix(e.WorkDir, "asroot") {
+		if strings.HasSuffix(e.WorkDir, "asroot") {
+			srv.User = ""
+		} else if boxUser != "" {
 			// The box user reaches the state directory under $WORK.
 			for _, d := range []string{filepath.Dir(e.WorkDir), e.WorkDir} {
 				if err := os.Chmod(d, 0o711); err != nil {

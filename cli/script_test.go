@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -178,6 +179,32 @@ func private(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
+// boxown PATH... gives each PATH, and what is under it, to the box user
+// when the script's local box runs box commands as it (the test runs as
+// root), as if the box user had made them: what a script puts in a box's
+// home or workspace from outside (a stand-in CLI, a profile) is then the
+// box user's to change. Links are given, not followed.
+func boxown(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: boxown PATH...")
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	u, err := user.Lookup(localbox.DefaultUser)
+	ts.Check(err)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	for _, a := range args {
+		ts.Check(filepath.WalkDir(ts.MkAbs(a), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, uid, gid)
+		}))
+	}
+}
+
 // openToBoxUser lets others search (not list) each of dirs, so that the
 // box user reaches what is below them.
 func openToBoxUser(dirs ...string) error {
@@ -232,6 +259,7 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			"tlsbox":    tlsbox,
 			"private":   private,
 			"stdoutvar": stdoutvar,
+			"boxown":    boxown,
 		},
 		Setup: func(e *testscript.Env) error {
 			home := filepath.Join(e.WorkDir, "home")
@@ -248,10 +276,20 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 				}
 			}
 			gitconfig := "[user]\n\tname = Test\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n"
+			if os.Geteuid() == 0 {
+				// The script (root) reads the box's repositories, which
+				// are the box user's.
+				gitconfig += "[safe]\n\tdirectory = *\n"
+			}
 			if err := os.WriteFile(filepath.Join(home, ".gitconfig"), []byte(gitconfig), 0o644); err != nil {
 				return err
 			}
 			srv := &localbox.Server{Dir: state, BinDir: filepath.Dir(bin)}
+			// Served by root, box commands run as the box user, as
+			// `localbox start` run by root has them: never as root.
+			if os.Geteuid() == 0 {
+				srv.User = localbox.DefaultUser
+			}
 			if before != nil {
 				if err := before(e, srv); err != nil {
 					return err

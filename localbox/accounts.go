@@ -57,6 +57,11 @@ type Account struct {
 	// with another uid is not taken for it.
 	UnixUser string `json:"unix_user"`
 	UID      uint32 `json:"uid"`
+	// GID is the user's group id when the account was added (0 in a
+	// record from before it was kept). Removing the account ends and
+	// removes what is left as UID and GID, whatever the user database
+	// says by then.
+	GID uint32 `json:"gid,omitempty"`
 	// Created is true when the local box made UnixUser (useradd), so that
 	// removing the account deletes the user too; false for a user the owner
 	// mapped (--unix-user), which stays.
@@ -212,6 +217,9 @@ func AddAccount(dir, name string, o AddAccountOptions) (AddedAccount, error) {
 	if err != nil {
 		return out, err
 	}
+	if err := CheckStateOwner(abs); err != nil {
+		return out, err
+	}
 	if f, err := readAccountFile(accountsPath(abs)); err != nil {
 		return out, err
 	} else if _, ok := findAccount(f, name); ok {
@@ -247,7 +255,7 @@ func AddAccount(dir, name string, o AddAccountOptions) (AddedAccount, error) {
 		undo()
 		return out, err
 	}
-	a := Account{Name: name, UnixUser: unix, UID: u.uid, Created: created, CreatedAtMS: time.Now().UnixMilli()}
+	a := Account{Name: name, UnixUser: unix, UID: u.uid, GID: u.gid, Created: created, CreatedAtMS: time.Now().UnixMilli()}
 	if !o.Token {
 		out.Code, a.CodeSHA256 = newCode()
 		a.CodeExpiresAtMS = time.Now().Add(accountCodeTTL).UnixMilli()
@@ -328,6 +336,10 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 	if geteuid() != 0 {
 		return out, ErrNeedsRoot
 	}
+	if !ValidAccountName(name) {
+		// No account has such a name: nothing to look for, nor lock.
+		return out, noAccount(name)
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return out, err
@@ -340,6 +352,9 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 		var ok bool
 		if a, ok = findAccount(*f, name); !ok {
 			return noAccount(name)
+		}
+		if a.UID == 0 {
+			return fmt.Errorf("account %s's record names uid 0: the local box acts as no account's user there; remove its line from %s by hand", name, accountsPath(abs))
 		}
 		f.Accounts = slices.DeleteFunc(f.Accounts, func(x Account) bool { return x.Name == name })
 		return nil
@@ -359,14 +374,12 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 	if o.Reload != nil {
 		o.Reload()
 	}
-	u, err := lookupBoxUser(a.UnixUser)
-	if err == nil && u.uid != a.UID {
-		u = nil
-	}
-	if u != nil {
-		if err := killUser(u.uid, 5*time.Second); err != nil {
-			return out, fmt.Errorf("end the processes of %s: %w", a.UnixUser, err)
-		}
+	// What the account left is its recorded uid's, even when its user
+	// is gone or its name has another uid now: it is ended and removed
+	// as that uid, never left running nor removed by root.
+	u, live := accountIDs(a)
+	if err := endAccountProcs(abs, u, live); err != nil {
+		return out, fmt.Errorf("end the processes of %s (uid %d): %w", a.UnixUser, u.uid, err)
 	}
 	boxes := accountBoxesDir(abs, name)
 	ents, err := os.ReadDir(boxes)
@@ -391,7 +404,7 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 	if claims == "" {
 		claims = DefaultClaimsDir
 	}
-	if a.Created && u != nil {
+	if a.Created && live {
 		// Its uid and gid are never an account's again: files of the
 		// user may remain outside the state directory.
 		if err := retireIDs(claims, u.uid, u.gid); err != nil {
@@ -401,10 +414,14 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 			return out, err
 		}
 		out.UserDeleted = true
-	} else if u == nil {
+	} else if !live {
 		// Its user went away (or its name has another uid now): what
 		// the uid it had left may remain all the same.
-		if err := retireIDs(claims, a.UID); err != nil {
+		ids := []uint32{a.UID}
+		if a.GID != 0 {
+			ids = append(ids, a.GID)
+		}
+		if err := retireIDs(claims, ids...); err != nil {
 			return out, err
 		}
 	}

@@ -12,7 +12,10 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -405,4 +408,126 @@ func (f firstWrite) Write(p []byte) (int, error) {
 	default:
 	}
 	return len(p), nil
+}
+
+// An account whose Unix user was deleted by hand: RemoveAccount skipped
+// its processes, which kept running under the old uid, and removed its
+// boxes with rm -rf as root. Now every process of the recorded uid ends,
+// and the files are removed as that uid: a directory of root's in the
+// workspace (a stand-in for what a setuid program or a mount leaves
+// there) is not root's rm's to remove, and the error names it. When
+// another user has the uid by then, only the processes that carry the
+// local box's marker are the account's.
+func TestRemoveAccountUserGone(t *testing.T) {
+	dir, claims, prefix := rootState(t)
+	if err := localbox.MkdirState(dir); err != nil {
+		t.Fatal(err)
+	}
+	gone, _ := addAccount(t, dir, claims, prefix, "gone")
+	taken, _ := addAccount(t, dir, claims, prefix, "taken")
+	srv := &localbox.Server{Dir: dir, Logf: t.Logf}
+	if err := srv.CreateBox(localbox.DefaultBox); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	for _, n := range []string{"gone", "taken"} {
+		if out, err := exec.Command("userdel", prefix+n).CombinedOutput(); err != nil {
+			t.Fatalf("userdel: %v %s", err, out)
+		}
+	}
+	twin := prefix + "twin"
+	if out, err := exec.Command("useradd", "-M", "-o", "-u", strconv.Itoa(int(taken.Account.UID)), "-s", "/usr/sbin/nologin", twin).CombinedOutput(); err != nil {
+		t.Fatalf("useradd %s: %v %s", twin, err, out)
+	}
+	// sleepAs runs sleep as uid, with env, until the test ends.
+	sleepAs := func(uid uint32, env ...string) *exec.Cmd {
+		cmd := exec.Command("sleep", "600")
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	ended := func(cmd *exec.Cmd) bool {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
+			if err != nil || strings.Contains(string(b), ") Z ") {
+				return true
+			}
+		}
+		return false
+	}
+	goneProc := sleepAs(gone.Account.UID)
+	marked := sleepAs(taken.Account.UID, "COCOONBOX_LOCALBOX="+dir)
+	twins := sleepAs(taken.Account.UID)
+
+	ws := filepath.Join(dir, "accounts", "gone", "boxes", "main", "workspace")
+	keep := filepath.Join(ws, "keep")
+	if err := os.Mkdir(keep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(keep, "standin"), []byte("root's own\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := localbox.RemoveAccount(dir, "gone", localbox.RemoveAccountOptions{ClaimsDir: claims})
+	if !ended(goneProc) {
+		t.Errorf("a process of the removed account's uid %d outlived it", gone.Account.UID)
+	}
+	if b, _ := os.ReadFile(filepath.Join(keep, "standin")); string(b) != "root's own\n" {
+		t.Errorf("root removed the account's tree as itself: a file of root's in it is gone")
+	}
+	if err == nil || !strings.Contains(err.Error(), "files remain that the box's user could not remove") {
+		t.Errorf("RemoveAccount with a file of root's in the box: %v", err)
+	}
+	if _, err := localbox.RemoveAccount(dir, "taken", localbox.RemoveAccountOptions{ClaimsDir: claims}); err != nil {
+		t.Fatal(err)
+	}
+	if !ended(marked) {
+		t.Errorf("a process of the removed account (its marker, its old uid) outlived it")
+	}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(twins.Process.Pid) + "/stat"); err != nil || strings.Contains(string(b), ") Z ") {
+		t.Errorf("a process of %s, which has the removed account's old uid now, was ended", twin)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "accounts", "taken")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the boxes of account taken outlived it: %v", err)
+	}
+}
+
+// Account names that would be paths, or too long for a Unix user: add
+// refuses each in one line naming it, and makes nothing (no directory, no
+// claim, no Unix user); remove finds no such account and removes nothing.
+func TestAccountBadNames(t *testing.T) {
+	dir, claims, prefix := rootState(t)
+	if err := localbox.MkdirState(dir); err != nil {
+		t.Fatal(err)
+	}
+	listing := func() []string {
+		var out []string
+		for _, d := range []string{filepath.Dir(dir), dir} {
+			ents, _ := os.ReadDir(d)
+			for _, e := range ents {
+				out = append(out, filepath.Join(d, e.Name()))
+			}
+		}
+		return out
+	}
+	before := listing()
+	pw, _ := os.ReadFile("/etc/passwd")
+	for _, name := range []string{"../x", "/x", "x/y", "", ".", "..", "-x", "Alice", "a_b", strings.Repeat("a", 23), "owner", "a\nb"} {
+		_, err := localbox.AddAccount(dir, name, localbox.AddAccountOptions{UserPrefix: prefix, ClaimsDir: claims, Token: true})
+		if err == nil || !strings.HasPrefix(err.Error(), "bad account name ") || strings.Contains(err.Error(), "\n") && !strings.Contains(name, "\n") {
+			t.Errorf("AddAccount(%q): %v, want one line naming the bad account name", name, err)
+		}
+		if _, err := localbox.RemoveAccount(dir, name, localbox.RemoveAccountOptions{ClaimsDir: claims}); err == nil || !strings.Contains(err.Error(), "no account") {
+			t.Errorf("RemoveAccount(%q): %v, want no such account", name, err)
+		}
+	}
+	if after := listing(); !slices.Equal(before, after) {
+		t.Errorf("bad account names changed the state:\nbefore %q\nafter  %q", before, after)
+	}
+	if now, _ := os.ReadFile("/etc/passwd"); string(now) != string(pw) {
+		t.Errorf("bad account names changed /etc/passwd")
+	}
 }

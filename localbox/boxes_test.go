@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,7 +41,20 @@ func runIn(t *testing.T, c *box.Client, boxName, line string) string {
 // ends, the directory is gone, a link planted in the box's home to a file
 // outside leaves that file as it was, and the box is NOT_FOUND after.
 func TestCreateDelete(t *testing.T) {
-	base, dir := serve(t)
+	// Run by root, as the box user: root deletes no box as itself.
+	dir := t.TempDir()
+	srv := &localbox.Server{Dir: dir, Logf: t.Logf}
+	if os.Geteuid() == 0 {
+		for _, d := range []string{filepath.Dir(dir), dir} {
+			os.Chmod(d, 0o711)
+		}
+		srv.User = localbox.DefaultUser
+	}
+	lis, base, err := localbox.Listen(dir, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, srv, lis)
 	tok, err := localbox.IssueToken(dir, "test", "cli")
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +83,24 @@ func TestCreateDelete(t *testing.T) {
 		if _, err := raw.Create(signed, req); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("Create(%v): %v, want INVALID_ARGUMENT", req, err)
 		}
+	}
+	// Names that would be paths: each is refused by name, and nothing is
+	// made or removed, in the state directory or above it.
+	before := tree(t, filepath.Dir(dir))
+	bad := []string{"../x", "/x", "x/y", "", ".", "..", "../boxes/main", "-x", strings.Repeat("a", 64), "main\n", "tokens.json"}
+	for _, name := range bad {
+		if _, err := raw.Create(signed, &controlv1.CreateRequest{Name: name}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "bad box name") {
+			t.Errorf("Create(%q): %v, want INVALID_ARGUMENT naming the bad box name", name, err)
+		}
+		if _, err := raw.Delete(signed, &controlv1.DeleteRequest{Box: name, Confirm: true}); status.Code(err) != codes.NotFound {
+			t.Errorf("Delete(%q): %v, want NOT_FOUND", name, err)
+		}
+	}
+	if _, err := os.Lstat("/x"); err == nil {
+		t.Errorf("/x exists")
+	}
+	if after := tree(t, filepath.Dir(dir)); !slices.Equal(before, after) {
+		t.Errorf("bad box names changed the files:\nbefore %q\nafter  %q", before, after)
 	}
 	if got := runIn(t, c, "work", "pwd"); strings.TrimSpace(got) != filepath.Join(dir, "boxes", "work", "workspace") {
 		t.Errorf("pwd in work = %q", got)
@@ -115,4 +148,31 @@ func TestCreateDelete(t *testing.T) {
 	if err != nil || len(boxes) != 1 || boxes[0].Name != localbox.DefaultBox {
 		t.Errorf("List after delete = %+v, %v; want main alone", boxes, err)
 	}
+}
+
+// tree lists the paths under dir down to three levels (a box's
+// directory, under the state directory, under a test's temporary one),
+// less the server's own files that calls change.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if strings.Count(rel, string(filepath.Separator)) >= 3 {
+			return fs.SkipDir
+		}
+		switch d.Name() {
+		case "localbox.sock", "tokens.json", "tokens.json.lock", "procs":
+			return nil
+		}
+		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -37,8 +37,10 @@ type Runtime struct {
 	CA         string `json:"ca,omitempty"`
 	NewCA      bool   `json:"new_ca,omitempty"`
 	ReplacedCA bool   `json:"replaced_ca,omitempty"`
-	// RunAs is the account box commands run as.
-	RunAs string `json:"run_as,omitempty"`
+	// RunAs is the Unix user the owner's box commands run as, and
+	// RunAsNote what start and status add to its name.
+	RunAs     string `json:"run_as,omitempty"`
+	RunAsNote string `json:"run_as_note,omitempty"`
 }
 
 // startTimeout is how long Start waits for the server it started to serve.

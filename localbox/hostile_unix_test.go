@@ -503,7 +503,7 @@ func TestHostileStateParent(t *testing.T) {
 // start`'s 15 s, and a stop past `localbox stop`'s 10 s).
 func TestHostileTmuxAllAtOnce(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("no tmux")
+		t.Fatal("tmux is missing: scripts/deps.sh installs it")
 	}
 	h := newHostile(t, "")
 	names := []string{"t1", "t2", "t3", "t4"}
@@ -588,5 +588,154 @@ func TestHostileBinaries(t *testing.T) {
 	os.Chmod(filepath.Join(h.rootDir, "cocoonbox"), 0o755)
 	if err := CheckBinOwner(filepath.Join(h.rootDir, "cocoonbox")); err != nil {
 		t.Errorf("root's own binary: %v", err)
+	}
+}
+
+// A state directory behind a link in a directory the box user owns (sudo
+// with its HOME: ~/.local -> a directory of root's, or of anyone's):
+// MkdirState made the missing directories through the link as root and
+// only then refused, and a Server made DIR/boxes before it looked. Now
+// nothing is made: the directory that exists is checked first. In a
+// sticky directory (/tmp), where anyone may put a link at the name first,
+// the link is refused as well.
+func TestHostileStateLink(t *testing.T) {
+	h := newHostile(t, "")
+	top := filepath.Join(filepath.Dir(h.state), "userhome")
+	if err := os.Mkdir(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(top, int(h.u.uid), int(h.u.gid))
+	link := filepath.Join(top, ".local")
+	if err := os.Symlink(h.rootDir, link); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(link, int(h.u.uid), int(h.u.gid))
+	state := filepath.Join(link, "state", "cocoonbox", "localbox")
+	if err := MkdirState(state); err == nil || !strings.Contains(err.Error(), "which a user other than root can change") {
+		t.Errorf("MkdirState behind the box user's link: %v", err)
+	}
+	for _, user := range []string{DefaultUser, ""} {
+		srv := &Server{Dir: state, BinDir: h.bin, User: user, Logf: t.Logf}
+		if err := srv.CreateBox(DefaultBox); err == nil || !strings.Contains(err.Error(), "which a user other than root can change") {
+			t.Errorf("a server (box user %q) on a state directory behind the box user's link: %v", user, err)
+		}
+		srv.Stop()
+	}
+	h.untouched()
+
+	sticky := filepath.Join(filepath.Dir(h.state), "sticky")
+	if err := os.Mkdir(sticky, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(sticky, 0o777|os.ModeSticky)
+	planted := filepath.Join(sticky, "cocoonbox")
+	if err := os.Symlink(h.rootDir, planted); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(planted, int(h.u.uid), int(h.u.gid))
+	if err := MkdirState(filepath.Join(planted, "localbox")); err == nil || !strings.Contains(err.Error(), "which a user other than root can change") {
+		t.Errorf("MkdirState through the box user's link in a sticky directory: %v", err)
+	}
+	h.untouched()
+}
+
+// Anyone may put the marker of a local box's state in their own
+// processes' environment; a start (which ends the box processes a dead
+// server left, found by the marker) ended every such process, root's
+// included. Now only the box users' processes are looked at: root's, and
+// another user's, stay.
+func TestHostileMarkerOthers(t *testing.T) {
+	h := newHostile(t, "")
+	h.start()
+	marked := func(uid uint32) *exec.Cmd {
+		cmd := exec.Command("sleep", "600")
+		cmd.Env = []string{markerVar + "=" + h.state}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	others := []*exec.Cmd{marked(0), marked(nobody.uid)}
+	box := marked(h.u.uid)
+	exitedOf := func(cmd *exec.Cmd) bool { return exited(cmd.Process.Pid) }
+	h.start()
+	waitFor(t, "the box user's marked process to end", func() bool { return exitedOf(box) })
+	for _, cmd := range others {
+		if exitedOf(cmd) {
+			t.Errorf("a start ended pid %d, uid %d, no box user's, for the marker in its environment", cmd.Process.Pid, cmd.SysProcAttr.Credential.Uid)
+		}
+	}
+}
+
+// A crafted session record read by the real cocoonbox-agent: its repo
+// holds a newline and a passwd line. The inbox logged record fields
+// unescaped, and the server appended its output as root to run/inbox.log,
+// which the box user had made a link to a root file (/etc/passwd): at the
+// next start a passwd line of the box user's choosing. Now the agent
+// escapes every line it logs, the server escapes what it copies, and
+// the log is root's file in root's directory: the line comes out whole,
+// on one line, and no root file changes.
+func TestHostileAgentRecord(t *testing.T) {
+	h := newHostile(t, "")
+	agent := filepath.Join(h.bin, "cocoonbox-agent")
+	if out, err := exec.Command("go", "build", "-o", agent, "../cmd/cocoonbox-agent").CombinedOutput(); err != nil {
+		t.Fatalf("build cocoonbox-agent: %v\n%s", err, out)
+	}
+	h.start()
+	crafted := "x\nroot2::0:0::/root:/bin/bash\n#"
+	rec := filepath.Join(h.home(), ".local", "share", "cocoonbox", "offload", "k1", "session.json")
+	h.mkdirs(filepath.Dir(rec))
+	data := `{"repo": ` + strconv.Quote(crafted) + `, "name": "x", "cli": "claude", "started": true, "status": "working", "inbox_seq": 0, "outbox_seq": 0}`
+	if err := os.WriteFile(rec, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(rec, int(h.u.uid), int(h.u.gid))
+	os.Remove(filepath.Join(h.run(), "inbox.log"))
+	h.plant(filepath.Join(h.run(), "inbox.log"), h.standin)
+	passwd, _ := os.ReadFile("/etc/passwd")
+
+	srv, _ := h.serve()
+	b, _ := srv.reg.get("", DefaultBox)
+	var log string
+	waitFor(t, "the inbox's restart check in its log", func() bool {
+		data, _ := os.ReadFile(b.inboxLog())
+		log = string(data)
+		return strings.Contains(log, "restart check: ")
+	})
+	if !strings.Contains(log, "restart check: x?root2::0:0::/root:/bin/bash?#'s session is gone") {
+		t.Errorf("the crafted repo did not reach the log escaped on one line:\n%s", log)
+	}
+	for _, l := range strings.Split(log, "\n") {
+		if strings.HasPrefix(l, "root2:") || strings.HasPrefix(l, "#") {
+			t.Errorf("the crafted record forged a line of the log: %q", l)
+		}
+	}
+	h.untouched()
+	if now, _ := os.ReadFile("/etc/passwd"); string(now) != string(passwd) {
+		t.Errorf("/etc/passwd changed")
+	}
+}
+
+// A server run by root with no box user (only a test's can be) runs box
+// commands as root; deleting a box then removed its tree with rm -rf as
+// root. Now it removes nothing and says so.
+func TestDeleteNoBoxUser(t *testing.T) {
+	h := newHostile(t, "")
+	srv := &Server{Dir: h.state, BinDir: h.bin, Logf: t.Logf}
+	if err := srv.CreateBox("gone"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	b, _ := srv.reg.get("", "gone")
+	if err := os.WriteFile(filepath.Join(b.workspace(), "kept"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.deleteBox(b); err == nil || !strings.Contains(err.Error(), "root removes no box's files as itself") {
+		t.Errorf("deleting a box with no box user, as root: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(b.workspace(), "kept")); err != nil {
+		t.Errorf("root removed the box's files as itself: %v", err)
 	}
 }

@@ -29,9 +29,11 @@ const floodSize = 2000
 
 // 2,000 connections that never present a token, from one source and from
 // a hundred, each a bare TCP connection, a finished TLS handshake or one
-// followed by the HTTP/2 preface: the server keeps no more than its caps
-// (as it counts them, and as the kernel does), and a command with a valid
-// token runs at once beside them.
+// followed by the HTTP/2 preface, all held open: the server keeps no more
+// than its caps (as it counts them, and as the kernel does). A command
+// with a valid token that starts half-way through the flood streams
+// through it and after it, and one started once all 2,000 are open runs
+// at once.
 func TestAnonConnsCapped(t *testing.T) {
 	raiseNoFile(t, 2*floodSize+1000)
 	// Only the caps close connections here.
@@ -62,28 +64,69 @@ func TestAnonConnsCapped(t *testing.T) {
 		{"100 sources", many, localbox.DefaultAnonConns},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if !bindable(tc.sources[len(tc.sources)-1].String()) {
-				t.Skip("no loopback address but 127.0.0.1 here")
-			}
-			conns, failed := flood(t, addr, cert, tc.sources)
+			needLoopback(t, tc.sources[len(tc.sources)-1].String())
+			half := make(chan struct{})
+			flooded := make(chan floodResult, 1)
+			go func() {
+				conns, failed := flood(t, addr, cert, tc.sources, half)
+				flooded <- floodResult{conns, failed}
+			}()
+			var held []net.Conn
 			defer func() {
-				for _, c := range conns {
+				for _, c := range held {
 					c.Close()
 				}
 			}()
-			t.Logf("%d connections opened, %d refused or cut during the handshake", len(conns), failed)
+			<-half
 
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			// A command that starts while the flood goes on, and streams
+			// until after it: each line sent comes back.
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			c, err := box.Dial(ep, tok)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			type result struct {
+				st  box.ExitStatus
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				st, err := c.Exec(ctx, &box.Command{Box: localbox.DefaultBox, Line: "while read l; do echo got $l; done", Stdin: inR, Stdout: outW, Stderr: io.Discard})
+				outW.Close()
+				done <- result{st, err}
+			}()
+			lines := bufio.NewReader(outR)
+			echo := func(n int) {
+				t.Helper()
+				if _, err := fmt.Fprintf(inW, "%d\n", n); err != nil {
+					t.Fatalf("send line %d: %v", n, err)
+				}
+				got, err := lines.ReadString('\n')
+				if want := fmt.Sprintf("got %d\n", n); got != want || err != nil {
+					t.Fatalf("line %d came back as %q, %v; want %q", n, got, err, want)
+				}
+			}
+			echo(1)
+			fr := <-flooded
+			held = fr.conns
+			t.Logf("%d connections opened and held, %d refused or cut during the handshake", len(fr.conns), fr.failed)
+			echo(2)
+
+			// A command started once all of them are open.
 			var out bytes.Buffer
 			st, err := c.Exec(ctx, &box.Command{Box: localbox.DefaultBox, Line: "echo ran", Stdout: &out, Stderr: io.Discard})
 			if err != nil || st.Code != 0 || out.String() != "ran\n" {
-				t.Fatalf("a command beside %d connections without a token: %v, %+v, %q; want it run within 10 s", floodSize, err, st, out.String())
+				t.Fatalf("a command beside %d connections without a token: %v, %+v, %q", floodSize, err, st, out.String())
+			}
+			echo(3)
+			inW.Close()
+			if r := <-done; r.err != nil || r.st.Code != 0 {
+				t.Errorf("the streaming command beside the flood ended with %v, %+v; want exit 0", r.err, r.st)
 			}
 
 			if n := srv.AnonConnsOpen(); n > tc.cap {
@@ -100,10 +143,15 @@ func TestAnonConnsCapped(t *testing.T) {
 	}
 }
 
+type floodResult struct {
+	conns  []net.Conn
+	failed int
+}
+
 // flood opens floodSize connections to addr, from each source in turn,
-// and returns those it kept and how many failed.
-func flood(t *testing.T, addr, certFile string, sources []net.IP) ([]net.Conn, int) {
-	t.Helper()
+// closes half once half of them are open, and returns those it kept and
+// how many failed.
+func flood(t *testing.T, addr, certFile string, sources []net.IP, half chan<- struct{}) ([]net.Conn, int) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	h2 := trusting(t, certFile)
@@ -114,6 +162,8 @@ func flood(t *testing.T, addr, certFile string, sources []net.IP) ([]net.Conn, i
 		conns  []net.Conn
 		failed atomic.Int32
 		next   atomic.Int32
+		done   atomic.Int32
+		once   sync.Once
 		wg     sync.WaitGroup
 	)
 	for range 16 {
@@ -122,6 +172,9 @@ func flood(t *testing.T, addr, certFile string, sources []net.IP) ([]net.Conn, i
 				i := int(next.Add(1)) - 1
 				if i >= floodSize || ctx.Err() != nil {
 					return
+				}
+				if done.Add(1) >= floodSize/2 {
+					once.Do(func() { close(half) })
 				}
 				d := &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: sources[i%len(sources)]}}
 				c, err := d.DialContext(ctx, "tcp", addr)
@@ -151,6 +204,7 @@ func flood(t *testing.T, addr, certFile string, sources []net.IP) ([]net.Conn, i
 		})
 	}
 	wg.Wait()
+	once.Do(func() { close(half) })
 	return conns, int(failed.Load())
 }
 
@@ -177,7 +231,9 @@ func establishedTo(t *testing.T, port int) (n int, ok bool) {
 	return n, true
 }
 
-// raiseNoFile makes sure this process may open n descriptors.
+// raiseNoFile makes sure this process may open n descriptors: it raises
+// the soft limit, and as root the hard one too; a hard limit below n
+// that it may not raise fails the test.
 func raiseNoFile(t *testing.T, n uint64) {
 	t.Helper()
 	var lim syscall.Rlimit
@@ -188,7 +244,10 @@ func raiseNoFile(t *testing.T, n uint64) {
 		return
 	}
 	if lim.Max < n {
-		t.Skipf("RLIMIT_NOFILE's hard limit is %d; this test needs %d", lim.Max, n)
+		if os.Geteuid() != 0 {
+			t.Fatalf("RLIMIT_NOFILE's hard limit is %d; this test needs %d (raise it, or run as root, which raises it)", lim.Max, n)
+		}
+		lim.Max = n
 	}
 	lim.Cur = n
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {

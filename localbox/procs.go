@@ -24,7 +24,8 @@ import (
 // environment. A command that leaves its process group (setsid, a daemon's
 // double fork) escapes the records above; on Linux the server finds it by
 // this variable in /proc/PID/environ (markedProcs), unless it replaced its
-// environment.
+// environment. Anyone may set it in their own processes, so only those of
+// the box users' uids are looked at and ended (boxUIDs).
 const markerVar = "COCOONBOX_LOCALBOX"
 
 // boxMarkerVar is set to the box's id beside markerVar, so that a box's
@@ -35,13 +36,14 @@ const boxMarkerVar = "COCOONBOX_LOCALBOX_BOX"
 // then SIGKILL after grace (at once when grace is 0). It returns how many
 // it found.
 func (s *Server) endMarked(grace time.Duration) int {
-	return endPids(markedProcs(markerVar+"="+s.Dir), grace)
+	return endPids(markedProcs(markerVar+"="+s.Dir, s.boxUIDs()), grace)
 }
 
 // endBoxMarked is endMarked for box b's processes alone.
 func (s *Server) endBoxMarked(b *box, grace time.Duration) int {
-	inBox := markedProcs(boxMarkerVar + "=" + b.ID)
-	pids := slices.DeleteFunc(markedProcs(markerVar+"="+s.Dir), func(pid int) bool { return !slices.Contains(inBox, pid) })
+	uids := s.boxUIDs()
+	inBox := markedProcs(boxMarkerVar+"="+b.ID, uids)
+	pids := slices.DeleteFunc(markedProcs(markerVar+"="+s.Dir, uids), func(pid int) bool { return !slices.Contains(inBox, pid) })
 	return endPids(pids, grace)
 }
 

@@ -2,9 +2,12 @@ package localbox
 
 import (
 	"bytes"
+	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // startToken is pid's start time in clock ticks since boot (field 22 of
@@ -49,8 +52,11 @@ func exited(pid int) bool {
 
 // markedProcs lists the processes (not this one) whose initial
 // environment holds the entry marker ("NAME=VALUE"), as /proc/PID/environ
-// shows it; processes it may not read are passed over.
-func markedProcs(marker string) []int {
+// shows it, among those of the uids in uids (every one's when nil):
+// served by root, the environment of no process but a box user's is read,
+// and no other process is ended for a marker. It reads at most
+// environLimit of each; processes it may not read are passed over.
+func markedProcs(marker string, uids []uint32) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -62,10 +68,21 @@ func markedProcs(marker string) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if uids != nil {
+			fi, err := os.Stat("/proc/" + e.Name())
+			if err != nil {
+				continue
+			}
+			if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !slices.Contains(uids, st.Uid) {
+				continue
+			}
+		}
+		f, err := os.Open("/proc/" + e.Name() + "/environ")
 		if err != nil {
 			continue
 		}
+		b, _ := io.ReadAll(io.LimitReader(f, environLimit))
+		f.Close()
 		for _, kv := range bytes.Split(b, []byte{0}) {
 			if bytes.Equal(kv, want) {
 				pids = append(pids, pid)
@@ -75,3 +92,8 @@ func markedProcs(marker string) []int {
 	}
 	return pids
 }
+
+// environLimit bounds what markedProcs reads of one environment: the
+// marker is among the first entries of a box command's; a command that
+// buries it deeper has left on purpose, as one that clears it has.
+const environLimit = 256 << 10

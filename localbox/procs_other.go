@@ -13,4 +13,4 @@ func exited(pid int) bool { return !proc.Alive(pid) }
 
 // markedProcs finds nothing here: the platform shows no other process's
 // environment cheaply (docs/self-hosting.md).
-func markedProcs(string) []int { return nil }
+func markedProcs(string, []uint32) []int { return nil }

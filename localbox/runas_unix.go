@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
@@ -188,6 +190,15 @@ func CheckStateOwner(dir string) error {
 	if err != nil || d == "" {
 		return err
 	}
+	return stateOwnerError(abs, d)
+}
+
+// stateOwnerError is CheckStateOwner's refusal of state directory abs for
+// directory d on the way to it.
+func stateOwnerError(abs, d string) error {
+	if d == abs {
+		return fmt.Errorf("the state directory %s (%s) is a directory which a user other than root can change: run by root, the local box keeps its state where only root writes; next: %s", abs, describe(d), StateRecipe)
+	}
 	return fmt.Errorf("the state directory %s is under %s (%s), which a user other than root can change: run by root, the local box keeps its state where only root writes; next: %s", abs, d, describe(d), StateRecipe)
 }
 
@@ -326,20 +337,11 @@ const (
 	BinRecipe   = "GOBIN=/usr/local/bin make install PREFIX=/usr/local (in the source tree), then run /usr/local/bin/cocoonbox"
 )
 
-// RootUser chooses the box user for a server run by root with state
-// directory dir and binaries (cocoonbox-agent) in bin: DefaultUser when
-// that account exists and reaches both, else "" with why not and the next
-// step, in three lines: the first directory it cannot search from / down,
-// above the state directory or the binaries; the recipe; and the chmod
-// that opens them. A server not run by root gets "" and no reason.
-func RootUser(dir, bin string) (name, why string) {
-	if os.Geteuid() != 0 {
-		return "", ""
-	}
-	u, err := lookupBoxUser(DefaultUser)
-	if err != nil {
-		return "", err.Error()
-	}
+// unreachable says why box user u cannot serve the boxes of state
+// directory dir with binaries in bin, or "": in three lines, the first
+// directory it cannot search from / down, above the state directory or
+// the binaries; the recipe; and the chmod that opens them.
+func unreachable(u *boxUser, dir, bin string) string {
 	var closed, next, open []string
 	if d := closedAbove(dir, u); d != "" {
 		closed = append(closed, fmt.Sprintf("%s (%s) above the state directory %s", d, describe(d), dir))
@@ -350,11 +352,11 @@ func RootUser(dir, bin string) (name, why string) {
 		next, open = append(next, BinRecipe), append(open, d)
 	}
 	if len(closed) == 0 {
-		return DefaultUser, ""
+		return ""
 	}
 	open = slices.Compact(open)
-	return "", fmt.Sprintf("box user %s cannot search %s\nnext: %s\nor let it search (not list) what is closed: chmod o+x %s, and start again",
-		DefaultUser, strings.Join(closed, ", nor "), strings.Join(next, "; and "), strings.Join(open, " "))
+	return fmt.Sprintf("box user %s cannot search %s\nnext: %s\nor let it search (not list) what is closed: chmod o+x %s, and start again",
+		u.name, strings.Join(closed, ", nor "), strings.Join(next, "; and "), strings.Join(open, " "))
 }
 
 // MkdirState makes the state directory dir with the parents it lacks:
@@ -363,46 +365,126 @@ func RootUser(dir, bin string) (name, why string) {
 // the local box made; those the user made keep their modes. Every secret
 // in them is a 0600 file (docs/security.md).
 //
-// Run by root, it then checks the directory with CheckStateOwner.
+// Run by root, it checks before it makes anything (mkdirPrivate), and
+// then the whole directory with CheckStateOwner.
 func MkdirState(dir string) error {
 	if os.Geteuid() != 0 {
 		return os.MkdirAll(dir, 0o700)
 	}
-	if err := mkdirState(dir); err != nil {
+	perm := os.FileMode(0o700)
+	if _, err := lookupBoxUser(DefaultUser); err == nil {
+		perm = 0o711
+	}
+	if err := mkdirPrivate(dir, perm); err != nil {
 		return err
 	}
 	return CheckStateOwner(dir)
 }
 
-func mkdirState(dir string) error {
-	if _, err := lookupBoxUser(DefaultUser); err != nil {
-		return os.MkdirAll(dir, 0o700)
+// mkdirPrivate makes directory dir of the state and the parents it
+// lacks, mode perm (those that were there keep theirs). Run by root, it
+// makes nothing through a path another user could change: the deepest
+// directory that exists must first pass rootOnly (root's and writable by
+// no one else, on the way up and resolved), else the state directory is
+// refused as CheckStateOwner refuses it; each missing directory is then
+// made with mkdirat in the one above, held open, and opened again with
+// O_NOFOLLOW, and must be a directory of root's that no one else may
+// write. So an entry someone else put there first (a link, or a directory
+// of theirs, in a sticky /tmp) is refused by name and nothing is made
+// through it: without this, root made the missing directories first and
+// checked after, so a link in a parent the box user owns
+// (~user/.local -> elsewhere) had root make directories wherever it led.
+func mkdirPrivate(dir string, perm os.FileMode) error {
+	if os.Geteuid() != 0 {
+		return os.MkdirAll(dir, perm)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
 	var missing []string
-	for d := abs; ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+	top := abs
+	for {
+		if _, err := os.Lstat(top); err == nil {
 			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
-		missing = append(missing, d)
+		if top == filepath.Dir(top) {
+			return fmt.Errorf("make %s: no directory above it exists", abs)
+		}
+		missing = append(missing, filepath.Base(top))
+		top = filepath.Dir(top)
 	}
+	if _, bad, err := rootOnly(top); err != nil {
+		return err
+	} else if bad != "" {
+		return stateOwnerError(abs, bad)
+	}
+	fd, err := unix.Open(top, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: top, Err: err}
+	}
+	d := top
 	for i := len(missing) - 1; i >= 0; i-- {
-		d := missing[i]
-		if err := os.Mkdir(d, 0o711); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				continue
-			}
+		name := missing[i]
+		d = filepath.Join(d, name)
+		made := true
+		if err := unix.Mkdirat(fd, name, uint32(perm)); errors.Is(err, unix.EEXIST) {
+			made = false
+		} else if err != nil {
+			unix.Close(fd)
+			return &fs.PathError{Op: "mkdir", Path: d, Err: err}
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			// ELOOP or ENOTDIR: someone else's link or file took the name.
+			return fmt.Errorf("the state directory %s: %s appeared as no directory of root's (%v): run by root, the local box keeps its state where only root writes; next: %s", abs, d, err, StateRecipe)
+		}
+		fd = next
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
 			return err
 		}
-		if err := os.Chmod(d, 0o711); err != nil {
-			return err
+		if st.Uid != 0 || st.Mode&0o022 != 0 && !made {
+			unix.Close(fd)
+			return stateOwnerError(abs, d)
+		}
+		if made {
+			// The umask took bits of perm away.
+			if err := unix.Fchmod(fd, uint32(perm)); err != nil {
+				unix.Close(fd)
+				return err
+			}
 		}
 	}
+	unix.Close(fd)
 	return nil
 }
 
 // oNoFollow makes an open fail on a symbolic link as its last component.
 const oNoFollow = syscall.O_NOFOLLOW
+
+// boxUIDs are the uids box commands of s run as, whose processes alone
+// endMarked looks at: served by root, the owner's box user's (root's own
+// when it has none, as in-process tests serve) and each account's,
+// recorded; nil, every process this user may see, otherwise.
+func (s *Server) boxUIDs() []uint32 {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	uids := []uint32{0}
+	if s.boxUser != nil {
+		uids[0] = s.boxUser.uid
+	}
+	if s.accts != nil {
+		for _, n := range s.accts.names() {
+			if la, ok := s.accts.get(n); ok {
+				uids = append(uids, la.UID)
+			}
+		}
+	}
+	return uids
+}

@@ -44,7 +44,7 @@ func TestClosedAbove(t *testing.T) {
 
 // The first closed directory is the one nearest /: with a 0700 directory
 // and a 0700 one inside it, both closed to the box user, closedAbove names
-// the outer one (the one to open first), as RootUser's line does.
+// the outer one (the one to open first), as unreachable's line does.
 func TestClosedAboveFirstFromRoot(t *testing.T) {
 	u := &boxUser{name: "other", uid: 54321, gid: 54321}
 	top := t.TempDir()
@@ -70,7 +70,7 @@ func TestClosedAboveFirstFromRoot(t *testing.T) {
 // Run by root with the box user's account (scripts/deps.sh makes it), the
 // state directories the local box makes are 0711 and a directory that was
 // there keeps its mode; then the real box user reaches the state directory
-// through them, and RootUser chooses it.
+// through them.
 func TestMkdirStateAsRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the 0711 directories are for a local box served by root")
@@ -98,12 +98,12 @@ func TestMkdirStateAsRoot(t *testing.T) {
 	if d := closedAbove(state, u); d != mine {
 		t.Errorf("closedAbove = %q, want %s (0700, not ours to open)", d, mine)
 	}
-	name, why := RootUser(state, top)
-	if name != "" || !strings.Contains(why, "cannot search "+mine+" (0700, root's) above the state directory "+state) || !strings.Contains(why, StateRecipe) {
-		t.Errorf("RootUser = %q, %q; want \"\" and a line naming %s and the recipe", name, why, mine)
+	why := unreachable(u, state, top)
+	if !strings.Contains(why, "cannot search "+mine+" (0700, root's) above the state directory "+state) || !strings.Contains(why, StateRecipe) {
+		t.Errorf("unreachable = %q; want a line naming %s and the recipe", why, mine)
 	}
 	os.Chmod(mine, 0o711)
-	if name, why := RootUser(state, top); name != DefaultUser {
-		t.Errorf("with %s open, RootUser = %q, %q; want %s", mine, name, why, DefaultUser)
+	if why := unreachable(u, state, top); why != "" {
+		t.Errorf("with %s open, unreachable = %q; want \"\"", mine, why)
 	}
 }

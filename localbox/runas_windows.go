@@ -31,11 +31,10 @@ func CheckBinOwner(exe string) error { return nil }
 // commands as (docs/cocoonbox.md "Local box").
 const DefaultUser = "user"
 
-// RootUser is "" on Windows, which has no root.
-func RootUser(dir, bin string) (name, why string) { return "", "" }
-
 // MkdirState makes the state directory dir, 0700, with its parents.
 func MkdirState(dir string) error { return os.MkdirAll(dir, 0o700) }
+
+func mkdirPrivate(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
 
 func (s *Server) asUser(b *box, stdin []byte, script string, args ...string) error {
 	return errors.New("a box user is not supported on Windows")
@@ -47,3 +46,5 @@ const oNoFollow = 0
 // StateRecipe is the next step for a state directory out of a box user's
 // reach; unused on Windows.
 const StateRecipe = ""
+
+func (s *Server) boxUIDs() []uint32 { return nil }

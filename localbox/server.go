@@ -66,7 +66,7 @@ type Server struct {
 	// (the server must be root to switch to it): the boxes' home,
 	// workspace and run directories are given to it, and the state
 	// directory must be reachable by it. Empty runs them as the server's
-	// own user. RootUser chooses one for a server run by root.
+	// own user. OwnerUser chooses one for a server run by root.
 	User string
 	// AnonConns, AnonConnsPerSource and AnonIdle bound the anonymous
 	// connections of a TCP listener, those on which no call has carried
@@ -119,7 +119,8 @@ func (s *Server) init() error {
 			s.err = errors.New("localbox: Server.Dir is empty")
 			return
 		}
-		if err := os.MkdirAll(filepath.Join(s.Dir, "boxes"), 0o700); err != nil {
+		// Run by root, nothing is made before the way to it is checked.
+		if err := mkdirPrivate(filepath.Join(s.Dir, "boxes"), 0o700); err != nil {
 			s.err = err
 			return
 		}

@@ -4,6 +4,8 @@ package localbox
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -188,6 +190,86 @@ func ClaimOwnerUser(claims, stateDir, name string) error {
 	return err
 }
 
+// OwnerUser chooses and claims, in the claims directory claims (empty:
+// DefaultClaimsDir), the Unix user the owner's boxes of the local box at
+// stateDir run as when it is served by root, with its binaries in bin.
+// The first local box on the machine gets DefaultUser, as before
+// accounts. Any other, while that one's state lives, gets a user made
+// for it (useradd, no password, no login shell, its comment naming the
+// state directory): prefix (empty: DefaultUserPrefix) + "owner_" + the
+// first 8 hex digits of the sha256 of the state directory's absolute
+// path, which no account's user is named (account names have no "_");
+// so no two local boxes' owners share a uid. A state directory keeps the
+// user it claimed first, even once DefaultUser is free again: its boxes'
+// files are that user's.
+//
+// note is "" for DefaultUser, else what start and status add to the
+// user's name ("made for this local box: …"). Not run by root, it is
+// "", "", nil: box commands run as the server's own user. Errors: no
+// DefaultUser (with the useradd that makes it), a directory closed to
+// the user (unreachable's three lines, for rootLine), a claim refused.
+func OwnerUser(claims, stateDir, bin, prefix string) (name, note string, err error) {
+	if os.Geteuid() != 0 {
+		return "", "", nil
+	}
+	if claims == "" {
+		claims = DefaultClaimsDir
+	}
+	if prefix == "" {
+		prefix = DefaultUserPrefix
+	}
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return "", "", err
+	}
+	name = ownerClaimOf(claims, abs)
+	if name == "" || name == DefaultUser {
+		u, err := lookupBoxUser(DefaultUser)
+		if err != nil {
+			return "", "", err
+		}
+		if why := unreachable(u, abs, bin); why != "" {
+			return "", "", errors.New(why)
+		}
+		err = ClaimOwnerUser(claims, abs, DefaultUser)
+		if err == nil {
+			return DefaultUser, "", nil
+		}
+		if c, ok := readClaim(claims, DefaultUser); name == DefaultUser || !ok || !c.live() || c.StateDir == abs {
+			return "", "", err
+		}
+		sum := sha256.Sum256([]byte(abs))
+		name = prefix + "owner_" + hex.EncodeToString(sum[:4])
+	}
+	u, _, err := claimUser(claims, abs, OwnerAccount, name, false)
+	if err != nil {
+		return "", "", err
+	}
+	if why := unreachable(u, abs, bin); why != "" {
+		return "", "", errors.New(why)
+	}
+	note = "made for this local box"
+	if c, ok := readClaim(claims, DefaultUser); ok && c.live() && c.StateDir != abs {
+		note += " (the Unix user `" + DefaultUser + "` is the owner's of the local box at " + c.StateDir + ")"
+	}
+	return name, note, nil
+}
+
+// ownerClaimOf is the Unix user claims gives the owner of the local box
+// at stateDir, or "".
+func ownerClaimOf(claims, stateDir string) string {
+	ents, _ := os.ReadDir(claims)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if c, ok := readClaim(claims, e.Name()); ok && c.StateDir == stateDir && c.Account == OwnerAccount {
+			return e.Name()
+		}
+	}
+	return ""
+}
+
 // releaseClaim removes unix's claim if the local box at stateDir holds it.
 func releaseClaim(claims, stateDir, unix string) error {
 	return withClaims(claims, func() error {
@@ -294,11 +376,18 @@ var boxParts = []string{"home", "workspace", "run"}
 // leads root anywhere (rm unlinks a link, never follows it, and u may
 // remove only what u may); then the directories u cannot remove itself
 // (they are in root's 0711 box directory) and root's own files. u nil
-// means the server's own user, whose tree it is. A part that is not empty
+// means the server's own user, whose tree it is, unless that is root:
+// then nothing is removed. A part that is not empty
 // after u's rm (a process of u's still writing) is an error to retry.
 func removeBoxDir(dir string, u *boxUser) error {
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
+	}
+	if u == nil && os.Geteuid() == 0 {
+		// A server run by root with no box user (only a test's can be):
+		// its boxes' files are root's, but whatever a box holds is
+		// hostile, and root removes none of it as itself.
+		return fmt.Errorf("remove %s: the local box has no box user, and root removes no box's files as itself; remove it by hand", dir)
 	}
 	rm := &exec.Cmd{Path: "/bin/rm", Args: append([]string{"rm", "-rf", "--"}, boxParts...), Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}}
 	if !fileExists(rm.Path) {
@@ -314,7 +403,7 @@ func removeBoxDir(dir string, u *boxUser) error {
 	rm.Run() // it fails on the parts themselves, which root's directory holds
 	for _, p := range boxParts {
 		if err := os.Remove(filepath.Join(dir, p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove %s: files of the box's user remain (a process of it still writing?); try again: %w", filepath.Join(dir, p), err)
+			return fmt.Errorf("remove %s: files remain that the box's user could not remove (not its own, or a process of it still writing); look at them as root, then try again: %w", filepath.Join(dir, p), err)
 		}
 	}
 	ents, err := os.ReadDir(dir)
@@ -334,6 +423,45 @@ func removeBoxDir(dir string, u *boxUser) error {
 		}
 	}
 	return os.Remove(dir)
+}
+
+// accountIDs is the Unix user that owns account a's files and
+// processes: the uid and gid recorded when it was added (nobody's group
+// for a record from before gids were kept, unless the user database still
+// has the name with that uid), with the database's groups only while the
+// name still has that uid (live). A user deleted by hand, or made again
+// under its name with another uid, leaves what it owned under the
+// recorded ids: root ends and removes it as them, never as itself.
+func accountIDs(a Account) (u *boxUser, live bool) {
+	u = &boxUser{name: a.UnixUser, uid: a.UID, gid: a.GID}
+	if cur, err := lookupBoxUser(a.UnixUser); err == nil && cur.uid == a.UID {
+		if u.gid == 0 {
+			u.gid = cur.gid
+		}
+		u.groups = cur.groups
+		return u, true
+	}
+	if u.gid == 0 {
+		u.gid = nobody.gid
+	}
+	return u, false
+}
+
+// endAccountProcs ends what runs as u, a removed account's user, in the
+// local box at stateDir: every process of its uid (killUser), unless
+// the account's user is gone and another user now has the uid (made by
+// hand since), whose processes are not the account's; then only those of
+// the uid that carry the local box's marker (markedProcs) are.
+func endAccountProcs(stateDir string, u *boxUser, live bool) error {
+	if u.uid == 0 {
+		return nil
+	}
+	if other, err := user.LookupId(strconv.FormatUint(uint64(u.uid), 10)); err == nil && !live && other.Username != u.name {
+		pids := markedProcs(markerVar+"="+stateDir, []uint32{u.uid})
+		endPids(pids, 0)
+		return nil
+	}
+	return killUser(u.uid, 5*time.Second)
 }
 
 // killUser ends every process of uid (never root's), SIGKILL again and

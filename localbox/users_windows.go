@@ -14,6 +14,11 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (*boxUser, b
 	return nil, false, errWindows
 }
 
+// OwnerUser chooses no user on Windows, which has no root.
+func OwnerUser(claims, stateDir, bin, prefix string) (name, note string, err error) {
+	return "", "", nil
+}
+
 // ClaimOwnerUser does nothing on Windows.
 func ClaimOwnerUser(claims, stateDir, name string) error { return nil }
 
@@ -21,6 +26,8 @@ func releaseClaim(claims, stateDir, unix string) error { return nil }
 func deleteUnixUser(name string) error                 { return errWindows }
 func retireIDs(claims string, ids ...uint32) error     { return errWindows }
 func killUser(uid uint32, timeout time.Duration) error { return nil }
+func accountIDs(a Account) (*boxUser, bool)            { return &boxUser{}, false }
+func endAccountProcs(string, *boxUser, bool) error     { return errWindows }
 func removeBoxDir(dir string, u *boxUser) error        { return errWindows }
 func closedAbove(dir string, u *boxUser) string        { return "" }
 func describe(d string) string                         { return "" }
