@@ -288,7 +288,7 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		return err
 	}
 	defer oe.client.Close()
-	ctx, stop := signalContext()
+	ctx, stop, sigCode := signalExitContext()
 	defer stop()
 	pf := &offload.Preflight{
 		GOOS:      env.platform(),
@@ -303,10 +303,11 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		Environ: env.Environ, Home: env.Getenv("HOME"), Shim: oe.shim, Preflight: pf,
 		Logf: progress(s), Progress: progressWriter(s),
 		NoCompress: onThisMachine(oe.client.Endpoint()),
+		Notice:     notice(s), AtStep: killAt(env), AgentEnv: agentEnv(env),
 	}
 	res, err := off.Run(ctx)
 	if err != nil {
-		return err
+		return stoppedExit(err, sigCode())
 	}
 	if len(res.Warnings) > 0 {
 		fmt.Fprintln(s.Err, "cocoonbox: going ahead despite:")
@@ -506,8 +507,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 		}
 	}
 	if seen != rec.Seen {
-		rec.Seen = seen
-		return f.store.SaveRecord(rec)
+		return f.store.UpdateSeen(rec.Repo, rec.ID, seen)
 	}
 	return nil
 }
@@ -722,15 +722,24 @@ func runOffloadAbandon(env Env, s Streams, o offloadOptions) error {
 		return err
 	}
 	defer oe.client.Close()
-	ctx, stop := signalContext()
+	ctx, stop, sigCode := signalExitContext()
 	defer stop()
 	a := &offload.Abandoner{
 		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Yes: o.Yes,
 		Environ: env.Environ, Shim: oe.shim, Logf: progress(s),
+		Notice: notice(s), AtStep: killAt(env),
 	}
 	res, err := a.Run(ctx)
 	if err != nil {
-		return err
+		return stoppedExit(err, sigCode())
+	}
+	if res.Nothing {
+		fmt.Fprintf(s.Out, "nothing left to abandon of offload %s\n", res.ID)
+		return nil
+	}
+	if res.Aside != "" {
+		fmt.Fprintf(s.Out, "abandoned offload %s in box %s; your work tree is untouched; the box copy's work could not come here, and stays in the box at %s\n", res.ID, res.BoxName, res.Aside)
+		return nil
 	}
 	if res.Gone != "" {
 		fmt.Fprintf(s.Out, "abandoned offload %s: %s, so none of its work could be kept\n", res.ID, res.Gone)

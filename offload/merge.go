@@ -97,19 +97,32 @@ type backPlan struct {
 // never removed. The index lock is held from the start, so that the
 // index the decisions read is the one that is replaced.
 func (r *Repo) mergeBack(ctx context.Context, id, base, back string, now time.Time) (*MergeResult, error) {
-	return r.mergeBackLocked(ctx, id, base, back, now, nil)
+	return r.mergeBackHooks(ctx, id, base, back, now, nil)
 }
 
-// mergeBackLocked is mergeBack calling locked, when set, once it holds
-// the index lock.
-func (r *Repo) mergeBackLocked(ctx context.Context, id, base, back string, now time.Time, locked func()) (*MergeResult, error) {
+// mergeHooks are the calls back's merge makes as it goes; nil ones are
+// not made.
+type mergeHooks struct {
+	// locked is called once the merge holds the index lock.
+	locked func()
+	// applying is called with what the work tree update changes once the
+	// pre-back refs are set and before any file changes; its error stops
+	// the merge with nothing changed.
+	applying func(j *MergeJournal) error
+}
+
+// mergeBackHooks is mergeBack making the calls of h, when not nil.
+func (r *Repo) mergeBackHooks(ctx context.Context, id, base, back string, now time.Time, h *mergeHooks) (*MergeResult, error) {
+	if h == nil {
+		h = &mergeHooks{}
+	}
 	lock, err := r.lockIndex()
 	if err != nil {
 		return nil, err
 	}
 	defer lock.release()
-	if locked != nil {
-		locked()
+	if h.locked != nil {
+		h.locked()
 	}
 	rv, err := r.resolveBack(ctx, id, base, back)
 	if err != nil {
@@ -137,7 +150,7 @@ func (r *Repo) mergeBackLocked(ctx context.Context, id, base, back string, now t
 			return nil, err
 		}
 	}
-	err = r.apply(ctx, p, lock)
+	err = r.apply(ctx, p, lock, h.applying)
 	if errors.Is(err, errNotApplied) {
 		return r.branch(ctx, back, now, err.Error())
 	}
@@ -833,7 +846,7 @@ func stages(ctx context.Context, g git) (map[string]string, error) {
 // found them, and it re-read what it did not trust (a racily clean entry
 // of the real index), so git trusts in it what it would trust in the real
 // index, and hashes only what changed since.
-func (r *Repo) apply(ctx context.Context, p *backPlan, lock *indexLock) error {
+func (r *Repo) apply(ctx context.Context, p *backPlan, lock *indexLock, applying func(*MergeJournal) error) error {
 	g := p.checkout
 	work, err := r.git.with(snapshotIdent...).line(ctx, "commit-tree", p.wt, "-p", p.head, "-m", "cocoonbox back "+p.id+": the work tree back found")
 	if err != nil {
@@ -841,6 +854,12 @@ func (r *Repo) apply(ctx context.Context, p *backPlan, lock *indexLock) error {
 	}
 	for ref, oid := range map[string]string{RefPreBack + p.id: p.head, RefPreBackWork + p.id: work} {
 		if _, err := r.git.run(ctx, nil, "update-ref", "-m", "cocoonbox back "+p.id, ref, oid); err != nil {
+			return err
+		}
+	}
+	if applying != nil {
+		j := &MergeJournal{Head: p.head, MoveTo: p.moveTo, Work: work, Target: p.target, EndMerge: p.endMerge, Outcome: p.outcome}
+		if err := applying(j); err != nil {
 			return err
 		}
 	}
