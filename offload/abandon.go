@@ -92,7 +92,11 @@ func (a *Abandoner) Run(ctx context.Context) (*AbandonResult, error) {
 	switch {
 	case rec == nil || rec.Op == "":
 	case rec.Op == OpAbandon:
-		a.notice(fmt.Sprintf("abandon of offload %s was interrupted during %s; it runs again", rec.ID, rec.Step))
+		// It got to a step only with the go-ahead a running session needs.
+		a.notice(fmt.Sprintf("abandon of offload %s was interrupted during %s; it runs again, as asked", rec.ID, rec.Step))
+		yes := *a
+		yes.Yes = true
+		return yes.abandon(ctx, rec)
 	default:
 		rz, err := a.resumer().load(ctx, a.Notice)
 		if err != nil {
@@ -205,7 +209,7 @@ func (a *Abandoner) abandon(ctx context.Context, rec *Record) (*AbandonResult, e
 	// the box as it was; a running one's after, once nothing writes.
 	if hasCopy && !unused && !running {
 		if err := keep(); err != nil {
-			return nil, failed(ctx, rec, err, fail)
+			return nil, a.failed(ctx, rec, err, fail)
 		}
 	}
 	if err := a.journal(rec, StepEnd); err != nil {
@@ -214,11 +218,11 @@ func (a *Abandoner) abandon(ctx context.Context, rec *Record) (*AbandonResult, e
 	a.logf("end the box session")
 	var ae *AgentError
 	if err := agent.End(ctx, r.Key); err != nil && !(errors.As(err, &ae) && ae.Refused()) {
-		return nil, failed(ctx, rec, err, fail)
+		return nil, a.failed(ctx, rec, err, fail)
 	}
 	if hasCopy && !unused && running {
 		if err := keep(); err != nil {
-			return nil, failed(ctx, rec, err, fail)
+			return nil, a.failed(ctx, rec, err, fail)
 		}
 	}
 	switch {
@@ -230,9 +234,15 @@ func (a *Abandoner) abandon(ctx context.Context, rec *Record) (*AbandonResult, e
 	return res, a.Store.removeRecordOf(r.Key, rec.ID)
 }
 
-// failed is abandon's failure in rec's step: a signal's names the step,
-// an *Error stays as it is, and any other is wrapped by fail.
-func failed(ctx context.Context, rec *Record, err error, fail func(error) error) error {
+// failed is abandon's failure in rec's step, which the journal no longer
+// names (it did not die): a signal's names the step, an *Error stays as
+// it is, and any other is wrapped by fail.
+func (a *Abandoner) failed(ctx context.Context, rec *Record, err error, fail func(error) error) error {
+	if rec.Op == OpAbandon {
+		step := rec.Step
+		a.Store.settle(rec)
+		rec.Step = step
+	}
 	if ctx.Err() != nil {
 		return interrupted(rec.Step, "nothing changed here; the record stays, and abandon again finishes it")
 	}
