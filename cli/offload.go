@@ -57,8 +57,11 @@ Write the hand-over first: offload handover-path prints where (and puts a
 template there); offload --handover-prompt prints a request to paste into a
 coding agent that has no cocoonbox plugin.
 
+A kill at any point leaves a journal in the record: the next offload, back
+or abandon finishes or undoes what was started, and says which.
+
 Exit status: 0 done; 1 failed, rolled back; 2 usage; 3 refused, nothing
-changed; 4 warnings that need --yes.`,
+changed; 4 warnings that need --yes; 128+N stopped by signal N, rolled back.`,
 		Example: `  cocoonbox offload install-cli --kind claude   # once per box
   cocoonbox offload sign-in --kind claude       # once per box
   cocoonbox offload handover-path
@@ -127,7 +130,9 @@ it is lost:
   refs/cocoonbox/box/*           the box copy's branches
 
 Then the box session ends (its secrets are wiped) and the record goes.
-A session still running needs --yes.`
+A session still running needs --yes. When the copy's work cannot come home
+(git cannot take its tree), --yes moves the copy aside in the box
+(<name>.abandoned-<id>) and ends the offload all the same.`
 	abandon.Flags().StringVar(&o.Box, "box", defaultBox, "the box to look in when this laptop has no record of the offload")
 	abandon.Flags().BoolVarP(&o.Yes, "yes", "y", false, "end a box session that is still running")
 	secrets := &cobra.Command{Use: "secrets", Short: "Opt secrets in or out for this repository's offloads", Args: usageArgs(cobra.NoArgs),

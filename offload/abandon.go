@@ -79,6 +79,11 @@ func (a *Abandoner) logf(format string, args ...any) {
 // record stays. An abandon that was interrupted runs again; another
 // command that was is finished or undone first (Notice says which).
 func (a *Abandoner) Run(ctx context.Context) (*AbandonResult, error) {
+	res, err := a.run(ctx)
+	return res, stoppedBefore(ctx, err, "its checks")
+}
+
+func (a *Abandoner) run(ctx context.Context) (*AbandonResult, error) {
 	r := a.Repo
 	unlock, err := a.Store.Lock(r.Key)
 	if err != nil {

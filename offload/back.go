@@ -81,6 +81,11 @@ func (b *Backer) logf(format string, args ...any) {
 // before it runs; what a back, offload or abandon that died left is
 // finished or undone first (Notice says which).
 func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
+	res, err := b.run(ctx)
+	return res, stoppedBefore(ctx, err, "its checks")
+}
+
+func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	r := b.Repo
 	// One of offload, back and abandon at a time for a repo.
 	unlock, err := b.Store.Lock(r.Key)

@@ -89,6 +89,19 @@ func interrupted(step, what string, next ...Step) *Error {
 	return &Error{Code: ExitFailed, Err: fmt.Errorf("%w during %s; %s", ErrInterrupted, step, what), Next: next}
 }
 
+// stoppedBefore is err, when a signal ended ctx, as the failure of a
+// command stopped before its steps (in step, which names where): nothing
+// changed. An *Error, which says what it left, stays as it is.
+func stoppedBefore(ctx context.Context, err error, step string) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	if _, ok := errors.AsType[*Error](err); ok {
+		return err
+	}
+	return interrupted(step, "nothing changed here")
+}
+
 // journal writes rec as the journal of op's step, durably, before the
 // step runs, then calls at when it is not nil.
 func (s Store) journal(rec *Record, op, step string, at StepFunc) error {
@@ -347,22 +360,30 @@ func (r *Repo) resumeApply(ctx context.Context, what, id string, j *MergeJournal
 	if head != j.Head && (j.MoveTo == "" || head != j.MoveTo) {
 		return false, &Error{Code: ExitFailed, Err: fmt.Errorf("%s, and HEAD moved since (to %s); back leaves it as it is", what, short(head)), Next: []Step{restore}}
 	}
-	if held && !staleLock(lockPath) {
+	if held && !ownStaleLock(lockPath) {
 		return false, &Error{Code: ExitFailed, Err: fmt.Errorf("%s, and another git process holds the index lock now", what),
 			Next: []Step{{"when no git is running here, run ", cmdBack, " again"}}}
 	}
-	conflicts, err := r.restoreWork(ctx, j)
+	u, err := r.planRestore(ctx, j)
 	if err != nil {
 		return false, err
 	}
-	if len(conflicts) > 0 {
-		return false, &Error{Code: ExitFailed, Err: fmt.Errorf("%s, and %s %s neither as before it nor as the box has them; nothing was undone", what, pathList(conflicts), isAre(len(conflicts))),
+	if len(u.conflicts) > 0 {
+		return false, &Error{Code: ExitFailed, Err: fmt.Errorf("%s, and %s %s neither as before it nor as the box has them; nothing was undone", what, pathList(u.conflicts), isAre(len(u.conflicts))),
 			Next: []Step{restore}}
 	}
+	// HEAD goes back while the lock is there, so that an undo cut short
+	// never reads as HEAD moved with the index written (finished).
 	if j.MoveTo != "" && head == j.MoveTo {
 		if _, err := r.git.run(ctx, nil, "update-ref", "-m", "cocoonbox back "+id+": undone", "HEAD", j.Head, j.MoveTo); err != nil {
 			return false, err
 		}
+	}
+	if held {
+		staleLock(lockPath)
+	}
+	if err := r.restoreWork(ctx, j, u); err != nil {
+		return false, err
 	}
 	r.git.run(ctx, nil, "update-index", "-q", "--refresh")
 	return false, nil
@@ -377,15 +398,21 @@ func isAre(n int) string {
 
 func short(oid string) string { return oid[:min(len(oid), 12)] }
 
-// restoreWork puts back, of the files the update from j.Work's tree to
+// restorePlan is what restoreWork does: the files to write from j.Work,
+// those to remove, and those that are as neither (then it does nothing).
+type restorePlan struct {
+	write, remove, conflicts []string
+}
+
+// planRestore finds, of the files the update from j.Work's tree to
 // j.Target changes, those that are as j.Target has them: a file j.Work has
-// is written from it, one it has not is removed. It returns, changing
-// nothing, the files that are as neither.
-func (r *Repo) restoreWork(ctx context.Context, j *MergeJournal) ([]string, error) {
+// is to be written from it, one it has not removed. Those as neither are
+// conflicts.
+func (r *Repo) planRestore(ctx context.Context, j *MergeJournal) (*restorePlan, error) {
 	wt := j.Work + "^{tree}"
 	paths, err := r.diffPaths(ctx, wt, j.Target)
 	if err != nil || len(paths) == 0 {
-		return nil, err
+		return &restorePlan{}, err
 	}
 	before, err := r.treeEntries(ctx, wt, paths)
 	if err != nil {
@@ -399,7 +426,7 @@ func (r *Repo) restoreWork(ctx context.Context, j *MergeJournal) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
-	var write, remove, conflicts []string
+	u := &restorePlan{}
 	for _, p := range paths {
 		cur, ok := now[p]
 		b, inBefore := before[p]
@@ -408,39 +435,41 @@ func (r *Repo) restoreWork(ctx context.Context, j *MergeJournal) ([]string, erro
 		case ok == inBefore && (!ok || cur == b):
 		case ok == inBox && (!ok || cur == x):
 			if inBefore {
-				write = append(write, p)
+				u.write = append(u.write, p)
 			} else {
-				remove = append(remove, p)
+				u.remove = append(u.remove, p)
 			}
 		default:
-			conflicts = append(conflicts, p)
+			u.conflicts = append(u.conflicts, p)
 		}
 	}
-	if len(conflicts) > 0 {
-		return conflicts, nil
-	}
-	for i := len(remove) - 1; i >= 0; i-- {
-		full := filepath.Join(r.Top, filepath.FromSlash(remove[i]))
+	return u, nil
+}
+
+// restoreWork carries out u: the files only the box's tree has go (and
+// the directories only they made), the others are written from j.Work.
+func (r *Repo) restoreWork(ctx context.Context, j *MergeJournal, u *restorePlan) error {
+	for i := len(u.remove) - 1; i >= 0; i-- {
+		full := filepath.Join(r.Top, filepath.FromSlash(u.remove[i]))
 		if err := os.Remove(full); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+			return err
 		}
-		// Directories only the box's files made go too.
 		for d := filepath.Dir(full); d != r.Top && strings.HasPrefix(d, r.Top); d = filepath.Dir(d) {
 			if os.Remove(d) != nil {
 				break
 			}
 		}
 	}
-	if len(write) == 0 {
-		return nil, nil
+	if len(u.write) == 0 {
+		return nil
 	}
-	g, _, cleanup, err := r.tempIndex(ctx, wt)
+	g, _, cleanup, err := r.tempIndex(ctx, j.Work+"^{tree}")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cleanup()
-	_, err = g.run(ctx, strings.NewReader(strings.Join(write, "\x00")+"\x00"), "checkout-index", "-f", "-z", "--stdin")
-	return nil, err
+	_, err = g.run(ctx, strings.NewReader(strings.Join(u.write, "\x00")+"\x00"), "checkout-index", "-f", "-z", "--stdin")
+	return err
 }
 
 // treeEntries maps each of paths in tree-ish t to "mode oid".

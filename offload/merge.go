@@ -672,26 +672,46 @@ func (r *Repo) lockIndex() (*indexLock, error) {
 	return &indexLock{path: path, mark: mark, f: f}, nil
 }
 
-// staleLock removes the index lock at path when a back of ours left it:
-// a mark beside it names a pid that no longer runs and is a link to the
-// same file. A lock git or another program holds has no such mark, and
-// stays. Marks of dead backs whose lock is gone are removed. It reports
-// whether it removed the lock.
+// staleLock removes the index lock at path when a back of ours left it
+// (ownStaleLock). A lock git or another program holds has no such mark,
+// and stays. Marks of dead backs are removed. It reports whether it
+// removed the lock.
 func staleLock(path string) bool {
-	marks, _ := filepath.Glob(path + lockMarkPrefix + "*")
-	lock, err := os.Lstat(path)
-	removed := false
-	for _, m := range marks {
-		pid, perr := strconv.Atoi(strings.TrimPrefix(m, path+lockMarkPrefix))
-		if perr != nil || pid <= 0 || proc.Alive(pid) {
-			continue
-		}
-		if mfi, merr := os.Lstat(m); err == nil && merr == nil && !removed && os.SameFile(lock, mfi) {
-			removed = os.Remove(path) == nil
-		}
+	removed := ownStaleLock(path) && os.Remove(path) == nil
+	for _, m := range deadMarks(path) {
 		os.Remove(m)
 	}
 	return removed
+}
+
+// ownStaleLock reports whether the index lock at path is one a back of
+// ours left when it died: a mark beside it names a pid that no longer
+// runs and is a link to the same file.
+func ownStaleLock(path string) bool {
+	lock, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	for _, m := range deadMarks(path) {
+		if mfi, err := os.Lstat(m); err == nil && os.SameFile(lock, mfi) {
+			return true
+		}
+	}
+	return false
+}
+
+// deadMarks are the marks beside the index lock at path that name a pid
+// that no longer runs.
+func deadMarks(path string) []string {
+	marks, _ := filepath.Glob(path + lockMarkPrefix + "*")
+	var dead []string
+	for _, m := range marks {
+		pid, err := strconv.Atoi(strings.TrimPrefix(m, path+lockMarkPrefix))
+		if err == nil && pid > 0 && !proc.Alive(pid) {
+			dead = append(dead, m)
+		}
+	}
+	return dead
 }
 
 // hold copies the index file src into the lock, keeping src's

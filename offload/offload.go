@@ -224,6 +224,11 @@ func readLimited(p string, max int64) ([]byte, error) {
 // the refs it made, and gives back the copy begin took unless a box CLI
 // session started on it.
 func (o *Offloader) Run(ctx context.Context) (*Result, error) {
+	res, err := o.run(ctx)
+	return res, stoppedBefore(ctx, err, "preflight")
+}
+
+func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	res := &Result{}
 	t0 := o.now()
 	step := func(name string, since time.Time) time.Time {
