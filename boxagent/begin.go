@@ -31,6 +31,11 @@ func (c *Config) Begin(o agentwire.BeginRequest) (*agentwire.BeginResult, error)
 	if err := checkID(o.ID); err != nil {
 		return nil, err
 	}
+	unlock, err := c.holdSend(o.Repo)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	dir := c.copyDir(o.Name)
 	findings := []agentwire.Finding{}
 	block := func(check, detail string) {

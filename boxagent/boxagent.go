@@ -94,6 +94,10 @@ type Config struct {
 	// Logf, if not nil, receives progress for a human (stderr). Never a
 	// secret or a message body.
 	Logf func(format string, args ...any)
+	// AtStep, if not nil, is called with the verb and the step once the
+	// journal names a step of send, before it runs: the place of the
+	// test hook COCOONBOX_TEST_KILL_AT (docs/cli.md).
+	AtStep func(verb, step string)
 }
 
 // logf gives Logf one line, escaped: its fields come from the box's

@@ -52,6 +52,12 @@ type record struct {
 	// CodexThread is the codex session's thread id, from its first
 	// notify of its first prompt; other threads' notifies are ignored.
 	CodexThread string `json:"codex_thread,omitempty"`
+	// Step is the journal of send: the step of the send of OffloadID that
+	// runs, written before it does (sendSteps); "" once the session has
+	// started, or when no send runs. One left with no send running (it
+	// holds the repo's send.lock) is undone by the next begin, send or
+	// end (resumeSend).
+	Step string `json:"step,omitempty"`
 }
 
 // queued is a message waiting for the session's next idle.
@@ -103,6 +109,10 @@ func (c *Config) writeRecord(r *record) error {
 // lock takes an exclusive flock on path (created 0600) and returns its
 // release.
 func lock(path string) (func(), error) {
+	return lockMode(path, flock.Exclusive)
+}
+
+func lockMode(path string, mode flock.Mode) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
@@ -110,8 +120,11 @@ func lock(path string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := flock.Lock(f, flock.Exclusive); err != nil {
+	if err := flock.Lock(f, mode); err != nil {
 		f.Close()
+		if errors.Is(err, flock.ErrLocked) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() { f.Close() }, nil

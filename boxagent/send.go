@@ -32,6 +32,11 @@ func (c *Config) Send(o agentwire.SendRequest, r io.Reader) (*agentwire.SendResu
 	if err := checkID(o.ID); err != nil {
 		return nil, err
 	}
+	unlock, err := c.holdSend(o.Repo)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	rec, err := c.readRecord(o.Repo)
 	if err != nil {
 		return nil, err
@@ -52,9 +57,13 @@ func (c *Config) Send(o agentwire.SendRequest, r io.Reader) (*agentwire.SendResu
 	}
 	stage := c.stageDir(o.Repo)
 	incoming := c.SecretsDir(o.Repo) + ".incoming"
+	if err := c.step(o.Repo, StepRead, nil); err != nil {
+		return nil, err
+	}
+	// From here on the journal names each step before it runs.
 	os.RemoveAll(incoming)
 	if err := emptyDir(stage); err != nil {
-		return nil, err
+		return nil, c.releaseAfter(o.Repo, err)
 	}
 	defer emptyDir(stage)
 
@@ -63,12 +72,14 @@ func (c *Config) Send(o agentwire.SendRequest, r io.Reader) (*agentwire.SendResu
 	if err != nil {
 		os.RemoveAll(incoming)
 		if se, ok := errors.AsType[*StreamError](err); ok {
+			c.clearStep(o.Repo)
 			return nil, &Error{Code: agentwire.CodeRefused, Err: se}
 		}
 		return nil, c.releaseAfter(o.Repo, err)
 	}
 	if err := checkMembers(st, o); err != nil {
 		os.RemoveAll(incoming)
+		c.clearStep(o.Repo)
 		return nil, err
 	}
 	step("read")
@@ -80,6 +91,9 @@ func (c *Config) Send(o agentwire.SendRequest, r io.Reader) (*agentwire.SendResu
 	dir := rec.Dir
 	var base string
 	if !o.NoRepo {
+		if err := c.step(o.Repo, StepIndex, nil); err != nil {
+			return fail(err)
+		}
 		if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
 			if st.HEAD == nil {
 				return fail(fmt.Errorf("the copy %s has no .git: rsync the work tree first", dir))
@@ -98,6 +112,9 @@ func (c *Config) Send(o agentwire.SendRequest, r io.Reader) (*agentwire.SendResu
 			}
 			os.Remove(st.Bundle)
 			step("index")
+		}
+		if err := c.step(o.Repo, StepCheck, nil); err != nil {
+			return fail(err)
 		}
 		if st.HEAD != nil {
 			if err := os.WriteFile(filepath.Join(dir, ".git", "HEAD"), st.HEAD, 0o644); err != nil {
@@ -124,10 +141,18 @@ func (c *Config) Send(o agentwire.SendRequest, r io.Reader) (*agentwire.SendResu
 		step("check")
 	}
 
+	// The record names the secrets before they are placed, so that a send
+	// that dies among them has their links wiped.
+	if err := c.step(o.Repo, StepSecrets, func(r *record) { r.Secrets = st.Secrets }); err != nil {
+		return fail(err)
+	}
 	if err := c.placeSecrets(o.Repo, dir, incoming, st.Secrets); err != nil {
 		return fail(err)
 	}
 	step("secrets")
+	if err := c.step(o.Repo, StepExcludes, nil); err != nil {
+		return fail(err)
+	}
 	var ignored []string
 	if !o.NoRepo {
 		rel, err := c.ignoredDirs(dir)
@@ -161,11 +186,15 @@ func (c *Config) Send(o agentwire.SendRequest, r io.Reader) (*agentwire.SendResu
 		if _, err := c.call(Request{Op: "send", Repo: o.Repo, CLI: o.Kind, OffloadID: o.ID, Start: true, Prepare: true}); err != nil {
 			return fail(err)
 		}
+		c.clearStep(o.Repo)
 		res.Delivery = "started"
 		step("prepare")
 		return res, nil
 	}
 
+	if err := c.step(o.Repo, StepTrust, nil); err != nil {
+		return fail(err)
+	}
 	if err := c.presetTrust(o.Kind, dir); err != nil {
 		return fail(err)
 	}
@@ -176,6 +205,9 @@ func (c *Config) Send(o agentwire.SendRequest, r io.Reader) (*agentwire.SendResu
 	os.Remove(filepath.Join(c.repoDir(o.Repo), "handover.md"))
 	p := promptInput{Dir: dir, HandoverOut: filepath.Join(c.repoDir(o.Repo), "handover.md"), Base: base, Env: st.EnvJSON, Handover: st.Handover}
 	c.attachments(dir, &p)
+	if err := c.step(o.Repo, StepStart, nil); err != nil {
+		return fail(err)
+	}
 	start := nowMS()
 	c.logf("starting %s", agentwire.KindOf(o.Kind).Binary())
 	resp, err := c.call(Request{Op: "send", Repo: o.Repo, Name: rec.Name, CLI: o.Kind, OffloadID: o.ID, Body: composePrompt(p), Start: true})
@@ -254,11 +286,23 @@ func (c *Config) releaseAfter(k string, err error) error {
 		if r == nil || r.running() {
 			return nil, nil
 		}
-		r.OffloadID = ""
+		r.OffloadID, r.Step, r.Secrets = "", "", nil
 		return r, nil
 	})
 	c.logf("released the copy of %s", k)
 	return e
+}
+
+// clearStep clears the journal of k's send: it ended with nothing to
+// undo.
+func (c *Config) clearStep(k string) {
+	c.update(k, func(r *record) (*record, error) {
+		if r == nil || r.Step == "" {
+			return nil, nil
+		}
+		r.Step = ""
+		return r, nil
+	})
 }
 
 // plainParents checks that every directory on the way from the copy dir

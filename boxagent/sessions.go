@@ -171,7 +171,9 @@ func (ib *Inbox) startSession(r *record, prompt string) error {
 	if err := c.tmuxStart(session, r.Dir, env, line); err != nil {
 		return failedf("start the %s session: %v", r.CLI, err)
 	}
-	r.Started, r.Status, r.Question, r.Queue = true, StatusWorking, false, nil
+	// The session is the inbox's now: the send that asked for it (its
+	// journal's last step, start) has nothing left to undo.
+	r.Started, r.Status, r.Question, r.Queue, r.Step = true, StatusWorking, false, nil, ""
 	r.StartedAtMS, r.HookAtMS, r.TranscriptPath, r.CLIPid, r.ExitLines, r.CodexThread = nowMS(), 0, "", 0, nil, ""
 	r.InboxSeq++
 	return appendLine(c.inboxPath(r.Repo), map[string]any{

@@ -63,6 +63,11 @@ func (c *Config) End(k string) (*agentwire.EndResult, error) {
 	if err := checkKey(k); err != nil {
 		return nil, err
 	}
+	unlock, err := c.holdSend(k)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	r, err := c.readRecord(k)
 	if err != nil {
 		return nil, err

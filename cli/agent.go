@@ -60,7 +60,12 @@ func agentConfig(env Env, s Streams) *boxagent.Config {
 	if err != nil {
 		self = "cocoonbox-agent"
 	}
+	var atStep func(verb, step string)
+	if f := killAt(env); f != nil {
+		atStep = f
+	}
 	return &boxagent.Config{
+		AtStep:    atStep,
 		Home:      get("HOME", "/home/user"),
 		Workspace: get("COCOONBOX_WORKDIR", "/workspace"),
 		RunDir:    get("COCOONBOX_RUN_DIR", "/run"),

@@ -62,7 +62,7 @@ func runBack(env Env, s Streams) error {
 	b := &offload.Backer{
 		Repo: oe.repo, Store: oe.store, Exec: oe.client, Environ: env.Environ, Shim: oe.shim,
 		Logf: progress(s), Progress: progressWriter(s),
-		Notice: func(line string) { fmt.Fprintln(s.Err, "cocoonbox: "+line) },
+		Notice: notice(s), AtStep: killAt(env),
 	}
 	res, err := b.Run(ctx)
 	if res != nil && res.Merge != nil {
@@ -71,10 +71,11 @@ func runBack(env Env, s Streams) error {
 	return stoppedExit(err, sigCode())
 }
 
-// stoppedExit gives a wait that a signal stopped the status 128+N.
+// stoppedExit gives a wait or a step that a signal stopped the status
+// 128+N.
 func stoppedExit(err error, code int) error {
 	var oe *offload.Error
-	if code != 0 && errors.As(err, &oe) && errors.Is(oe.Err, offload.ErrWaitStopped) {
+	if code != 0 && errors.As(err, &oe) && (errors.Is(oe.Err, offload.ErrWaitStopped) || errors.Is(oe.Err, offload.ErrInterrupted)) {
 		oe.Code = code
 	}
 	return err

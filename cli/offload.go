@@ -59,8 +59,11 @@ Write the hand-over first: offload handover-path prints where (and puts a
 template there); offload --handover-prompt prints a request to paste into a
 coding agent that has no cocoonbox plugin.
 
+A kill at any point leaves a journal in the record: the next offload, back
+or abandon finishes or undoes what was started, and says which.
+
 Exit status: 0 done; 1 failed, rolled back; 2 usage; 3 refused, nothing
-changed; 4 warnings that need --yes.`,
+changed; 4 warnings that need --yes; 128+N stopped by signal N, rolled back.`,
 		Example: `  cocoonbox offload install-cli --kind claude   # once per box
   cocoonbox offload sign-in --kind claude       # once per box (or --with-api-key < FILE)
   cocoonbox offload handover-path
@@ -129,7 +132,9 @@ it is lost:
   refs/cocoonbox/box/*           the box copy's branches
 
 Then the box session ends (its secrets are wiped) and the record goes.
-A session still running needs --yes.`
+A session still running needs --yes. When the copy's work cannot come home
+(git cannot take its tree), --yes moves the copy aside in the box
+(<name>.abandoned-<id>) and ends the offload all the same.`
 	abandon.Flags().StringVar(&o.Box, "box", defaultBox, "the box to look in when this laptop has no record of the offload")
 	abandon.Flags().BoolVarP(&o.Yes, "yes", "y", false, "end a box session that is still running")
 	secrets := &cobra.Command{Use: "secrets", Short: "Opt secrets in or out for this repository's offloads", Args: usageArgs(cobra.NoArgs),
@@ -213,10 +218,11 @@ type offloadEnv struct {
 }
 
 // interruptible returns a context that Ctrl-C or SIGTERM ends
-// (signalContext) and the func that stops it and closes oe's client.
-func (oe *offloadEnv) interruptible() (context.Context, func()) {
-	ctx, stop := signalContext()
-	return ctx, func() { stop(); oe.client.Close() }
+// (signalExitContext), the func that stops it and closes oe's client,
+// and the exit status the signal calls for (0 before any).
+func (oe *offloadEnv) interruptible() (context.Context, func(), func() int) {
+	ctx, stop, code := signalExitContext()
+	return ctx, func() { stop(); oe.client.Close() }, code
 }
 
 // connect opens the repository, finds cocoonbox-ssh and dials.
@@ -307,7 +313,7 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
-	ctx, done := oe.interruptible()
+	ctx, done, sigCode := oe.interruptible()
 	defer done()
 	pf := &offload.Preflight{
 		GOOS:      env.platform(),
@@ -322,10 +328,11 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		Environ: env.Environ, Home: env.Getenv("HOME"), Shim: oe.shim, Preflight: pf,
 		Logf: progress(s), Progress: progressWriter(s),
 		NoCompress: onThisMachine(oe.client.Endpoint()),
+		Notice:     notice(s), AtStep: killAt(env), AgentEnv: agentEnv(env),
 	}
 	res, err := off.Run(ctx)
 	if err != nil {
-		return err
+		return stoppedExit(err, sigCode())
 	}
 	if len(res.Warnings) > 0 {
 		fmt.Fprintln(s.Err, "cocoonbox: going ahead despite:")
@@ -448,7 +455,7 @@ func inFlight(env Env, s Streams) (*flight, context.Context, func(), error) {
 	if oe.client, err = env.dial(""); err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, done := oe.interruptible()
+	ctx, done, _ := oe.interruptible()
 	return &flight{offloadEnv: oe, rec: rec, agent: &offload.Agent{Exec: oe.client, Box: rec.BoxName, Progress: progressWriter(s)}}, ctx, done, nil
 }
 
@@ -526,8 +533,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 		}
 	}
 	if seen != rec.Seen {
-		rec.Seen = seen
-		return f.store.SaveRecord(rec)
+		return f.store.UpdateSeen(rec.Repo, rec.ID, seen)
 	}
 	return nil
 }
@@ -735,15 +741,24 @@ func runOffloadAbandon(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
-	ctx, done := oe.interruptible()
+	ctx, done, sigCode := oe.interruptible()
 	defer done()
 	a := &offload.Abandoner{
 		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Yes: o.Yes,
 		Environ: env.Environ, Shim: oe.shim, Logf: progress(s),
+		Notice: notice(s), AtStep: killAt(env),
 	}
 	res, err := a.Run(ctx)
 	if err != nil {
-		return err
+		return stoppedExit(err, sigCode())
+	}
+	if res.Nothing {
+		fmt.Fprintf(s.Out, "nothing left to abandon of offload %s\n", res.ID)
+		return nil
+	}
+	if res.Aside != "" {
+		fmt.Fprintf(s.Out, "abandoned offload %s in box %s; your work tree is untouched; the box copy's work could not come here, and stays in the box at %s\n", res.ID, res.BoxName, res.Aside)
+		return nil
 	}
 	if res.Gone != "" {
 		fmt.Fprintf(s.Out, "abandoned offload %s: %s, so none of its work could be kept\n", res.ID, res.Gone)

@@ -34,6 +34,8 @@ type Agent struct {
 	// Progress receives the verbs' stderr, their progress for a human; nil
 	// discards it.
 	Progress io.Writer
+	// Env is added to the verbs' environment; nil adds nothing.
+	Env map[string]string
 }
 
 // AgentError is a verb that answered {"ok":false,...}, or could not run.
@@ -132,6 +134,7 @@ func (a *Agent) call(ctx context.Context, stdin io.Reader, out any, args []strin
 	st, err := a.Exec.Exec(ctx, &box.Command{
 		Box:      a.Box,
 		Line:     strings.Join(words, " "),
+		Env:      a.Env,
 		Stdin:    stdin,
 		Stdout:   &stdout,
 		Stderr:   a.Progress,

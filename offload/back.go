@@ -37,10 +37,14 @@ type Backer struct {
 	Shim string
 	Logf func(format string, args ...any)
 	// Notice, when set, gets the one line back says before it waits for
-	// the hand-over, whether or not stderr is a terminal.
+	// the hand-over, whether or not stderr is a terminal, and the one
+	// that says what became of an offload, back or abandon of the
+	// repository that was interrupted.
 	Notice   func(line string)
 	Progress io.Writer
 	Now      func() time.Time
+	// AtStep, when set, is called before each step runs (StepFunc).
+	AtStep StepFunc
 }
 
 // ErrWaitStopped is the error of a back whose context ended while it
@@ -73,8 +77,15 @@ func (b *Backer) logf(format string, args ...any) {
 
 // Run brings the work home: BACK, the wait for the back entry, git fetch,
 // the merge, end. It changes nothing here before the merge, and the merge
-// changes nothing that it cannot account for.
+// changes nothing that it cannot account for. The journal names each step
+// before it runs; what a back, offload or abandon that died left is
+// finished or undone first (Notice says which).
 func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
+	res, err := b.run(ctx)
+	return res, stoppedBefore(ctx, err, "its checks")
+}
+
+func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	r := b.Repo
 	// One of offload, back and abandon at a time for a repo.
 	unlock, err := b.Store.Lock(r.Key)
@@ -82,40 +93,69 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 		return nil, err
 	}
 	defer unlock()
-	rec, err := b.Store.LoadRecord(r.Key)
-	if errors.Is(err, ErrNoRecord) {
-		e := &Error{Code: ExitFailed, Err: err}
-		if _, err := os.Stat(b.Store.BackPath(r.Key)); err == nil {
+	rz, err := b.resumer().load(ctx, b.Notice)
+	if err != nil {
+		return nil, err
+	}
+	rec := rz.Rec
+	if rec == nil && rz.Back != nil {
+		// The back that was interrupted is finished now.
+		m := &MergeResult{Outcome: rz.Back.Outcome, Head: rz.Back.MoveTo, Branch: rz.Back.Branch, Reason: rz.Back.Reason}
+		body, _ := os.ReadFile(b.Store.BackPath(r.Key))
+		return &BackResult{Record: rz.Was, Merge: m, Body: string(body)}, nil
+	}
+	if rec == nil {
+		e := &Error{Code: ExitFailed, Err: ErrNoRecord}
+		if rz.Line != "" {
+			e.Next = []Step{{"offload it again: ", Command{Verb: VerbOffload, Kind: "KIND"}}}
+		} else if _, err := os.Stat(b.Store.BackPath(r.Key)); err == nil {
 			e.Next = []Step{{"the last back already came home; its hand-over is " + b.Store.BackPath(r.Key)}}
 		} else {
 			e.Next = []Step{{"offload it first: ", Command{Verb: VerbOffload, Kind: "KIND"}, "; what a box runs: ", Command{Verb: VerbStatus, Box: "BOX"}}}
 		}
 		return nil, e
 	}
-	if err != nil {
-		return nil, err
-	}
 	if err := gitAtLeast(ctx, r.git, 2, 38); err != nil {
 		return nil, refused(err, Step{"install git 2.38 or later (back uses git merge-tree --write-tree)"})
 	}
 	agent := &Agent{Exec: b.Exec, Box: rec.BoxName, Progress: b.Progress}
 	res := &BackResult{Record: rec}
+	// stopped is the failure of a step a signal cut short, in which
+	// nothing changed here.
+	stopped := func(err error) error {
+		if ctx.Err() != nil {
+			return interrupted(rec.Step, "nothing changed here", Step{"run ", cmdBack, " again to go on"})
+		}
+		return err
+	}
+	if err := b.journal(rec, StepWait); err != nil {
+		return nil, err
+	}
 	entry, err := b.waitBack(ctx, agent, rec, res)
 	if err != nil {
+		b.Store.settle(rec)
 		return nil, err
 	}
 	res.Body = entry.Body
 
+	if err := b.journal(rec, StepFetch); err != nil {
+		return nil, err
+	}
 	b.logf("fetch from %s:%s", rec.BoxName, remotePath(rec.Dir, rec.Name))
 	backRef := RefBack + rec.ID
 	fetch := git{dir: r.Top, env: append(HostEnv(b.Environ, true), "GIT_SSH_COMMAND="+b.Shim, "GIT_SSH_VARIANT=simple")}
 	if _, err := fetch.run(ctx, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", rec.BoxName+":"+remotePath(rec.Dir, rec.Name),
 		"+refs/heads/*:"+RefBox+"*", "+"+backRef+":"+backRef); err != nil {
-		return nil, &Error{Code: ExitFailed, Err: err, Next: []Step{backAgain}}
+		b.Store.settle(rec)
+		return nil, stopped(&Error{Code: ExitFailed, Err: err, Next: []Step{backAgain}})
 	}
 	back, err := r.git.line(ctx, "rev-parse", "--verify", backRef+"^{commit}")
 	if err != nil {
-		return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("the box has no %s: %w", backRef, err)}
+		b.Store.settle(rec)
+		return nil, stopped(&Error{Code: ExitFailed, Err: fmt.Errorf("the box has no %s: %w", backRef, err)})
+	}
+	if err := b.journal(rec, StepMerge); err != nil {
+		return nil, err
 	}
 	b.logf("merge")
 	// end runs beside the merge once the merge holds the index lock, so
@@ -124,14 +164,26 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 	// and back again then still finds the box's back and ends the box
 	// session (end is the same when it has ended).
 	var ended chan error
-	m, err := r.mergeBackLocked(ctx, rec.ID, rec.Base, back, b.now(), func() {
-		b.logf("end")
-		ended = make(chan error, 1)
-		go func() { ended <- agent.End(ctx, r.Key) }()
+	m, err := r.mergeBackHooks(ctx, rec.ID, rec.Base, back, b.now(), &mergeHooks{
+		locked: func() {
+			b.logf("end")
+			ended = make(chan error, 1)
+			go func() { ended <- agent.End(ctx, r.Key) }()
+		},
+		applying: func(j *MergeJournal) error {
+			rec.Merge = j
+			return b.journal(rec, StepApply)
+		},
 	})
 	var endErr error
 	if ended != nil {
 		endErr = <-ended
+	}
+	if err != nil {
+		// The merge changed nothing, or its *Error says what it left: the
+		// journal no longer names a step to finish.
+		rec.Merge = nil
+		b.Store.settle(rec)
 	}
 	if errors.Is(err, ErrIndexLocked) {
 		e := &Error{Code: ExitFailed, Err: err, Next: []Step{{"nothing changed; when no git is running here, remove " + r.GitDir + "/index.lock and run ", cmdBack, " again"}}}
@@ -146,17 +198,29 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 		return nil, oe
 	}
 	if err != nil {
-		return nil, &Error{Code: ExitFailed, Err: err}
+		return nil, stopped(&Error{Code: ExitFailed, Err: err})
 	}
 	res.Merge = m
 	if _, err := b.Store.EnsureRepoDir(r.Key); err == nil {
 		atomicfile.WriteFile(b.Store.BackPath(r.Key), []byte(entry.Body), 0o600)
 	}
+	j := rec.Merge
+	if j == nil {
+		j = &MergeJournal{}
+	}
+	j.Outcome, j.Branch, j.Reason = m.Outcome, m.Branch, m.Reason
+	if m.Head != "" {
+		j.MoveTo = m.Head
+	}
+	rec.Merge = j
+	if err := b.journal(rec, StepEnd); err != nil {
+		return res, err
+	}
 	if ctx.Err() != nil {
 		// Interrupted while the work tree changed, which it finished; the
 		// end beside it was cut short too, or not.
-		return res, &Error{Code: ExitFailed, Err: fmt.Errorf("interrupted: the box's work is here (%s), but the box session may still run", m.Outcome),
-			Next: []Step{{"run ", cmdBack, " again to end it"}}}
+		return res, interrupted(StepEnd, fmt.Sprintf("the box's work is here (%s), but the box session may still run", m.Outcome),
+			Step{"run ", cmdBack, " again to end it"})
 	}
 	if endErr != nil {
 		return res, &Error{Code: ExitFailed, Err: fmt.Errorf("the box's work is here (%s), but ending the box session failed: %w", m.Outcome, endErr),
@@ -166,6 +230,18 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// journal writes rec as the journal of the back's step before it runs.
+func (b *Backer) journal(rec *Record, step string) error {
+	return b.Store.journal(rec, OpBack, step, b.AtStep)
+}
+
+// resumer finishes or undoes what an offload, back or abandon of the
+// repository that died left.
+func (b *Backer) resumer() *resumer {
+	return &resumer{repo: b.Repo, store: b.Store, exec: b.Exec, environ: b.Environ, shim: b.Shim,
+		progress: b.Progress, logf: b.Logf, at: b.AtStep}
 }
 
 // backAgent is what waitBack needs of the box half.

@@ -97,19 +97,32 @@ type backPlan struct {
 // never removed. The index lock is held from the start, so that the
 // index the decisions read is the one that is replaced.
 func (r *Repo) mergeBack(ctx context.Context, id, base, back string, now time.Time) (*MergeResult, error) {
-	return r.mergeBackLocked(ctx, id, base, back, now, nil)
+	return r.mergeBackHooks(ctx, id, base, back, now, nil)
 }
 
-// mergeBackLocked is mergeBack calling locked, when set, once it holds
-// the index lock.
-func (r *Repo) mergeBackLocked(ctx context.Context, id, base, back string, now time.Time, locked func()) (*MergeResult, error) {
+// mergeHooks are the calls back's merge makes as it goes; nil ones are
+// not made.
+type mergeHooks struct {
+	// locked is called once the merge holds the index lock.
+	locked func()
+	// applying is called with what the work tree update changes once the
+	// pre-back refs are set and before any file changes; its error stops
+	// the merge with nothing changed.
+	applying func(j *MergeJournal) error
+}
+
+// mergeBackHooks is mergeBack making the calls of h, when not nil.
+func (r *Repo) mergeBackHooks(ctx context.Context, id, base, back string, now time.Time, h *mergeHooks) (*MergeResult, error) {
+	if h == nil {
+		h = &mergeHooks{}
+	}
 	lock, err := r.lockIndex()
 	if err != nil {
 		return nil, err
 	}
 	defer lock.release()
-	if locked != nil {
-		locked()
+	if h.locked != nil {
+		h.locked()
 	}
 	rv, err := r.resolveBack(ctx, id, base, back)
 	if err != nil {
@@ -137,7 +150,7 @@ func (r *Repo) mergeBackLocked(ctx context.Context, id, base, back string, now t
 			return nil, err
 		}
 	}
-	err = r.apply(ctx, p, lock)
+	err = r.apply(ctx, p, lock, h.applying)
 	if errors.Is(err, errNotApplied) {
 		return r.branch(ctx, back, now, err.Error())
 	}
@@ -659,26 +672,46 @@ func (r *Repo) lockIndex() (*indexLock, error) {
 	return &indexLock{path: path, mark: mark, f: f}, nil
 }
 
-// staleLock removes the index lock at path when a back of ours left it:
-// a mark beside it names a pid that no longer runs and is a link to the
-// same file. A lock git or another program holds has no such mark, and
-// stays. Marks of dead backs whose lock is gone are removed. It reports
-// whether it removed the lock.
+// staleLock removes the index lock at path when a back of ours left it
+// (ownStaleLock). A lock git or another program holds has no such mark,
+// and stays. Marks of dead backs are removed. It reports whether it
+// removed the lock.
 func staleLock(path string) bool {
-	marks, _ := filepath.Glob(path + lockMarkPrefix + "*")
-	lock, err := os.Lstat(path)
-	removed := false
-	for _, m := range marks {
-		pid, perr := strconv.Atoi(strings.TrimPrefix(m, path+lockMarkPrefix))
-		if perr != nil || pid <= 0 || proc.Alive(pid) {
-			continue
-		}
-		if mfi, merr := os.Lstat(m); err == nil && merr == nil && !removed && os.SameFile(lock, mfi) {
-			removed = os.Remove(path) == nil
-		}
+	removed := ownStaleLock(path) && os.Remove(path) == nil
+	for _, m := range deadMarks(path) {
 		os.Remove(m)
 	}
 	return removed
+}
+
+// ownStaleLock reports whether the index lock at path is one a back of
+// ours left when it died: a mark beside it names a pid that no longer
+// runs and is a link to the same file.
+func ownStaleLock(path string) bool {
+	lock, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	for _, m := range deadMarks(path) {
+		if mfi, err := os.Lstat(m); err == nil && os.SameFile(lock, mfi) {
+			return true
+		}
+	}
+	return false
+}
+
+// deadMarks are the marks beside the index lock at path that name a pid
+// that no longer runs.
+func deadMarks(path string) []string {
+	marks, _ := filepath.Glob(path + lockMarkPrefix + "*")
+	var dead []string
+	for _, m := range marks {
+		pid, err := strconv.Atoi(strings.TrimPrefix(m, path+lockMarkPrefix))
+		if err == nil && pid > 0 && !proc.Alive(pid) {
+			dead = append(dead, m)
+		}
+	}
+	return dead
 }
 
 // hold copies the index file src into the lock, keeping src's
@@ -833,7 +866,7 @@ func stages(ctx context.Context, g git) (map[string]string, error) {
 // found them, and it re-read what it did not trust (a racily clean entry
 // of the real index), so git trusts in it what it would trust in the real
 // index, and hashes only what changed since.
-func (r *Repo) apply(ctx context.Context, p *backPlan, lock *indexLock) error {
+func (r *Repo) apply(ctx context.Context, p *backPlan, lock *indexLock, applying func(*MergeJournal) error) error {
 	g := p.checkout
 	work, err := r.git.with(snapshotIdent...).line(ctx, "commit-tree", p.wt, "-p", p.head, "-m", "cocoonbox back "+p.id+": the work tree back found")
 	if err != nil {
@@ -841,6 +874,12 @@ func (r *Repo) apply(ctx context.Context, p *backPlan, lock *indexLock) error {
 	}
 	for ref, oid := range map[string]string{RefPreBack + p.id: p.head, RefPreBackWork + p.id: work} {
 		if _, err := r.git.run(ctx, nil, "update-ref", "-m", "cocoonbox back "+p.id, ref, oid); err != nil {
+			return err
+		}
+	}
+	if applying != nil {
+		j := &MergeJournal{Head: p.head, MoveTo: p.moveTo, Work: work, Target: p.target, EndMerge: p.endMerge, Outcome: p.outcome}
+		if err := applying(j); err != nil {
 			return err
 		}
 	}

@@ -100,6 +100,14 @@ type Offloader struct {
 	// socket or loopback endpoint), where compressing costs CPU for
 	// nothing.
 	NoCompress bool
+	// Notice, when set, gets the one line that says what became of an
+	// offload, back or abandon of the repository that was interrupted.
+	Notice func(line string)
+	// AtStep, when set, is called before each step runs (StepFunc).
+	AtStep StepFunc
+	// AgentEnv is added to the environment of the box half's verbs: the
+	// box half's own test hook (docs/cli.md).
+	AgentEnv map[string]string
 }
 
 // Client is what offload and back need of the box service.
@@ -216,6 +224,11 @@ func readLimited(p string, max int64) ([]byte, error) {
 // the refs it made, and gives back the copy begin took unless a box CLI
 // session started on it.
 func (o *Offloader) Run(ctx context.Context) (*Result, error) {
+	res, err := o.run(ctx)
+	return res, stoppedBefore(ctx, err, "preflight")
+}
+
+func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	res := &Result{}
 	t0 := o.now()
 	step := func(name string, since time.Time) time.Time {
@@ -233,10 +246,10 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
-	if rec, err := o.Store.LoadRecord(r.Key); err == nil {
-		return nil, refused(fmt.Errorf("offload %s of this repository is still in box %s", rec.ID, rec.BoxName), stillInBoxNext...)
-	} else if !errors.Is(err, ErrNoRecord) {
+	if rz, err := o.resumer().load(ctx, o.Notice); err != nil {
 		return nil, err
+	} else if rec := rz.Rec; rec != nil {
+		return nil, refused(fmt.Errorf("offload %s of this repository is still in box %s", rec.ID, rec.BoxName), stillInBoxNext...)
 	}
 	settings, err := o.Store.LoadSettings()
 	if err != nil {
@@ -301,44 +314,31 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	}
 	t := step("preflight", t0)
 
-	// begin: the box half of the preflight; it takes the copy.
+	// begin: the box half of the preflight; it takes the copy. From here
+	// on the journal names each step before it runs.
 	id := NewID()
-	agent := &Agent{Exec: o.Client, Box: o.Box, Progress: o.Progress}
-	o.logf("begin in box %s", bx.Name)
-	begin, err := o.begin(ctx, agent, id)
-	if err != nil {
-		return nil, err
-	}
-	res.Begin = begin.BeginResult
-	warns = append(warns, only(begin.Findings, agentwire.Warn)...)
-	if begin.CLI.BlockedBy() != "" && !slices.ContainsFunc(warns, func(f agentwire.Finding) bool { return f.Check == "hooks" }) {
-		warns = append(warns, agentwire.Finding{Check: "hooks", Outcome: agentwire.Warn, Detail: begin.CLI.BlockedBy() + " in the box blocks hooks, so the box CLI's status will not be reported"})
-	}
-	if len(warns) > 0 && !o.Yes {
-		// Give back what begin took: the copy, and the directory it made.
-		if released, _ := o.release(ctx, agent, r.Key, id); released && begin.Copy == "absent" {
-			o.removeCopy(ctx, agent, begin)
-		}
-		return nil, &Error{Code: ExitConfirm, Err: errors.New("the preflight found warnings"), Findings: warns,
-			Next: []Step{{"go ahead anyway with: ", Command{Verb: VerbOffload, Kind: o.Kind.Name(), Yes: true}}}}
-	}
-	res.Warnings = warns
-	t = step("begin", t)
-
-	// Snapshot S; from here on a failure rolls back what it made.
+	agent := &Agent{Exec: o.Client, Box: o.Box, Progress: o.Progress, Env: o.AgentEnv}
+	rec := &Record{ID: id, Repo: r.Key, Box: bx.ID, BoxName: bx.Name, Name: r.Name, Kind: o.Kind.Name(), Top: r.Top}
 	dir := o.Store.RepoDir(r.Key)
 	bpath := filepath.Join(dir, "offload.bundle")
+	// rollback undoes what the steps so far did, the journal last, and
+	// says what the box holds now.
 	rollback := func(err error) error {
+		stopped := ctx.Err() != nil
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		r.dropRefs(ctx, id)
-		o.Store.removeRecordOf(r.Key, id)
 		os.Remove(bpath)
+		gave := giveBack(ctx, agent, r.Key, id, rec.Dir, rec.Name, rec.Copy)
+		o.Store.removeRecordOf(r.Key, id)
+		if stopped {
+			return interrupted(rec.Step, "nothing changed here; "+gave, Step{"run offload again when you want to"})
+		}
 		var e *Error
 		if !errors.As(err, &e) {
 			e = &Error{Code: ExitFailed, Err: err}
 		}
-		next := []Step{{"nothing changed here; " + o.giveBack(ctx, agent, begin, id)}}
+		next := []Step{{"nothing changed here; " + gave}}
 		if lock := heldLock(err); lock != "" {
 			next = append(next, say("another git process holds %s; when none is running, remove it (rm '%s') and run offload again", lock, lock))
 		} else {
@@ -346,6 +346,39 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		}
 		e.Next = append(next, e.Next...)
 		return e
+	}
+	if err := o.journal(rec, StepBegin); err != nil {
+		return nil, err
+	}
+	o.logf("begin in box %s", bx.Name)
+	begin, err := o.begin(ctx, agent, id)
+	if e, ok := errors.AsType[*Error](err); ok && e.Code == ExitRefused {
+		// The box changed nothing.
+		o.Store.removeRecordOf(r.Key, id)
+		return nil, err
+	}
+	if err != nil {
+		return nil, rollback(err)
+	}
+	res.Begin = begin.BeginResult
+	rec.Name, rec.Dir, rec.Copy, rec.Seen = begin.name, begin.Dir, begin.Copy, begin.seen
+	warns = append(warns, only(begin.Findings, agentwire.Warn)...)
+	if begin.CLI.BlockedBy() != "" && !slices.ContainsFunc(warns, func(f agentwire.Finding) bool { return f.Check == "hooks" }) {
+		warns = append(warns, agentwire.Finding{Check: "hooks", Outcome: agentwire.Warn, Detail: begin.CLI.BlockedBy() + " in the box blocks hooks, so the box CLI's status will not be reported"})
+	}
+	if len(warns) > 0 && !o.Yes {
+		// Give back what begin took: the copy, and the directory it made.
+		giveBack(ctx, agent, r.Key, id, rec.Dir, rec.Name, rec.Copy)
+		o.Store.removeRecordOf(r.Key, id)
+		return nil, &Error{Code: ExitConfirm, Err: errors.New("the preflight found warnings"), Findings: warns,
+			Next: []Step{{"go ahead anyway with: ", Command{Verb: VerbOffload, Kind: o.Kind.Name(), Yes: true}}}}
+	}
+	res.Warnings = warns
+	t = step("begin", t)
+
+	// Snapshot S; from here on a failure rolls back what it made.
+	if err := o.journal(rec, StepSnapshot); err != nil {
+		return nil, rollback(err)
 	}
 	if len(only(warns, agentwire.Confirm)) > 0 {
 		if err := o.Store.UpdateSettings(r.Key, r.Top, func(s *RepoSettings) error { s.SizeOK = true; return nil }); err != nil {
@@ -357,10 +390,11 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, rollback(err)
 	}
+	rec.Base = base
 	t = step("snapshot", t)
 
 	// rsync the work tree and .git without objects.
-	if _, err := o.Store.EnsureRepoDir(r.Key); err != nil {
+	if err := o.journal(rec, StepRsync); err != nil {
 		return nil, rollback(err)
 	}
 	boxIgnored, err := r.stillIgnored(ctx, begin.Ignored)
@@ -399,12 +433,9 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 	}
 	t = step("rsync", t)
 
-	// The record, then the stream.
-	rec := &Record{
-		ID: id, Repo: r.Key, Box: bx.ID, BoxName: bx.Name, Name: begin.name, Dir: begin.Dir,
-		Kind: o.Kind.Name(), Base: base, Top: r.Top, StartedAtMS: o.now().UnixMilli(), Seen: begin.seen,
-	}
-	if err := o.Store.SaveRecord(rec); err != nil {
+	// The bundle and the stream.
+	rec.StartedAtMS = o.now().UnixMilli()
+	if err := o.journal(rec, StepSend); err != nil {
 		return nil, rollback(err)
 	}
 	members, err := o.members(ctx, handover, env, haveRefs, secrets)
@@ -440,13 +471,20 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		// The answer may be lost after the box CLI started: then the
 		// offload is in flight, and its record stays.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		_, started := o.release(sctx, agent, r.Key, id)
+		_, started := release(sctx, agent, r.Key, id)
 		cancel()
 		if started {
+			if serr := o.Store.settle(rec); serr != nil {
+				return nil, serr
+			}
 			return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("send: %w; the box CLI session of offload %s started all the same", err, id),
 				Next: []Step{{"watch it with: ", Command{Verb: VerbInbox, Wait: 60}}, {"bring it home with: ", cmdBack}}}
 		}
 		return nil, rollback(err)
+	}
+	// The box CLI session started: the offload is in flight.
+	if err := o.Store.settle(rec); err != nil {
+		return nil, err
 	}
 	step("send", t)
 	res.Record, res.Send = rec, send
@@ -456,6 +494,18 @@ func (o *Offloader) Run(ctx context.Context) (*Result, error) {
 		return nil, exitedError(o.Kind, o.Box, send.ExitLines, false)
 	}
 	return res, nil
+}
+
+// journal writes rec as the journal of the offload's step before it runs.
+func (o *Offloader) journal(rec *Record, step string) error {
+	return o.Store.journal(rec, OpOffload, step, o.AtStep)
+}
+
+// resumer finishes or undoes what an offload, back or abandon of the
+// repository that died left.
+func (o *Offloader) resumer() *resumer {
+	return &resumer{repo: o.Repo, store: o.Store, exec: o.Client, environ: o.Environ, shim: o.Shim,
+		progress: o.Progress, logf: o.Logf, at: o.AtStep}
 }
 
 // exitedError reports a box CLI that exited before it took its first
@@ -587,7 +637,7 @@ func uniqueName(name, key string) string {
 // release gives back the copy begin took for offload id, unless a box CLI
 // session started on it. It reports whether the box holds no copy for id
 // now, and whether a session of id started.
-func (o *Offloader) release(ctx context.Context, a *Agent, key, id string) (released, started bool) {
+func release(ctx context.Context, a *Agent, key, id string) (released, started bool) {
 	ss, err := a.Status(ctx, key)
 	if err != nil {
 		return false, false
@@ -608,33 +658,40 @@ func (o *Offloader) release(ctx context.Context, a *Agent, key, id string) (rele
 }
 
 // giveBack gives back the copy begin took for offload id after a failure
-// (no box CLI session started on it) and says what the box holds now.
-// A copy this offload made (begin found none) is removed, as it may be
-// half synced, with no history yet; one that was there before stays, as
-// the box's mirror, and the next offload syncs it again.
-func (o *Offloader) giveBack(ctx context.Context, a *Agent, begin *beginAnswer, id string) string {
-	dir := begin.Dir
-	if dir == "" {
-		dir = begin.name
+// (no box CLI session started on it) and says what the box holds now. dir
+// and name are the copy's as begin answered them, copy its state as begin
+// found it ("" when begin's answer never came). A copy this offload made
+// (begin found none) is removed, as it may be half synced, with no history
+// yet; one that was there before stays, as the box's mirror, and the next
+// offload syncs it again.
+func giveBack(ctx context.Context, a *Agent, key, id, dir, name, copy string) string {
+	shown := dir
+	if shown == "" {
+		shown = name
 	}
-	if released, _ := o.release(ctx, a, o.Repo.Key, id); !released {
-		return fmt.Sprintf("box %s may still hold its copy %s for offload %s, which the next offload takes again", o.Box, dir, id)
+	if released, _ := release(ctx, a, key, id); !released {
+		return fmt.Sprintf("box %s may still hold its copy %s for offload %s, which the next offload takes again", a.Box, shown, id)
 	}
-	if begin.Copy != "absent" {
-		return fmt.Sprintf("box %s gave back its copy %s, maybe partly synced, which the next offload syncs again", o.Box, dir)
+	switch copy {
+	case "":
+		return fmt.Sprintf("box %s holds nothing of it now", a.Box)
+	case "absent":
+	default:
+		return fmt.Sprintf("box %s gave back its copy %s, maybe partly synced, which the next offload syncs again", a.Box, shown)
 	}
-	if err := o.removeCopy(ctx, a, begin); err != nil {
-		return fmt.Sprintf("box %s gave back the copy %s that this offload made, but could not remove it (%v); the next offload syncs it again", o.Box, dir, err)
+	if err := removeCopy(ctx, a, remotePath(dir, name)); err != nil {
+		return fmt.Sprintf("box %s gave back the copy %s that this offload made, but could not remove it (%v); the next offload syncs it again", a.Box, shown, err)
 	}
-	return fmt.Sprintf("box %s gave back and removed the copy %s that this offload made", o.Box, dir)
+	return fmt.Sprintf("box %s gave back and removed the copy %s that this offload made", a.Box, shown)
 }
 
-// removeCopy removes the copy begin made for this offload in the box.
-// Only a copy begin found absent (none, an empty directory, or one that
-// is no git repository) is removed: nothing in it is the box's.
-func (o *Offloader) removeCopy(ctx context.Context, a *Agent, begin *beginAnswer) error {
+// removeCopy removes a copy begin made for an offload in the box, path
+// relative to its workspace. Only a copy begin found absent (none, an
+// empty directory, or one that is no git repository) is removed: nothing
+// in it is the box's.
+func removeCopy(ctx context.Context, a *Agent, path string) error {
 	var errb bytes.Buffer
-	st, err := a.Exec.Exec(ctx, &box.Command{Box: o.Box, Line: "rm -rf -- " + shellquote.Word(remotePath(begin.Dir, begin.name)), Stderr: &errb})
+	st, err := a.Exec.Exec(ctx, &box.Command{Box: a.Box, Line: "rm -rf -- " + shellquote.Word(path), Stderr: &errb})
 	if err != nil {
 		return err
 	}
@@ -845,6 +902,10 @@ func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, erro
 	}
 	if err != nil {
 		return nil, err
+	}
+	if rec.Op != "" {
+		return nil, refused(fmt.Errorf("%s %s was interrupted during %s", opName(rec), rec.ID, rec.Step),
+			Step{"finish or undo it first: ", cmdBack, " or ", cmdAbandon, " does, and says which"})
 	}
 	a := &Agent{Exec: x, Box: rec.BoxName}
 	res, err := a.Restart(ctx, key)

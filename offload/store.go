@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/flock"
@@ -44,8 +45,13 @@ type Store struct {
 	Dir string
 }
 
-// Record is offload.json: an offload in flight (contract "Directories").
-// It is written before send and removed after end.
+// Record is offload.json: an offload in flight (contract "Directories"),
+// and the journal of the offload, back or abandon that runs on it. Offload
+// writes it before begin, and every step of the three writes it again,
+// with Op and Step set, before the step runs (Store.Journal); a record
+// whose Op is set under the repository's lock was left by a command that
+// died, and the next offload, back, abandon or restart finishes or undoes
+// that step (Resume). It is removed after end.
 type Record struct {
 	// ID is the offload id.
 	ID string `json:"id"`
@@ -68,6 +74,16 @@ type Record struct {
 	StartedAtMS int64 `json:"started_at_ms"`
 	// Seen is the last outbox seq that offload inbox showed.
 	Seen int64 `json:"seen"`
+	// Op is the command running on the offload: OpOffload, OpBack or
+	// OpAbandon; "" when none is (the offload is in flight).
+	Op string `json:"op,omitempty"`
+	// Step is Op's step, written before it runs (the Step* constants).
+	Step string `json:"step,omitempty"`
+	// Copy is the box copy's state as begin found it: absent when this
+	// offload made the copy, mirror when it was the box's.
+	Copy string `json:"copy,omitempty"`
+	// Merge is back's merge from its apply step on.
+	Merge *MergeJournal `json:"merge,omitempty"`
 }
 
 // ErrNoRecord is returned by LoadRecord when no offload is in flight.
@@ -116,25 +132,89 @@ func (s Store) LoadRecord(key string) (*Record, error) {
 	return &r, nil
 }
 
-// SaveRecord writes offload.json atomically, 0600.
+// SaveRecord writes offload.json atomically, 0600, and syncs it and its
+// directory, so that it is on disk when SaveRecord returns (a journal
+// entry must outlive a power loss). The Seen of the record on disk, when
+// it is the same offload's, is kept if larger: `offload inbox` updates it
+// while a back runs.
 func (s Store) SaveRecord(r *Record) error {
-	if _, err := s.EnsureRepoDir(r.Repo); err != nil {
+	return s.updateRecord(r.Repo, func(old *Record) (*Record, error) {
+		if old != nil && old.ID == r.ID {
+			r.Seen = max(r.Seen, old.Seen)
+		}
+		return r, nil
+	})
+}
+
+// UpdateSeen raises the Seen of offload id's record to seen; another
+// offload's record, or none, is left alone.
+func (s Store) UpdateSeen(key, id string, seen int64) error {
+	return s.updateRecord(key, func(old *Record) (*Record, error) {
+		if old == nil || old.ID != id || old.Seen >= seen {
+			return nil, nil
+		}
+		old.Seen = seen
+		return old, nil
+	})
+}
+
+// updateRecord writes f's record (none when f returns nil) under an flock
+// of record.lock, with the record on disk (nil when none) as f's argument.
+func (s Store) updateRecord(key string, f func(old *Record) (*Record, error)) error {
+	dir, err := s.EnsureRepoDir(key)
+	if err != nil {
+		return err
+	}
+	unlock, err := lockFile(filepath.Join(dir, "record.lock"), true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	old, err := s.LoadRecord(key)
+	if errors.Is(err, ErrNoRecord) {
+		old, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	r, err := f(old)
+	if err != nil || r == nil {
 		return err
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(s.recordPath(r.Repo), append(b, '\n'), 0o600)
+	if err := atomicfile.WriteFile(s.recordPath(key), append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return syncDir(dir)
 }
 
-// RemoveRecord removes offload.json; no record is no error.
+// RemoveRecord removes offload.json, durably; no record is no error.
 func (s Store) RemoveRecord(key string) error {
 	err := os.Remove(s.recordPath(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return syncDir(s.RepoDir(key))
+}
+
+// syncDir makes the renames and removals in dir durable (fsync of the
+// directory). A file system that cannot sync a directory is no error.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, errors.ErrUnsupported) && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
 }
 
 // removeRecordOf removes offload.json only when it is offload id's, so a

@@ -60,8 +60,30 @@ func TestRecord(t *testing.T) {
 		t.Errorf("(-saved +loaded):\n%s", diff)
 	}
 	ents, _ := os.ReadDir(st.RepoDir("k"))
-	if len(ents) != 1 {
-		t.Errorf("the repo directory holds %d files, want only offload.json (no temp file left)", len(ents))
+	for _, e := range ents {
+		if e.Name() != "offload.json" && e.Name() != "record.lock" {
+			t.Errorf("the repo directory holds %s, want only offload.json and record.lock (no temp file left)", e.Name())
+		}
+	}
+
+	// inbox raises Seen while a back journals its steps: neither loses
+	// the other's change.
+	if err := st.UpdateSeen("k", rec.ID, 7); err != nil {
+		t.Fatal(err)
+	}
+	rec.Op, rec.Step = OpBack, StepFetch
+	if err := st.SaveRecord(rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err = st.LoadRecord("k")
+	if err != nil || got.Seen != 7 || got.Step != StepFetch {
+		t.Fatalf("after UpdateSeen and a journal write: %+v, %v; want seen 7, step fetch", got, err)
+	}
+	if err := st.UpdateSeen("k", "another", 9); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.LoadRecord("k"); got.Seen != 7 {
+		t.Errorf("another offload's seen changed the record: %d", got.Seen)
 	}
 	if err := st.RemoveRecord("k"); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/cocoonbox/cocoonbox/offload"
+)
+
+// killAtVar is the test hook of the journal's steps (docs/cli.md): set to
+// OP:STEP, the process that reaches that step kills itself with SIGKILL
+// once the journal names it, as kill -9 would; cocoonbox passes it on to
+// the box half's verbs, whose steps it names the same way (send:index).
+const killAtVar = "COCOONBOX_TEST_KILL_AT"
+
+// killAt is the offload.StepFunc of killAtVar, or nil when it is unset.
+func killAt(env Env) offload.StepFunc {
+	want := env.Getenv(killAtVar)
+	if want == "" {
+		return nil
+	}
+	return func(op, step string) {
+		if op+":"+step == want {
+			p, err := os.FindProcess(os.Getpid())
+			if err == nil {
+				p.Kill()
+			}
+			select {} // the kill is on its way
+		}
+	}
+}
+
+// agentEnv is the environment offload adds to the box half's verbs:
+// killAtVar, when set.
+func agentEnv(env Env) map[string]string {
+	if v := env.Getenv(killAtVar); v != "" {
+		return map[string]string{killAtVar: v}
+	}
+	return nil
+}
+
+// notice prints the one line of an offload, back or abandon that says
+// what became of one that was interrupted.
+func notice(s Streams) func(string) {
+	return func(line string) { fmt.Fprintln(s.Err, "cocoonbox: "+line) }
+}
