@@ -48,8 +48,9 @@ var ErrNoListener = errors.New("the box's cocoonbox-agent has no listen verb (re
 var ErrListenerClosed = errors.New("relay: the listener is closed")
 
 // Listen starts a listener in boxName as spec says and returns once it
-// listens: a listener the box could not make is a *DialError whose
-// Reason is the box half's (such as "address already in use"), a box
+// listens: a listener the box could not make is a *DialError with
+// Listen set, whose Reason is the box half's (such as "address already
+// in use"), a box
 // without the verb wraps ErrNoListener. ctx bounds only the start; the
 // listener lives until Close or the end of its Exec.
 func Listen(ctx context.Context, c *box.Client, boxName string, spec ListenSpec) (*Listener, error) {
@@ -65,7 +66,7 @@ func Listen(ctx context.Context, c *box.Client, boxName string, spec ListenSpec)
 		case st.Code == 127:
 			return fmt.Errorf("box %s: %w", boxName, ErrNoListener)
 		case st.Code == ExitListen:
-			return &DialError{Box: boxName, Addr: spec.String(), Reason: boxReason(stderrLine, "listen ", "cannot listen")}
+			return &DialError{Box: boxName, Addr: spec.String(), Reason: boxReason(stderrLine, "listen ", "cannot listen"), Listen: true}
 		case st.Code != 0 || st.Signal != "" || st.Error != "":
 			if stderrLine == "" {
 				stderrLine = st.Text()

@@ -51,15 +51,22 @@ type Conn interface {
 }
 
 // DialError is a connection the box could not make: HOST:PORT refused,
-// unreachable or unresolvable from inside the box.
+// unreachable or unresolvable from inside the box; or, with Listen set,
+// an address it could not listen on (in use, not the box's).
 type DialError struct {
 	Box, Addr string
 	// Reason is the box half's one stderr line.
 	Reason string
+	// Listen says the box could not listen on Addr, rather than connect.
+	Listen bool
 }
 
 func (e *DialError) Error() string {
-	return fmt.Sprintf("connect to %s in box %s: %s", e.Addr, e.Box, e.Reason)
+	op := "connect to"
+	if e.Listen {
+		op = "listen on"
+	}
+	return fmt.Sprintf("%s %s in box %s: %s", op, e.Addr, e.Box, e.Reason)
 }
 
 // ErrNoRelay is returned, wrapped, when the box has no relay at all.
