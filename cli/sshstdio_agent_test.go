@@ -119,24 +119,3 @@ func boxKnownHosts(t *testing.T, gh *github, workspace string) {
 	write(t, filepath.Join(workspace, "known_hosts"), gh.Known)
 	os.Chmod(filepath.Join(workspace, "known_hosts"), 0o644)
 }
-
-// TestSSHStdioAgentForward: ssh -A through cocoonbox-ssh --stdio, with a
-// local ssh-agent holding the only key a GitHub stand-in (an sshd)
-// accepts: git push from the box to it works through the forwarded
-// agent, ssh-add -l in the box lists the laptop's key; the agent socket
-// is 0600 in a 0700 directory, both the box user's, and both are gone
-// when the session ends.
-func TestSSHStdioAgentForward(t *testing.T) {
-	t.Parallel()
-	gh := githubStandIn(t)
-	sock := agentWithKey(t, gh.Key)
-	b := startBox(t)
-	s := newStdioSSH(t, b)
-	// The box's home and workspace are made by its first command.
-	runOK(t, s.cmd("main.cocoonbox", "true"))
-	boxKnownHosts(t, gh, b.Workspace)
-	// IdentityAgent names the agent ssh forwards (the config's "none"
-	// would unset SSH_AUTH_SOCK); -A overrides the block's ForwardAgent no.
-	out := runOK(t, s.cmd("-A", "-o", "IdentityAgent="+sock, "main.cocoonbox", pushScript(gh)))
-	checkPush(t, out, sock, gh, b.Workspace)
-}

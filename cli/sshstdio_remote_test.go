@@ -17,11 +17,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/cocoonbox/cocoonbox/internal/loopback"
 )
@@ -125,71 +122,6 @@ func webTarget(t *testing.T) string {
 	return port
 }
 
-// TestSSHStdioRemoteForward: OpenSSH's ssh -R through cocoonbox-ssh
-// --stdio listens in the box: a port the box chose, said as sshd's
-// "Allocated port" line says it, carrying bytes both ways; a port named;
-// a unix socket (0600, the box user's, removed when ssh ends).
-func TestSSHStdioRemoteForward(t *testing.T) {
-	t.Parallel()
-	b := startBox(t)
-	s := newStdioSSH(t, b)
-	d := startSSHD(t)
-	echo := echoTarget(t)
-	web := webTarget(t)
-
-	t.Run("allocated", func(t *testing.T) {
-		box := startBG(t, s.cmd("-N", "-o", "ExitOnForwardFailure=yes", "-R", "0:localhost:"+echo, "main.cocoonbox"))
-		m := box.waitLine(t, allocatedRE)
-		ref := startBG(t, exec.Command("ssh", "-F", d.Config, "-p", d.Port, "-N", "-R", "0:localhost:"+echo, d.User+"@127.0.0.1"))
-		mref := ref.waitLine(t, allocatedRE)
-		if m[2] != mref[2] || m[2] != "localhost:"+echo {
-			t.Errorf("ssh says %q through the ProxyCommand, %q with sshd", m[0], mref[0])
-		}
-		echoThrough(t, "tcp", "127.0.0.1:"+m[1])
-		echoThrough(t, "tcp", "127.0.0.1:"+mref[1])
-	})
-
-	t.Run("port", func(t *testing.T) {
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		fw := startBG(t, s.cmd("-N", "-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:"+port+":localhost:"+web, "main.cocoonbox"))
-		waitListening(t, port, fw.exited, &strings.Builder{})
-		if got := runOK(t, exec.Command("curl", "-sS", "--noproxy", "*", "http://127.0.0.1:"+port+"/via-R")); got != "hello from /via-R" {
-			t.Errorf("curl in the box through -R: %q", got)
-		}
-	})
-
-	t.Run("unix socket", func(t *testing.T) {
-		dir := t.TempDir()
-		// The box user makes the socket there.
-		if err := os.Chmod(dir, 0o777); err != nil {
-			t.Fatal(err)
-		}
-		sock := filepath.Join(dir, "r.sock")
-		fw := startBG(t, s.cmd("-N", "-o", "ExitOnForwardFailure=yes", "-R", sock+":localhost:"+web, "main.cocoonbox"))
-		waitFor(t, fw.exited, func() bool { _, err := os.Lstat(sock); return err == nil })
-		fi, err := os.Lstat(sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ws, err := os.Stat(b.Workspace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fi.Mode() != os.ModeSocket|0o600 || fi.Sys().(*syscall.Stat_t).Uid != ws.Sys().(*syscall.Stat_t).Uid {
-			t.Errorf("socket %s: %v, uid %d; want a 0600 socket of the box user (%d)", sock, fi.Mode(), fi.Sys().(*syscall.Stat_t).Uid, ws.Sys().(*syscall.Stat_t).Uid)
-		}
-		if got := runOK(t, exec.Command("curl", "-sS", "--unix-socket", sock, "http://box/via-socket")); got != "hello from /via-socket" {
-			t.Errorf("curl in the box through -R on a socket: %q", got)
-		}
-		fw.cmd.Process.Kill()
-		<-fw.exited
-		waitFor(t, nil, func() bool { _, err := os.Lstat(sock); return os.IsNotExist(err) })
-	})
-}
-
 // waitFor polls cond until it holds; it fails the test if exited closes
 // first (nil: never) or a minute passes.
 func waitFor(t *testing.T, exited <-chan struct{}, cond func() bool) {
@@ -244,50 +176,4 @@ func TestSSHStdioRemoteCancel(t *testing.T) {
 	}
 	runOK(t, s.cmd("-O", "cancel", "-R", sock+":localhost:"+web, "main.cocoonbox"))
 	waitFor(t, nil, func() bool { _, err := os.Lstat(sock); return os.IsNotExist(err) })
-}
-
-// TestSSHStdioRemoteInUse: a remote forward to a port already in
-// use in the box is what it is with sshd, run the same way side by side:
-// OpenSSH's warning and the command run, or with ExitOnForwardFailure its
-// error and 255; cocoonbox-ssh adds one line with the box's reason.
-func TestSSHStdioRemoteInUse(t *testing.T) {
-	t.Parallel()
-	b := startBox(t)
-	s := newStdioSSH(t, b)
-	d := startSSHD(t)
-	used, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer used.Close()
-	_, port, _ := net.SplitHostPort(used.Addr().String())
-	spec := "127.0.0.1:" + port + ":localhost:9"
-	for _, exitOnFailure := range []string{"no", "yes"} {
-		args := []string{"-o", "ExitOnForwardFailure=" + exitOnFailure, "-R", spec}
-		run := func(c *exec.Cmd) result {
-			var stdout, stderr strings.Builder
-			c.Stdout, c.Stderr = &stdout, &stderr
-			c.Run()
-			return result{Stdout: stdout.String(), Stderr: stderr.String(), Code: c.ProcessState.ExitCode()}
-		}
-		box := run(s.cmd(append(args, "main.cocoonbox", "echo ran")...))
-		ref := run(exec.Command("ssh", append(append([]string{"-F", d.Config, "-p", d.Port}, args...), d.User+"@127.0.0.1", "echo ran")...))
-		var ours []string
-		rest := ""
-		for _, l := range strings.SplitAfter(box.Stderr, "\n") {
-			if strings.HasPrefix(l, "cocoonbox-ssh: ") {
-				ours = append(ours, l)
-			} else {
-				rest += l
-			}
-		}
-		box.Stderr = rest
-		if diff := cmp.Diff(ref, box); diff != "" {
-			t.Errorf("ExitOnForwardFailure=%s: sshd and the ProxyCommand differ (-sshd +stdio):\n%s", exitOnFailure, diff)
-		}
-		want := "cocoonbox-ssh: remote forwarding: listen on 127.0.0.1:" + port + " in box main: address already in use\r\n"
-		if len(ours) != 1 || ours[0] != want {
-			t.Errorf("ExitOnForwardFailure=%s: our lines %q, want %q", exitOnFailure, ours, want)
-		}
-	}
 }
