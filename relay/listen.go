@@ -48,11 +48,10 @@ var ErrNoListener = errors.New("the box's cocoonbox-agent has no listen verb (re
 var ErrListenerClosed = errors.New("relay: the listener is closed")
 
 // Listen starts a listener in boxName as spec says and returns once it
-// listens: a listener the box could not make is a *DialError with
-// Listen set, whose Reason is the box half's (such as "address already
-// in use"), a box
-// without the verb wraps ErrNoListener. ctx bounds only the start; the
-// listener lives until Close or the end of its Exec.
+// listens: a listener the box could not make is a *DialError with Listen
+// set, whose Reason is the box half's (such as "address already in
+// use"); a box without the verb wraps ErrNoListener. ctx bounds only the
+// start; the listener lives until Close or the end of its Exec.
 func Listen(ctx context.Context, c *box.Client, boxName string, spec ListenSpec) (*Listener, error) {
 	if err := spec.Check(); err != nil {
 		return nil, err
@@ -157,8 +156,8 @@ func (l *Listener) Path() string { return l.path }
 func (l *Listener) Spec() ListenSpec { return l.spec }
 
 // Accept waits for the next connection the box accepted. It returns
-// ErrListenerClosed after Close, and the reason the listener ended when
-// its Exec did (nil error then: io.EOF).
+// ErrListenerClosed after Close; when the listener's Exec ended by
+// itself, the reason, or io.EOF for one that exited 0.
 func (l *Listener) Accept() (*Accepted, error) {
 	a, ok := <-l.accepts
 	if ok {

@@ -31,22 +31,28 @@ func (f *forwarder) startRemote(fws []Forward) error {
 		wg.Go(func() { ls[i], errs[i] = relay.Listen(f.ctx, f.c, f.r.o.Box(), fw.listenSpec()) })
 	}
 	wg.Wait()
-	for i, fw := range fws {
-		if err := errs[i]; err != nil {
-			what := "port " + strconv.Itoa(fw.ListenPort)
-			if fw.ListenPath != "" {
-				what = "path " + fw.ListenPath
-			}
-			if f.r.o.ExitOnForwardFailure {
+	failed := func(fw Forward) string {
+		if fw.ListenPath != "" {
+			return "remote port forwarding failed for listen path " + fw.ListenPath
+		}
+		return "remote port forwarding failed for listen port " + strconv.Itoa(fw.ListenPort)
+	}
+	if f.r.o.ExitOnForwardFailure {
+		for i, err := range errs {
+			if err != nil {
 				// The listeners made are closed by the caller's stop.
 				for _, l := range ls {
 					if l != nil {
 						f.remotes = append(f.remotes, l)
 					}
 				}
-				return fmt.Errorf("remote port forwarding failed for listen %s: %w", what, err)
+				return fmt.Errorf("%s: %w", failed(fws[i]), err)
 			}
-			f.r.logf(LogInfo, "Warning: remote port forwarding failed for listen %s: %v", what, err)
+		}
+	}
+	for i, fw := range fws {
+		if err := errs[i]; err != nil {
+			f.r.logf(LogInfo, "Warning: %s: %v", failed(fw), err)
 			continue
 		}
 		l := ls[i]
