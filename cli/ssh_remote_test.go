@@ -221,3 +221,29 @@ func TestSSHAgentForward(t *testing.T) {
 		t.Errorf("-A without an agent: the box got SSH_AUTH_SOCK %q, want none", out)
 	}
 }
+
+// TestSSHForwardNoListener: a box whose cocoonbox-agent predates the
+// listen verb: through either client, -R is ssh's failure with one line
+// naming the cause, and -A runs the command without SSH_AUTH_SOCK after
+// one line saying why.
+func TestSSHForwardNoListener(t *testing.T) {
+	t.Parallel()
+	old := t.TempDir()
+	write(t, filepath.Join(old, "cocoonbox-agent"), "#!/bin/sh\necho '{\"ok\":false,\"code\":\"usage\",\"error\":\"unknown command\"}'\nexit 2\n")
+	os.Chmod(filepath.Join(old, "cocoonbox-agent"), 0o755)
+	b := startBoxWith(t, old)
+	const cause = "box main: the box's cocoonbox-agent has no listen verb (remote and agent forwarding need it)"
+	key := filepath.Join(t.TempDir(), "key")
+	runOK(t, exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key))
+	sock := agentWithKey(t, key)
+	for _, c := range boxClients(t, b) {
+		got := runResult(c.cmd([]string{"-o", "ExitOnForwardFailure=yes", "-R", "0:localhost:9"}, "echo ran"))
+		if got.Code != 255 || got.Stdout != "" || !strings.Contains(got.Stderr, cause) {
+			t.Errorf("%s -R: %+v; want 255 and a line naming the cause", c.name, got)
+		}
+		got = runResult(c.cmd([]string{"-A", "-o", "IdentityAgent=" + sock}, `echo "[$SSH_AUTH_SOCK]"`))
+		if got.Code != 0 || got.Stdout != "[]\n" || strings.Count(got.Stderr, "\n") != 1 || !strings.Contains(got.Stderr, "agent forwarding") || !strings.Contains(got.Stderr, cause) {
+			t.Errorf("%s -A: %+v; want the command run without SSH_AUTH_SOCK, and one line naming the cause", c.name, got)
+		}
+	}
+}
