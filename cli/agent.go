@@ -127,7 +127,9 @@ func newAgentRoot(a *agentRun) *cobra.Command {
 		Short: "The box half of cocoonbox offload",
 		Long: `cocoonbox-agent runs inside a box. "offload" verbs move a task's copy in
 and out of the box and talk to its inbox; each prints one JSON line.
-"relay" connects stdin and stdout to a TCP port (port forwarding).`,
+"relay" connects stdin and stdout to a TCP port (port forwarding);
+"listen" and "take" are a listener in the box and its connections
+(remote and agent forwarding).`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// Help only on -h or --help: anything else prints the one line.
@@ -137,7 +139,7 @@ and out of the box and talk to its inbox; each prints one JSON line.
 			if len(args) > 0 {
 				return a.fail(usage(fmt.Sprintf("unknown command %q; see: cocoonbox-agent --help", args[0])))
 			}
-			return a.fail(usage("give a command: offload or relay; see: cocoonbox-agent --help"))
+			return a.fail(usage("give a command: offload, relay, listen or take; see: cocoonbox-agent --help"))
 		},
 	}
 	root.SetVersionTemplate(versionTemplate)
@@ -163,7 +165,7 @@ and out of the box and talk to its inbox; each prints one JSON line.
 	}
 	root.AddCommand(off)
 	off.AddCommand(agentVerbs(a)...)
-	root.AddCommand(newAgentRelay(a))
+	root.AddCommand(newAgentRelay(a), newAgentListen(a), newAgentTake(a))
 	return root
 }
 
@@ -296,43 +298,130 @@ func newAgentRelay(a *agentRun) *cobra.Command {
 		Use:   "relay [--ready] HOST PORT",
 		Short: "Connect stdin and stdout to HOST:PORT (port forwarding)",
 		Args:  cobra.ArbitraryArgs,
-		RunE: func(_ *cobra.Command, args []string) error {
-			a.printed = true
-			fail := func(code int, err error) error {
-				fmt.Fprintf(a.s.Err, "cocoonbox-agent: %v\n", err)
-				a.code = code
-				return nil
-			}
+		RunE: streamVerb(a, func(args []string) (int, error) {
 			if check {
 				if len(args) != 0 {
-					return fail(ExitUsage, errors.New("relay --check takes no arguments"))
+					return ExitUsage, errors.New("relay --check takes no arguments")
 				}
-				a.code = ExitOK
-				return nil
+				return ExitOK, nil
 			}
 			if len(args) != 2 {
-				return fail(ExitUsage, errors.New("relay takes HOST PORT; see: cocoonbox-agent relay --help"))
+				return ExitUsage, errors.New("relay takes HOST PORT; see: cocoonbox-agent relay --help")
 			}
 			port, err := strconv.ParseUint(args[1], 10, 16)
 			if err != nil || port == 0 {
-				return fail(ExitUsage, fmt.Errorf("bad port %q: want 1 to 65535", args[1]))
+				return ExitUsage, fmt.Errorf("bad port %q: want 1 to 65535", args[1])
 			}
 			if err := relay.CheckTarget(args[0], uint32(port)); err != nil {
-				return fail(ExitUsage, err)
+				return ExitUsage, err
 			}
 			// No signal handler: INT, TERM and HUP end the relay at once.
-			err = relay.Serve(context.Background(), args[0], uint32(port), a.s.In, a.s.Out, ready)
-			if _, ok := errors.AsType[*relay.ConnectError](err); ok {
-				return fail(relay.ExitConnect, err)
-			}
-			if err != nil {
-				return fail(ExitFailure, err)
-			}
-			a.code = ExitOK
-			return nil
-		},
+			return relayExit(relay.Serve(context.Background(), args[0], uint32(port), a.s.In, a.s.Out, ready))
+		}),
 	}
 	c.Flags().BoolVar(&ready, "ready", false, "write one byte (0x06) on stdout once connected")
 	c.Flags().BoolVar(&check, "check", false, "exit 0: this agent has the relay verb")
 	return c
+}
+
+// streamVerb runs a verb whose stdout is a stream, not a JSON line
+// (relay, listen, take): run's error is one line on stderr and its exit
+// status.
+func streamVerb(a *agentRun, run func(args []string) (int, error)) func(*cobra.Command, []string) error {
+	return func(_ *cobra.Command, args []string) error {
+		a.printed = true
+		code, err := run(args)
+		if err != nil {
+			fmt.Fprintf(a.s.Err, "cocoonbox-agent: %v\n", err)
+		}
+		a.code = code
+		return nil
+	}
+}
+
+// newAgentListen is `cocoonbox-agent listen (tcp HOST PORT | unix PATH |
+// agent)`, the box half of a listener (relay.ServeListener: ssh -R, -A).
+// Its stdout carries relay.Event lines, its stdin relay.Close lines; EOF
+// on stdin, SIGHUP, SIGINT or SIGTERM end it, its sockets removed. Exit 0
+// when ended so, 1 on a failure after listening, 2 usage, 4
+// (relay.ExitListen) when it could not listen.
+func newAgentListen(a *agentRun) *cobra.Command {
+	return &cobra.Command{
+		Use:   "listen (tcp HOST PORT | unix PATH | agent)",
+		Short: "Listen in the box and announce each connection for take (remote and agent forwarding)",
+		Args:  cobra.ArbitraryArgs,
+		RunE: streamVerb(a, func(args []string) (int, error) {
+			spec, err := listenSpec(args)
+			if err != nil {
+				return ExitUsage, err
+			}
+			if err := spec.Check(); err != nil {
+				return ExitUsage, err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			err = relay.ServeListener(ctx, spec, a.s.In, a.s.Out)
+			if _, ok := errors.AsType[*relay.ListenError](err); ok {
+				return relay.ExitListen, err
+			}
+			if err != nil {
+				return ExitFailure, err
+			}
+			return ExitOK, nil
+		}),
+	}
+}
+
+// listenSpec reads listen's arguments.
+func listenSpec(args []string) (relay.ListenSpec, error) {
+	bad := errors.New("listen takes tcp HOST PORT, unix PATH or agent; see: cocoonbox-agent listen --help")
+	switch {
+	case len(args) == 3 && args[0] == "tcp":
+		port, err := strconv.ParseUint(args[2], 10, 16)
+		if err != nil {
+			return relay.ListenSpec{}, fmt.Errorf("bad port %q: want 0 to 65535", args[2])
+		}
+		return relay.ListenSpec{Mode: relay.ListenTCP, Host: args[1], Port: uint32(port)}, nil
+	case len(args) == 2 && args[0] == "unix":
+		return relay.ListenSpec{Mode: relay.ListenUnix, Path: args[1]}, nil
+	case len(args) == 1 && args[0] == "agent":
+		return relay.ListenSpec{Mode: relay.ListenAgent}, nil
+	}
+	return relay.ListenSpec{}, bad
+}
+
+// newAgentTake is `cocoonbox-agent take CONTROL ID`: one connection a
+// listener accepted, its descriptor received on the listener's CONTROL
+// socket, then relayed as `relay --ready` does. Exit 0 when the
+// connection closed, 1 on an I/O failure, 2 usage, 3 (relay.ExitConnect)
+// when the connection has gone.
+func newAgentTake(a *agentRun) *cobra.Command {
+	return &cobra.Command{
+		Use:   "take CONTROL ID",
+		Short: "Relay stdin and stdout to a connection a listener accepted",
+		Args:  cobra.ArbitraryArgs,
+		RunE: streamVerb(a, func(args []string) (int, error) {
+			if len(args) != 2 {
+				return ExitUsage, errors.New("take takes CONTROL ID; see: cocoonbox-agent take --help")
+			}
+			id, err := strconv.ParseUint(args[1], 10, 64)
+			if err != nil || id == 0 {
+				return ExitUsage, fmt.Errorf("bad connection id %q", args[1])
+			}
+			return relayExit(relay.Take(args[0], id, a.s.In, a.s.Out))
+		}),
+	}
+}
+
+// relayExit is the exit status of a relay's end (relay.Serve,
+// relay.Take): 0, 3 (relay.ExitConnect) when there was no connection to
+// relay, else 1.
+func relayExit(err error) (int, error) {
+	if _, ok := errors.AsType[*relay.ConnectError](err); ok {
+		return relay.ExitConnect, err
+	}
+	if err != nil {
+		return ExitFailure, err
+	}
+	return ExitOK, nil
 }

@@ -110,19 +110,13 @@ func TestSSHForwardLocal(t *testing.T) {
 
 func TestSSHForwardListenFailure(t *testing.T) {
 	tb := startBox(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	spec := "127.0.0.1:" + port + ":localhost:80"
+	spec := "127.0.0.1:" + usedPort(t) + ":localhost:80"
 
 	// ExitOnForwardFailure: 255 and one line, and the command never runs.
 	cmd := shimCmd(tb, "-o", "ExitOnForwardFailure=yes", "-L", spec, "main", "echo ran")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	if cmd.ProcessState.ExitCode() != 255 || stdout.Len() != 0 || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "address already in use") {
 		t.Errorf("ExitOnForwardFailure: exit %d (%v), stdout %q, stderr %q; want 255, nothing, one line", cmd.ProcessState.ExitCode(), err, stdout.String(), stderr.String())
 	}
@@ -239,4 +233,16 @@ func TestSSHForwardNone(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("-N after SIGTERM: exit %d, want 0", code)
 	}
+}
+
+// usedPort is a port on 127.0.0.1 that the test holds until it ends.
+func usedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
 }

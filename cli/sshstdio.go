@@ -106,15 +106,20 @@ func sshStdio(args []string, env Env, s Streams) int {
 		return fail(err)
 	}
 	defer c.Close()
+	quiet := &quietUnless{w: s.Err, quiet: sshIsQuiet}
 	srv := &sshserve.Server{
 		Box:      o.Box,
 		Runner:   c,
 		HostKey:  key,
 		Terminfo: func(term string) []byte { return shim.Terminfo(term, env.Getenv) },
-		Progress: &quietUnless{w: s.Err, quiet: sshIsQuiet},
-		Prog:     prog,
-		Version:  sshSoftwareVersion(version.String()),
-		Dial:     stdioDial(c, o.Box),
+		Progress: quiet,
+		Log:      quiet,
+		Listen: func(ctx context.Context, spec relay.ListenSpec) (*relay.Listener, error) {
+			return relay.Listen(ctx, c, o.Box, spec)
+		},
+		Prog:    prog,
+		Version: sshSoftwareVersion(version.String()),
+		Dial:    stdioDial(c, o.Box),
 		DialUnix: func(ctx context.Context, path string) (sshserve.Conn, error) {
 			return relay.DialUnix(ctx, c, o.Box, path)
 		},

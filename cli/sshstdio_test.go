@@ -605,8 +605,9 @@ func goClient(t *testing.T, b *testBox) *ssh.Client {
 
 // TestSSHStdioGoClient: what OpenSSH's client never sends, through Go's
 // SSH client: a signal request reaches the command, keepalive and unknown
-// global requests get a reply, tcpip-forward and unknown channel types are
-// refused, and no-more-sessions is honoured.
+// global requests get a reply, tcpip-forward listens in the box and its
+// cancel ends that, unknown channel types are refused, and
+// no-more-sessions is honoured.
 func TestSSHStdioGoClient(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
@@ -641,9 +642,30 @@ func TestSSHStdioGoClient(t *testing.T) {
 			t.Errorf("global request %s: %v, %v; want a failure reply", req, ok, err)
 		}
 	}
-	if _, err := c.Listen("tcp", "127.0.0.1:0"); err == nil {
-		t.Error("tcpip-forward (ssh -R) was accepted")
+	// tcpip-forward (ssh -R) as Go's client asks for it: a port in the
+	// box, its connections forwarded-tcpip channels; Close cancels it.
+	l, err := c.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("tcpip-forward: %v", err)
 	}
+	go func() {
+		conn, err := l.Accept()
+		if err == nil {
+			io.Copy(conn, conn)
+			conn.Close()
+		}
+	}()
+	echoThrough(t, "tcp", l.Addr().String())
+	if err := l.Close(); err != nil {
+		t.Errorf("cancel-tcpip-forward: %v", err)
+	}
+	waitFor(t, nil, func() bool {
+		conn, err := net.Dial("tcp", l.Addr().String())
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	})
 	if _, _, err := c.OpenChannel("x11", nil); err == nil {
 		t.Error("an x11 channel was accepted")
 	}

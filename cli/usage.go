@@ -27,8 +27,10 @@ func sshPage(prog string) help.Page {
 			"The host word is [user@]BOX, BOX.cocoonbox or ssh://[user@]BOX[:port][/]; the user and the port are accepted " +
 				"and shown by -G. Options may follow the host word up to the first command word, unless -- came first. " +
 				"-o takes ssh_config keywords; those a box cannot honour are accepted and ignored as ssh ignores them " +
-				"for a host that does not need them. Options that would do what a box cannot (-f, -J, -O, -Q, -w, and " +
-				"the forwardings the shim does not make) are refused in one line with exit status 255.",
+				"for a host that does not need them. -L and -D listen here and connect from inside the box; -R listens " +
+				"in the box and connects from here; -A gives the box SSH_AUTH_SOCK, a socket that reaches the local " +
+				"ssh-agent (git push to GitHub from the box with the keys of this machine). Options that would do what " +
+				"a box cannot (-f, -J, -O, -Q, -w) are refused in one line with exit status 255.",
 			prog + " --stdio [--suffix SUFFIX] [-v] HOST is instead an SSH-2 server on stdin and stdout, for " +
 				"ssh_config's ProxyCommand (ProxyCommand cocoonbox-ssh --stdio %n), so that OpenSSH itself, scp, sftp, " +
 				"VS Code Remote-SSH and Paramiko reach the box HOST (without SUFFIX, .cocoonbox by default) with the same " +

@@ -51,15 +51,22 @@ type Conn interface {
 }
 
 // DialError is a connection the box could not make: HOST:PORT refused,
-// unreachable or unresolvable from inside the box.
+// unreachable or unresolvable from inside the box; or, with Listen set,
+// an address it could not listen on (in use, not the box's).
 type DialError struct {
 	Box, Addr string
 	// Reason is the box half's one stderr line.
 	Reason string
+	// Listen says the box could not listen on Addr, rather than connect.
+	Listen bool
 }
 
 func (e *DialError) Error() string {
-	return fmt.Sprintf("connect to %s in box %s: %s", e.Addr, e.Box, e.Reason)
+	op := "connect to"
+	if e.Listen {
+		op = "listen on"
+	}
+	return fmt.Sprintf("%s %s in box %s: %s", op, e.Addr, e.Box, e.Reason)
 }
 
 // ErrNoRelay is returned, wrapped, when the box has no relay at all.
@@ -157,45 +164,19 @@ func dial(ctx context.Context, c *box.Client, boxName, host string, port uint32,
 // connected; agentOnly says line is the agent alone (errNoAgent when it
 // has no relay verb).
 func dialLine(ctx context.Context, c *box.Client, boxName, addr, line string, agentOnly bool) (Conn, error) {
-	execCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stdinR, stdinW := io.Pipe()
-	stdoutR, stdoutW := io.Pipe()
-	rc := &conn{r: stdoutR, w: stdinW, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(rc.done)
-		var stderr limitedBuffer
-		st, err := c.Exec(execCtx, &box.Command{
-			Box:    boxName,
-			Line:   line,
-			Stdin:  stdinR,
-			Stdout: stdoutW,
-			Stderr: &stderr,
-		})
-		// Writers blocked on a stream that has ended must not wait forever.
-		stdinR.CloseWithError(errEnded)
+	p := startExec(ctx, c, boxName, line, func(st box.ExitStatus, stderrLine string) error {
 		switch {
-		case err != nil:
-			stdoutW.CloseWithError(err)
 		case agentOnly && st.Code == 127:
-			stdoutW.CloseWithError(errNoAgent)
+			return errNoAgent
 		case st.Code == 0 && st.Signal == "" && st.Error == "":
-			stdoutW.Close()
-		default:
-			stdoutW.CloseWithError(statusError(boxName, addr, st, stderr.lastLine()))
+			return nil
 		}
-	}()
-
-	dialed := make(chan struct{})
-	defer close(dialed)
-	go func() {
-		select {
-		case <-ctx.Done():
-			cancel()
-		case <-dialed:
-		}
-	}()
+		return statusError(boxName, addr, st, stderrLine)
+	})
+	rc := &conn{r: p.stdout, w: p.stdin, cancel: p.cancel, done: p.done}
+	defer cancelOn(ctx, p.cancel)()
 	var b [1]byte
-	_, err := io.ReadFull(stdoutR, b[:])
+	_, err := io.ReadFull(p.stdout, b[:])
 	switch {
 	case err == nil && b[0] != Ready && agentOnly:
 		// An older agent's usage line.
@@ -214,6 +195,62 @@ func dialLine(ctx context.Context, c *box.Client, boxName, addr, line string, ag
 		return nil, err
 	}
 	return rc, nil
+}
+
+// execPipes is a box command whose stdin and stdout are pipes.
+type execPipes struct {
+	stdin  *io.PipeWriter
+	stdout *io.PipeReader
+	// cancel ends the Exec; done is closed once it has ended, and err is
+	// then why (nil: exit 0), which stdout's reader also gets after the
+	// last byte.
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// startExec runs line in boxName until its end or cancel: ctx's values
+// go with it, not its end. How it ended becomes an error with status (the
+// exit status and the last line of stderr; nil for success), unless the
+// Exec itself failed.
+func startExec(ctx context.Context, c *box.Client, boxName, line string, status func(st box.ExitStatus, stderrLine string) error) *execPipes {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	p := &execPipes{stdin: stdinW, stdout: stdoutR, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		var stderr limitedBuffer
+		st, err := c.Exec(ctx, &box.Command{
+			Box:    boxName,
+			Line:   line,
+			Stdin:  stdinR,
+			Stdout: stdoutW,
+			Stderr: &stderr,
+		})
+		// Writers blocked on a stream that has ended must not wait forever.
+		stdinR.CloseWithError(errEnded)
+		if err == nil {
+			err = status(st, stderr.lastLine())
+		}
+		p.err = err
+		stdoutW.CloseWithError(err)
+		close(p.done)
+	}()
+	return p
+}
+
+// cancelOn calls cancel if ctx ends before the returned stop is called:
+// ctx bounds a start, not the Exec's life.
+func cancelOn(ctx context.Context, cancel context.CancelFunc) (stop func()) {
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			cancel()
+		case <-stopped:
+		}
+	}()
+	return func() { close(stopped) }
 }
 
 var errEnded = errors.New("relay: the connection has ended")
@@ -235,15 +272,20 @@ func statusError(boxName, addr string, st box.ExitStatus, line string) error {
 
 // connectReason is the reason in the box half's line, without the
 // program's name and the "connect HOST:PORT: " every half starts it with.
-func connectReason(line string) string {
+func connectReason(line string) string { return boxReason(line, "connect ", "connection failed") }
+
+// boxReason is the reason in the box half's stderr line, without the
+// program's name and the "VERB ADDR: " (verb "connect " or "listen ")
+// it starts with; def when it says nothing.
+func boxReason(line, verb, def string) string {
 	line = strings.TrimPrefix(line, "cocoonbox-agent: ")
-	if rest, ok := strings.CutPrefix(line, "connect "); ok {
+	if rest, ok := strings.CutPrefix(line, verb); ok {
 		if i := strings.Index(rest, ": "); i >= 0 {
 			line = rest[i+2:]
 		}
 	}
 	if line == "" {
-		return "connection failed"
+		return def
 	}
 	return line
 }

@@ -52,6 +52,13 @@ func Serve(ctx context.Context, host string, port uint32, in io.Reader, out io.W
 	if err != nil {
 		return &ConnectError{Addr: addr, Err: err}
 	}
+	return pipe(c, addr, in, out, ready)
+}
+
+// pipe writes Ready on out if ready is set, then copies in to c and c to
+// out (c is addr, for an error); in's EOF shuts down c's write side, c's EOF ends the copy. It
+// closes c.
+func pipe(c net.Conn, addr string, in io.Reader, out io.Writer, ready bool) error {
 	defer c.Close()
 	if ready {
 		if _, err := out.Write([]byte{Ready}); err != nil {

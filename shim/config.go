@@ -115,7 +115,12 @@ func (o *Options) configLine(line string) error {
 		}
 		return o.addForward(w, true)
 	case "remoteforward":
-		return usagef("-o remoteforward: remote port forwarding is not supported: a box does not listen for this machine; forward with -L or -D instead")
+		// "LISTEN CONNECT", or "LISTEN" alone for a dynamic one.
+		words, err := splitWords(v)
+		if err != nil || len(words) < 1 || len(words) > 2 {
+			return usagef("-o remoteforward: bad value %q: want [bind_address:]port host:hostport", printable(v))
+		}
+		return o.addRemoteForward(strings.Join(words, ":"))
 	case "exitonforwardfailure":
 		return o.boolOption(key, v, &o.ExitOnForwardFailure)
 	case "gatewayports":
@@ -371,8 +376,18 @@ func (o *Options) WriteConfig(w io.Writer) error {
 	for _, s := range o.Other {
 		line(s.Key, s.Value)
 	}
-	for _, f := range o.ActiveForwards() {
-		b.WriteString(f.String() + "\n")
+	// As ssh -G: the dynamic forwards, the local ones, the remote ones.
+	fws := o.ActiveForwards()
+	for _, pass := range []func(Forward) bool{
+		func(f Forward) bool { return !f.Remote && f.Dynamic },
+		func(f Forward) bool { return !f.Remote && !f.Dynamic },
+		func(f Forward) bool { return f.Remote },
+	} {
+		for _, f := range fws {
+			if pass(f) {
+				b.WriteString(f.String() + "\n")
+			}
+		}
 	}
 	line("requesttty", ttyNames[o.TTY])
 	line("sessiontype", sessionNames[o.Session])

@@ -6,27 +6,33 @@ import (
 	"strings"
 )
 
-// Forward is one -L or -D (or -o LocalForward, DynamicForward), as
-// OpenSSH's parse_forward reads it.
+// Forward is one -L, -D or -R (or -o LocalForward, DynamicForward,
+// RemoteForward), as OpenSSH's parse_forward reads it.
 type Forward struct {
-	// Dynamic is -D: a SOCKS server on the listening end, each connection
-	// going where its request asks.
+	// Remote is -R: the listening end is in the box, the connecting end
+	// here (the other way round from -L and -D).
+	Remote bool
+	// Dynamic is -D, or -R with no connecting end: a SOCKS server on the
+	// end that is not listening, each connection going where its request
+	// asks.
 	Dynamic bool
 	// ListenHost is the bind address as given: "" when none was given
 	// (loopback, or every address with GatewayPorts), "*" for every
 	// address, "localhost", or an address. Explicit is whether one was given.
 	ListenHost string
 	Explicit   bool
-	// ListenPort is the local TCP port, 1 to 65535, or 0 when ListenPath
-	// names a local unix socket instead.
+	// ListenPort is the listening TCP port, 1 to 65535 (-R: 0 asks the
+	// box for one), or 0 when ListenPath names a unix socket instead.
 	ListenPort int
 	ListenPath string
-	// ConnectHost and ConnectPort are where -L connects, as seen from
-	// inside the box; empty for -D, and when ConnectPath is set.
+	// ConnectHost and ConnectPort are where a connection goes: for -L as
+	// seen from inside the box, for -R from here; empty when dynamic, and
+	// when ConnectPath is set.
 	ConnectHost string
 	ConnectPort int
-	// ConnectPath is the unix socket in the box -L connects to instead
-	// (-L PORT:/path/to.sock); relative paths are from the workspace.
+	// ConnectPath is the unix socket connected to instead (-L
+	// PORT:/path/in/box.sock, -R PORT:/local.sock); relative paths are
+	// from the workspace in the box, from the working directory here.
 	ConnectPath string
 }
 
@@ -93,25 +99,44 @@ func parsePort(s string) int {
 	return n
 }
 
-// parseForward reads a -L (dynamic false) or -D (dynamic true) spec:
+// parseRemoteForward reads a -R spec as ssh.c does: a forward with a
+// connecting end, else a dynamic one.
+//
+//	-R [bind:]port:host:hostport   -R remote_socket:host:hostport
+//	-R [bind:]port:local_socket    -R remote_socket:local_socket
+//	-R [bind:]port                 -R remote_socket
+func parseRemoteForward(spec string) (Forward, error) {
+	f, err := parseForward(spec, false, true)
+	if err != nil {
+		if f, err = parseForward(spec, true, true); err != nil {
+			return f, usagef("Bad remote forwarding specification '%s'", printable(spec))
+		}
+	}
+	return f, nil
+}
+
+// parseForward reads a -L (dynamic false) or -D (dynamic true) spec, or
+// with remote one of -R's two kinds:
 //
 //	-L [bind:]port:host:hostport   -L local_socket:host:hostport
 //	-L [bind:]port:remote_socket   -L local_socket:remote_socket
 //	-D [bind:]port                 -D local_socket
-func parseForward(spec string, dynamic bool) (Forward, error) {
+func parseForward(spec string, dynamic, remote bool) (Forward, error) {
 	name := "local"
 	if dynamic {
 		name = "dynamic"
 	}
 	bad := usagef("Bad %s forwarding specification '%s'", name, printable(spec))
 	fs := splitForward(spec)
-	f := Forward{Dynamic: dynamic}
+	f := Forward{Dynamic: dynamic, Remote: remote}
 	listen := func(i int) error {
 		if fs[i].isPath {
 			f.ListenPath = fs[i].arg
 			return nil
 		}
-		if f.ListenPort = parsePort(fs[i].arg); f.ListenPort == 0 {
+		f.ListenPort = parsePort(fs[i].arg)
+		// A remote forward may ask for port 0 (a2port's "0", "00", ...).
+		if f.ListenPort == 0 && !(remote && fs[i].arg != "" && strings.Trim(fs[i].arg, "0") == "") {
 			return bad
 		}
 		return nil
@@ -183,10 +208,13 @@ func parseStdioForward(spec string) (host string, port int, err error) {
 	return fs[0].arg, parsePort(fs[1].arg), nil
 }
 
-// connectString is where a -L connects, for the debug log.
+// connectString is where a forward connects, for messages.
 func (f Forward) connectString() string {
-	if f.ConnectPath != "" {
+	switch {
+	case f.ConnectPath != "":
 		return f.ConnectPath
+	case f.Dynamic:
+		return "socks:0"
 	}
 	return fmt.Sprintf("%s:%d", f.ConnectHost, f.ConnectPort)
 }
@@ -203,22 +231,41 @@ func (f Forward) listenString() string {
 }
 
 // String is the forward as ssh -G prints it: "localforward LISTEN
-// [host]:port" or "dynamicforward LISTEN", each word quoted only if it
+// [host]:port", "dynamicforward LISTEN" or "remoteforward LISTEN
+// [host]:port" (a dynamic one's [socks]:0), each word quoted only if it
 // must be to read back as one.
 func (f Forward) String() string {
-	if f.Dynamic {
+	key := "localforward "
+	switch {
+	case f.Remote:
+		key = "remoteforward "
+	case f.Dynamic:
 		return "dynamicforward " + quoteWord(f.listenString())
 	}
-	if f.ConnectPath != "" {
-		return "localforward " + quoteWord(f.listenString()) + " " + quoteWord(f.ConnectPath)
+	switch {
+	case f.ConnectPath != "":
+		return key + quoteWord(f.listenString()) + " " + quoteWord(f.ConnectPath)
+	case f.Dynamic:
+		return key + quoteWord(f.listenString()) + " [socks]:0"
 	}
-	return "localforward " + quoteWord(f.listenString()) + " " + quoteWord(fmt.Sprintf("[%s]:%d", f.ConnectHost, f.ConnectPort))
+	return key + quoteWord(f.listenString()) + " " + quoteWord(fmt.Sprintf("[%s]:%d", f.ConnectHost, f.ConnectPort))
 }
 
 // addForward records a -L or -D; an -o LocalForward's "LISTEN CONNECT"
 // comes here joined with a colon, as readconf.c does.
 func (o *Options) addForward(spec string, dynamic bool) error {
-	f, err := parseForward(spec, dynamic)
+	f, err := parseForward(spec, dynamic, false)
+	if err != nil {
+		return err
+	}
+	o.Forwards = append(o.Forwards, f)
+	return nil
+}
+
+// addRemoteForward records a -R; -o RemoteForward's "LISTEN CONNECT"
+// comes here joined with a colon, its "LISTEN" alone as it is.
+func (o *Options) addRemoteForward(spec string) error {
+	f, err := parseRemoteForward(spec)
 	if err != nil {
 		return err
 	}
@@ -261,8 +308,8 @@ func (o *Options) boolOption(key, v string, dst *bool) error {
 	return nil
 }
 
-// ActiveForwards are the -L and -D forwards to set up: none with -W or
-// ClearAllForwardings, as ssh.
+// ActiveForwards are the -L, -D and -R forwards to set up: none with -W
+// or ClearAllForwardings, as ssh.
 func (o *Options) ActiveForwards() []Forward {
 	if o.StdioHost != "" || o.otherValue("clearallforwardings") == "yes" {
 		return nil

@@ -46,6 +46,29 @@ func TestForwardSpecsLikeOpenSSH(t *testing.T) {
 		{"-D", "a:b:c"},
 		{"-D", "0"},
 		{"-D", "x"},
+		{"-R", "8080:localhost:80"},
+		{"-R", "0:localhost:80"},
+		{"-R", "00:h:1"},
+		{"-R", "127.0.0.1:8080:h:80"},
+		{"-R", "[::1]:0:h:22"},
+		{"-R", "*:8080:h:80"},
+		{"-R", "8080"},
+		{"-R", "0"},
+		{"-R", "*:8080"},
+		{"-R", "localhost:8080"},
+		{"-R", "h:0"},
+		{"-R", "/tmp/a.sock:localhost:80"},
+		{"-R", "8080:/tmp/l.sock"},
+		{"-R", "0:/x.sock"},
+		{"-R", "/a.sock:/b.sock"},
+		{"-R", "/tmp/x.sock"},
+		{"-R", "0:h"},
+		{"-R", "8080:h:0"},
+		{"-R", "bad"},
+		{"-R", "a:b:c:d:e"},
+		{"-R", "65536:h:1"},
+		{"-R", "-1:h:1"},
+		{"-R", "8080:h:x"},
 		{"-W", "h:22"},
 		{"-W", "[::1]:22"},
 		{"-W", "h"},
@@ -57,7 +80,7 @@ func TestForwardSpecsLikeOpenSSH(t *testing.T) {
 		theirsOK := err == nil
 		var theirs []string
 		for _, l := range strings.Split(string(out), "\n") {
-			if strings.HasPrefix(l, "localforward ") || strings.HasPrefix(l, "dynamicforward ") {
+			if isForwardLine(l) {
 				theirs = append(theirs, l)
 			}
 		}
@@ -74,7 +97,7 @@ func TestForwardSpecsLikeOpenSSH(t *testing.T) {
 		o.WriteConfig(&b)
 		var ours []string
 		for _, l := range strings.Split(b.String(), "\n") {
-			if strings.HasPrefix(l, "localforward ") || strings.HasPrefix(l, "dynamicforward ") {
+			if isForwardLine(l) {
 				ours = append(ours, l)
 			}
 		}
@@ -84,11 +107,15 @@ func TestForwardSpecsLikeOpenSSH(t *testing.T) {
 	}
 }
 
+// isForwardLine is whether l is one of ssh -G's forward lines.
+func isForwardLine(l string) bool {
+	return strings.HasPrefix(l, "localforward ") || strings.HasPrefix(l, "dynamicforward ") || strings.HasPrefix(l, "remoteforward ")
+}
+
 func TestForwardRefusals(t *testing.T) {
 	for _, args := range [][]string{
 		{"-W", "/run/x.sock", "x"},
-		{"-R", "8080:h:80", "x"},
-		{"-o", "RemoteForward=8080 h:80", "x"},
+		{"-o", "RemoteForward=8080 h:80 x", "x"},
 		{"-W", "h:1", "-W", "h:2", "x"},
 		{"-o", "ExitOnForwardFailure=maybe", "x"},
 	} {
@@ -107,6 +134,14 @@ func TestForwardOptions(t *testing.T) {
 	want := []Forward{{ListenPort: 7000, ConnectHost: "localhost", ConnectPort: 80}, {Dynamic: true, ListenPort: 1080}}
 	if !slices.Equal(o.Forwards, want) || !o.GatewayPorts || !o.ExitOnForwardFailure {
 		t.Errorf("got %+v gateway %v exit %v", o.Forwards, o.GatewayPorts, o.ExitOnForwardFailure)
+	}
+	o, err = Parse([]string{"-o", "RemoteForward=0 localhost:80", "-o", "RemoteForward 1080", "-R", "/box.sock:/here.sock", "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []Forward{{Remote: true, ConnectHost: "localhost", ConnectPort: 80}, {Remote: true, Dynamic: true, ListenPort: 1080}, {Remote: true, ListenPath: "/box.sock", ConnectPath: "/here.sock"}}
+	if !slices.Equal(o.Forwards, want) {
+		t.Errorf("remote forwards: got %+v, want %+v", o.Forwards, want)
 	}
 	o, err = Parse([]string{"-L", "1:h:2", "-W", "h:22", "x"})
 	if err != nil {

@@ -15,14 +15,16 @@ import (
 	"github.com/cocoonbox/cocoonbox/relay"
 )
 
-// forwarder runs the -L and -D listeners of one run: each accepted
-// connection is one relay.Dial into the box.
+// forwarder runs the -L and -D listeners of one run, each accepted
+// connection one relay.Dial into the box, and the listeners in the box of
+// -R and -A (remote.go).
 type forwarder struct {
 	r         *runner
 	c         *box.Client
 	ctx       context.Context
 	cancel    context.CancelFunc
 	listeners []net.Listener
+	remotes   []*relay.Listener
 	// conns counts the forwarded connections still open; listeners, the
 	// accept loops.
 	conns, loops sync.WaitGroup
@@ -34,7 +36,12 @@ type forwarder struct {
 func (r *runner) startForwards(c *box.Client) (*forwarder, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &forwarder{r: r, c: c, ctx: ctx, cancel: cancel}
+	var remote []Forward
 	for _, fw := range r.o.ActiveForwards() {
+		if fw.Remote {
+			remote = append(remote, fw)
+			continue
+		}
 		ls, err := listen(fw, r.o.GatewayPorts)
 		if err != nil {
 			err = fmt.Errorf("%s: %w", flagOf(fw), err)
@@ -56,11 +63,18 @@ func (r *runner) startForwards(c *box.Client) (*forwarder, error) {
 			go f.accept(l, fw)
 		}
 	}
+	if err := f.startRemote(remote); err != nil {
+		f.stop()
+		return nil, err
+	}
 	return f, nil
 }
 
 func flagOf(fw Forward) string {
-	if fw.Dynamic {
+	switch {
+	case fw.Remote:
+		return "-R " + fw.listenString()
+	case fw.Dynamic:
 		return "-D " + fw.listenString()
 	}
 	return "-L " + fw.listenString()
@@ -186,11 +200,17 @@ func splice(a net.Conn, b relay.Conn) {
 	b.Close()
 }
 
-// stop closes the listeners; open connections go on.
+// stop closes the listeners, here and in the box, at once; open
+// connections go on.
 func (f *forwarder) stop() {
 	for _, l := range f.listeners {
 		l.Close()
 	}
+	var wg sync.WaitGroup
+	for _, l := range f.remotes {
+		wg.Go(func() { l.Close() })
+	}
+	wg.Wait()
 	f.loops.Wait()
 }
 

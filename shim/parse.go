@@ -137,8 +137,9 @@ type Options struct {
 	Version bool
 	// LogFile is -E: our own messages are appended there instead of stderr.
 	LogFile string
-	// Forwards are the -L and -D forwards (and -o LocalForward,
-	// DynamicForward), in order; ActiveForwards says which to set up.
+	// Forwards are the -L, -D and -R forwards (and -o LocalForward,
+	// DynamicForward, RemoteForward), in order; ActiveForwards says which
+	// to set up.
 	Forwards []Forward
 	// StdioHost and StdioPort are -W's host:port, where stdin and stdout
 	// are connected instead of a session; empty when not given.
@@ -184,7 +185,8 @@ func Synopsis(prog string) []string {
 	return []string{
 		prog + " [-" + string(flags) + "] [-D [bind_address:]port] [-E log_file]",
 		"[-e escape_char] [-L [bind_address:]port:host:hostport] [-l login_name]",
-		"[-o option] [-p port] [-W host:port] [user@]BOX [command [argument ...]]",
+		"[-o option] [-p port] [-R [bind_address:]port:host:hostport] [-W host:port]",
+		"[user@]BOX [command [argument ...]]",
 	}
 }
 
@@ -289,7 +291,6 @@ var unsupportedFlags = map[byte]string{
 	'J': "-J (jump host) is not supported: a box is reached through the cocoonbox API",
 	'O': "-O (control a multiplexing master) is not supported; cocoonbox-ssh shares its connections by itself: COCOONBOX_CONTROL_PERSIST=no turns that off, cocoonbox logout stops the masters",
 	'Q': "-Q (query ssh algorithms) is not supported: a box is reached through the cocoonbox API",
-	'R': "-R (remote port forwarding) is not supported: a box does not listen for this machine; forward with -L or -D instead",
 	'w': "-w (tunnel device forwarding) is not supported",
 }
 
@@ -412,6 +413,8 @@ func (o *Options) flagArg(c byte, v string) error {
 		o.other("tag", v, true)
 	case 'p':
 		return o.setPort(v)
+	case 'R':
+		return o.addRemoteForward(v)
 	case 'S':
 		o.other("controlpath", v, true)
 	case 'W':

@@ -110,10 +110,16 @@ func (r *runner) run() int {
 	// As ssh, the run ends when the session has and no forwarded
 	// connection is left open.
 	defer fw.wait()
+	env := r.remoteEnv()
+	if sock := o.AgentSocket(r.getenv); sock != "" {
+		if path := fw.startAgent(sock); path != "" {
+			env["SSH_AUTH_SOCK"] = path
+		}
+	}
 	cmd := &box.Command{
 		Box:      o.Box(),
 		Line:     line,
-		Env:      r.remoteEnv(),
+		Env:      env,
 		Stdin:    r.env.Stdin,
 		Stdout:   r.env.Stdout,
 		Stderr:   r.env.Stderr,

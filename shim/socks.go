@@ -13,7 +13,7 @@ import (
 )
 
 // socksConnect is the server side of a SOCKS handshake on conn, as ssh -D
-// answers it (OpenSSH channels.c): SOCKS4, SOCKS4a and SOCKS5 (RFC 1928)
+// (and ssh -R with no connecting end) answers it (OpenSSH channels.c): SOCKS4, SOCKS4a and SOCKS5 (RFC 1928)
 // CONNECT with no authentication; BIND, UDP ASSOCIATE and authentication
 // methods are refused. It dials the requested host and port with dial and
 // replies success or failure; on success the stream is the connection's.
@@ -21,7 +21,7 @@ import (
 // Our own rather than a library: the Go SOCKS servers speak only SOCKS5
 // and want a net.Conn dialer, ssh -D speaks SOCKS4 too, and CONNECT is all
 // it does.
-func socksConnect(conn net.Conn, dial func(host string, port int) (relay.Conn, error)) (relay.Conn, error) {
+func socksConnect(conn io.ReadWriter, dial func(host string, port int) (relay.Conn, error)) (relay.Conn, error) {
 	br := bufio.NewReader(conn)
 	ver, err := br.ReadByte()
 	if err != nil {
@@ -51,7 +51,7 @@ func socksConnect(conn net.Conn, dial func(host string, port int) (relay.Conn, e
 }
 
 // socks4: VN(4) CD DSTPORT DSTIP USERID NUL [HOST NUL when DSTIP is 0.0.0.x].
-func socks4(br *bufio.Reader, conn net.Conn, dial func(string, int) (relay.Conn, error)) (relay.Conn, error) {
+func socks4(br *bufio.Reader, conn io.Writer, dial func(string, int) (relay.Conn, error)) (relay.Conn, error) {
 	var hdr [7]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil {
 		return nil, fmt.Errorf("socks4: %w", err)
@@ -127,7 +127,7 @@ func readCounted(br *bufio.Reader) ([]byte, error) {
 	return b, nil
 }
 
-func socks5(br *bufio.Reader, conn net.Conn, dial func(string, int) (relay.Conn, error)) (relay.Conn, error) {
+func socks5(br *bufio.Reader, conn io.Writer, dial func(string, int) (relay.Conn, error)) (relay.Conn, error) {
 	methods, err := readCounted(br)
 	if err != nil {
 		return nil, fmt.Errorf("socks5: %w", err)

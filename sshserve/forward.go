@@ -83,6 +83,12 @@ func forward(ctx context.Context, nc ssh.NewChannel, conn Conn) {
 		conn.Close()
 		return
 	}
+	join(ctx, ch, reqs, conn)
+}
+
+// join copies between ch, an open channel with its requests reqs, and
+// conn, as forward does.
+func join(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.Request, conn Conn) {
 	// The requests' channel closes when the channel does: the client's
 	// CLOSE (it wants no more bytes), or the end of the connection. Its
 	// EOF is only the half-close the copy below passes on.

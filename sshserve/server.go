@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/relay"
 )
 
 // Runner runs one command in a box and returns how it ended, as
@@ -42,6 +43,15 @@ type Server struct {
 	Runner Runner
 	// HostKey is the server's host key (see HostKey).
 	HostKey ssh.Signer
+	// Listen, if not nil, starts a listener in the box (relay.Listen): for
+	// tcpip-forward and streamlocal-forward@openssh.com (ssh -R) and a
+	// session's auth-agent-req@openssh.com (ssh -A). Nil refuses them.
+	Listen func(ctx context.Context, spec relay.ListenSpec) (*relay.Listener, error)
+	// Log, if not nil, receives one line for each request refused for a
+	// reason the protocol cannot carry (a global request's or
+	// auth-agent-req's failure has none): a remote forward the box could
+	// not listen for, agent forwarding it could not start.
+	Log io.Writer
 	// Dial, if not nil, opens a direct-tcpip channel's stream to host:port
 	// as seen from inside the box (ssh -L, -D, -W). Nil refuses them.
 	Dial func(ctx context.Context, host string, port uint32) (Conn, error)
@@ -101,8 +111,8 @@ func (s *Server) Serve(conn net.Conn) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	c := &connState{s: s}
-	var wg sync.WaitGroup
+	c := &connState{s: s, ctx: ctx, sc: sc}
+	wg := &c.wg
 	wg.Go(func() { c.globalRequests(reqs) })
 	for nc := range chans {
 		switch nc.ChannelType() {
@@ -115,7 +125,7 @@ func (s *Server) Serve(conn net.Conn) error {
 			if err != nil {
 				continue
 			}
-			wg.Go(func() { s.session(ctx, ch, creqs) })
+			wg.Go(func() { c.session(ch, creqs) })
 		case "direct-tcpip":
 			wg.Go(func() { s.directTCPIP(ctx, nc) })
 		case "direct-streamlocal@openssh.com":
@@ -124,9 +134,11 @@ func (s *Server) Serve(conn net.Conn) error {
 			nc.Reject(ssh.UnknownChannelType, "unknown channel type "+nc.ChannelType())
 		}
 	}
-	// The connection is gone: end every command still running.
+	// The connection is gone: end every command still running, and every
+	// listener.
 	cancel()
 	sc.Close()
+	c.closeForwards()
 	wg.Wait()
 	// However the connection ended (the client's disconnect message, EOF,
 	// a broken pipe), the client knows and says so itself.
@@ -158,13 +170,36 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
+// warnf writes one line to Log, after the program's name.
+func (s *Server) warnf(format string, args ...any) {
+	s.logf(format, args...)
+	if s.Log != nil {
+		fmt.Fprintf(s.Log, "%s: %s\r\n", s.prog(), fmt.Sprintf(format, args...))
+	}
+}
+
 // connState is what one connection remembers across its channels.
 type connState struct {
-	s      *Server
+	s *Server
+	// ctx ends with the connection; sc is the connection, for the channels
+	// the server opens; wg counts the goroutines that serve it.
+	ctx context.Context
+	sc  *ssh.ServerConn
+	wg  sync.WaitGroup
+
+	// forwarding is held while a remote forward is being set up: a
+	// command waits for it, so that, as with sshd, the listener OpenSSH
+	// asked for before its session is there when the command runs, and the
+	// client gets its reply before the command's exit.
+	forwarding sync.RWMutex
+
 	mu     sync.Mutex
 	noMore bool // no-more-sessions@openssh.com was received
 	// sessions is how many session channels were opened.
 	sessions int
+	// forwards are the listeners of ssh -R; nil once closeForwards ran.
+	forwards map[remoteForward]*relay.Listener
+	ended    bool
 }
 
 // noMoreSessions reports whether a session channel is refused, and counts
@@ -183,9 +218,10 @@ func (c *connState) noMoreSessions() bool {
 	return false
 }
 
-// globalRequests answers the connection's global requests: OpenSSH's
-// keepalive (ServerAliveInterval) and anything unknown get a failure
-// reply, which is all a keepalive asks for, as sshd answers it.
+// globalRequests answers the connection's global requests, one at a
+// time, as their replies must come in order: remote forwarding; and
+// OpenSSH's keepalive (ServerAliveInterval) and anything unknown get a
+// failure reply, which is all a keepalive asks for, as sshd answers it.
 func (c *connState) globalRequests(reqs <-chan *ssh.Request) {
 	for r := range reqs {
 		c.s.logf("global request %s", r.Type)
@@ -194,6 +230,11 @@ func (c *connState) globalRequests(reqs <-chan *ssh.Request) {
 			c.mu.Lock()
 			c.noMore = true
 			c.mu.Unlock()
+		case "tcpip-forward", "cancel-tcpip-forward", "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
+			c.forwarding.Lock()
+			c.remoteForward(r)
+			c.forwarding.Unlock()
+			continue
 		}
 		if r.WantReply {
 			r.Reply(false, nil)

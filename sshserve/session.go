@@ -9,6 +9,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/relay"
 	"github.com/cocoonbox/cocoonbox/shim"
 )
 
@@ -50,17 +51,27 @@ type session struct {
 	// eow is closed on the client's eow@openssh.com.
 	eow     chan struct{}
 	eowSeen bool
-	// started is set once a command was asked for; later env, pty-req and
-	// further commands are refused.
+	// started is set once a command was asked for; later env, pty-req,
+	// auth-agent-req and further commands are refused.
 	started bool
+	// agent is the session's agent listener (auth-agent-req@openssh.com);
+	// nil without one.
+	agent *relay.Listener
 }
 
 // session serves one session channel until its command ends or the
 // client closes it.
-func (s *Server) session(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.Request) {
-	ctx, cancel := context.WithCancel(ctx)
+func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+	s := c.s
+	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	ss := &session{s: s, ch: ch, resizes: make(chan box.Size, 1), signals: make(chan string, 4), eow: make(chan struct{})}
+	defer func() {
+		// The agent's socket ends with the session, as sshd's.
+		if ss.agent != nil {
+			ss.agent.Close()
+		}
+	}()
 	var wg sync.WaitGroup
 	// The requests channel closes when the client closes the channel (or
 	// the connection goes): then a command still running is cancelled.
@@ -103,6 +114,17 @@ func (s *Server) session(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.R
 				default:
 				}
 			}
+		case "auth-agent-req@openssh.com":
+			// OpenSSH's ssh -A asks without wanting a reply: a failure
+			// is told on Log, and the command runs without SSH_AUTH_SOCK.
+			if ok = !ss.started && ss.agent == nil; ok {
+				l, err := c.agentForward(ctx)
+				if err != nil {
+					s.warnf("agent forwarding: %v", err)
+					ok = false
+				}
+				ss.agent = l
+			}
 		case "eow@openssh.com":
 			// OpenSSH's client sends it when its stdout has closed (its
 			// reader has gone) and drops the data that follows. sshd then
@@ -120,6 +142,8 @@ func (s *Server) session(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.R
 				// Reply before any output: the client expects the answer
 				// to its request first.
 				r.Reply(true, nil)
+				c.forwarding.RLock()
+				c.forwarding.RUnlock()
 				wg.Go(func() { ss.run(ctx, line) })
 				continue
 			}
@@ -169,10 +193,14 @@ func (ss *session) commandLine(r *ssh.Request) (string, bool) {
 // with how it ended.
 func (ss *session) run(ctx context.Context, line string) {
 	s := ss.s
+	env := shim.SessionEnv(ss.env)
+	if ss.agent != nil {
+		env["SSH_AUTH_SOCK"] = ss.agent.Path()
+	}
 	cmd := &box.Command{
 		Box:          s.Box,
 		Line:         line,
-		Env:          shim.SessionEnv(ss.env),
+		Env:          env,
 		TTY:          ss.tty,
 		Stdin:        ss.ch,
 		Stdout:       ss.ch,
