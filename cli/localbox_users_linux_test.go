@@ -92,7 +92,7 @@ func TestTwoLocalboxesApart(t *testing.T) {
 			t.Fatal(err)
 		}
 		pid = strings.TrimSpace(pid)
-		waitFor(t, "the command's exec of sleep", func() bool {
+		waitUntil(t, "the command's exec of sleep", func() bool {
 			env, _ := os.ReadFile("/proc/" + pid + "/environ")
 			return strings.Contains(string(env), "env-secret-")
 		})
@@ -125,8 +125,8 @@ func runIn(env []string, name string, args ...string) (string, error) {
 	return string(out), err
 }
 
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitUntil polls cond for up to 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if cond() {
