@@ -122,7 +122,7 @@ done
 # man cocoonbox as a user reads it: formatted, with the page's NAME line.
 got=$(MANPAGER=cat MANWIDTH=80 man cocoonbox 2>&1) || fail "man cocoonbox failed: $got"
 grep -q '^NAME' <<<"$got" || fail "man cocoonbox shows no NAME section: $(head -3 <<<"$got")"
-grep -q 'cocoonbox rsh' <<<"$got" || fail "man cocoonbox does not name cocoonbox rsh"
+grep -q '^ *cocoonbox - ' <<<"$got" || fail "man cocoonbox has no 'cocoonbox - ' name line: $(head -5 <<<"$got")"
 
 cocoonbox localbox start >/dev/null
 cocoonbox rsh main true || fail "cocoonbox rsh main true exited $?"
