@@ -55,7 +55,7 @@ type Request struct {
 	HasKey  bool              `json:"has_key"`
 	Body    json.RawMessage   `json:"body,omitempty"`
 	// Answer is what the endpoint made of it: "tool:CMD", "text", "side",
-	// "count", "head" or "unknown".
+	// "count", "head", "fault:STATUS" (SetFault) or "unknown".
 	Answer string `json:"answer"`
 }
 
@@ -65,13 +65,16 @@ type Server struct {
 	// (ANTHROPIC_BASE_URL; codex's model provider base_url is URL+"/v1").
 	URL string
 
-	lis net.Listener
-	srv *http.Server
-	log string
+	addr string
+	srv  *http.Server
+	log  string
 
-	mu   sync.Mutex
-	reqs []Request
-	seq  int
+	mu    sync.Mutex
+	lis   net.Listener
+	conns map[net.Conn]struct{}
+	fault Fault
+	reqs  []Request
+	seq   int
 }
 
 // Start serves the endpoint on a loopback port. log, when not empty, is a
@@ -81,8 +84,8 @@ func Start(log string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{URL: "http://" + lis.Addr().String(), lis: lis, log: log}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s := &Server{URL: "http://" + lis.Addr().String(), addr: lis.Addr().String(), lis: lis, log: log, conns: map[net.Conn]struct{}{}}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ConnState: s.trackConn}
 	go s.srv.Serve(lis)
 	return s, nil
 }
@@ -132,6 +135,12 @@ func (s *Server) id(prefix string) string {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	path := r.URL.Path
+	model := r.Method == http.MethodPost && (strings.HasPrefix(path, "/v1/messages") || strings.HasSuffix(path, "/responses"))
+	if f := s.currentFault(); f > 0 && model {
+		s.record(r, body, "fault:"+f.String())
+		s.writeFault(w, r, f)
+		return
+	}
 	switch {
 	case r.Method == http.MethodHead || (r.Method == http.MethodGet && path == "/"):
 		s.record(r, nil, "head")
