@@ -75,6 +75,6 @@ func (ib *Inbox) read(ctx context.Context, req Request) (*Response, error) {
 		if r == nil {
 			return nil, false, refusedf("no copy of %s in this box", req.Repo)
 		}
-		return &Response{Entries: entries, Status: r.Status}, len(entries) > 0, nil
+		return &Response{Entries: entries, Status: r.Status, Fault: faultNow(r)}, len(entries) > 0, nil
 	})
 }
