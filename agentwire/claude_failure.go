@@ -99,8 +99,13 @@ func (claude) OwnsLog([]byte, string) bool { return true }
 // ReadScreen knows claude's dialogs that hold a session: the folder trust
 // and the custom API key dialogs (recorded, testdata/failures/screens),
 // and its sign-in screen ("Select login method:", from its bundle's
-// strings: this machine cannot reach the vendor to show it).
+// strings: this machine cannot reach the vendor to show it); and its
+// retries ("Unable to connect to API (ConnectionRefused) · Retrying in 7s
+// · attempt 5/10", "API error · Retrying in 8s · ..." for a 500 or 529).
 func (claude) ReadScreen(lines []string) (string, string) {
+	if l := screenLine(lines, "· Retrying in "); l != "" {
+		return FaultRetrying, retryText(l, "· Retrying in ")
+	}
 	if l := screenLine(lines, "Select login method", "Paste code here if prompted"); l != "" {
 		return FaultLogin, l
 	}

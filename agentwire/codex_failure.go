@@ -2,6 +2,7 @@ package agentwire
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 )
 
@@ -61,6 +62,9 @@ func (codex) ReadFailure(hook string, _, log []byte) (string, int64, bool) {
 	return line, at, line != ""
 }
 
+// codexRetryRE matches codex's line of a retry: "Reconnecting... 1/5".
+var codexRetryRE = regexp.MustCompile(`Reconnecting\.\.\. [0-9]+/[0-9]+`)
+
 // OwnsLog reads the session_meta line's cwd: every codex session of the
 // box logs under ~/.codex/sessions.
 func (codex) OwnsLog(head []byte, dir string) bool {
@@ -73,10 +77,20 @@ func (codex) OwnsLog(head []byte, dir string) bool {
 	return json.Unmarshal(head, &m) == nil && m.Type == "session_meta" && m.Payload.Cwd == dir
 }
 
-// ReadScreen knows codex's folder trust dialog, its sign-in screen and
-// its wait for the network (recorded, testdata/failures/screens and
-// codex/refuse/pane.txt).
+// ReadScreen knows codex's folder trust dialog, its sign-in screen, its
+// wait for the network and its retries ("Reconnecting... 1/5 (5s • esc to
+// interrupt)" above the error's message; recorded,
+// testdata/failures/screens and codex/refuse/pane.txt).
 func (codex) ReadScreen(lines []string) (string, string) {
+	if codexRetryRE.MatchString(strings.Join(lines, "\n")) {
+		l := "Reconnecting..."
+		for i, s := range lines {
+			if codexRetryRE.MatchString(s) && i+1 < len(lines) && strings.Contains(lines[i+1], "└") {
+				l = strings.TrimLeft(strings.TrimSpace(lines[i+1]), "└ ")
+			}
+		}
+		return FaultRetrying, l
+	}
 	if screenLine(lines, "Reconnecting... waiting for network") != "" {
 		// The wait's own line counts the seconds; the line kept is one
 		// that stays as it is while the wait lasts.

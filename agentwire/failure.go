@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Fault is what went wrong with a box CLI session, kept beside its status
@@ -48,20 +49,26 @@ const (
 	// FaultStalled: the CLI is in its turn but waits for something only a
 	// person fixes (codex waiting for the network after its retries).
 	FaultStalled = "stalled"
+	// FaultRetrying: the CLI is in its turn and retries a failed model
+	// request itself; the turn fails when its retries run out.
+	FaultRetrying = "retrying"
 )
 
 // MaxFaultLine is the most runes of a Fault's Line.
 const MaxFaultLine = 300
 
 // Waits reports whether the fault holds the CLI until a person acts: a
-// dialog, its sign-in screen, or a stall. Such a fault lasts only while
-// the pane shows it.
+// dialog, its sign-in screen, or a stall.
 func (f *Fault) Waits() bool {
 	return f != nil && (f.Kind == FaultDialog || f.Kind == FaultLogin || f.Kind == FaultStalled)
 }
 
+// OnScreen reports whether the fault is one the CLI's pane shows (one
+// that Waits, or its retries): it lasts only while the pane shows it.
+func (f *Fault) OnScreen() bool { return f.Waits() || f != nil && f.Kind == FaultRetrying }
+
 // What says what happened, for people: "last turn failed", "CLI exited",
-// "dialog shown", "sign-in screen shown", "stalled".
+// "dialog shown", "sign-in screen shown", "stalled", "retrying".
 func (f *Fault) What() string {
 	switch f.Kind {
 	case FaultTurn:
@@ -74,6 +81,8 @@ func (f *Fault) What() string {
 		return "sign-in screen shown"
 	case FaultStalled:
 		return "stalled"
+	case FaultRetrying:
+		return "retrying"
 	}
 	return f.Kind
 }
@@ -83,9 +92,13 @@ func (f *Fault) What() string {
 func (f *Fault) Summary() string { return f.What() + ": " + f.Line }
 
 // Ago is the fault with its age, for a status line: "last turn failed 40
-// s ago: API Error: ...".
+// s ago: API Error: ...", "retrying for 20 s: API error".
 func (f *Fault) Ago() string {
-	return fmt.Sprintf("%s %s ago: %s", f.What(), Age(time.Duration(f.AgeMS)*time.Millisecond), f.Line)
+	age := Age(time.Duration(f.AgeMS) * time.Millisecond)
+	if f.Kind == FaultRetrying {
+		return fmt.Sprintf("%s for %s: %s", f.What(), age, f.Line)
+	}
+	return fmt.Sprintf("%s %s ago: %s", f.What(), age, f.Line)
 }
 
 // Age is d as people read an age: "40 s", "3 min", "2 h", "5 d".
@@ -140,6 +153,14 @@ func screenLine(lines []string, marks ...string) string {
 		}
 	}
 	return ""
+}
+
+// retryText is a screen line that says what a CLI retries, without its
+// spinner and its count ("✻ API error · Retrying in 8s · attempt 5/10"
+// gives "API error"), so that it stays the same while the retries last.
+func retryText(l, cut string) string {
+	l, _, _ = strings.Cut(l, cut)
+	return strings.TrimFunc(l, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '(' && r != ')' })
 }
 
 // msOf reads an RFC 3339 time as Unix milliseconds, 0 when it is none.

@@ -113,6 +113,9 @@ func TestReadScreen(t *testing.T) {
 		{"codex", "screens/codex-trust.txt", FaultDialog, "Trust this folder?"},
 		{"codex", "screens/codex-login.txt", FaultLogin, "1. Sign in with ChatGPT"},
 		{"codex", "codex/refuse/pane.txt", FaultStalled, "Connection failed: error sending request"},
+		{"claude", "screens/claude-retry-refuse.txt", FaultRetrying, "Unable to connect to API (ConnectionRefused)"},
+		{"claude", "screens/claude-retry-529.txt", FaultRetrying, "API error"},
+		{"codex", "screens/codex-retry-500.txt", FaultRetrying, "We’re currently experiencing high demand, which may cause temporary errors."},
 		// Panes at the prompt after a turn, failed or not, wait for no one.
 		{"claude", "claude/refuse/pane.txt", "", ""},
 		{"claude", "claude/signedout/pane.txt", "", ""},
@@ -139,12 +142,18 @@ func TestFaultText(t *testing.T) {
 	if got := f.Summary(); got != "last turn failed: API Error: Unable to connect to API (ConnectionRefused)" {
 		t.Errorf("Summary: %q", got)
 	}
+	if got := (&Fault{Kind: FaultRetrying, Line: "API error", AgeMS: 20_000}).Ago(); got != "retrying for 20 s: API error" {
+		t.Errorf("a retry's Ago: %q", got)
+	}
 	for d, want := range map[time.Duration]string{-time.Second: "0 s", 90 * time.Second: "90 s", 5 * time.Minute: "5 min", 3 * time.Hour: "3 h", 72 * time.Hour: "3 d"} {
 		if got := Age(d); got != want {
 			t.Errorf("Age(%v) = %q, want %q", d, got, want)
 		}
 	}
-	if !(&Fault{Kind: FaultStalled}).Waits() || (&Fault{Kind: FaultTurn}).Waits() || (*Fault)(nil).Waits() {
+	if !(&Fault{Kind: FaultStalled}).Waits() || (&Fault{Kind: FaultTurn}).Waits() || (*Fault)(nil).Waits() || (&Fault{Kind: FaultRetrying}).Waits() {
 		t.Error("Waits")
+	}
+	if !(&Fault{Kind: FaultRetrying}).OnScreen() || !(&Fault{Kind: FaultDialog}).OnScreen() || (&Fault{Kind: FaultExited}).OnScreen() || (*Fault)(nil).OnScreen() {
+		t.Error("OnScreen")
 	}
 }

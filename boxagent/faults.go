@@ -223,7 +223,7 @@ func (ib *Inbox) checkFaults(r *record, n int, pane paneState) (changed bool, li
 			changed = true
 			lines = append(lines, w)
 		}
-	case r.Fault.Waits():
+	case r.Fault.OnScreen():
 		// The person answered it, or the CLI got going again.
 		c.logf("the %s session of %s: the %s is gone", r.CLI, r.Repo, r.Fault.What())
 		r.Fault, changed = nil, true

@@ -46,12 +46,17 @@ func (b *Backer) backFault(rec *Record, rd *agentwire.ReadResult, backSeq int) *
 }
 
 // faultNotice is what back says before it sends BACK to a session whose
-// last turn failed, or "".
+// last turn failed, or whose CLI retries a failed model request; "" for
+// none.
 func faultNotice(f *agentwire.Fault) string {
-	if f == nil || f.Kind != agentwire.FaultTurn {
-		return ""
+	switch {
+	case f == nil:
+	case f.Kind == agentwire.FaultTurn:
+		return fmt.Sprintf("the box CLI's %s; BACK may fail the same way", printable.Line(f.Ago(), 0))
+	case f.Kind == agentwire.FaultRetrying:
+		return fmt.Sprintf("the box CLI is %s; BACK waits for its turn, which may fail the same way", printable.Line(f.Ago(), 0))
 	}
-	return fmt.Sprintf("the box CLI's %s; BACK may fail the same way", printable.Line(f.Ago(), 0))
+	return ""
 }
 
 // AttachCommand is the command that shows, on this terminal, the box CLI

@@ -55,6 +55,8 @@ func TestWaitBackFault(t *testing.T) {
 		{name: "an earlier turn failed", before: &agentwire.Fault{Kind: agentwire.FaultTurn, Line: refused, Turn: 0, AgeMS: 40_000},
 			after: &agentwire.Fault{Kind: agentwire.FaultTurn, Line: refused, Turn: 0}, postAt: 10 * time.Second,
 			notice: "the box CLI's last turn failed 40 s ago: " + refused + "; BACK may fail the same way"},
+		{name: "retrying before BACK", before: &agentwire.Fault{Kind: agentwire.FaultRetrying, Line: "API error", AgeMS: 20_000},
+			postAt: 10 * time.Second, notice: "the box CLI is retrying for 20 s: API error; BACK waits for its turn"},
 		{name: "stalled before BACK", before: &agentwire.Fault{Kind: agentwire.FaultStalled, Line: "Connection failed: error sending request", AgeMS: 5000},
 			want: "the box CLI cannot take BACK (stalled 5 s ago): Connection failed: error sending request"},
 		{name: "exited while back waited", after: &agentwire.Fault{Kind: agentwire.FaultExited, Line: "Killed"}, afterStatus: "stopped",
