@@ -61,7 +61,7 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 					}
 					lines = append(lines, w)
 				}
-			} else if r.Fault != nil && r.Fault.Kind == agentwire.FaultTurn {
+			} else if r.Fault != nil && (r.Fault.Kind == agentwire.FaultTurn || r.Fault.Kind == agentwire.FaultRetrying) {
 				r.Fault = nil // this turn ended well
 			}
 			turnEnd(r)
