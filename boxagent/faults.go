@@ -177,6 +177,10 @@ func firstLine(p string) []byte {
 	return bytes.TrimSpace(l)
 }
 
+// LogSearchEvery is every how many pane checks a session log not found
+// yet is looked for under the kind's TranscriptDir.
+const LogSearchEvery = 3
+
 // ScreenCheckEvery is every how many pane checks (PaneCheckEvery) the
 // pane of a working session is read for a dialog, a sign-in screen or a
 // stall.
@@ -193,7 +197,9 @@ func (ib *Inbox) checkFaults(r *record, n int, pane paneState) (changed bool, li
 		return false, nil
 	}
 	k := agentwire.KindOf(r.CLI)
-	if r.Status == StatusWorking && (!hasFailureHook(k) || r.HookAtMS == 0) {
+	// Until the session's log is found (it may be among many), it is
+	// looked for every LogSearchEvery checks only.
+	if r.Status == StatusWorking && (!hasFailureHook(k) || r.HookAtMS == 0) && (r.TranscriptPath != "" || n%LogSearchEvery == 0) {
 		path := r.TranscriptPath
 		ib.mu.Lock()
 		line := c.readFailedTurn(r, ib.logSeen)

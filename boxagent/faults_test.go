@@ -99,7 +99,7 @@ func TestCodexLogFault(t *testing.T) {
 	check := func() {
 		t.Helper()
 		cfg.update("k1", func(r *record) (*record, error) {
-			ib.checkFaults(r, 1, paneNotYet)
+			ib.checkFaults(r, LogSearchEvery, paneNotYet)
 			return r, nil
 		})
 	}
