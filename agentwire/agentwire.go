@@ -129,7 +129,8 @@ type MessageResult struct {
 }
 
 // Entry is one outbox entry: a post of the box agent. Kind is progress,
-// question or back; TimeMS is the box's clock in Unix milliseconds.
+// question or back, or EntryFault, the box's own entry for a Fault;
+// TimeMS is the box's clock in Unix milliseconds.
 type Entry struct {
 	Seq       int    `json:"seq"`
 	Kind      string `json:"kind"`
@@ -145,6 +146,10 @@ type ReadResult struct {
 	OK      bool    `json:"ok"`
 	Entries []Entry `json:"entries"`
 	Status  string  `json:"status"`
+	// Fault is what went wrong with the session, beside its status: its
+	// last turn failed, its CLI exited, or it waits at a dialog, its
+	// sign-in screen or a stall; nil when nothing did.
+	Fault *Fault `json:"fault,omitempty"`
 }
 
 // Session is one repo's box CLI session in status's answer. The *MS
@@ -166,6 +171,12 @@ type Session struct {
 	// ExitLines are the pane's last lines when the CLI was found exited
 	// (box text).
 	ExitLines []string `json:"exit_lines,omitempty"`
+	// Fault is what went wrong with the session, beside Status (which
+	// stays one of the contract's states): its last turn failed, its CLI
+	// exited, or it waits at a dialog, its sign-in screen or a stall; nil
+	// when nothing did. A new turn clears a failed turn's; a wait's lasts
+	// while the pane shows it.
+	Fault *Fault `json:"fault,omitempty"`
 }
 
 // StatusResult is status's answer.

@@ -80,7 +80,7 @@ func (claude) HookSettings(home string) []string {
 var claudeHooks = map[string]Hook{
 	"UserPromptSubmit": {Turn: TurnStart},
 	"Stop":             {Turn: TurnEnd},
-	"StopFailure":      {Turn: TurnEnd},
+	"StopFailure":      {Turn: TurnEnd, Failed: true},
 	"Notification":     {Turn: TurnWaiting},
 	"SessionEnd":       {Turn: TurnSessionEnd},
 }

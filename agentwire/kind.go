@@ -68,6 +68,23 @@ type Kind interface {
 	// TranscriptDir is where the CLI keeps the transcripts of a session
 	// in work directory dir (home is the box user's); "" for none.
 	TranscriptDir(home, dir string) string
+
+	// ReadFailure is the kind's failure reading (one more file of the
+	// kind, <kind>_failure.go): a failed turn read from what the CLI
+	// left, the payload of its hook named hook, or with hook "" the tail
+	// of its session log (a transcript under TranscriptDir; nil when
+	// none). It returns what the CLI said of the failure, one line or
+	// more (the caller makes it one line), and when the log says it
+	// happened (Unix ms; 0 when it does not say); ok is false when the
+	// turn did not fail, or the log says nothing of it.
+	ReadFailure(hook string, payload, log []byte) (line string, atMS int64, ok bool)
+	// OwnsLog reports whether a session log under TranscriptDir whose
+	// first line is head is of a session in work directory dir.
+	OwnsLog(head []byte, dir string) bool
+	// ReadScreen reads the last lines of the CLI's pane for a wait only a
+	// person ends: FaultDialog, FaultLogin or FaultStalled, with the
+	// pane's line that says it; "" when the pane shows none.
+	ReadScreen(lines []string) (kind, line string)
 }
 
 // SignInState is what a kind's sign-in status printed, as ReadSignIn reads it.
@@ -143,6 +160,9 @@ type Hook struct {
 	// session's own thread's hooks count (codex also notifies for
 	// threads of its own).
 	Thread bool
+	// Failed says the turn the hook ends failed (claude's StopFailure):
+	// ReadFailure reads its payload.
+	Failed bool
 }
 
 // Turn is a change a hook reports.
@@ -268,6 +288,9 @@ func (noSession) TrustFile(string) string        { return "" }
 func (noSession) TranscriptDir(string, string) string {
 	return ""
 }
+func (noSession) ReadFailure(string, []byte, []byte) (string, int64, bool) { return "", 0, false }
+func (noSession) OwnsLog([]byte, string) bool                              { return false }
+func (noSession) ReadScreen([]string) (string, string)                     { return "", "" }
 func (noSession) Trust([]byte, string, string, string) ([]byte, uint32, error) {
 	return nil, 0, nil
 }

@@ -201,4 +201,4 @@ func checkID(id string) error {
 func nowMS() int64 { return time.Now().UnixMilli() }
 
 // SessionName is the tmux session of repo key k's CLI of kind.
-func SessionName(k, kind string) string { return "cb-off-" + k + "-" + kind }
+func SessionName(k, kind string) string { return agentwire.TmuxSession(k, kind) }

@@ -11,8 +11,8 @@ import (
 	"github.com/cocoonbox/cocoonbox/agentwire"
 )
 
-// event applies a hook's report: the status, then a queued delivery when
-// the session came to its prompt.
+// event applies a hook's report: the status, a failed turn's fault, then
+// a queued delivery when the session came to its prompt.
 func (ib *Inbox) event(req Request) (*Response, error) {
 	var payload struct {
 		Reason         string   `json:"reason"`
@@ -23,11 +23,13 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 	if len(req.Payload) > 0 {
 		json.Unmarshal(req.Payload, &payload)
 	}
+	var lines []*WatchLine
 	err := ib.change(req.Repo, func(r *record) (*record, error) {
 		if r == nil || !r.Started || r.CLI != req.CLI {
 			return nil, nil // a hook of a session that is over
 		}
-		hook, known := agentwire.KindOf(r.CLI).Hooks()[req.Hook]
+		k := agentwire.KindOf(r.CLI)
+		hook, known := k.Hooks()[req.Hook]
 		if hook.Thread && !ib.sessionThread(r, payload.ThreadID, payload.InputMessages) {
 			ib.cfg.logf("a notify of another codex thread (%s) is not the session's turn: ignored", payload.ThreadID)
 			return nil, nil
@@ -39,21 +41,30 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 		if payload.TranscriptPath != "" && filepath.IsAbs(payload.TranscriptPath) {
 			r.TranscriptPath = payload.TranscriptPath
 		}
-		turnEnd := func() {
-			if r.Question {
-				r.Status = StatusBlocked
-			} else {
-				r.Status = StatusIdle
-			}
-		}
 		if !known {
 			return nil, usagef("unknown hook %s of %s", req.Hook, req.CLI)
 		}
 		switch hook.Turn {
 		case agentwire.TurnStart:
 			r.Status, r.Question = StatusWorking, false
+			newTurn(r, r.TurnSeq)
 		case agentwire.TurnEnd:
-			turnEnd()
+			if hook.Failed {
+				var log []byte
+				if r.TranscriptPath != "" {
+					log = readTail(r.TranscriptPath, LogTail)
+				}
+				if line, _, ok := k.ReadFailure(req.Hook, req.Payload, log); ok {
+					w, err := ib.cfg.setFault(r, agentwire.FaultTurn, line)
+					if err != nil {
+						return nil, err
+					}
+					lines = append(lines, w)
+				}
+			} else if r.Fault != nil && (r.Fault.Kind == agentwire.FaultTurn || r.Fault.Kind == agentwire.FaultRetrying) {
+				r.Fault = nil // this turn ended well
+			}
+			turnEnd(r)
 		case agentwire.TurnWaiting:
 			if r.Status != StatusBlocked {
 				r.Status = StatusWaiting
@@ -65,30 +76,51 @@ func (ib *Inbox) event(req Request) (*Response, error) {
 			r.Status, r.Queue = StatusStopped, nil
 		case agentwire.TurnExited:
 			// The login shell ran our line after the CLI: it has exited.
-			ib.cfg.markExited(r)
+			lines = append(lines, ib.cfg.markExited(r))
 		}
-		if atPrompt(r.Status) && len(r.Queue) > 0 {
-			q := r.Queue[0]
-			session := SessionName(r.Repo, r.CLI)
-			// The CLI is in the hook this answers, so still in its turn:
-			// the Enter waits pasteSettle (claude 2.1.197 took a quick one
-			// into the next message as well).
-			if pane != paneCLI {
-				ib.cfg.logf("queued message %d for %s stays queued: its CLI does not hold the terminal", q.Seq, session)
-			} else if err := ib.cfg.tmuxPaste(session, q.Body, false, false); err != nil {
-				ib.cfg.logf("deliver queued message %d to %s: %v", q.Seq, session, err)
-			} else {
-				ib.confirmPaste(r, nowMS())
-				r.Queue = r.Queue[1:]
-				r.Status, r.Question = StatusWorking, false
-			}
-		}
+		ib.deliverQueued(r, pane)
 		return r, nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	for _, l := range lines {
+		ib.notify(l)
+	}
 	return &Response{}, nil
+}
+
+// turnEnd puts a session whose CLI ended its turn at its prompt: idle, or
+// blocked when it asked a question in the turn.
+func turnEnd(r *record) {
+	if r.Question {
+		r.Status = StatusBlocked
+	} else {
+		r.Status = StatusIdle
+	}
+}
+
+// deliverQueued hands a session at its prompt its first queued message,
+// when its CLI holds the pane (pane).
+func (ib *Inbox) deliverQueued(r *record, pane paneState) {
+	if !atPrompt(r.Status) || len(r.Queue) == 0 {
+		return
+	}
+	q := r.Queue[0]
+	session := SessionName(r.Repo, r.CLI)
+	// The CLI is in the hook this answers, so still in its turn:
+	// the Enter waits pasteSettle (claude 2.1.197 took a quick one
+	// into the next message as well).
+	if pane != paneCLI {
+		ib.cfg.logf("queued message %d for %s stays queued: its CLI does not hold the terminal", q.Seq, session)
+	} else if err := ib.cfg.tmuxPaste(session, q.Body, false, false); err != nil {
+		ib.cfg.logf("deliver queued message %d to %s: %v", q.Seq, session, err)
+	} else {
+		ib.confirmPaste(r, nowMS())
+		r.Queue = r.Queue[1:]
+		r.Status, r.Question = StatusWorking, false
+		newTurn(r, q.Seq)
+	}
 }
 
 // sessionThread reports whether a codex notify of thread is the

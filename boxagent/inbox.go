@@ -31,11 +31,15 @@ type Inbox struct {
 
 	pathOnce   sync.Once
 	selfOnPATH bool
+
+	// logSeen keeps, per repo key, the size and time of its session log
+	// at the pane watcher's last read (under mu).
+	logSeen map[string]string
 }
 
 // NewInbox returns an inbox for cfg; Serve runs it.
 func NewInbox(cfg *Config) *Inbox {
-	return &Inbox{cfg: cfg, changed: make(chan struct{}), watchers: map[chan []byte]struct{}{}, envRuns: map[string]bool{}}
+	return &Inbox{cfg: cfg, changed: make(chan struct{}), watchers: map[chan []byte]struct{}{}, envRuns: map[string]bool{}, logSeen: map[string]string{}}
 }
 
 // Listen makes the inbox's socket: the directory 0700, the socket 0600,

@@ -37,6 +37,9 @@ func (ib *Inbox) post(req Request) (*Response, error) {
 		}
 		r.OutboxSeq++
 		resp.Seq = r.OutboxSeq
+		if r.Fault != nil && r.Fault.Kind == agentwire.FaultRetrying {
+			r.Fault = nil // the box agent's model answers again
+		}
 		if req.Kind == "question" {
 			r.Question = true
 		} else if err := os.WriteFile(ib.handoverOut(r.Repo), []byte(req.Body), 0o600); err != nil {
@@ -75,6 +78,6 @@ func (ib *Inbox) read(ctx context.Context, req Request) (*Response, error) {
 		if r == nil {
 			return nil, false, refusedf("no copy of %s in this box", req.Repo)
 		}
-		return &Response{Entries: entries, Status: r.Status}, len(entries) > 0, nil
+		return &Response{Entries: entries, Status: r.Status, Fault: faultNow(r)}, len(entries) > 0, nil
 	})
 }

@@ -73,11 +73,22 @@ func (ib *Inbox) confirmPaste(r *record, at int64) {
 }
 
 // markExited marks r's session stopped because its CLI has exited, and
-// keeps the pane's last lines (what the CLI said as it went).
-func (c *Config) markExited(r *record) {
+// keeps the pane's last lines (what the CLI said as it went). A CLI that
+// exited on its own (not ended by end, and without its session-end hook)
+// is a fault: it returns the fault's watch line, or nil.
+func (c *Config) markExited(r *record) *WatchLine {
 	c.logf("the %s session of %s has exited: marked stopped", r.CLI, r.Repo)
+	ended := r.Status == StatusStopped || r.Ending
 	r.Status, r.Question, r.Queue = StatusStopped, false, nil
 	r.ExitLines = c.tmuxLastLines(SessionName(r.Repo, r.CLI), exitLines)
+	if ended {
+		return nil
+	}
+	w, err := c.setFault(r, agentwire.FaultExited, exitLine(agentwire.KindOf(r.CLI).Title(), r.ExitLines))
+	if err != nil {
+		c.logf("record the exit of %s: %v", r.Repo, err)
+	}
+	return w
 }
 
 // exitLines is how many of the pane's last lines an exited session keeps.
@@ -87,11 +98,12 @@ const exitLines = 8
 // ctx ends: a session whose tmux session is gone, or whose CLI no longer
 // holds its pane's terminal after it was seen there, has exited (a crash,
 // a kill, a CLI that quit without a hook) and is marked stopped, so that
-// status, send, read and back say so within seconds.
+// status, send, read and back say so within seconds. It also looks for
+// the faults no hook reports (checkFaults).
 func (ib *Inbox) watchPanes(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
+	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -105,27 +117,41 @@ func (ib *Inbox) watchPanes(ctx context.Context, interval time.Duration) {
 			if !r0.running() {
 				continue
 			}
-			var line *WatchLine
+			var lines []*WatchLine
 			ib.cfg.update(r0.Repo, func(r *record) (*record, error) {
 				if r == nil || !r.running() || r.CLI != r0.CLI || r.StartedAtMS != r0.StartedAtMS {
 					return nil, nil
 				}
 				session := SessionName(r.Repo, r.CLI)
+				status := r.Status
 				if !ib.cfg.tmuxAlive(session) {
 					ib.cfg.logf("the tmux session %s is gone: marked stopped", session)
 					r.Status, r.Question, r.Queue = StatusStopped, false, nil
-				} else if before := r.CLIPid; ib.cfg.checkPane(r) == paneExited {
-					ib.cfg.markExited(r)
-				} else if r.CLIPid == before {
+					if !r.Ending {
+						w, err := ib.cfg.setFault(r, agentwire.FaultExited, "its tmux session "+session+" is gone")
+						if err != nil {
+							ib.cfg.logf("record the end of %s: %v", session, err)
+						}
+						lines = append(lines, w)
+					}
+				} else if before, pane := r.CLIPid, ib.cfg.checkPane(r); pane == paneExited {
+					lines = append(lines, ib.cfg.markExited(r))
+				} else if changed, ls := ib.checkFaults(r, n, pane); changed || r.CLIPid != before {
+					lines = append(lines, ls...)
+				} else {
 					return nil, nil
 				}
-				line = statusLine(r)
-				if r.Status != StatusStopped {
-					line = nil
+				if r.Status != status {
+					lines = append(lines, statusLine(r))
 				}
 				return r, nil
 			})
-			ib.notify(line)
+			for _, l := range lines {
+				ib.notify(l)
+			}
+			if len(lines) == 0 {
+				ib.notify(nil)
+			}
 		}
 	}
 }

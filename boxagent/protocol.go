@@ -48,6 +48,7 @@ type Response struct {
 	Status   string               `json:"status,omitempty"`
 	Sessions []agentwire.Session  `json:"sessions,omitempty"`
 	Report   *agentwire.EnvReport `json:"report,omitempty"`
+	Fault    *agentwire.Fault     `json:"fault,omitempty"`
 }
 
 // Inbox error codes.

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/flock"
 	"github.com/cocoonbox/cocoonbox/internal/jsonfile"
@@ -58,6 +59,15 @@ type record struct {
 	// holds the repo's send.lock) is undone by the next begin, send or
 	// end (resumeSend).
 	Step string `json:"step,omitempty"`
+	// TurnSeq is the inbox seq of the prompt the CLI was last given, and
+	// TurnAtMS when (or when its prompt hook came after).
+	TurnSeq  int   `json:"turn_seq,omitempty"`
+	TurnAtMS int64 `json:"turn_at_ms,omitempty"`
+	// Fault is what went wrong with the session beside its status
+	// (faults.go); nil when nothing did.
+	Fault *agentwire.Fault `json:"fault,omitempty"`
+	// Ending says end is ending the CLI: its exit is no fault.
+	Ending bool `json:"ending,omitempty"`
 }
 
 // queued is a message waiting for the session's next idle.

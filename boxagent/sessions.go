@@ -26,6 +26,7 @@ func (ib *Inbox) handoverOut(k string) string { return filepath.Join(ib.cfg.repo
 func (ib *Inbox) send(req Request) (*Response, error) {
 	var resp Response
 	var exited *record
+	var faultLine *WatchLine
 	err := ib.change(req.Repo, func(r *record) (*record, error) {
 		if !r.running() {
 			return nil, refusedf("no running session of %s in this box", req.Repo)
@@ -36,7 +37,7 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 		}
 		pane := ib.cfg.checkPane(r)
 		if pane == paneExited {
-			ib.cfg.markExited(r)
+			faultLine = ib.cfg.markExited(r)
 			exited = r
 			return r, nil
 		}
@@ -60,6 +61,7 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 			}
 			ib.confirmPaste(r, nowMS())
 			r.Status, r.Question = StatusWorking, false
+			newTurn(r, resp.Seq)
 			resp.Delivery = "pasted"
 		case req.Back:
 			r.Queue = append([]queued{{Seq: r.InboxSeq, Back: true, Body: body}}, r.Queue...)
@@ -78,6 +80,7 @@ func (ib *Inbox) send(req Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	ib.notify(faultLine)
 	if exited != nil {
 		return nil, refusedf("the %s session of %s has exited; restart it with: cocoonbox-agent offload restart --repo %s", exited.CLI, exited.Repo, exited.Repo)
 	}
@@ -176,6 +179,8 @@ func (ib *Inbox) startSession(r *record, prompt string) error {
 	r.Started, r.Status, r.Question, r.Queue, r.Step = true, StatusWorking, false, nil, ""
 	r.StartedAtMS, r.HookAtMS, r.TranscriptPath, r.CLIPid, r.ExitLines, r.CodexThread = nowMS(), 0, "", 0, nil, ""
 	r.InboxSeq++
+	r.Fault, r.Ending = nil, false
+	newTurn(r, r.InboxSeq)
 	return appendLine(c.inboxPath(r.Repo), map[string]any{
 		"seq": r.InboxSeq, "kind": "start", "offload_id": r.OffloadID, "time_ms": nowMS(), "body": prompt, "delivery": "started",
 	})

@@ -36,7 +36,7 @@ func (c *Config) sessions(k string) ([]agentwire.Session, error) {
 		s := agentwire.Session{
 			Repo: r.Repo, Name: r.Name, CLI: r.CLI, OffloadID: r.OffloadID, Status: r.Status,
 			Copy: r.copyState(), HookAtMS: r.HookAtMS, InboxSeq: r.InboxSeq, OutboxSeq: r.OutboxSeq,
-			ExitLines: r.ExitLines,
+			ExitLines: r.ExitLines, Fault: faultNow(r),
 		}
 		if s.Status == "" {
 			s.Status = StatusStopped

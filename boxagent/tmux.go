@@ -156,6 +156,16 @@ func (c *Config) tmuxLastLines(session string, n int) []string {
 	return lines[max(0, len(lines)-n):]
 }
 
+// tmuxScreen is what the session's pane shows now, a line each (no
+// scrollback: a dialog or a wait that is over may still be there).
+func (c *Config) tmuxScreen(session string) []string {
+	out, err := c.tmux(nil, "capture-pane", "-p", "-J", "-t", target(session))
+	if err != nil {
+		return nil
+	}
+	return strings.Split(out, "\n")
+}
+
 // tmuxWindowActivity is the session's last window activity, in ms since
 // the epoch, or 0.
 func (c *Config) tmuxWindowActivity(session string) int64 {

@@ -29,7 +29,7 @@ func (c *Config) Read(k string, since int, wait time.Duration) (*agentwire.ReadR
 	if err != nil {
 		return nil, err
 	}
-	res := &agentwire.ReadResult{OK: true, Entries: resp.Entries, Status: resp.Status}
+	res := &agentwire.ReadResult{OK: true, Entries: resp.Entries, Status: resp.Status, Fault: resp.Fault}
 	if res.Entries == nil {
 		res.Entries = []agentwire.Entry{}
 	}
@@ -76,6 +76,14 @@ func (c *Config) End(k string) (*agentwire.EndResult, error) {
 		return nil, refusedf("nothing of %s is in this box", k)
 	}
 	if r.Started {
+		// Its exit is then no fault of the CLI's.
+		c.update(k, func(r *record) (*record, error) {
+			if r == nil {
+				return nil, nil
+			}
+			r.Ending = true
+			return r, nil
+		})
 		c.logf("ending the %s session", r.CLI)
 		// No lock is held here: the CLI's SessionEnd hook needs it.
 		c.endCLI(SessionName(k, r.CLI), r.CLI, EndGrace)
@@ -86,6 +94,7 @@ func (c *Config) End(k string) (*agentwire.EndResult, error) {
 			return nil, refusedf("nothing of %s is in this box", k)
 		}
 		r.Started, r.Status, r.Queue, r.Question, r.OffloadID, r.Secrets = false, StatusStopped, nil, false, "", nil
+		r.Fault, r.Ending = nil, false
 		return r, nil
 	})
 	if err != nil {

@@ -41,7 +41,11 @@ your work tree as it was before back changed it.
 
 While it waits for the hand-over it says so once on stderr; Ctrl-C (or
 SIGTERM) then stops waiting with nothing changed here, exit 130 (143): run
-back again to resume the wait, or cocoonbox offload abandon.
+back again to resume the wait, or cocoonbox offload abandon. A box CLI
+that will not answer (its BACK turn failed, it waits at a dialog, its
+sign-in screen or for the network, or it exited) ends the wait within
+seconds, exit 1, naming what it said and how to see it
+(cocoonbox rsh -t BOX tmux attach -t cb-off-<K>-<kind>).
 
 Exit status: 0 done; 1 failed (nothing changed here, unless the message
 says what did and how to undo it); 3 refused; 128+N stopped by signal N

@@ -491,7 +491,27 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	for _, x := range ss {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", printable.Line(x.Name, 0), printable.Line(x.CLI, 0), printable.Line(x.Status, 0), printable.Line(x.Copy, 0), printable.Line(x.OffloadID, 0), x.OutboxSeq)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// What went wrong, beside the status: a line of its own each, as the
+	// table's columns would not hold it.
+	for _, x := range ss {
+		if x.Fault != nil {
+			fmt.Fprintf(s.Out, "%s: %s\n", printable.Line(x.Name, 0), statusText(x.Status, x.Fault))
+			fmt.Fprintf(s.Out, "  see it: %s (detach with Ctrl-b d)\n", printable.Line(commandLine(offload.AttachCommand(bx, x.Repo, x.CLI)), 0))
+		}
+	}
+	return nil
+}
+
+// statusText is a session's status with its fault, if any: "idle — last
+// turn failed 40 s ago: API Error: ...", made printable.
+func statusText(status string, f *agentwire.Fault) string {
+	if f == nil {
+		return printable.Line(status, 0)
+	}
+	return printable.Line(status+" — "+f.Ago(), 0)
 }
 
 func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
@@ -525,7 +545,10 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	if shown == 0 {
 		fmt.Fprintln(s.Out, "no new entry")
 	}
-	fmt.Fprintf(s.Out, "session: %s\n", printable.Text(rd.Status))
+	fmt.Fprintf(s.Out, "session: %s\n", statusText(rd.Status, rd.Fault))
+	if rd.Fault != nil {
+		fmt.Fprintf(s.Err, "cocoonbox: see the box CLI: %s (detach with Ctrl-b d)\n", commandLine(offload.AttachCommand(rec.BoxName, rec.Repo, rec.Kind)))
+	}
 	if rd.Status == "stopped" {
 		fmt.Fprintln(s.Err, "cocoonbox: the box CLI session has stopped, so back cannot ask it for its work")
 		for _, n := range offload.StoppedNext() {

@@ -133,6 +133,7 @@ func TestRealCLIScripts(t *testing.T) {
 	p.Cmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
 		"realcli":      func(ts *testscript.TestScript, neg bool, args []string) { cmdRealCLI(ts, neg, args, clis) },
 		"modelprompts": func(ts *testscript.TestScript, neg bool, args []string) { cmdModelPrompts(ts, neg, args, models) },
+		"modelfault":   func(ts *testscript.TestScript, neg bool, args []string) { cmdModelFault(ts, neg, args, models) },
 		"waitgrep":     cmdWaitGrep,
 		"jsonline":     cmdJSONLine,
 		"modelkey":     func(ts *testscript.TestScript, neg bool, args []string) { cmdModelKey(ts, neg, args, models) },
@@ -142,25 +143,40 @@ func TestRealCLIScripts(t *testing.T) {
 	testscript.Run(t, p)
 }
 
-// realcli KIND [signed-out]: put the real CLI into box main as a user's
-// npm install would (~/.local/bin/KIND, linked to the machine's one
-// install), with a git identity and the scripted model endpoint, and
-// signed in with an API key unless told: claude reads ANTHROPIC_API_KEY
-// from the login shell's environment; codex gets a model provider in
-// ~/.codex/config.toml that reads OPENAI_API_KEY, and `codex login
-// --with-api-key`. Signed out, no key is anywhere, and codex's provider
-// takes the key of codex's own login (requires_openai_auth), as the
-// built-in OpenAI provider does. It runs in the box as the box user,
-// through cocoonbox rsh.
+// realcli KIND [signed-out] [no-retries]: put the real CLI into box main
+// as a user's npm install would (~/.local/bin/KIND, linked to the
+// machine's one install), with a git identity and the scripted model
+// endpoint, and signed in with an API key unless told: claude reads
+// ANTHROPIC_API_KEY from the login shell's environment; codex gets a model
+// provider in ~/.codex/config.toml that reads OPENAI_API_KEY, and `codex
+// login --with-api-key`. Signed out, no key is anywhere, and codex's
+// provider takes the key of codex's own login (requires_openai_auth), as
+// the built-in OpenAI provider does. It runs in the box as the box user,
+// through cocoonbox rsh. no-retries turns the CLI's own retries of a
+// failed model request off, so that a failure ends the turn at once:
+// claude's CLAUDE_CODE_MAX_RETRIES=0 (its bundle reads the variable; by
+// default it retried a refused connection 10 times over about 3 minutes),
+// codex's provider request_max_retries = 0 and stream_max_retries = 0 (by
+// default it retried a 500 for 25 s).
 func cmdRealCLI(ts *testscript.TestScript, neg bool, args []string, clis map[string]realCLI) {
-	if neg || len(args) < 1 || len(args) > 2 || (len(args) == 2 && args[1] != "signed-out") {
-		ts.Fatalf("usage: realcli KIND [signed-out]")
+	signedIn, retries := true, true
+	for _, a := range args[min(1, len(args)):] {
+		switch a {
+		case "signed-out":
+			signedIn = false
+		case "no-retries":
+			retries = false
+		default:
+			ts.Fatalf("usage: realcli KIND [signed-out] [no-retries]")
+		}
+	}
+	if neg || len(args) < 1 {
+		ts.Fatalf("usage: realcli KIND [signed-out] [no-retries]")
 	}
 	c, ok := clis[args[0]]
 	if !ok {
 		ts.Fatalf("no real CLI %q in testdata/realcli/versions", args[0])
 	}
-	signedIn := len(args) == 1
 	url := ts.Getenv("MODEL_URL")
 	var sh strings.Builder
 	fmt.Fprintf(&sh, "set -e\nmkdir -p ~/.local/bin\nln -sfn %s ~/.local/bin/%s\n", filepath.Join(c.dir, "bin", c.kind), c.kind)
@@ -175,15 +191,22 @@ func cmdRealCLI(ts *testscript.TestScript, neg bool, args []string, clis map[str
 		// The box's one install is not the user's to update; a user whose
 		// install cannot update sets the same.
 		fmt.Fprintf(&sh, "echo 'export ANTHROPIC_BASE_URL=%s DISABLE_AUTOUPDATER=1' >> ~/.profile\n", url)
+		if !retries {
+			sh.WriteString("echo 'export CLAUDE_CODE_MAX_RETRIES=0' >> ~/.profile\n")
+		}
 		if signedIn {
 			sh.WriteString("echo 'export ANTHROPIC_API_KEY=sk-ant-api03-scripted-endpoint-key-0123456789' >> ~/.profile\n")
 		}
 	case "codex":
 		auth := "requires_openai_auth = true"
+		noRetries := ""
+		if !retries {
+			noRetries = "request_max_retries = 0\nstream_max_retries = 0\n"
+		}
 		if signedIn {
 			auth = "env_key = \"OPENAI_API_KEY\""
 		}
-		fmt.Fprintf(&sh, "mkdir -p ~/.codex\ncat > ~/.codex/config.toml <<'EOF'\nmodel = \"gpt-5.1-codex\"\nmodel_provider = \"scripted\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"%s/v1\"\nwire_api = \"responses\"\n%s\nEOF\n", url, auth)
+		fmt.Fprintf(&sh, "mkdir -p ~/.codex\ncat > ~/.codex/config.toml <<'EOF'\nmodel = \"gpt-5.1-codex\"\nmodel_provider = \"scripted\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"%s/v1\"\nwire_api = \"responses\"\n%s\n%sEOF\n", url, auth, noRetries)
 		if signedIn {
 			sh.WriteString("echo 'export OPENAI_API_KEY=sk-scripted-endpoint-key-0123456789' >> ~/.profile\n")
 			sh.WriteString(". ~/.profile; printenv OPENAI_API_KEY | codex login --with-api-key >/dev/null 2>&1\n")
@@ -214,6 +237,19 @@ func cmdModelPrompts(ts *testscript.TestScript, neg bool, args []string, models 
 		fmt.Fprintf(&b, "--- prompt %d\n%s\n", n, p)
 	}
 	fmt.Fprint(ts.Stdout(), b.String())
+}
+
+// modelfault none|refuse|STATUS: the scripted endpoint fails the CLIs'
+// model requests from now on: refuse closes its port (connections are
+// refused), a status (500, 529, 401) is answered with the vendor's error
+// body; none serves again, on the same port.
+func cmdModelFault(ts *testscript.TestScript, neg bool, args []string, models map[string]*modeltest.Server) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: modelfault none|refuse|STATUS")
+	}
+	f, err := modeltest.ParseFault(args[0])
+	ts.Check(err)
+	ts.Check(models[ts.Getenv("WORK")].SetFault(f))
 }
 
 // waitgrep GLOB REGEXP: wait (at most 60 s) until a file matching GLOB has

@@ -37,6 +37,9 @@ func commandLine(c offload.Command) string {
 	if c.Kind != "" {
 		w = append(w, "--kind", c.Kind)
 	}
+	if c.Terminal && c.Verb == offload.VerbRsh {
+		w = append(w, "-t")
+	}
 	if c.Box != "" && c.Verb == offload.VerbRsh {
 		w = append(w, c.Box)
 	} else if c.Box != "" {

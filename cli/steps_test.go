@@ -24,6 +24,7 @@ func TestStepLines(t *testing.T) {
 		{offload.Step{"replace it: ", offload.Command{Verb: offload.VerbInstallCLI, Kind: "claude", Box: "main", Force: true}}, "replace it: cocoonbox offload install-cli --kind claude --box main --force"},
 		{offload.Step{"watch it with: ", offload.Command{Verb: offload.VerbInbox, Wait: 60}}, "watch it with: cocoonbox offload inbox --wait 60"},
 		{offload.Step{"(", offload.Command{Verb: offload.VerbRsh, Box: "main", Args: []string{"mv", "…"}}, ")"}, "(cocoonbox rsh main mv …)"},
+		{offload.Step{offload.Command{Verb: offload.VerbRsh, Box: "main", Terminal: true, Args: []string{"tmux", "attach", "-t", "cb-off-k-claude"}}}, "cocoonbox rsh -t main tmux attach -t cb-off-k-claude"},
 		{offload.Step{"opt out with: ", offload.Command{Verb: offload.VerbSecretsRemove, Args: []string{"ENTRY"}}}, "opt out with: cocoonbox offload secrets remove ENTRY"},
 		{offload.Step{"end it: ", offload.Command{Verb: offload.VerbAbandon, Box: "b"}}, "end it: cocoonbox offload abandon --box b"},
 	} {

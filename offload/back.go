@@ -294,6 +294,9 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	if s := sessionOf(ss, rec); s != nil {
 		hookBefore = s.HookAtMS
 	}
+	if n := faultNotice(rd.Fault); n != "" && b.Notice != nil {
+		b.Notice(n)
+	}
 	b.logf("send BACK")
 	sent, err := a.SendBack(ctx, rec.Repo, false)
 	if e := stoppedError(err); e != nil {
@@ -304,6 +307,9 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	}
 	if b.Notice != nil {
 		b.Notice(fmt.Sprintf("waiting up to %d s for the box agent's hand-over (Ctrl-C stops waiting; nothing changes here)", int(BackTimeout/time.Second)))
+	}
+	if rd.Fault.Waits() {
+		return nil, b.backFault(rec, rd, sent.Seq)
 	}
 	sentAt := b.now()
 	status := rd.Status
@@ -346,9 +352,9 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		if e := find(rd); e != nil {
 			return e, nil
 		}
-		if status == "stopped" {
-			// No CLI is left to answer BACK.
-			return nil, &Error{Code: ExitRefused, Err: errors.New("the box CLI session of this offload stopped before it posted its back"), Next: StoppedNext()}
+		// No CLI is left to answer BACK, or none that will.
+		if e := b.backFault(rec, rd, sent.Seq); e != nil {
+			return nil, e
 		}
 	}
 }

@@ -21,6 +21,8 @@ type Command struct {
 	Yes bool
 	// Force is --force.
 	Force bool
+	// Terminal is rsh's -t: the command gets a terminal.
+	Terminal bool
 	// Args are the words after the flags: a secret entry, rsh's command.
 	Args []string
 }

@@ -36,13 +36,30 @@ func blocks(raw json.RawMessage) []block {
 	return bs
 }
 
-// userText is the prompt a user message carries, or "" when it carries
-// none (only tool results, or only the CLI's own reminders).
+// userText is the latest prompt a user message carries, or "" when it
+// carries none (only tool results, or only the CLI's own reminders).
 func userText(bs []block) string {
-	if slices.ContainsFunc(bs, func(b block) bool { return b.Type == "tool_result" }) {
+	ps := userPrompts(bs)
+	if len(ps) == 0 {
 		return ""
 	}
-	return texts(bs, "<system-reminder>", "text")
+	return ps[len(ps)-1]
+}
+
+// userPrompts are the prompts a user message carries, a text block each:
+// claude 2.1.197 sends the prompts of turns that failed (an API error)
+// with the next one as one message (cli/testdata/realcli/README).
+func userPrompts(bs []block) []string {
+	if slices.ContainsFunc(bs, func(b block) bool { return b.Type == "tool_result" }) {
+		return nil
+	}
+	var ps []string
+	for _, b := range bs {
+		if t := texts([]block{b}, "<system-reminder>", "text"); t != "" {
+			ps = append(ps, t)
+		}
+	}
+	return ps
 }
 
 // texts joins, a line each, the text of bs's blocks of the given types,
@@ -59,11 +76,11 @@ func texts(bs []block, skip string, types ...string) string {
 
 // anthropicTurn reads the turn out of a Messages request.
 func anthropicTurn(req *messagesRequest) turn {
-	t, last := planTurn(len(req.Messages), func(i int) string {
+	t, last := planTurn(len(req.Messages), func(i int) []string {
 		if m := req.Messages[i]; m.Role == "user" {
-			return userText(blocks(m.Content))
+			return userPrompts(blocks(m.Content))
 		}
-		return ""
+		return nil
 	})
 	if last < 0 {
 		return t

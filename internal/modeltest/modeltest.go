@@ -55,7 +55,7 @@ type Request struct {
 	HasKey  bool              `json:"has_key"`
 	Body    json.RawMessage   `json:"body,omitempty"`
 	// Answer is what the endpoint made of it: "tool:CMD", "text", "side",
-	// "count", "head" or "unknown".
+	// "count", "head", "fault:STATUS" (SetFault) or "unknown".
 	Answer string `json:"answer"`
 	// Keys are the keys it carried, in x-api-key or as the Bearer of
 	// Authorization, for a test to compare with the one it signed in
@@ -69,13 +69,16 @@ type Server struct {
 	// (ANTHROPIC_BASE_URL; codex's model provider base_url is URL+"/v1").
 	URL string
 
-	lis net.Listener
-	srv *http.Server
-	log string
+	addr string
+	srv  *http.Server
+	log  string
 
-	mu   sync.Mutex
-	reqs []Request
-	seq  int
+	mu    sync.Mutex
+	lis   net.Listener
+	conns map[net.Conn]struct{}
+	fault Fault
+	reqs  []Request
+	seq   int
 }
 
 // Start serves the endpoint on a loopback port. log, when not empty, is a
@@ -85,8 +88,8 @@ func Start(log string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{URL: "http://" + lis.Addr().String(), lis: lis, log: log}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s := &Server{URL: "http://" + lis.Addr().String(), addr: lis.Addr().String(), lis: lis, log: log, conns: map[net.Conn]struct{}{}}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ConnState: s.trackConn}
 	go s.srv.Serve(lis)
 	return s, nil
 }
@@ -142,6 +145,12 @@ func (s *Server) id(prefix string) string {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	path := r.URL.Path
+	model := r.Method == http.MethodPost && (strings.HasPrefix(path, "/v1/messages") || strings.HasSuffix(path, "/responses"))
+	if f := s.currentFault(); f > 0 && model {
+		s.record(r, body, "fault:"+f.String())
+		s.writeFault(w, r, f)
+		return
+	}
 	switch {
 	case r.Method == http.MethodHead || (r.Method == http.MethodGet && path == "/"):
 		s.record(r, nil, "head")
@@ -193,13 +202,14 @@ var (
 // planTurn is the turn of a request of n items, as far as its user
 // prompts tell: the plan of the last (planOf), and that item's index, or
 // a zero turn and -1 when there is none. text(i) is item i's user
-// text, "" for an item of another role or with no text.
-func planTurn(n int, text func(i int) string) (turn, int) {
+// prompts, first to last, none for an item of another role or with no
+// text.
+func planTurn(n int, text func(i int) []string) (turn, int) {
 	var prompts []string
 	last := -1
 	for i := range n {
-		if t := text(i); t != "" {
-			prompts = append(prompts, t)
+		if ps := text(i); len(ps) > 0 {
+			prompts = append(prompts, ps...)
 			last = i
 		}
 	}

@@ -1,6 +1,7 @@
 package modeltest
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -70,5 +71,69 @@ func TestServer(t *testing.T) {
 	reqs := s.Requests()
 	if len(reqs) != 4 || reqs[0].Answer != "tool:echo hi" || reqs[0].Prompt() != "go\nmodel: bash echo hi" || reqs[2].Answer != "tool:echo hi" || reqs[1].Answer != "text" {
 		t.Errorf("requests: %+v", reqs)
+	}
+}
+
+// Prompts of failed turns that claude sends with the next one, as one
+// user message: the turn is the last one's.
+func TestMergedPrompts(t *testing.T) {
+	req := &messagesRequest{}
+	json.Unmarshal([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"first\nmodel: bash echo first"},{"type":"text","text":"BACK: the user is taking this task back now.\nmodel: bash echo back"}]}]}`), req)
+	if plan := anthropicTurn(req).plan; len(plan) != 2 || !strings.HasPrefix(plan[0], "git add -A") || plan[1] != "echo back" {
+		t.Errorf("plan %q, want BACK's", plan)
+	}
+}
+
+// The faults: a refused connection, then each status in the vendor's
+// error body (Anthropic's for /v1/messages, OpenAI's for responses), then
+// the scripted answers again on the same port.
+func TestFaults(t *testing.T) {
+	s, err := Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	msg := `{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"model: bash echo hi"}]}`
+	if err := s.SetFault(Refuse); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Post(s.URL+"/v1/messages", "application/json", strings.NewReader(msg)); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("refuse: %v, want connection refused", err)
+	}
+	for _, tt := range []struct {
+		f          Fault
+		path, want string
+	}{
+		{500, "/v1/messages?beta=true", `{"error":{"message":"Internal server error","type":"api_error"},"request_id":"req_`},
+		{529, "/v1/messages", `{"error":{"message":"Overloaded","type":"overloaded_error"},"request_id":"req_`},
+		{401, "/v1/messages", `{"error":{"message":"invalid x-api-key","type":"authentication_error"},"request_id":"req_`},
+		{401, "/v1/responses", `{"error":{"code":"invalid_api_key","message":"Incorrect API key provided: sk-scrip`},
+		{500, "/v1/responses", `{"error":{"code":null,"message":"The server had an error while processing your request. Sorry about that!","param":null,"type":"server_error"}}`},
+		{529, "/v1/responses", `"message":"The engine is currently overloaded, please try again later"`},
+	} {
+		if err := s.SetFault(tt.f); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Post(s.URL+tt.path, "application/json", strings.NewReader(msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != int(tt.f) || !strings.Contains(string(b), tt.want) {
+			t.Errorf("%v %s: %d %s, want %s", tt.f, tt.path, resp.StatusCode, b, tt.want)
+		}
+	}
+	if err := s.SetFault(NoFault); err != nil {
+		t.Fatal(err)
+	}
+	if out := post(t, s.URL+"/v1/messages", msg); !strings.Contains(out, `"name":"Bash"`) {
+		t.Errorf("after the faults: %s", out)
+	}
+	if f, err := ParseFault("529"); f != 529 || err != nil {
+		t.Errorf("ParseFault(529) = %v, %v", f, err)
+	}
+	if _, err := ParseFault("200"); err == nil {
+		t.Error("ParseFault(200) took a status that is no error")
 	}
 }

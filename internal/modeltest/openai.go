@@ -27,11 +27,13 @@ func inputText(raw json.RawMessage) string {
 }
 
 func responsesTurn(req *responsesRequest) turn {
-	t, last := planTurn(len(req.Input), func(i int) string {
+	t, last := planTurn(len(req.Input), func(i int) []string {
 		if it := req.Input[i]; (it.Type == "message" || it.Type == "") && it.Role == "user" {
-			return inputText(it.Content)
+			if t := inputText(it.Content); t != "" {
+				return []string{t}
+			}
 		}
-		return ""
+		return nil
 	})
 	if last < 0 {
 		return t
