@@ -10,6 +10,12 @@ import (
 	"time"
 )
 
+// directMax is the size below which a write with nothing queued before it
+// goes out at once, in bytes: x/crypto/ssh's buffer size, so a packet
+// smaller than it comes in one write, and a larger one in a first write
+// of exactly this size and the rest, which writeLoop joins.
+const directMax = 4096
+
 // maxPending bounds what StdioConn holds of written data not yet passed
 // on, and is the size of its read buffer, in bytes.
 const maxPending = 256 << 10
@@ -43,6 +49,7 @@ type stdioConn struct {
 	pending []byte     // written, not yet passed on
 	spare   []byte     // the buffer writeLoop last wrote from, for reuse
 	err     error      // the first error writing to out
+	writing bool       // a write to out is under way
 	closing bool
 	done    chan struct{} // closed when writeLoop has ended
 
@@ -64,6 +71,21 @@ func (c *stdioConn) Write(p []byte) (int, error) {
 	case c.closing:
 		return 0, net.ErrClosed
 	}
+	if len(p) < directMax && len(c.pending) == 0 && !c.writing {
+		// A whole small packet, with nothing before it: written here, so
+		// that a request's answer costs no hop to writeLoop.
+		c.writing = true
+		c.mu.Unlock()
+		_, err := c.out.Write(p)
+		c.mu.Lock()
+		c.writing = false
+		c.cond.Broadcast()
+		if err != nil {
+			c.err = err
+			return 0, err
+		}
+		return len(p), nil
+	}
 	c.pending = append(c.pending, p...)
 	c.cond.Broadcast()
 	return len(p), nil
@@ -76,17 +98,22 @@ func (c *stdioConn) writeLoop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
-		for len(c.pending) == 0 && !c.closing {
+		for (len(c.pending) == 0 || c.writing) && !c.closing && c.err == nil {
 			c.cond.Wait()
 		}
-		if len(c.pending) == 0 {
+		for c.writing {
+			c.cond.Wait()
+		}
+		if len(c.pending) == 0 || c.err != nil {
 			return
 		}
 		b := c.pending
 		c.pending = c.spare[:0]
+		c.writing = true
 		c.mu.Unlock()
 		_, err := c.out.Write(b)
 		c.mu.Lock()
+		c.writing = false
 		c.spare = b
 		c.cond.Broadcast()
 		if err != nil {
