@@ -112,6 +112,13 @@ func sshStdio(args []string, env Env, s Streams) int {
 		Runner:   c,
 		HostKey:  key,
 		Terminfo: func(term string) []byte { return shim.Terminfo(term, env.Getenv) },
+		Check: func(line string) error {
+			if shim.IsMoshServer(line) {
+				_, err := shim.MoshUDP(c.Endpoint(), o.Box)
+				return err
+			}
+			return nil
+		},
 		Progress: &quietUnless{w: s.Err, quiet: sshIsQuiet},
 		Prog:     prog,
 		Version:  sshSoftwareVersion(version.String()),
