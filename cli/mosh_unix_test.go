@@ -103,7 +103,8 @@ func TestMoshRefused(t *testing.T) {
 	needMosh(t)
 	b := startBox(t)
 	s := newStdioSSH(t, b)
-	remote := []string{"COCOONBOX_ENDPOINT=https://box.example.invalid", "COCOONBOX_TOKEN=cb_" + strings.Repeat("0", 64)}
+	// No control master: one would be started for the endpoint, and stay.
+	remote := []string{"COCOONBOX_ENDPOINT=https://box.example.invalid", "COCOONBOX_TOKEN=cb_" + strings.Repeat("0", 64), "COCOONBOX_CONTROL_PERSIST=0"}
 	const want = "cocoonbox-ssh: mosh needs UDP to box main, which https://box.example.invalid reaches only through the cocoonbox API; use cocoonbox rsh main or cocoonbox-ssh main instead"
 	for _, args := range [][]string{
 		{"--ssh=cocoonbox-ssh", "main"},
