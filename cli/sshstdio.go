@@ -112,13 +112,6 @@ func sshStdio(args []string, env Env, s Streams) int {
 		Runner:   c,
 		HostKey:  key,
 		Terminfo: func(term string) []byte { return shim.Terminfo(term, env.Getenv) },
-		Check: func(line string) error {
-			if shim.IsMoshServer(line) {
-				_, err := shim.MoshUDP(c.Endpoint(), o.Box)
-				return err
-			}
-			return nil
-		},
 		Progress: &quietUnless{w: s.Err, quiet: sshIsQuiet},
 		Prog:     prog,
 		Version:  sshSoftwareVersion(version.String()),
@@ -131,6 +124,15 @@ func sshStdio(args []string, env Env, s Streams) int {
 		srv.Logf = func(format string, args ...any) {
 			fmt.Fprintf(s.Err, "%s: debug: %s\r\n", prog, fmt.Sprintf(format, args...))
 		}
+	}
+	// mosh's server only where mosh-client's UDP reaches it
+	// (docs/cocoonbox-ssh.md, "mosh").
+	srv.Check = func(line string) error {
+		if shim.IsMoshServer(line) {
+			_, err := shim.MoshUDP(c.Endpoint(), o.Box)
+			return err
+		}
+		return nil
 	}
 	in, restore := stdioIn(s.In, s.Out)
 	defer restore()
