@@ -79,9 +79,16 @@ func (c *stdioConn) Write(p []byte) (int, error) {
 		_, err := c.out.Write(p)
 		c.mu.Lock()
 		c.writing = false
-		c.cond.Broadcast()
 		if err != nil {
 			c.err = err
+		}
+		// writeLoop waits only for something queued meanwhile, an error or
+		// Close: waking it for nothing on every packet cost a request more
+		// than that write's time in scheduling delay (runtime/trace).
+		if len(c.pending) > 0 || c.err != nil || c.closing {
+			c.cond.Broadcast()
+		}
+		if err != nil {
 			return 0, err
 		}
 		return len(p), nil
