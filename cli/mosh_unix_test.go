@@ -80,17 +80,30 @@ func TestMoshShim(t *testing.T) {
 	typeInMosh(t, b, moshEnv(b.Env), "--ssh=cocoonbox-ssh", "main")
 }
 
-// TestMoshOpenSSH: mosh with OpenSSH's ssh through the ssh-config block.
-// mosh's default replaces the block's ProxyCommand with its fake proxy,
-// which cannot resolve main.cocoonbox; with --experimental-remote-ip=remote
-// it keeps ours and reads the address from SSH_CONNECTION in the box
-// (docs/ssh-config.md, "mosh").
+// writeSSHConfig writes the Host block with cocoonbox ssh-config, as a
+// user does, into box b's HOME, and returns the file for ssh -F (OpenSSH
+// reads the passwd entry's ~/.ssh/config, not $HOME's).
+func writeSSHConfig(t *testing.T, b *testBox) string {
+	t.Helper()
+	c := exec.Command("cocoonbox", "ssh-config")
+	c.Env = b.Env
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("cocoonbox ssh-config: %v\n%s", err, out)
+	}
+	return filepath.Join(envValue(b.Env, "HOME"), ".ssh", "config")
+}
+
+// TestMoshOpenSSH: mosh with OpenSSH's ssh through the block cocoonbox
+// ssh-config writes. mosh's default replaces the block's ProxyCommand
+// with its fake proxy, which cannot resolve main.cocoonbox; with
+// --experimental-remote-ip=remote it keeps ours and reads the address
+// from SSH_CONNECTION in the box (docs/ssh-config.md, "mosh").
 func TestMoshOpenSSH(t *testing.T) {
 	t.Parallel()
 	needMosh(t)
 	b := startBox(t)
-	s := newStdioSSH(t, b)
-	typeInMosh(t, b, moshEnv(s.Env), "--experimental-remote-ip=remote", "--ssh=ssh -F "+s.Config, "main.cocoonbox")
+	cfg := writeSSHConfig(t, b)
+	typeInMosh(t, b, moshEnv(b.Env), "--experimental-remote-ip=remote", "--ssh=ssh -F "+cfg, "main.cocoonbox")
 }
 
 // TestMoshRefused: where the box is reached only through the API (an
@@ -102,16 +115,16 @@ func TestMoshRefused(t *testing.T) {
 	t.Parallel()
 	needMosh(t)
 	b := startBox(t)
-	s := newStdioSSH(t, b)
+	cfg := writeSSHConfig(t, b)
 	// No control master: one would be started for the endpoint, and stay.
 	remote := []string{"COCOONBOX_ENDPOINT=https://box.example.invalid", "COCOONBOX_TOKEN=cb_" + strings.Repeat("0", 64), "COCOONBOX_CONTROL_PERSIST=0"}
 	const want = "cocoonbox-ssh: mosh needs UDP to box main, which https://box.example.invalid reaches only through the cocoonbox API; use cocoonbox rsh main or cocoonbox-ssh main instead"
 	for _, args := range [][]string{
 		{"--ssh=cocoonbox-ssh", "main"},
-		{"--experimental-remote-ip=remote", "--ssh=ssh -F " + s.Config, "main.cocoonbox"},
+		{"--experimental-remote-ip=remote", "--ssh=ssh -F " + cfg, "main.cocoonbox"},
 	} {
 		c := exec.Command("mosh", args...)
-		c.Env = append(moshEnv(s.Env), remote...)
+		c.Env = append(moshEnv(b.Env), remote...)
 		out, err := c.CombinedOutput()
 		if err == nil {
 			t.Errorf("mosh %q: succeeded; want a failure\n%s", args, out)
