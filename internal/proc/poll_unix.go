@@ -14,10 +14,10 @@ import (
 // non-blocking mode, and a func that closes it and puts the shared file
 // description back in blocking mode; for anything else (a terminal, a
 // regular file, or a file already non-blocking), f itself and a func that
-// does nothing. A blocking read parks a thread in the kernel, which the
-// runtime's sysmon replaces every 20 µs while it waits: on a stream of
-// small requests that was most of cocoonbox-ssh --stdio's context
-// switches (docs/benchmarks.md, "sftp requests").
+// does nothing. A blocking read parks a thread in the kernel while it
+// waits, and the runtime's sysmon, polling every 20 µs, hands that
+// thread's P to another: on a stream of small requests, a wait per
+// request (docs/benchmarks.md, "sftp requests through ssh --stdio").
 func Pollable(f *os.File) (*os.File, func()) {
 	same := func() (*os.File, func()) { return f, func() {} }
 	fi, err := f.Stat()
