@@ -24,14 +24,18 @@ const maxPending = 256 << 10
 // Serve under a ProxyCommand: reads come from in, writes go to out, and
 // Close closes both when they are io.Closers. Deadlines are not supported.
 //
-// x/crypto/ssh writes each packet in two writes (its 4 KiB buffer, then the
-// rest) and reads it in two; on a pipe each is a system call here and a
-// wake-up at the other end. So reads go through a large buffer, and a
-// goroutine passes on, in one write, everything written since its last
-// one: no delay while the reader keeps up, fewer and larger writes when it
-// does not (each about a tenth less CPU for ssh and this process together
-// on a 1 GiB transfer). Write returns once its bytes are queued, or an
-// earlier write's error; Close passes on what is queued first.
+// x/crypto/ssh writes each packet larger than its 4 KiB buffer in two
+// writes (the buffer, then the rest) and reads it in two; on a pipe each
+// is a system call here and a wake-up at the other end. So reads go
+// through a large buffer, and a goroutine passes on, in one write,
+// everything written since its last one: no delay while the reader keeps
+// up, fewer and larger writes when it does not (each about a tenth less
+// CPU for ssh and this process together on a 1 GiB transfer). A packet
+// smaller than the buffer, with nothing queued before it, is written by
+// Write itself: one request's answer then costs no hop to that goroutine
+// (docs/benchmarks.md, "sftp requests through ssh --stdio"). Write
+// returns once its bytes are written or queued, or with an earlier
+// write's error; Close passes on what is queued first.
 func StdioConn(in io.Reader, out io.Writer) net.Conn {
 	c := &stdioConn{in: bufio.NewReaderSize(in, maxPending), rawIn: in, out: out, done: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
