@@ -23,7 +23,7 @@ const (
 )
 
 // latencyWorkloads are the rows of the latency table.
-var latencyWorkloads = []string{"startup", "download", "upload", "git clone", "rsync (first)", "rsync (no-op)"}
+var latencyWorkloads = []string{"startup", "download", "upload", "sftp requests via ssh --stdio", "git clone", "rsync (first)", "rsync (no-op)"}
 
 // runLatency runs the latency table: the local box over TLS on loopback,
 // and for each round trip a delay proxy in front of it and one in front of
@@ -39,8 +39,12 @@ func (e *env) runLatency(top string) error {
 	if err != nil {
 		return err
 	}
-	baseEnv, baseCfg, fullSize := e.boxEnv, e.sshCfg, *size
-	defer func() { e.boxEnv, e.sshCfg, *size = baseEnv, baseCfg, fullSize }()
+	if err := e.writeStdioConfig(); err != nil {
+		return fmt.Errorf("ssh --stdio: %w", err)
+	}
+	baseEnv, baseCfg, fullSize, fullReqs := e.boxEnv, e.sshCfg, *size, *sftpReqs
+	e.latency = true
+	defer func() { e.boxEnv, e.sshCfg, *size, *sftpReqs, e.latency = baseEnv, baseCfg, fullSize, fullReqs, false }()
 
 	var rows []rttRow
 	for _, rtt := range ms {
@@ -59,9 +63,9 @@ func (e *env) runLatency(top string) error {
 		if err := writePortConfig(baseCfg, e.sshCfg, ps.Port()); err != nil {
 			return err
 		}
-		*size = fullSize
+		*size, *sftpReqs = fullSize, fullReqs
 		if rtt > 0 {
-			*size = *rttSize
+			*size, *sftpReqs = *rttSize, *rttSftpReqs
 		}
 		for _, w := range e.workloads() {
 			if !contains(latencyWorkloads, w.name) || (*only != "" && !contains(strings.Split(*only, ","), w.name)) {
@@ -197,6 +201,9 @@ func renderRTT(rows []rttRow) string {
 			limit = "CPU (TLS and SSH ciphers, copies)"
 		case r.rtt == 0:
 			limit = "CPU and process start"
+		case r.nreq > 0:
+			per := func(d time.Duration) float64 { return float64(d) / float64(r.nreq) / float64(r.rtt) }
+			limit = fmt.Sprintf("round trips per request (%d requests): ours ≈ %.2f, ssh ≈ %.2f", r.nreq, per(r.ours), per(r.ssh))
 		case r.bytes > 0:
 			cap := func(w int) string { return fmt.Sprintf("%.0f MB/s", float64(w)/r.rtt.Seconds()/1e6) }
 			limit = fmt.Sprintf("window/RTT: ours ≤ %s (%d MiB stream window), ssh ≤ %s (%d MiB channel window)", cap(ourWindow), ourWindow>>20, cap(sshWindow), sshWindow>>20)

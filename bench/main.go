@@ -63,6 +63,9 @@ type env struct {
 	// stdioCfg is the ssh_config for OpenSSH's ssh through
 	// cocoonbox-ssh --stdio.
 	stdioCfg string
+	// latency is set while the latency table runs: ssh's path goes
+	// through a delay proxy to the listening sshd.
+	latency bool
 }
 
 // a workload runs once through one path and returns its wall time and the
@@ -77,6 +80,9 @@ type workload struct {
 	base     func() (time.Duration, int64, error)
 	baseName string
 	setup    func() error
+	// requests, if not nil, is how many requests one run makes, one
+	// after another: the latency table counts round trips per request.
+	requests func() int
 	bytes    int64
 	note     string
 }
@@ -162,6 +168,7 @@ type result struct {
 	ratio     float64 // median of the per-round ratios ours/ssh
 	baseRatio float64 // median of the per-round ratios ours/base
 	rss       int64   // peak RSS of our client, KiB
+	nreq      int     // w.requests() when measured
 	limit     time.Duration
 }
 
@@ -171,6 +178,9 @@ func measure(w workload) (result, error) {
 	var limits []time.Duration
 	var baseRatios []float64
 	r := result{workload: w}
+	if w.requests != nil {
+		r.nreq = w.requests()
+	}
 	for i := 0; i < *rounds; i++ {
 		// Alternate which path goes first, so warm caches favour neither.
 		first, second := w.ours, w.ssh

@@ -80,6 +80,18 @@ func ParseEndpoint(s string) (Endpoint, error) {
 	}
 }
 
+// Local reports whether the endpoint is on this machine: a unix socket or
+// a loopback address, where a local box serves (cocoonbox localbox), whose
+// commands run here. An https endpoint elsewhere may be a team's local box
+// or the service, whose boxes are reached only through the API.
+func (e Endpoint) Local() bool {
+	if strings.HasPrefix(e.Target, "unix://") {
+		return true
+	}
+	host, _, err := net.SplitHostPort(e.Target)
+	return err == nil && isLoopback(host)
+}
+
 func isLoopback(host string) bool {
 	if host == "localhost" {
 		return true

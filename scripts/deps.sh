@@ -47,6 +47,10 @@ if [ "$profile" = test ]; then
 	/usr/bin/python3 -c 'import paramiko' >/dev/null 2>&1 || need+=(python3-paramiko)
 	# asyncssh's SFTP client, whose symlink order depends on the server's version line.
 	/usr/bin/python3 -c 'import asyncssh' >/dev/null 2>&1 || need+=(python3-asyncssh)
+	# mosh over the shim and over ssh (cli/mosh_unix_test.go): the client here,
+	# and mosh-server in the tests' local boxes, which run on this machine.
+	check mosh mosh
+	check mosh-server mosh
 fi
 need+=("$@")
 mise=$(command -v mise >/dev/null 2>&1 && echo yes || echo no)

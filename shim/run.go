@@ -95,6 +95,9 @@ func (r *runner) run() int {
 	}
 	defer c.Close()
 	r.debugf(LogDebug1, "Connecting to box %s at %s", o.Box(), c.Endpoint().URL)
+	if err := r.mosh(c.Endpoint(), line); err != nil {
+		return r.fail(err)
+	}
 	if o.StdioHost != "" {
 		return r.stdioForward(c)
 	}

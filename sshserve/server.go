@@ -66,6 +66,10 @@ type Server struct {
 	// or an error (then the request fails). Nil knows sftp only, as
 	// cocoonbox-ssh -s.
 	Subsystem func(name string) (string, error)
+	// Check, if not nil, vets a session's command line before it runs: an
+	// error goes to the session's stderr, and the session ends with 255
+	// (mosh's mosh-server, when UDP cannot reach the box: shim.MoshUDP).
+	Check func(line string) error
 	// Progress, if not nil, receives one line per phase when the box has
 	// to be woken first.
 	Progress io.Writer

@@ -210,7 +210,11 @@ func (ss *session) run(ctx context.Context, line string) {
 		StdoutClosed: ss.eow,
 		Progress:     s.Progress,
 	}
-	st, err := s.Runner.Exec(ctx, cmd)
+	var st box.ExitStatus
+	err := s.check(line)
+	if err == nil {
+		st, err = s.Runner.Exec(ctx, cmd)
+	}
 	switch {
 	case err != nil:
 		if _, ok := errors.AsType[*box.WriteError](err); ok || ctx.Err() != nil {
@@ -242,6 +246,13 @@ func (ss *session) fail(err error) {
 	}
 	fmt.Fprintf(ss.ch.Stderr(), "%s: %v%s", ss.s.prog(), err, eol)
 	ss.ch.SendRequest("exit-status", false, ssh.Marshal(exitStatus{Status: exitFailure}))
+}
+
+func (s *Server) check(line string) error {
+	if s.Check == nil {
+		return nil
+	}
+	return s.Check(line)
 }
 
 func (s *Server) prog() string {

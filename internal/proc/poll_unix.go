@@ -1,0 +1,57 @@
+//go:build unix
+
+package proc
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pollable returns a file that reads and writes what f does through the
+// runtime's poller: for a pipe or socket f was handed in blocking mode
+// (a process's stdin and stdout are), a duplicate descriptor in
+// non-blocking mode, and a func that closes it and puts the shared file
+// description back in blocking mode; for anything else (a terminal, a
+// regular file, or a file already non-blocking), f itself and a func that
+// does nothing. A blocking read parks a thread in the kernel while it
+// waits, and the runtime's sysmon, polling every 20 µs, hands that
+// thread's P to another: on a stream of small requests, a wait per
+// request (docs/benchmarks.md, "sftp requests through ssh --stdio").
+func Pollable(f *os.File) (*os.File, func()) {
+	same := func() (*os.File, func()) { return f, func() {} }
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) == 0 {
+		return same()
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return same()
+	}
+	dup := -1
+	rc.Control(func(fd uintptr) {
+		flags, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		if err != nil || flags&unix.O_NONBLOCK != 0 {
+			return
+		}
+		if d, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0); err == nil {
+			dup = d
+		}
+	})
+	if dup < 0 {
+		return same()
+	}
+	if err := unix.SetNonblock(dup, true); err != nil {
+		unix.Close(dup)
+		return same()
+	}
+	// NewFile sees the descriptor non-blocking and registers it with the
+	// poller.
+	g := os.NewFile(uintptr(dup), f.Name())
+	return g, func() {
+		// Through f, which is still open when g is closed: the
+		// description is shared, and its other users expect it to block.
+		rc.Control(func(fd uintptr) { unix.SetNonblock(int(fd), false) })
+		g.Close()
+	}
+}
