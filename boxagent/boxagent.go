@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
@@ -177,8 +176,7 @@ func checkKey(k string) error {
 }
 
 func checkKind(kind string) error {
-	names := agentwire.KindNames()
-	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	want := agentwire.OrList(agentwire.KindNames())
 	switch {
 	case kind == "":
 		return usagef("--kind is required: %s", want)

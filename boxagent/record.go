@@ -50,9 +50,11 @@ type record struct {
 	// ExitLines are the last lines of the session's pane when its CLI
 	// was found exited; nil while it runs.
 	ExitLines []string `json:"exit_lines,omitempty"`
-	// CodexThread is the codex session's thread id, from its first
-	// notify of its first prompt; other threads' notifies are ignored.
-	CodexThread string `json:"codex_thread,omitempty"`
+	// Thread is the CLI's thread id of the session, for a kind whose
+	// hooks name threads (agentwire.Hook's Thread: codex's notify), from
+	// its first hook of the first prompt; other threads' hooks are
+	// ignored. Its JSON name is the one records were first written with.
+	Thread string `json:"codex_thread,omitempty"`
 	// Step is the journal of send: the step of the send of OffloadID that
 	// runs, written before it does (sendSteps); "" once the session has
 	// started, or when no send runs. One left with no send running (it
