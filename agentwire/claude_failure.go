@@ -114,3 +114,16 @@ func (claude) ReadScreen(lines []string) (string, string) {
 	}
 	return "", ""
 }
+
+// RefusedRoot reads claude's refusal to skip its permission prompts as
+// root ("--dangerously-skip-permissions cannot be used with root/sudo
+// privileges for security reasons", recorded by
+// cli/testdata/realcli/claude_asroot.txtar).
+func (claude) RefusedRoot(lines []string) bool {
+	for _, l := range lines {
+		if l := strings.ToLower(l); strings.Contains(l, "root/sudo") || strings.Contains(l, "as root") {
+			return true
+		}
+	}
+	return false
+}

@@ -108,3 +108,6 @@ func (codex) ReadScreen(lines []string) (string, string) {
 	}
 	return "", ""
 }
+
+// RefusedRoot: codex has no refusal to run as root.
+func (codex) RefusedRoot([]string) bool { return false }

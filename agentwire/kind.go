@@ -85,6 +85,10 @@ type Kind interface {
 	// person ends: FaultDialog, FaultLogin or FaultStalled, with the
 	// pane's line that says it; "" when the pane shows none.
 	ReadScreen(lines []string) (kind, line string)
+	// RefusedRoot reports whether the last lines of the pane of a CLI
+	// that exited before its first prompt are its refusal to run as
+	// root.
+	RefusedRoot(lines []string) bool
 }
 
 // SignInState is what a kind's sign-in status printed, as ReadSignIn reads it.
@@ -215,6 +219,15 @@ func KindNames() []string {
 	return n
 }
 
+// OrList is words as a choice in prose: "a", "a or b", "a, b or c"; ""
+// for none. Help and errors that list the kinds or the verbs use it.
+func OrList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
 // Named is the kind's title with the version its --version printed,
 // once: "Claude Code 2.1.197" for "2.1.197 (Claude Code)", "Codex CLI
 // 0.171.0" for "codex-cli 0.171.0". A version with no word that starts
@@ -291,6 +304,7 @@ func (noSession) TranscriptDir(string, string) string {
 func (noSession) ReadFailure(string, []byte, []byte) (string, int64, bool) { return "", 0, false }
 func (noSession) OwnsLog([]byte, string) bool                              { return false }
 func (noSession) ReadScreen([]string) (string, string)                     { return "", "" }
+func (noSession) RefusedRoot([]string) bool                                { return false }
 func (noSession) Trust([]byte, string, string, string) ([]byte, uint32, error) {
 	return nil, 0, nil
 }

@@ -87,3 +87,40 @@ func TestKindsTable(t *testing.T) {
 		t.Errorf("claude's transcripts: %s", got)
 	}
 }
+
+// TestRefusedRoot: claude's refusal as root, as the real CLI printed it
+// in the pane (cli/testdata/realcli/claude_asroot.txtar), is read as one
+// by claude only; another exit is not.
+func TestRefusedRoot(t *testing.T) {
+	refusal := []string{"", "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons"}
+	for _, tt := range []struct {
+		kind  string
+		lines []string
+		want  bool
+	}{
+		{"claude", refusal, true},
+		{"claude", []string{"Error: no API key"}, false},
+		{"codex", refusal, false},
+		{"cursor", refusal, false},
+	} {
+		if got := KindOf(tt.kind).RefusedRoot(tt.lines); got != tt.want {
+			t.Errorf("%s.RefusedRoot(%q) = %v, want %v", tt.kind, tt.lines, got, tt.want)
+		}
+	}
+}
+
+func TestOrList(t *testing.T) {
+	for _, tt := range []struct {
+		words []string
+		want  string
+	}{
+		{nil, ""},
+		{[]string{"a"}, "a"},
+		{[]string{"a", "b"}, "a or b"},
+		{[]string{"a", "b", "c"}, "a, b or c"},
+	} {
+		if got := OrList(tt.words); got != tt.want {
+			t.Errorf("OrList(%q) = %q, want %q", tt.words, got, tt.want)
+		}
+	}
+}

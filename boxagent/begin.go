@@ -25,13 +25,7 @@ func (c *Config) Begin(o agentwire.BeginRequest) (*agentwire.BeginResult, error)
 	if o.Name == "" || !ValidName(o.Name) {
 		return nil, usagef("bad or missing --name %q: use 1 to 100 of A-Z, a-z, 0-9, _, - and ., not starting with .", o.Name)
 	}
-	if err := checkKind(o.Kind); err != nil {
-		return nil, err
-	}
-	if err := checkID(o.ID); err != nil {
-		return nil, err
-	}
-	unlock, err := c.holdSend(o.Repo)
+	unlock, err := c.holdOffload(o.Repo, o.Kind, o.ID)
 	if err != nil {
 		return nil, err
 	}

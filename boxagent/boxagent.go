@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
@@ -166,34 +165,29 @@ func ValidName(n string) bool { return nameRE.MatchString(n) }
 // refs/cocoonbox/offload/<id>): the same alphabet as a repo key.
 func ValidID(id string) bool { return keyRE.MatchString(id) }
 
-func checkKey(k string) error {
-	if k == "" {
-		return usagef("--repo is required (the repo key)")
+func checkKey(k string) error { return checkWord("--repo", "repo key", k, ValidRepoKey) }
+
+func checkID(id string) error { return checkWord("--id", "offload id", id, ValidID) }
+
+// checkWord checks flag's value v, a word of keyRE's alphabet that valid
+// accepts.
+func checkWord(flag, what, v string, valid func(string) bool) error {
+	if v == "" {
+		return usagef("%s is required (the %s)", flag, what)
 	}
-	if !ValidRepoKey(k) {
-		return usagef("bad repo key %q: use 1 to 64 of A-Z, a-z, 0-9, _ and -", k)
+	if !valid(v) {
+		return usagef("bad %s %q: use 1 to 64 of A-Z, a-z, 0-9, _ and -", what, v)
 	}
 	return nil
 }
 
 func checkKind(kind string) error {
-	names := agentwire.KindNames()
-	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	want := agentwire.OrList(agentwire.KindNames())
 	switch {
 	case kind == "":
 		return usagef("--kind is required: %s", want)
 	case agentwire.KindNamed(kind) == nil:
 		return usagef("bad kind %q: want %s", kind, want)
-	}
-	return nil
-}
-
-func checkID(id string) error {
-	if id == "" {
-		return usagef("--id is required (the offload id)")
-	}
-	if !ValidID(id) {
-		return usagef("bad offload id %q: use 1 to 64 of A-Z, a-z, 0-9, _ and -", id)
 	}
 	return nil
 }

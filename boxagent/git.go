@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/gitcmd"
+	"github.com/cocoonbox/cocoonbox/internal/gitindex"
 )
 
 // git runs git in dir with the config's environment plus extra and the
@@ -201,30 +202,17 @@ func (c *Config) snapshotTree(dir string) (string, error) {
 	return strings.TrimSpace(out), err
 }
 
-// copyIndex copies the index at src to dst with src's mtime. git trusts
-// an entry's stat data only when the entry is older than the index file;
-// entries as new as it ("racily clean") have their content checked. A copy
-// with a fresh mtime would make those trusted, and an edit of the same size
-// in the second of the last index write would be missed (gitformat-index(5),
-// Documentation/technical/racy-git.txt).
+// copyIndex copies the index at src to dst with src's mtime
+// (gitindex.ReadBytes says why).
 func copyIndex(src, dst string) error {
-	f, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	b, err := io.ReadAll(f)
+	b, mtime, err := gitindex.ReadBytes(src)
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(dst, b, 0o600); err != nil {
 		return err
 	}
-	return os.Chtimes(dst, fi.ModTime(), fi.ModTime())
+	return os.Chtimes(dst, mtime, mtime)
 }
 
 // checkEqualsS checks that the copy equals S: its snapshot's tree is

@@ -131,9 +131,9 @@ func (ib *Inbox) deliverQueued(r *record, pane paneState) {
 // a thread id is taken as the session's.
 func (ib *Inbox) sessionThread(r *record, thread string, inputs []string) bool {
 	switch {
-	case thread == "" || thread == r.CodexThread:
+	case thread == "" || thread == r.Thread:
 		return true
-	case r.CodexThread != "":
+	case r.Thread != "":
 		return false
 	}
 	prompt, err := os.ReadFile(filepath.Join(ib.cfg.repoDir(r.Repo), "prompt.md"))
@@ -145,6 +145,6 @@ func (ib *Inbox) sessionThread(r *record, thread string, inputs []string) bool {
 	if !strings.HasPrefix(strings.TrimSpace(inputs[0]), head) {
 		return false
 	}
-	r.CodexThread = thread
+	r.Thread = thread
 	return true
 }

@@ -142,6 +142,21 @@ func clearGitLocks(gd string) {
 	})
 }
 
+// holdOffload checks a begin's or send's repo key, kind and offload id,
+// then holds the repo's send.lock as holdSend does.
+func (c *Config) holdOffload(k, kind, id string) (func(), error) {
+	if err := checkKey(k); err != nil {
+		return nil, err
+	}
+	if err := checkKind(kind); err != nil {
+		return nil, err
+	}
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	return c.holdSend(k)
+}
+
 // holdSend takes k's send.lock, waiting up to sendLockWait for a send
 // that holds it, and undoes what a send that died left; it returns the
 // lock's release.

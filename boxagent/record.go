@@ -2,7 +2,6 @@ package boxagent
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,9 +49,11 @@ type record struct {
 	// ExitLines are the last lines of the session's pane when its CLI
 	// was found exited; nil while it runs.
 	ExitLines []string `json:"exit_lines,omitempty"`
-	// CodexThread is the codex session's thread id, from its first
-	// notify of its first prompt; other threads' notifies are ignored.
-	CodexThread string `json:"codex_thread,omitempty"`
+	// Thread is the CLI's thread id of the session, for a kind whose
+	// hooks name threads (agentwire.Hook's Thread: codex's notify), from
+	// its first hook of the first prompt; other threads' hooks are
+	// ignored. Its JSON name is the one records were first written with.
+	Thread string `json:"codex_thread,omitempty"`
 	// Step is the journal of send: the step of the send of OffloadID that
 	// runs, written before it does (sendSteps); "" once the session has
 	// started, or when no send runs. One left with no send running (it
@@ -109,15 +110,8 @@ func (c *Config) readRecord(k string) (*record, error) {
 	return &r, nil
 }
 
-func (c *Config) writeRecord(r *record) error {
-	if err := os.MkdirAll(c.repoDir(r.Repo), 0o700); err != nil {
-		return err
-	}
-	return jsonfile.Write(c.recordPath(r.Repo), r, 0o600)
-}
-
-// lock takes an exclusive flock on path (created 0600) and returns its
-// release.
+// lock takes an exclusive flock on path (created 0600, and its directory
+// 0700) and returns its release.
 func lock(path string) (func(), error) {
 	return lockMode(path, flock.Exclusive)
 }
@@ -126,37 +120,16 @@ func lockMode(path string, mode flock.Mode) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := flock.Lock(f, mode); err != nil {
-		f.Close()
-		if errors.Is(err, flock.ErrLocked) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	return func() { f.Close() }, nil
+	return flock.Hold(path, mode)
 }
 
 // update runs f on k's record (nil when there is none) under the repo's
 // lock, and writes the record back when f returns it.
 func (c *Config) update(k string, f func(r *record) (*record, error)) (*record, error) {
-	unlock, err := lock(filepath.Join(c.repoDir(k), ".lock"))
-	if err != nil {
+	if err := os.MkdirAll(c.repoDir(k), 0o700); err != nil {
 		return nil, err
 	}
-	defer unlock()
-	r, err := c.readRecord(k)
-	if err != nil {
-		return nil, err
-	}
-	out, err := f(r)
-	if err != nil || out == nil {
-		return out, err
-	}
-	return out, c.writeRecord(out)
+	return jsonfile.Update(c.recordPath(k), filepath.Join(c.repoDir(k), ".lock"), 0o600, f)
 }
 
 // records lists every record of the box, by repo key.

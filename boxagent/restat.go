@@ -132,15 +132,11 @@ type savedIndex struct {
 // saveIndex keeps the index of the copy at dir; nil when there is none.
 func saveIndex(dir string) *savedIndex {
 	p := filepath.Join(dir, ".git", "index")
-	fi, err := os.Stat(p)
+	b, mtime, err := gitindex.ReadBytes(p)
 	if err != nil {
 		return nil
 	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil
-	}
-	return &savedIndex{path: p, data: b, mtime: fi.ModTime()}
+	return &savedIndex{path: p, data: b, mtime: mtime}
 }
 
 // restore puts the index back with its mtime, so git's racy-clean check

@@ -23,16 +23,7 @@ const AcceptWait = 30 * time.Second
 // secrets, empties stage/ and releases the copy; a refused stream changes
 // nothing.
 func (c *Config) Send(o agentwire.SendRequest, r io.Reader) (*agentwire.SendResult, error) {
-	if err := checkKey(o.Repo); err != nil {
-		return nil, err
-	}
-	if err := checkKind(o.Kind); err != nil {
-		return nil, err
-	}
-	if err := checkID(o.ID); err != nil {
-		return nil, err
-	}
-	unlock, err := c.holdSend(o.Repo)
+	unlock, err := c.holdOffload(o.Repo, o.Kind, o.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -177,7 +177,7 @@ func (ib *Inbox) startSession(r *record, prompt string) error {
 	// The session is the inbox's now: the send that asked for it (its
 	// journal's last step, start) has nothing left to undo.
 	r.Started, r.Status, r.Question, r.Queue, r.Step = true, StatusWorking, false, nil, ""
-	r.StartedAtMS, r.HookAtMS, r.TranscriptPath, r.CLIPid, r.ExitLines, r.CodexThread = nowMS(), 0, "", 0, nil, ""
+	r.StartedAtMS, r.HookAtMS, r.TranscriptPath, r.CLIPid, r.ExitLines, r.Thread = nowMS(), 0, "", 0, nil, ""
 	r.InboxSeq++
 	r.Fault, r.Ending = nil, false
 	newTurn(r, r.InboxSeq)

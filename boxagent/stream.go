@@ -130,21 +130,16 @@ func readStream(r io.Reader, stage, secrets string) (*stream, error) {
 		}
 		seen[name] = true
 		switch {
-		case name == "handover.md":
-			b, err := readLimited(tr, name, h.Size, handover.Max)
+		case name == "handover.md", name == "env.json":
+			dst, limit := &s.Handover, int64(handover.Max)
+			if name == "env.json" {
+				dst, limit = &s.EnvJSON, maxEnvJSON
+			}
+			b, err := readLimited(tr, name, h.Size, limit)
 			if err != nil {
 				return nil, err
 			}
-			s.Handover = b
-			if err := os.WriteFile(filepath.Join(stage, name), b, 0o600); err != nil {
-				return nil, err
-			}
-		case name == "env.json":
-			b, err := readLimited(tr, name, h.Size, maxEnvJSON)
-			if err != nil {
-				return nil, err
-			}
-			s.EnvJSON = b
+			*dst = b
 			if err := os.WriteFile(filepath.Join(stage, name), b, 0o600); err != nil {
 				return nil, err
 			}

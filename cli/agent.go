@@ -160,7 +160,7 @@ and out of the box and talk to its inbox; each prints one JSON line.
 			if len(args) > 0 {
 				return a.fail(usage(fmt.Sprintf("unknown verb %q; see: cocoonbox-agent offload --help", args[0])))
 			}
-			return a.fail(usage("give a verb: " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1] + "; see: cocoonbox-agent offload --help"))
+			return a.fail(usage("give a verb: " + agentwire.OrList(names) + "; see: cocoonbox-agent offload --help"))
 		},
 	}
 	root.AddCommand(off)

@@ -83,7 +83,7 @@ changed; 4 warnings that need --yes; 128+N stopped by signal N, rolled back.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Box, "box", defaultBox, "the box to offload to")
-	f.StringVar(&o.Kind, "kind", "", "the coding-agent CLI to run in the box: claude or codex (cursor is not supported yet)")
+	f.StringVar(&o.Kind, "kind", "", kindHelp("the coding-agent CLI to run in the box"))
 	f.BoolVarP(&o.Yes, "yes", "y", false, "go ahead despite the preflight's warnings")
 	f.BoolVar(&o.HandoverPrompt, "handover-prompt", false, "print a request to paste into your coding agent: write the hand-over, then offload")
 
@@ -167,7 +167,7 @@ environment variable or a log, only into a 0600 file in the box.`
 	install.Flags().BoolVar(&o.Force, "force", false, "replace a file in the way of the CLI in the box's ~/.local/bin (npm install --force)")
 	install.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "show the installers' own output here instead of only in its log file")
 	for _, c := range []*cobra.Command{install, signin} {
-		c.Flags().StringVar(&o.Kind, "kind", "", "the coding-agent CLI: claude or codex (cursor is not supported yet)")
+		c.Flags().StringVar(&o.Kind, "kind", "", kindHelp("the coding-agent CLI"))
 		c.Flags().StringVar(&o.Box, "box", defaultBox, "the box")
 	}
 	for _, c := range []*cobra.Command{cmd, status, abandon, install, signin} {
@@ -322,6 +322,7 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		Resolve:   resolveIPs,
 		SplitDNS:  func(ctx context.Context) []string { return offload.SplitDNSDomains(ctx, env.platform()) },
 		Docker:    func(ctx context.Context) ([]string, error) { return offload.ComposeProjects(ctx, env.Environ) },
+		Spell:     commandLine,
 	}
 	off := &offload.Offloader{
 		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Kind: kind, Yes: o.Yes,
@@ -630,6 +631,25 @@ func runSecrets(env Env, s Streams, op string, args []string) error {
 		fmt.Fprintln(s.Err, "cocoonbox: no secret is opted in for this repository")
 	}
 	return nil
+}
+
+// kindHelp is --kind's help: what, then the kinds that can be used, then
+// those that cannot yet (agentwire.Kind's Unsupported).
+func kindHelp(what string) string {
+	var later []string
+	for _, k := range agentwire.Kinds() {
+		if k.Unsupported() != "" {
+			later = append(later, k.Name())
+		}
+	}
+	h := what + ": " + agentwire.OrList(offload.KindNames())
+	switch len(later) {
+	case 0:
+		return h
+	case 1:
+		return h + " (" + later[0] + " is not supported yet)"
+	}
+	return h + " (" + strings.Join(later, ", ") + " are not supported yet)"
 }
 
 // kindFlag is the --kind of a verb that needs one: missing or unknown is

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cocoonbox/cocoonbox/localbox"
 	"github.com/cocoonbox/cocoonbox/offload"
 )
 
@@ -25,8 +26,7 @@ var stepVerbs = map[offload.Verb]string{
 	offload.VerbBoxes:          "cocoonbox boxes list",
 	offload.VerbRsh:            "cocoonbox rsh",
 	offload.VerbLocalbox:       "cocoonbox localbox status",
-	offload.VerbLocalStop:      "cocoonbox localbox stop",
-	offload.VerbLocalRun:       "cocoonbox localbox start",
+	offload.VerbLocalMove:      localbox.StateRecipe,
 }
 
 // commandLine is c as the user types it: its words, then --kind, --box

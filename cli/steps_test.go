@@ -9,7 +9,7 @@ import (
 // TestStepLines: each command an offload step can name has its words,
 // and the steps read as offload wrote them when it spelled them itself.
 func TestStepLines(t *testing.T) {
-	for v := offload.VerbOffload; v <= offload.VerbLocalRun; v++ {
+	for v := offload.VerbOffload; v <= offload.VerbLocalMove; v++ {
 		if stepVerbs[v] == "" {
 			t.Errorf("verb %d has no command words", v)
 		}
@@ -27,6 +27,7 @@ func TestStepLines(t *testing.T) {
 		{offload.Step{offload.Command{Verb: offload.VerbRsh, Box: "main", Terminal: true, Args: []string{"tmux", "attach", "-t", "cb-off-k-claude"}}}, "cocoonbox rsh -t main tmux attach -t cb-off-k-claude"},
 		{offload.Step{"opt out with: ", offload.Command{Verb: offload.VerbSecretsRemove, Args: []string{"ENTRY"}}}, "opt out with: cocoonbox offload secrets remove ENTRY"},
 		{offload.Step{"end it: ", offload.Command{Verb: offload.VerbAbandon, Box: "b"}}, "end it: cocoonbox offload abandon --box b"},
+		{offload.Step{"move it: ", offload.Command{Verb: offload.VerbLocalMove}}, "move it: cocoonbox localbox stop; export XDG_STATE_HOME=/srv/cocoonbox; cocoonbox localbox start"},
 	} {
 		if got := stepLine(tt.step); got != tt.want {
 			t.Errorf("got %q, want %q", got, tt.want)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -287,19 +288,29 @@ func mkdirAccount(dir, name string) error {
 	d := dir
 	for _, part := range []string{"", "accounts", name, "boxes"} {
 		d = filepath.Join(d, part)
-		if err := os.Mkdir(d, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := mkdirOwn(d, 0o711); err != nil {
 			return err
-		}
-		fi, err := os.Lstat(d)
-		if err != nil {
-			return err
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", d)
 		}
 		if err := os.Chmod(d, 0o711); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// mkdirOwn makes directory d with perm unless it exists, and refuses
+// anything else there, a symbolic link included, naming the fix: so that
+// what is done to d next (chmod, chown) is done to a directory.
+func mkdirOwn(d string, perm fs.FileMode) error {
+	if err := os.Mkdir(d, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(d)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is no directory (%s); move it away and start again", d, safefile.Kind(fi.Mode()))
 	}
 	return nil
 }

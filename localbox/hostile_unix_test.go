@@ -739,3 +739,35 @@ func TestDeleteNoBoxUser(t *testing.T) {
 		t.Errorf("root removed the box's files as itself: %v", err)
 	}
 }
+
+// mkdirOwn makes a missing directory with its mode, takes one that is
+// there, and refuses a symbolic link (to a directory, too) or a file in
+// its place, naming what is there and the fix, changing nothing.
+func TestMkdirOwn(t *testing.T) {
+	dir := t.TempDir()
+	d := filepath.Join(dir, "d")
+	if err := mkdirOwn(d, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(d); err != nil || !fi.IsDir() || fi.Mode().Perm()&^0o711 != 0 {
+		t.Fatalf("made %v, %v", fi, err)
+	}
+	if err := mkdirOwn(d, 0o711); err != nil {
+		t.Fatalf("again: %v", err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(d, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := mkdirOwn(link, 0o711); err == nil || err.Error() != link+" is no directory (a symbolic link); move it away and start again" {
+		t.Errorf("a link: %v", err)
+	}
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o600)
+	if err := mkdirOwn(file, 0o711); err == nil || !strings.Contains(err.Error(), file+" is no directory") {
+		t.Errorf("a file: %v", err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link changed: %v, %v", fi, err)
+	}
+}

@@ -21,7 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cocoonbox/cocoonbox/internal/printable"
-	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
 // boxUser is the account box commands run as when Server.User is set: a
@@ -105,15 +104,8 @@ func (s *Server) chownBox(b *box) error {
 		return err
 	}
 	for _, d := range []string{b.home(), b.workspace(), b.run()} {
-		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := mkdirOwn(d, 0o700); err != nil {
 			return err
-		}
-		fi, err := os.Lstat(d)
-		if err != nil {
-			return err
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%s is no directory (%s); move it away and start again", d, safefile.Kind(fi.Mode()))
 		}
 		if err := os.Lchown(d, int(u.uid), int(u.gid)); err != nil {
 			return err

@@ -48,9 +48,12 @@ type Backer struct {
 }
 
 // ErrWaitStopped is the error of a back whose context ended while it
-// waited for the box agent's hand-over: nothing changed here.
-var ErrWaitStopped = errors.New("stopped waiting for the box agent's hand-over; nothing changed here: " +
-	"cocoonbox back again resumes the wait, cocoonbox offload abandon gives the box's work up")
+// waited for the box agent's hand-over: nothing changed here. Its Error
+// has waitStoppedNext for next step.
+var ErrWaitStopped = errors.New("stopped waiting for the box agent's hand-over; nothing changed here")
+
+// waitStoppedNext is the next step of a back whose wait was stopped.
+var waitStoppedNext = Step{cmdBack, " again resumes the wait, ", cmdAbandon, " gives the box's work up"}
 
 // BackResult is a finished back.
 type BackResult struct {
@@ -262,7 +265,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	// A failure once ctx has ended is the stop, whatever the box half says.
 	fail := func(err error) error {
 		if ctx.Err() != nil {
-			return &Error{Code: ExitFailed, Err: ErrWaitStopped}
+			return &Error{Code: ExitFailed, Err: ErrWaitStopped, Next: []Step{waitStoppedNext}}
 		}
 		return boxFailure(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -57,116 +58,128 @@ func DetectEnvironment(top string) (*agentwire.Environment, error) {
 			set(tool, v)
 		}
 	}
-	bad := func(name string, err error) error { return &EnvFileError{File: name, Err: err} }
-
-	if b, ok, err := read("go.mod"); err != nil {
-		return nil, err
-	} else if ok {
-		f, err := modfile.Parse("go.mod", b, nil)
-		if err != nil {
-			return nil, bad("go.mod", err)
-		}
-		switch {
-		case f.Toolchain != nil && strings.HasPrefix(f.Toolchain.Name, "go1"):
-			set("go", strings.TrimPrefix(f.Toolchain.Name, "go"))
-		case f.Go != nil:
-			set("go", f.Go.Version)
-		}
-	}
-	if b, ok, err := read("rust-toolchain.toml"); err != nil {
-		return nil, err
-	} else if ok {
+	tomlTools := func(b []byte) error {
 		var v struct {
-			Toolchain struct{ Channel string } `toml:"toolchain"`
+			Tools map[string]any `toml:"tools"`
 		}
 		if _, err := toml.Decode(string(b), &v); err != nil {
-			return nil, bad("rust-toolchain.toml", err)
+			return err
 		}
-		set("rust", v.Toolchain.Channel)
-	} else if b, ok, err := read("rust-toolchain"); err != nil {
-		return nil, err
-	} else if ok {
-		set("rust", firstLine(b))
-	}
-	if b, ok, err := read("package.json"); err != nil {
-		return nil, err
-	} else if ok {
-		var v struct {
-			Engines        map[string]string `json:"engines"`
-			Volta          map[string]string `json:"volta"`
-			PackageManager string            `json:"packageManager"`
-		}
-		if err := json.Unmarshal(b, &v); err != nil {
-			return nil, bad("package.json", err)
-		}
-		if n := v.Volta["node"]; n != "" {
-			set("node", n)
-		} else if n := v.Engines["node"]; n != "" {
-			set("node", n)
-		}
-		if name, ver, ok := strings.Cut(v.PackageManager, "@"); ok && name != "" {
-			ver, _, _ = strings.Cut(ver, "+") // a corepack hash
-			e.PackageManagers[name] = ver
-		}
-		for _, pm := range []string{"pnpm", "yarn", "npm"} {
-			if ver := v.Volta[pm]; ver != "" {
-				if _, ok := e.PackageManagers[pm]; !ok {
-					e.PackageManagers[pm] = ver
-				}
-			}
-		}
-	}
-	for _, f := range []string{".nvmrc", ".node-version"} {
-		if b, ok, err := read(f); err != nil {
-			return nil, err
-		} else if ok {
-			setFirst("node", strings.TrimPrefix(firstLine(b), "v"))
-		}
-	}
-	if b, ok, err := read(".python-version"); err != nil {
-		return nil, err
-	} else if ok {
-		setFirst("python", firstLine(b))
-	}
-	// The tool managers' own files decide last, as they decide for mise.
-	if b, ok, err := read(".tool-versions"); err != nil {
-		return nil, err
-	} else if ok {
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			line, _, _ := strings.Cut(sc.Text(), "#")
-			f := strings.Fields(line)
-			if len(f) >= 2 {
-				set(toolName(f[0]), f[1])
-			}
-		}
-	}
-	for _, name := range []string{".mise.toml", "mise.toml"} {
-		if b, ok, err := read(name); err != nil {
-			return nil, err
-		} else if ok {
-			var v struct {
-				Tools map[string]any `toml:"tools"`
-			}
-			if _, err := toml.Decode(string(b), &v); err != nil {
-				return nil, bad(name, err)
-			}
-			for k, val := range v.Tools {
-				switch val := val.(type) {
-				case string:
-					set(toolName(k), val)
-				case []any:
-					if len(val) > 0 {
-						if s, ok := val[0].(string); ok {
-							set(toolName(k), s)
-						}
-					}
-				case map[string]any:
-					if s, ok := val["version"].(string); ok {
+		for k, val := range v.Tools {
+			switch val := val.(type) {
+			case string:
+				set(toolName(k), val)
+			case []any:
+				if len(val) > 0 {
+					if s, ok := val[0].(string); ok {
 						set(toolName(k), s)
 					}
 				}
+			case map[string]any:
+				if s, ok := val["version"].(string); ok {
+					set(toolName(k), s)
+				}
 			}
+		}
+		return nil
+	}
+	nodeVersion := func(b []byte) error {
+		setFirst("node", strings.TrimPrefix(firstLine(b), "v"))
+		return nil
+	}
+	// Each version file in order; unless names one whose presence skips
+	// it; parse's error is the file's (EnvFileError).
+	for _, vf := range []struct {
+		name, unless string
+		parse        func(b []byte) error
+	}{
+		{name: "go.mod", parse: func(b []byte) error {
+			f, err := modfile.Parse("go.mod", b, nil)
+			if err != nil {
+				return err
+			}
+			switch {
+			case f.Toolchain != nil && strings.HasPrefix(f.Toolchain.Name, "go1"):
+				set("go", strings.TrimPrefix(f.Toolchain.Name, "go"))
+			case f.Go != nil:
+				set("go", f.Go.Version)
+			}
+			return nil
+		}},
+		{name: "rust-toolchain.toml", parse: func(b []byte) error {
+			var v struct {
+				Toolchain struct{ Channel string } `toml:"toolchain"`
+			}
+			if _, err := toml.Decode(string(b), &v); err != nil {
+				return err
+			}
+			set("rust", v.Toolchain.Channel)
+			return nil
+		}},
+		{name: "rust-toolchain", unless: "rust-toolchain.toml", parse: func(b []byte) error {
+			set("rust", firstLine(b))
+			return nil
+		}},
+		{name: "package.json", parse: func(b []byte) error {
+			var v struct {
+				Engines        map[string]string `json:"engines"`
+				Volta          map[string]string `json:"volta"`
+				PackageManager string            `json:"packageManager"`
+			}
+			if err := json.Unmarshal(b, &v); err != nil {
+				return err
+			}
+			if n := v.Volta["node"]; n != "" {
+				set("node", n)
+			} else if n := v.Engines["node"]; n != "" {
+				set("node", n)
+			}
+			if name, ver, ok := strings.Cut(v.PackageManager, "@"); ok && name != "" {
+				ver, _, _ = strings.Cut(ver, "+") // a corepack hash
+				e.PackageManagers[name] = ver
+			}
+			for _, pm := range []string{"pnpm", "yarn", "npm"} {
+				if ver := v.Volta[pm]; ver != "" {
+					if _, ok := e.PackageManagers[pm]; !ok {
+						e.PackageManagers[pm] = ver
+					}
+				}
+			}
+			return nil
+		}},
+		{name: ".nvmrc", parse: nodeVersion},
+		{name: ".node-version", parse: nodeVersion},
+		{name: ".python-version", parse: func(b []byte) error {
+			setFirst("python", firstLine(b))
+			return nil
+		}},
+		// The tool managers' own files decide last, as they decide for mise.
+		{name: ".tool-versions", parse: func(b []byte) error {
+			sc := bufio.NewScanner(bytes.NewReader(b))
+			for sc.Scan() {
+				line, _, _ := strings.Cut(sc.Text(), "#")
+				f := strings.Fields(line)
+				if len(f) >= 2 {
+					set(toolName(f[0]), f[1])
+				}
+			}
+			return nil
+		}},
+		{name: ".mise.toml", parse: tomlTools},
+		{name: "mise.toml", parse: tomlTools},
+	} {
+		if vf.unless != "" && slices.Contains(e.Files, vf.unless) {
+			continue
+		}
+		b, ok, err := read(vf.name)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if err := vf.parse(b); err != nil {
+			return nil, &EnvFileError{File: vf.name, Err: err}
 		}
 	}
 	for _, l := range lockfiles {

@@ -19,7 +19,7 @@ func TestExitedErrorRoot(t *testing.T) {
 		if !strings.Contains(e.Err.Error(), "refuses to run as root") {
 			t.Errorf("again=%v: error %q does not name the root refusal", again, e.Err)
 		}
-		if len(e.Next) < 3 || !hasCommand(e.Next[0], Command{Verb: VerbLocalbox}) || !strings.Contains(nextText(e.Next[1]), "XDG_STATE_HOME=/srv/cocoonbox") {
+		if len(e.Next) < 3 || !hasCommand(e.Next[0], Command{Verb: VerbLocalbox}) || !hasCommand(e.Next[1], Command{Verb: VerbLocalMove}) {
 			t.Errorf("again=%v: next steps %s do not start with the box user's", again, nextText(e.Next...))
 		}
 		if !slices.ContainsFunc(e.Next, func(s Step) bool { return hasCommand(s, cmdRestart) }) {

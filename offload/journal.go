@@ -310,7 +310,7 @@ func (rs *resumer) abandon(ctx context.Context, rec *Record) (*resumed, error) {
 	what := fmt.Sprintf("%s %s was interrupted during %s", opName(rec), rec.ID, rec.Step)
 	c, ok := rs.exec.(Client)
 	if !ok {
-		return nil, fmt.Errorf("%s; finish it with: cocoonbox offload abandon", what)
+		return nil, &Error{Code: ExitFailed, Err: errors.New(what), Next: []Step{{"finish it with: ", cmdAbandon}}}
 	}
 	a := &Abandoner{Repo: rs.repo, Store: rs.store, Client: c, Box: rec.BoxName, Yes: true,
 		Environ: rs.environ, Shim: rs.shim, Logf: rs.logf, AtStep: rs.at}

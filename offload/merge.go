@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/gitcmd"
+	"github.com/cocoonbox/cocoonbox/internal/gitindex"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
@@ -717,22 +717,17 @@ func deadMarks(path string) []string {
 // hold copies the index file src into the lock, keeping src's
 // modification time, which git compares with its entries' (racy git).
 func (l *indexLock) hold(src string) error {
-	fi, err := os.Stat(src)
+	b, mtime, err := gitindex.ReadBytes(src)
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := io.Copy(l.f, f); err != nil {
+	if _, err := l.f.Write(b); err != nil {
 		return err
 	}
 	if err := l.f.Sync(); err != nil {
 		return err
 	}
-	return os.Chtimes(l.path, fi.ModTime(), fi.ModTime())
+	return os.Chtimes(l.path, mtime, mtime)
 }
 
 // commit makes the lock the index.

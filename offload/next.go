@@ -47,8 +47,7 @@ const (
 	VerbBoxes     // the list of boxes
 	VerbRsh       // a command in a box
 	VerbLocalbox  // the local box's status
-	VerbLocalStop // the local box stopped
-	VerbLocalRun  // the local box started
+	VerbLocalMove // the local box served again from a state directory the box user reaches
 )
 
 // The commands the steps name most.

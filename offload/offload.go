@@ -202,7 +202,7 @@ func (o *Offloader) withSecretsNeeded(err error, h []byte) error {
 	if serr != nil {
 		return err
 	}
-	if f, ok := secretsNeededFinding(h, settings[o.Repo.Key].Secrets); ok {
+	if f, ok := o.Preflight.secretsNeededFinding(h, settings[o.Repo.Key].Secrets); ok {
 		e.Findings = append(e.Findings, f)
 	}
 	return err
@@ -517,7 +517,7 @@ func exitedError(k agentwire.Kind, box string, lines []string, again bool) *Erro
 	if again {
 		e.Err = fmt.Errorf("%s exited in box %s again before it took the prompt", k.Title(), box)
 	}
-	if refusedRoot(lines) {
+	if k.RefusedRoot(lines) {
 		e.Err = fmt.Errorf("%w: it refuses to run as root, and box %s runs it as root", e.Err, box)
 		e.Next = append(slices.Clone(rootNext), e.Next...)
 	}
@@ -536,19 +536,7 @@ func exitedError(k agentwire.Kind, box string, lines []string, again bool) *Erro
 // (docs/cocoonbox.md "Served by root").
 var rootNext = []Step{
 	{"see why box commands run as root: ", Command{Verb: VerbLocalbox}},
-	{"serve the local box from a state directory the box user reaches: ", Command{Verb: VerbLocalStop}, "; export XDG_STATE_HOME=/srv/cocoonbox; ", Command{Verb: VerbLocalRun}, " (docs/cocoonbox.md \"Served by root\")"},
-}
-
-// refusedRoot reports whether a box CLI's last lines are its refusal to
-// run as root (Claude Code: "--dangerously-skip-permissions cannot be used
-// with root/sudo privileges for security reasons").
-func refusedRoot(lines []string) bool {
-	for _, l := range lines {
-		if l := strings.ToLower(l); strings.Contains(l, "root/sudo") || strings.Contains(l, "as root") {
-			return true
-		}
-	}
-	return false
+	{"serve the local box from a state directory the box user reaches: ", Command{Verb: VerbLocalMove}, " (docs/cocoonbox.md \"Served by root\")"},
 }
 
 // stillInBoxNext are the next steps of an offload refused because an

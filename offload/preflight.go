@@ -55,6 +55,9 @@ type Preflight struct {
 	// Docker lists running compose projects' config files; nil skips it.
 	// Its error becomes a warning.
 	Docker func(ctx context.Context) ([]string, error)
+	// Spell is a Command as the user types it (cli's command lines), for
+	// the findings whose fix is a command; nil leaves the fix out.
+	Spell func(Command) string
 }
 
 // Run runs every check on r and returns the findings, blocks first.
@@ -493,11 +496,12 @@ func (p *Preflight) secrets(ctx context.Context, r *Repo) []agentwire.Finding {
 				continue
 			}
 			if !slices.Contains(p.Secrets, "file:"+f) {
-				fs = append(fs, agentwire.Finding{Check: "secrets", Outcome: agentwire.Warn, Detail: fmt.Sprintf("%s is git-ignored, so it stays on this laptop; opt in with: cocoonbox offload secrets add file:%s", f, f)})
+				fs = append(fs, agentwire.Finding{Check: "secrets", Outcome: agentwire.Warn, Detail: p.withFix(f+" is git-ignored, so it stays on this laptop",
+					Step{"opt in with: ", Command{Verb: VerbSecretsAdd, Args: []string{"file:" + f}}})})
 			}
 		}
 	}
-	if f, ok := secretsNeededFinding(p.Handover, p.Secrets); ok {
+	if f, ok := p.secretsNeededFinding(p.Handover, p.Secrets); ok {
 		fs = append(fs, f)
 	}
 	if len(p.Environ) > 0 {
@@ -528,13 +532,25 @@ func (p *Preflight) secrets(ctx context.Context, r *Repo) []agentwire.Finding {
 }
 
 // secretsNeededFinding is the warning when hand-over h says secrets are
-// needed and none of secrets (the repo's opted-in entries) is there.
-func secretsNeededFinding(h []byte, secrets []string) (agentwire.Finding, bool) {
+// needed and none of secrets (the repo's opted-in entries) is there. p
+// may be nil.
+func (p *Preflight) secretsNeededFinding(h []byte, secrets []string) (agentwire.Finding, bool) {
 	names := secretsNeeded(h)
 	if names == "" || len(secrets) > 0 {
 		return agentwire.Finding{}, false
 	}
-	return agentwire.Finding{Check: "secrets", Outcome: agentwire.Warn, Detail: "the hand-over says secrets are needed (" + names + ") and none is opted in; see: cocoonbox offload secrets add"}, true
+	return agentwire.Finding{Check: "secrets", Outcome: agentwire.Warn, Detail: p.withFix("the hand-over says secrets are needed ("+names+") and none is opted in",
+		Step{"see: ", Command{Verb: VerbSecretsAdd}})}, true
+}
+
+// withFix is a finding's detail with the step that fixes it after a
+// semicolon, its commands as Spell types them; detail alone when p or
+// its Spell is nil.
+func (p *Preflight) withFix(detail string, fix Step) string {
+	if p == nil || p.Spell == nil {
+		return detail
+	}
+	return detail + "; " + fix.Text(p.Spell)
 }
 
 // secretsNeeded returns the names of the hand-over's first line that

@@ -43,7 +43,7 @@ func TestPreflight(t *testing.T) {
 			name:     "ignored .env not opted in",
 			files:    map[string]string{".gitignore": ".env*\n", ".env": "A=1\n", ".env.example": "A=\n"},
 			want:     []string{"warn secrets"},
-			contains: "cocoonbox offload secrets add file:.env",
+			contains: fmt.Sprintf(".env is git-ignored, so it stays on this laptop; opt in with: <verb %d file:.env>", VerbSecretsAdd),
 		},
 		{
 			name:  "ignored .env opted in",
@@ -120,7 +120,7 @@ func TestPreflight(t *testing.T) {
 			files:    map[string]string{"a": "a"},
 			p:        Preflight{Handover: validHandover("make", "Secrets needed: STRIPE_KEY")},
 			want:     []string{"warn secrets"},
-			contains: "secrets are needed (STRIPE_KEY) and",
+			contains: fmt.Sprintf("secrets are needed (STRIPE_KEY) and none is opted in; see: <verb %d >", VerbSecretsAdd),
 		},
 		{
 			name:     "the hand-over needs secrets, in a list",
@@ -178,6 +178,7 @@ func TestPreflight(t *testing.T) {
 			if tc.remote != "" {
 				run(t, r.Top, env, "git", "remote", "add", "origin", tc.remote)
 			}
+			tc.p.Spell = spell
 			fs := tc.p.Run(context.Background(), r)
 			if diff := cmp.Diff(tc.want, checks(fs)); diff != "" {
 				t.Errorf("findings (-want +got):\n%s\n%+v", diff, fs)
@@ -192,6 +193,9 @@ func TestPreflight(t *testing.T) {
 		})
 	}
 }
+
+// spell shows a Command of a finding's fix by its verb and arguments.
+func spell(c Command) string { return fmt.Sprintf("<verb %d %s>", c.Verb, strings.Join(c.Args, " ")) }
 
 func TestCommandUsing(t *testing.T) {
 	for line, want := range map[string]string{

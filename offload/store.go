@@ -10,7 +10,6 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/flock"
 	"github.com/cocoonbox/cocoonbox/internal/jsonfile"
 )
@@ -165,27 +164,8 @@ func (s Store) updateRecord(key string, f func(old *Record) (*Record, error)) er
 	if err != nil {
 		return err
 	}
-	unlock, err := lockFile(filepath.Join(dir, "record.lock"), true)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	old, err := s.LoadRecord(key)
-	if errors.Is(err, ErrNoRecord) {
-		old, err = nil, nil
-	}
-	if err != nil {
-		return err
-	}
-	r, err := f(old)
+	r, err := jsonfile.Update(s.recordPath(key), filepath.Join(dir, "record.lock"), 0o600, f)
 	if err != nil || r == nil {
-		return err
-	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.WriteFile(s.recordPath(key), append(b, '\n'), 0o600); err != nil {
 		return err
 	}
 	return syncDir(dir)
@@ -238,33 +218,11 @@ func (s Store) Lock(key string) (func(), error) {
 		return nil, err
 	}
 	p := s.LockPath(key)
-	unlock, err := lockFile(p, false)
+	unlock, err := flock.Hold(p, flock.Exclusive|flock.NoWait)
 	if errors.Is(err, flock.ErrLocked) {
 		return nil, refused(fmt.Errorf("another cocoonbox offload, back or abandon of this repository is running (it holds %s); wait for it to end", p))
 	}
 	return unlock, err
-}
-
-// lockFile takes an exclusive flock of p (created 0600), waiting for it when
-// wait is set, and returns its release. The file stays: removing a lock
-// file would let two processes lock different files.
-func lockFile(p string, wait bool) (func(), error) {
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	mode := flock.Exclusive
-	if !wait {
-		mode |= flock.NoWait
-	}
-	if err := flock.Lock(f, mode); err != nil {
-		f.Close()
-		if errors.Is(err, flock.ErrLocked) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("lock %s: %w", p, err)
-	}
-	return func() { f.Close() }, nil
 }
 
 // RepoSettings are one repo's entry in repos.json.
@@ -322,7 +280,7 @@ func (s Store) UpdateSettings(key, top string, f func(*RepoSettings) error) erro
 	if _, err := s.EnsureRepoDir(key); err != nil {
 		return err
 	}
-	unlock, err := lockFile(filepath.Join(s.Dir, "repos.lock"), true)
+	unlock, err := flock.Hold(filepath.Join(s.Dir, "repos.lock"), flock.Exclusive)
 	if err != nil {
 		return err
 	}
@@ -343,9 +301,5 @@ func (s Store) UpdateSettings(key, top string, f func(*RepoSettings) error) erro
 	} else {
 		all[key] = rs
 	}
-	b, err := json.MarshalIndent(map[string]Settings{"repos": all}, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(s.settingsPath(), append(b, '\n'), 0o600)
+	return jsonfile.Write(s.settingsPath(), map[string]Settings{"repos": all}, 0o600)
 }

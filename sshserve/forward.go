@@ -27,21 +27,12 @@ type directTCPIPReq struct {
 // target never answers.
 func (s *Server) directTCPIP(ctx context.Context, nc ssh.NewChannel) {
 	var m directTCPIPReq
-	if err := ssh.Unmarshal(nc.ExtraData(), &m); err != nil {
-		nc.Reject(ssh.ConnectionFailed, "bad direct-tcpip request")
-		return
-	}
-	if s.Dial == nil {
-		nc.Reject(ssh.Prohibited, "port forwarding is not available for this box")
+	if !direct(nc, "direct-tcpip", &m, s.Dial != nil, "port forwarding") {
 		return
 	}
 	s.logf("direct-tcpip to %s:%d", m.Host, m.Port)
 	conn, err := s.Dial(ctx, m.Host, m.Port)
-	if err != nil {
-		nc.Reject(ssh.ConnectionFailed, dialReason(s.Box, net.JoinHostPort(m.Host, strconv.FormatUint(uint64(m.Port), 10)), err))
-		return
-	}
-	forward(ctx, nc, conn)
+	s.forwardTo(ctx, nc, conn, err, net.JoinHostPort(m.Host, strconv.FormatUint(uint64(m.Port), 10)))
 }
 
 // directStreamlocalReq is a direct-streamlocal@openssh.com channel's
@@ -57,18 +48,35 @@ type directStreamlocalReq struct {
 // path inside the box through DialUnix, as directTCPIP does to a port.
 func (s *Server) directStreamlocal(ctx context.Context, nc ssh.NewChannel) {
 	var m directStreamlocalReq
-	if err := ssh.Unmarshal(nc.ExtraData(), &m); err != nil {
-		nc.Reject(ssh.ConnectionFailed, "bad direct-streamlocal request")
-		return
-	}
-	if s.DialUnix == nil {
-		nc.Reject(ssh.Prohibited, "unix socket forwarding is not available for this box")
+	if !direct(nc, "direct-streamlocal", &m, s.DialUnix != nil, "unix socket forwarding") {
 		return
 	}
 	s.logf("direct-streamlocal to %s", m.Path)
 	conn, err := s.DialUnix(ctx, m.Path)
+	s.forwardTo(ctx, nc, conn, err, m.Path)
+}
+
+// direct decodes the payload of nc, a channel of type what, into m, and
+// reports whether it may be connected: a payload that does not decode,
+// or a forward the Server has no dialer for (can is false; feature
+// names it), is refused.
+func direct(nc ssh.NewChannel, what string, m any, can bool, feature string) bool {
+	if err := ssh.Unmarshal(nc.ExtraData(), m); err != nil {
+		nc.Reject(ssh.ConnectionFailed, "bad "+what+" request")
+		return false
+	}
+	if !can {
+		nc.Reject(ssh.Prohibited, feature+" is not available for this box")
+		return false
+	}
+	return true
+}
+
+// forwardTo forwards nc to conn, or refuses nc with err, the dial's
+// failure to reach target.
+func (s *Server) forwardTo(ctx context.Context, nc ssh.NewChannel, conn Conn, err error, target string) {
 	if err != nil {
-		nc.Reject(ssh.ConnectionFailed, dialReason(s.Box, m.Path, err))
+		nc.Reject(ssh.ConnectionFailed, dialReason(s.Box, target, err))
 		return
 	}
 	forward(ctx, nc, conn)

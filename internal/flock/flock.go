@@ -3,7 +3,11 @@
 // file is closed or the process ends, so a crash never leaves one behind.
 package flock
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"os"
+)
 
 // ErrLocked is the error of a non-waiting Lock when another open file
 // holds a conflicting lock.
@@ -18,3 +22,22 @@ const (
 	// NoWait makes Lock fail with ErrLocked rather than wait.
 	NoWait
 )
+
+// Hold locks the file at path (created 0600 when missing) as m says and
+// returns the lock's release, which closes the file. The file stays:
+// removing a lock file would let two processes lock different files. The
+// error is the open's, ErrLocked, or the lock's naming path.
+func Hold(path string, m Mode) (release func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := Lock(f, m); err != nil {
+		f.Close()
+		if errors.Is(err, ErrLocked) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}

@@ -45,3 +45,25 @@ func TestLockConflicts(t *testing.T) {
 		t.Fatalf("exclusive lock after the holders closed: %v", err)
 	}
 }
+
+// Hold creates the lock file 0600, a second Hold without waiting is
+// ErrLocked, and the release lets the next one in.
+func TestHold(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "lock")
+	release, err := Hold(p, Exclusive|NoWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("lock file: %v, %v", fi, err)
+	}
+	if _, err := Hold(p, Exclusive|NoWait); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Hold: %v, want ErrLocked", err)
+	}
+	release()
+	release, err = Hold(p, Exclusive|NoWait)
+	if err != nil {
+		t.Fatalf("Hold after the release: %v", err)
+	}
+	release()
+}

@@ -141,6 +141,22 @@ func Parse(b []byte) (*Index, error) {
 // ReadFile reads and parses the index file at path, and returns it with
 // the file's mtime, which git's racy-clean check compares entries with.
 func ReadFile(path string) (*Index, time.Time, error) {
+	b, mtime, err := ReadBytes(path)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	ix, err := Parse(b)
+	return ix, mtime, err
+}
+
+// ReadBytes reads the index file at path as it is, with its mtime. git
+// trusts an entry's stat data only when the entry is older than the index
+// file; entries as new as it ("racily clean") have their content checked.
+// So a copy of an index gets the original's mtime (os.Chtimes): with a
+// fresh one, those entries would be trusted, and an edit of the same size
+// in the second of the last index write would be missed
+// (gitformat-index(5), Documentation/technical/racy-git.txt).
+func ReadBytes(path string) ([]byte, time.Time, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -151,11 +167,7 @@ func ReadFile(path string) (*Index, time.Time, error) {
 		return nil, time.Time{}, err
 	}
 	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	ix, err := Parse(b)
-	return ix, fi.ModTime(), err
+	return b, fi.ModTime(), err
 }
 
 // Bytes is the index file with the entries' stat data as they are now

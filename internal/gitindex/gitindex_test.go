@@ -2,11 +2,14 @@ package gitindex
 
 import (
 	"encoding/binary"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Parse reads the indexes git writes (versions 2, 3 with extended flags,
@@ -73,5 +76,24 @@ func TestParseAndRewrite(t *testing.T) {
 	}
 	if _, err := Parse([]byte("DIRC\x00\x00\x00\x02\x00\x00\x00\x01not an index at all, cut short")); err != ErrFormat {
 		t.Errorf("a torn index: %v, want ErrFormat", err)
+	}
+}
+
+// ReadBytes gives the file as it is and its mtime to the nanosecond, what
+// a copy of an index must keep; a missing file is fs.ErrNotExist.
+func TestReadBytes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "index")
+	want := []byte("DIRC not parsed")
+	os.WriteFile(p, want, 0o644)
+	mtime := time.Unix(1_700_000_000, 123_456_789)
+	if err := os.Chtimes(p, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	b, got, err := ReadBytes(p)
+	if err != nil || string(b) != string(want) || !got.Equal(mtime) {
+		t.Fatalf("ReadBytes = %q, %v, %v; want %q, %v", b, got, err, want, mtime)
+	}
+	if _, _, err := ReadBytes(p + ".none"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing: %v", err)
 	}
 }

@@ -1,8 +1,11 @@
 // Package jsonfile reads and writes a JSON document kept whole in one
 // file: the records, indexes and reports both halves of offload keep
 // (the box's session.json, index.json, env.json and env-report.json, the
-// laptop's offload.json). A write replaces the file atomically, so a
-// reader sees the old document or the new one, never half of one.
+// laptop's offload.json and repos.json), and the local box's tokens and
+// accounts. A write replaces the file atomically, so a reader sees the old
+// document or the new one, never half of one; an Update is a
+// read-modify-write under a lock, so writers in other processes each
+// keep their change.
 package jsonfile
 
 import (
@@ -13,6 +16,7 @@ import (
 	"os"
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/flock"
 )
 
 // Read decodes the file at path into v. ok is false, with no error,
@@ -41,4 +45,28 @@ func Write(path string, v any, perm os.FileMode) error {
 		return err
 	}
 	return atomicfile.WriteFile(path, append(b, '\n'), perm)
+}
+
+// Update runs f on the document at path under an exclusive flock of the
+// file lock (internal/flock; waited for), with what path holds (nil when
+// there is no such file), and writes what f returns with mode perm,
+// unless f fails or returns nil. It returns what f returned.
+func Update[T any](path, lock string, perm os.FileMode, f func(old *T) (*T, error)) (*T, error) {
+	release, err := flock.Hold(lock, flock.Exclusive)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var v T
+	old := &v
+	if ok, err := Read(path, old); err != nil {
+		return nil, err
+	} else if !ok {
+		old = nil
+	}
+	out, err := f(old)
+	if err != nil || out == nil {
+		return out, err
+	}
+	return out, Write(path, out, perm)
 }
