@@ -191,7 +191,10 @@ func (t *tokens) issue(name, client, kind, account string) (string, TokenRecord,
 // returns their records.
 func (t *tokens) revoke(match func(TokenRecord) bool) ([]TokenRecord, error) {
 	var gone []TokenRecord
-	f, err := updateTokenFile(t.path, func(f *tokenFile) {
+	// Nothing is written when nothing matches: the revocation endpoint
+	// answers anyone, and a write is a sync of root's disk under the
+	// file's lock.
+	f, err := updateJSONFile(t.path, func(f *tokenFile) error {
 		keep := f.Tokens[:0]
 		for _, r := range f.Tokens {
 			if match(r) {
@@ -201,6 +204,10 @@ func (t *tokens) revoke(match func(TokenRecord) bool) ([]TokenRecord, error) {
 			}
 		}
 		f.Tokens = keep
+		if len(gone) == 0 {
+			return errUnchanged
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
