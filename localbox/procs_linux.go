@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // startToken is pid's start time in clock ticks since boot (field 22 of
@@ -97,3 +99,45 @@ func markedProcs(marker string, uids []uint32) []int {
 // marker is among the first entries of a box command's; a command that
 // buries it deeper has left on purpose, as one that clears it has.
 const environLimit = 256 << 10
+
+// waitExited waits until pid, a child of ours, has exited, without
+// reaping it (waitid with WNOWAIT): while it is a zombie its pid, and so
+// its group's id, is no other process's. It reports whether it waited.
+func waitExited(pid int) bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err == nil
+		}
+	}
+}
+
+// groupHasLive reports whether a process of group pgid lives that is not
+// a zombie, from /proc/PID/stat.
+func groupHasLive(pgid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	want := strconv.Itoa(pgid)
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		// Fields from 3 on: state, ppid, pgrp.
+		if f := strings.Fields(s[i+1:]); len(f) >= 3 && f[2] == want && f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
+}

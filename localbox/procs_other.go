@@ -14,3 +14,11 @@ func exited(pid int) bool { return !proc.Alive(pid) }
 // markedProcs finds nothing here: the platform shows no other process's
 // environment cheaply (docs/self-hosting.md).
 func markedProcs(string, []uint32) []int { return nil }
+
+// waitExited waits for nothing here: the platform offers no wait that
+// leaves the child unreaped, so the group is marked reaped just before
+// Wait, and kill's SIGKILL is sent only if it comes before.
+func waitExited(int) bool { return false }
+
+// groupHasLive is not asked here (waitExited waits for nothing).
+func groupHasLive(int) bool { return false }

@@ -1,0 +1,121 @@
+package localbox
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
+)
+
+// A call that goes away ends its command's process group: SIGHUP, then
+// SIGKILL killDelay later. The group's id is the leader's pid, which the
+// system hands out again once the leader is reaped, and a box user can
+// bring its number round (by forking, with /proc/sys/kernel/ns_last_pid
+// to watch) so that the next process on the machine gets it. The late
+// SIGKILL, sent by root, must then reach nothing: here a process of
+// root's that leads its own session took the reaped leader's pid (the
+// test sets ns_last_pid, as the box user's forking would) and must
+// outlive the call's SIGKILL. Before, root killed it 2 s later.
+func TestHostileGroupReused(t *testing.T) {
+	h := newHostile(t, "")
+	_, sock := h.serve()
+	tok, err := IssueToken(h.state, "test", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for attempt := 1; ; attempt++ {
+		pid := cancelledLeader(t, conn, tok)
+		victim := startAtPid(t, pid)
+		if victim == nil {
+			if attempt == 10 {
+				t.Fatalf("10 times another process took pid %d first", pid)
+			}
+			continue
+		}
+		time.Sleep(killDelay + time.Second)
+		var ws syscall.WaitStatus
+		gone, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		if gone != pid {
+			victim.Process.Kill()
+			victim.Wait()
+			return
+		}
+		t.Fatalf("a process of root's that took the reaped leader's pid %d was ended by the call's late signal (%v)", pid, ws.Signal())
+	}
+}
+
+// cancelledLeader starts a command in box main, reads its pid, goes away
+// (as a client that drops) and waits until the leader is reaped.
+func cancelledLeader(t *testing.T, conn *grpc.ClientConn, tok string) int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok))
+	defer cancel()
+	st, err := controlv1.NewSessionClient(conn).Exec(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Start{Start: &controlv1.Start{Box: DefaultBox, Command: "echo $$; exec sleep 600"}}}); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for !strings.Contains(out.String(), "\n") {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Write(m.GetStdout())
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(out.String()))
+	if err != nil {
+		t.Fatalf("the command's pid: %q", out.String())
+	}
+	cancel()
+	waitFor(t, "the leader to be reaped", func() bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+		return errors.Is(err, fs.ErrNotExist)
+	})
+	return pid
+}
+
+// startAtPid starts a process of root's in a session of its own with pid
+// pid, by setting ns_last_pid just below it, or returns nil when another
+// process took pid first.
+func startAtPid(t *testing.T, pid int) *exec.Cmd {
+	t.Helper()
+	f, err := os.OpenFile("/proc/sys/kernel/ns_last_pid", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command("sleep", "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if _, err := f.WriteString(strconv.Itoa(pid - 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if cmd.Process.Pid != pid {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil
+	}
+	return cmd
+}
