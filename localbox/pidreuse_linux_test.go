@@ -119,3 +119,49 @@ func startAtPid(t *testing.T, pid int) *exec.Cmd {
 	}
 	return cmd
 }
+
+// What left its process group is ended by pid (endMarked): SIGTERM, then
+// SIGKILL to each not gone after the grace. A box process that exits at
+// the SIGTERM frees its pid at once, and the SIGKILL must not reach the
+// process that takes it: here a process of root's (the test sets
+// ns_last_pid, as the box user's forking would). Before, root killed it
+// when the grace was up.
+func TestHostileMarkedPidReused(t *testing.T) {
+	h := newHostile(t, "")
+	srv := &Server{Dir: h.state, User: DefaultUser, Logf: t.Logf}
+	if err := srv.init(); err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 1; ; attempt++ {
+		marked := exec.Command("sleep", "600")
+		marked.Env = []string{markerVar + "=" + srv.Dir}
+		marked.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: h.u.uid, Gid: h.u.gid}}
+		if err := marked.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := marked.Process.Pid
+		ended := make(chan int, 1)
+		go func() { ended <- srv.endMarked(killDelay) }()
+		marked.Wait()
+		victim := startAtPid(t, pid)
+		if n := <-ended; n != 1 {
+			t.Fatalf("endMarked found %d processes, want the one", n)
+		}
+		if victim == nil {
+			if attempt == 10 {
+				t.Fatalf("10 times another process took pid %d first", pid)
+			}
+			continue
+		}
+		// A SIGKILL sent takes a moment to end it.
+		time.Sleep(500 * time.Millisecond)
+		var ws syscall.WaitStatus
+		gone, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		if gone != pid {
+			victim.Process.Kill()
+			victim.Wait()
+			return
+		}
+		t.Fatalf("a process of root's that took the marked process's pid %d was ended by root's SIGKILL after the grace (%v)", pid, ws.Signal())
+	}
+}

@@ -2,6 +2,7 @@ package localbox
 
 import (
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,7 +27,7 @@ func exited(pid int) bool {
 
 // markedProcs finds nothing here: the platform shows no other process's
 // environment cheaply (docs/self-hosting.md).
-func markedProcs(string, []uint32) []int { return nil }
+func markedProcs([]uint32, ...string) []*os.Process { return nil }
 
 // waitExited waits for nothing here: the platform offers no wait that
 // leaves the child unreaped, so the group is marked reaped just before

@@ -53,46 +53,70 @@ func exited(pid int) bool {
 }
 
 // markedProcs lists the processes (not this one) whose initial
-// environment holds the entry marker ("NAME=VALUE"), as /proc/PID/environ
-// shows it, among those of the uids in uids (every one's when nil):
-// served by root, the environment of no process but a box user's is read,
-// and no other process is ended for a marker. It reads at most
-// environLimit of each; processes it may not read are passed over.
-func markedProcs(marker string, uids []uint32) []int {
+// environment holds every entry of markers ("NAME=VALUE"), as
+// /proc/PID/environ shows it, among those of the uids in uids (every
+// one's when nil): served by root, the environment of no process but a
+// box user's is read, and no other process is ended for a marker. It
+// reads at most environLimit of each; processes it may not read are
+// passed over. Each is a handle taken before the process was looked at
+// (os.FindProcess holds a pidfd): a signal through it reaches the
+// process looked at or none, never one that took its pid since
+// (TestHostileMarkedPidReused). The caller releases them.
+func markedProcs(uids []uint32, markers ...string) []*os.Process {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	want := []byte(marker)
-	var pids []int
+	var out []*os.Process
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
+		if err != nil || pid == os.Getpid() || !ofUIDs(e.Name(), uids) {
 			continue
 		}
-		if uids != nil {
-			fi, err := os.Stat("/proc/" + e.Name())
-			if err != nil {
-				continue
-			}
-			if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !slices.Contains(uids, st.Uid) {
-				continue
-			}
-		}
-		f, err := os.Open("/proc/" + e.Name() + "/environ")
+		p, err := os.FindProcess(pid)
 		if err != nil {
 			continue
 		}
-		b, _ := io.ReadAll(io.LimitReader(f, environLimit))
-		f.Close()
-		for _, kv := range bytes.Split(b, []byte{0}) {
-			if bytes.Equal(kv, want) {
-				pids = append(pids, pid)
-				break
-			}
+		if ofUIDs(e.Name(), uids) && hasEntries(e.Name(), markers) {
+			out = append(out, p)
+		} else {
+			p.Release()
 		}
 	}
-	return pids
+	return out
+}
+
+// ofUIDs reports whether process pid (a name of /proc) is of one of uids,
+// or uids is nil.
+func ofUIDs(pid string, uids []uint32) bool {
+	if uids == nil {
+		return true
+	}
+	fi, err := os.Stat("/proc/" + pid)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && slices.Contains(uids, st.Uid)
+}
+
+// hasEntries reports whether the initial environment of process pid (a
+// name of /proc) holds every one of entries, in its first environLimit
+// bytes.
+func hasEntries(pid string, entries []string) bool {
+	f, err := os.Open("/proc/" + pid + "/environ")
+	if err != nil {
+		return false
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, environLimit))
+	f.Close()
+	have := bytes.Split(b, []byte{0})
+	for _, want := range entries {
+		if !slices.ContainsFunc(have, func(kv []byte) bool { return string(kv) == want }) {
+			return false
+		}
+	}
+	return true
 }
 
 // environLimit bounds what markedProcs reads of one environment: the

@@ -457,8 +457,7 @@ func endAccountProcs(stateDir string, u *boxUser, live bool) error {
 		return nil
 	}
 	if other, err := user.LookupId(strconv.FormatUint(uint64(u.uid), 10)); err == nil && !live && other.Username != u.name {
-		pids := markedProcs(markerVar+"="+stateDir, []uint32{u.uid})
-		endPids(pids, 0)
+		endProcs(markedProcs([]uint32{u.uid}, markerVar+"="+stateDir), 0)
 		return nil
 	}
 	return killUser(u.uid, 5*time.Second)
