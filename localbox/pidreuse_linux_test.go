@@ -165,3 +165,62 @@ func TestHostileMarkedPidReused(t *testing.T) {
 		t.Fatalf("a process of root's that took the marked process's pid %d was ended by root's SIGKILL after the grace (%v)", pid, ws.Signal())
 	}
 }
+
+// A recorded process group (procs/) whose leader is gone is ended by
+// stop, start and a box's delete: SIGTERM to the group, then SIGKILL to
+// it if it is still there after the grace. Once every process of it has
+// exited its id is free, and the SIGKILL must not reach the group that
+// takes it: here a process of root's leading its own session with that
+// pid (the test sets ns_last_pid, as the box user's forking would).
+// Before, root killed it when the grace was up.
+func TestHostileRecordedGroupReused(t *testing.T) {
+	h := newHostile(t, "")
+	srv := &Server{Dir: h.state, User: DefaultUser, Logf: t.Logf}
+	if err := srv.init(); err != nil {
+		t.Fatal(err)
+	}
+	b, ok := srv.reg.get("", DefaultBox)
+	if !ok {
+		t.Fatal("no box main")
+	}
+	as := &syscall.Credential{Uid: h.u.uid, Gid: h.u.gid}
+	for attempt := 1; ; attempt++ {
+		// A group of the box user's whose leader exited and was reaped,
+		// and whose other process lives on.
+		leader := exec.Command("sleep", "0")
+		leader.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: as}
+		if err := leader.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pgid := leader.Process.Pid
+		member := exec.Command("sleep", "600")
+		member.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid, Credential: as}
+		if err := member.Start(); err != nil {
+			t.Fatal(err)
+		}
+		leader.Wait()
+		srv.recordProc(b, pgid)
+		ended := make(chan int, 1)
+		go func() { ended <- srv.sweepWhere(killDelay, "") }()
+		member.Wait()
+		victim := startAtPid(t, pgid)
+		if n := <-ended; n != 1 {
+			t.Fatalf("the sweep ended %d groups, want the one", n)
+		}
+		if victim == nil {
+			if attempt == 10 {
+				t.Fatalf("10 times another process took pid %d first", pgid)
+			}
+			continue
+		}
+		time.Sleep(500 * time.Millisecond)
+		var ws syscall.WaitStatus
+		gone, _ := syscall.Wait4(pgid, &ws, syscall.WNOHANG, nil)
+		if gone != pgid {
+			victim.Process.Kill()
+			victim.Wait()
+			return
+		}
+		t.Fatalf("a process of root's that took the recorded group's id %d was ended by root's SIGKILL after the grace (%v)", pgid, ws.Signal())
+	}
+}

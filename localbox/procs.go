@@ -150,7 +150,16 @@ func (s *Server) sweepWhere(grace time.Duration, boxID string) int {
 	if len(live) == 0 {
 		return 0
 	}
-	terminate(live, grace, killGroup, func(pid int) bool { return !groupAlive(pid) })
+	// Served by root, a group is signalled only while every process in
+	// it is a box user's: once the recorded one is gone, its id may be
+	// any group's, and a record from before a crash or a reboot may name
+	// a group of root's (TestHostileRecordedGroupReused).
+	uids := s.boxUIDs()
+	terminate(live, grace, func(pgid int, hard bool) {
+		if uids == nil || groupOfUIDs(pgid, uids) {
+			killGroup(pgid, hard)
+		}
+	}, func(pid int) bool { return !groupAlive(pid) })
 	for _, pid := range live {
 		os.Remove(filepath.Join(s.procsDir(), strconv.Itoa(pid)))
 	}

@@ -137,29 +137,72 @@ func waitExited(pid int) bool {
 	}
 }
 
-// groupHasLive reports whether a process of group pgid lives that is not
-// a zombie, from /proc/PID/stat.
-func groupHasLive(pgid int) bool {
+// groupOfUIDs reports whether group pgid has a live process and the
+// real uid of every live process in it is one of uids, from /proc: a
+// group signalled by root after this is the group looked at, unless all
+// of it exits and another takes its id in between.
+func groupOfUIDs(pgid int, uids []uint32) bool {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return false
 	}
-	want := strconv.Itoa(pgid)
+	found := false
 	for _, e := range ents {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+		if _, err := strconv.Atoi(e.Name()); err != nil || !inGroup(e.Name(), pgid) {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
+		uid, ok := realUID(e.Name())
+		if !ok {
+			continue // gone meanwhile
 		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
+		if !slices.Contains(uids, uid) {
+			return false
 		}
-		// Fields from 3 on: state, ppid, pgrp.
-		if f := strings.Fields(s[i+1:]); len(f) >= 3 && f[2] == want && f[0] != "Z" && f[0] != "X" {
+		found = true
+	}
+	return found
+}
+
+// inGroup reports whether process pid (a name of /proc) lives, not a
+// zombie, in group pgid.
+func inGroup(pid string, pgid int) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return false
+	}
+	// Fields from 3 on: state, ppid, pgrp.
+	f := strings.Fields(s[i+1:])
+	return len(f) >= 3 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X"
+}
+
+// realUID is process pid's real uid, from /proc/PID/status.
+func realUID(pid string) (uint32, bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				n, err := strconv.ParseUint(f[0], 10, 32)
+				return uint32(n), err == nil
+			}
+		}
+	}
+	return 0, false
+}
+
+// groupHasLive reports whether a process of group pgid lives that is not
+// a zombie, from /proc/PID/stat.
+func groupHasLive(pgid int) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err == nil && inGroup(e.Name(), pgid) {
 			return true
 		}
 	}

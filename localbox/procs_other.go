@@ -26,3 +26,7 @@ func waitExited(int) bool { return false }
 
 // groupHasLive is not asked here (waitExited waits for nothing).
 func groupHasLive(int) bool { return false }
+
+// groupOfUIDs cannot look here: every recorded group is taken for the
+// box users'.
+func groupOfUIDs(int, []uint32) bool { return true }
