@@ -40,24 +40,36 @@ func TestHostileGroupReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	spared(t, "a reaped leader", func() (int, func()) {
+		return cancelledLeader(t, conn, tok), func() { time.Sleep(killDelay + time.Second) }
+	})
+}
+
+// spared has free free a pid (its done waits until whatever may signal
+// it has), has a process of root's take that pid (startAtPid) meanwhile,
+// up to 10 times until one does, and fails the test unless that process
+// outlives done.
+func spared(t *testing.T, what string, free func() (pid int, done func())) {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		pid := cancelledLeader(t, conn, tok)
+		pid, done := free()
 		victim := startAtPid(t, pid)
+		done()
 		if victim == nil {
 			if attempt == 10 {
 				t.Fatalf("10 times another process took pid %d first", pid)
 			}
 			continue
 		}
-		time.Sleep(killDelay + time.Second)
+		// A signal sent takes a moment to end it.
+		time.Sleep(500 * time.Millisecond)
 		var ws syscall.WaitStatus
-		gone, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-		if gone != pid {
-			victim.Process.Kill()
-			victim.Wait()
-			return
+		if gone, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); gone == pid {
+			t.Fatalf("a process of root's that took the pid %d of %s was ended by root's signal (%v)", pid, what, ws.Signal())
 		}
-		t.Fatalf("a process of root's that took the reaped leader's pid %d was ended by the call's late signal (%v)", pid, ws.Signal())
+		victim.Process.Kill()
+		victim.Wait()
+		return
 	}
 }
 
@@ -132,38 +144,22 @@ func TestHostileMarkedPidReused(t *testing.T) {
 	if err := srv.init(); err != nil {
 		t.Fatal(err)
 	}
-	for attempt := 1; ; attempt++ {
+	spared(t, "a marked process that exited at SIGTERM", func() (int, func()) {
 		marked := exec.Command("sleep", "600")
 		marked.Env = []string{markerVar + "=" + srv.Dir}
 		marked.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: h.u.uid, Gid: h.u.gid}}
 		if err := marked.Start(); err != nil {
 			t.Fatal(err)
 		}
-		pid := marked.Process.Pid
 		ended := make(chan int, 1)
 		go func() { ended <- srv.endMarked(killDelay) }()
 		marked.Wait()
-		victim := startAtPid(t, pid)
-		if n := <-ended; n != 1 {
-			t.Fatalf("endMarked found %d processes, want the one", n)
-		}
-		if victim == nil {
-			if attempt == 10 {
-				t.Fatalf("10 times another process took pid %d first", pid)
+		return marked.Process.Pid, func() {
+			if n := <-ended; n != 1 {
+				t.Fatalf("endMarked found %d processes, want the one", n)
 			}
-			continue
 		}
-		// A SIGKILL sent takes a moment to end it.
-		time.Sleep(500 * time.Millisecond)
-		var ws syscall.WaitStatus
-		gone, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-		if gone != pid {
-			victim.Process.Kill()
-			victim.Wait()
-			return
-		}
-		t.Fatalf("a process of root's that took the marked process's pid %d was ended by root's SIGKILL after the grace (%v)", pid, ws.Signal())
-	}
+	})
 }
 
 // A recorded process group (procs/) whose leader is gone is ended by
@@ -184,7 +180,7 @@ func TestHostileRecordedGroupReused(t *testing.T) {
 		t.Fatal("no box main")
 	}
 	as := &syscall.Credential{Uid: h.u.uid, Gid: h.u.gid}
-	for attempt := 1; ; attempt++ {
+	spared(t, "a recorded group that exited at SIGTERM", func() (int, func()) {
 		// A group of the box user's whose leader exited and was reaped,
 		// and whose other process lives on.
 		leader := exec.Command("sleep", "0")
@@ -203,24 +199,10 @@ func TestHostileRecordedGroupReused(t *testing.T) {
 		ended := make(chan int, 1)
 		go func() { ended <- srv.sweepWhere(killDelay, "") }()
 		member.Wait()
-		victim := startAtPid(t, pgid)
-		if n := <-ended; n != 1 {
-			t.Fatalf("the sweep ended %d groups, want the one", n)
-		}
-		if victim == nil {
-			if attempt == 10 {
-				t.Fatalf("10 times another process took pid %d first", pgid)
+		return pgid, func() {
+			if n := <-ended; n != 1 {
+				t.Fatalf("the sweep ended %d groups, want the one", n)
 			}
-			continue
 		}
-		time.Sleep(500 * time.Millisecond)
-		var ws syscall.WaitStatus
-		gone, _ := syscall.Wait4(pgid, &ws, syscall.WNOHANG, nil)
-		if gone != pgid {
-			victim.Process.Kill()
-			victim.Wait()
-			return
-		}
-		t.Fatalf("a process of root's that took the recorded group's id %d was ended by root's SIGKILL after the grace (%v)", pgid, ws.Signal())
-	}
+	})
 }
