@@ -28,14 +28,9 @@ func readJSONFile[T any](path string) (T, error) {
 	return v, nil
 }
 
-// errUnchanged, returned by an updateJSONFile mutate, says it changed
-// nothing: the file is not written, and updateJSONFile returns what it
-// read with no error.
-var errUnchanged = errors.New("unchanged")
-
 // updateJSONFile applies mutate to the JSON file path under an flock of
-// path.lock and, unless mutate fails or returns errUnchanged, writes it
-// atomically (0600); it returns what it wrote (or read). Every change to the state's JSON files is such a
+// path.lock and, unless mutate fails, writes it atomically (0600); it
+// returns what it wrote. Every change to the state's JSON files is such a
 // read-modify-write, so the server and the admin commands in another
 // process can change them at once.
 func updateJSONFile[T any](path string, mutate func(*T) error) (T, error) {
@@ -53,9 +48,7 @@ func updateJSONFile[T any](path string, mutate func(*T) error) (T, error) {
 	if err != nil {
 		return v, err
 	}
-	if err := mutate(&v); errors.Is(err, errUnchanged) {
-		return v, nil
-	} else if err != nil {
+	if err := mutate(&v); err != nil {
 		return v, err
 	}
 	b, err := json.MarshalIndent(v, "", "  ")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 )
@@ -190,11 +191,16 @@ func (t *tokens) issue(name, client, kind, account string) (string, TokenRecord,
 // revoke removes every token match selects, ends their open streams, and
 // returns their records.
 func (t *tokens) revoke(match func(TokenRecord) bool) ([]TokenRecord, error) {
-	var gone []TokenRecord
 	// Nothing is written when nothing matches: the revocation endpoint
 	// answers anyone, and a write is a sync of root's disk under the
-	// file's lock.
-	f, err := updateJSONFile(t.path, func(f *tokenFile) error {
+	// file's lock. (A token issued meanwhile is new to this revoke.)
+	if f, err := readTokenFile(t.path); err != nil {
+		return nil, err
+	} else if !slices.ContainsFunc(f.Tokens, match) {
+		return nil, nil
+	}
+	var gone []TokenRecord
+	f, err := updateTokenFile(t.path, func(f *tokenFile) {
 		keep := f.Tokens[:0]
 		for _, r := range f.Tokens {
 			if match(r) {
@@ -204,10 +210,6 @@ func (t *tokens) revoke(match func(TokenRecord) bool) ([]TokenRecord, error) {
 			}
 		}
 		f.Tokens = keep
-		if len(gone) == 0 {
-			return errUnchanged
-		}
-		return nil
 	})
 	if err != nil {
 		return nil, err
