@@ -155,7 +155,7 @@ func runAccountList(env Env, s Streams, o accountOptions) error {
 		as[0].UnixUser = ri.RunAs
 	}
 	return printList(s.Out, o.JSON, as, func(a localbox.AccountInfo) map[string]any {
-		return map[string]any{"name": a.Name, "unix_user": a.UnixUser, "boxes": nonNil(a.Boxes), "devices": nonNil(a.Devices), "code_expires_at_ms": a.CodeExpiresAtMS}
+		return map[string]any{"name": a.Name, "unix_user": a.UnixUser, "boxes": nonNil(a.Boxes), "devices": nonNil(a.Devices), "code_expires_at_ms": a.CodeExpiresAtMS, "removing": a.Removing}
 	}, "NAME\tUNIX USER\tBOXES\tDEVICES\tSIGN-IN CODE", func(a localbox.AccountInfo) string {
 		u := a.UnixUser
 		if u == "" {
@@ -164,6 +164,9 @@ func runAccountList(env Env, s Streams, o accountOptions) error {
 		code := "-"
 		if a.CodeExpiresAtMS > time.Now().UnixMilli() {
 			code = "unused, until " + when(a.CodeExpiresAtMS)
+		}
+		if a.Removing {
+			code = "being removed: finish with account remove " + a.Name + " --yes"
 		}
 		return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", a.Name, u, strings.Join(nonNil(a.Boxes), ","), len(a.Devices), code)
 	})

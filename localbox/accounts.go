@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -69,6 +70,11 @@ type Account struct {
 	Created bool `json:"created,omitempty"`
 	// CreatedAtMS is when the account was added, in Unix milliseconds.
 	CreatedAtMS int64 `json:"created_at_ms"`
+	// Removing is set when RemoveAccount began to remove the account: it
+	// is served no more, gets no sign-in code and is not added again,
+	// and the next RemoveAccount finishes what one that stopped half-way
+	// left; the record goes last.
+	Removing bool `json:"removing,omitempty"`
 	// CodeSHA256 is the hex sha256 of the account's one-time sign-in code
 	// (normalized: upper case, no dash), and CodeExpiresAtMS when it stops
 	// working; both empty once it was used.
@@ -126,6 +132,9 @@ func NewAccountCode(dir, name string) (string, error) {
 	_, err := updateAccountFile(dir, func(f *accountFile) error {
 		for i := range f.Accounts {
 			if f.Accounts[i].Name == name {
+				if f.Accounts[i].Removing {
+					return beingRemoved(name)
+				}
 				f.Accounts[i].CodeSHA256 = sha
 				f.Accounts[i].CodeExpiresAtMS = time.Now().Add(accountCodeTTL).UnixMilli()
 				return nil
@@ -134,6 +143,12 @@ func NewAccountCode(dir, name string) (string, error) {
 		return noAccount(name)
 	})
 	return shown, err
+}
+
+// beingRemoved is the refusal of an account a remove began and did not
+// finish.
+func beingRemoved(name string) error {
+	return fmt.Errorf("account %s is being removed (a remove stopped half-way); finish it: cocoonbox localbox account remove %s --yes", name, name)
 }
 
 func noAccount(name string) error {
@@ -223,7 +238,9 @@ func AddAccount(dir, name string, o AddAccountOptions) (AddedAccount, error) {
 	}
 	if f, err := readAccountFile(accountsPath(abs)); err != nil {
 		return out, err
-	} else if _, ok := findAccount(f, name); ok {
+	} else if a, ok := findAccount(f, name); ok && a.Removing {
+		return out, beingRemoved(name)
+	} else if ok {
 		return out, fmt.Errorf("account %s exists; a new sign-in code for it: cocoonbox localbox account code %s", name, name)
 	}
 	prefix := o.UserPrefix
@@ -338,10 +355,13 @@ type RemovedAccount struct {
 }
 
 // RemoveAccount removes account name from the local box whose state is in
-// dir: its record and tokens (their open calls end once the server
-// reloads), every process of its Unix user, its boxes' data (the user's
-// files removed as that user, then the local box's own), its Unix user if
-// the local box made it, and its claim. It needs root (ErrNeedsRoot).
+// dir: its tokens (their open calls end once the server reloads), every
+// process of its Unix user, its boxes' data (the user's files removed as
+// that user, then the local box's own), its Unix user if the local box
+// made it, its claim, and last its record. The record is marked Removing
+// first, so that an account a remove left half-way (an error, a kill) is
+// served no more, and the next RemoveAccount finishes it. It needs root
+// (ErrNeedsRoot).
 func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, error) {
 	var out RemovedAccount
 	if geteuid() != 0 {
@@ -360,14 +380,16 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 	}
 	var a Account
 	if _, err := updateAccountFile(abs, func(f *accountFile) error {
-		var ok bool
-		if a, ok = findAccount(*f, name); !ok {
+		i := slices.IndexFunc(f.Accounts, func(x Account) bool { return x.Name == name })
+		if i < 0 {
 			return noAccount(name)
 		}
-		if a.UID == 0 {
+		if f.Accounts[i].UID == 0 {
 			return fmt.Errorf("account %s's record names uid 0: the local box acts as no account's user there; remove its line from %s by hand", name, accountsPath(abs))
 		}
-		f.Accounts = slices.DeleteFunc(f.Accounts, func(x Account) bool { return x.Name == name })
+		f.Accounts[i].Removing = true
+		f.Accounts[i].CodeSHA256, f.Accounts[i].CodeExpiresAtMS = "", 0
+		a = f.Accounts[i]
 		return nil
 	}); err != nil {
 		return out, err
@@ -435,8 +457,19 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 		if err := retireIDs(claims, ids...); err != nil {
 			return out, err
 		}
+		if _, err := user.Lookup(a.UnixUser); err != nil && a.Created {
+			// A remove that stopped half-way deleted it.
+			out.UserDeleted = true
+		}
 	}
-	return out, releaseClaim(claims, abs, a.UnixUser)
+	if err := releaseClaim(claims, abs, a.UnixUser); err != nil {
+		return out, err
+	}
+	_, err = updateAccountFile(abs, func(f *accountFile) error {
+		f.Accounts = slices.DeleteFunc(f.Accounts, func(x Account) bool { return x.Name == name })
+		return nil
+	})
+	return out, err
 }
 
 // AccountInfo is one account as ListAccounts shows it.
@@ -452,6 +485,8 @@ type AccountInfo struct {
 	// CodeExpiresAtMS is when its unused sign-in code stops working, in
 	// Unix milliseconds; 0 when it has none.
 	CodeExpiresAtMS int64
+	// Removing says a remove began and did not finish (Account.Removing).
+	Removing bool
 }
 
 // ListAccounts lists the accounts of the local box whose state is in dir,
@@ -468,7 +503,7 @@ func ListAccounts(dir string) ([]AccountInfo, error) {
 	out := []AccountInfo{{Name: OwnerAccount, Boxes: boxNames(filepath.Join(dir, "boxes"))}}
 	slices.SortFunc(f.Accounts, func(a, b Account) int { return cmpString(a.Name, b.Name) })
 	for _, a := range f.Accounts {
-		out = append(out, AccountInfo{Name: a.Name, UnixUser: a.UnixUser, Boxes: boxNames(accountBoxesDir(dir, a.Name)), CodeExpiresAtMS: a.CodeExpiresAtMS})
+		out = append(out, AccountInfo{Name: a.Name, UnixUser: a.UnixUser, Boxes: boxNames(accountBoxesDir(dir, a.Name)), CodeExpiresAtMS: a.CodeExpiresAtMS, Removing: a.Removing})
 	}
 	sortRecords(tf.Tokens)
 	for _, t := range tf.Tokens {
@@ -532,6 +567,10 @@ func (as *accountSet) load() ([]string, error) {
 	old := as.byName
 	as.byName = map[string]*liveAccount{}
 	for _, a := range f.Accounts {
+		if a.Removing {
+			// Gone for the server: its boxes stop, its calls are refused.
+			continue
+		}
 		if la, ok := old[a.Name]; ok && la.Account.UnixUser == a.UnixUser && la.Account.UID == a.UID {
 			la.Account = a
 			as.byName[a.Name] = la

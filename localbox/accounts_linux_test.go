@@ -531,3 +531,70 @@ func TestAccountBadNames(t *testing.T) {
 		t.Errorf("bad account names changed /etc/passwd")
 	}
 }
+
+// A remove that stops half-way (a file of root's in a box, as here, or a
+// kill) leaves the account for the next remove to finish: it is served
+// no more meanwhile, nor added again, and once the file is out of the
+// way the next remove deletes its boxes, its Unix user and its claim.
+// Before, the record went first: the next remove said there was no such
+// account, and the user, its boxes and its claim stayed, for an account
+// added again under the name to take over, uid and files.
+func TestRemoveAccountResumes(t *testing.T) {
+	dir, claims, prefix := rootState(t)
+	if err := localbox.MkdirState(dir); err != nil {
+		t.Fatal(err)
+	}
+	a, tok := addAccount(t, dir, claims, prefix, "half")
+	srv := &localbox.Server{Dir: dir, Logf: t.Logf}
+	if err := srv.CreateBox(localbox.DefaultBox); err != nil {
+		t.Fatal(err)
+	}
+	lis, u, err := localbox.Listen(dir, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	defer srv.Stop()
+	c := dial(t, u, tok)
+	if _, _, _, err := execIn(c, "main", "true"); err != nil {
+		t.Fatal(err)
+	}
+	keep := filepath.Join(dir, "accounts", "half", "boxes", "main", "workspace", "keep")
+	if err := os.Mkdir(keep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(keep, "standin"), []byte("root's own\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := localbox.RemoveAccount(dir, "half", localbox.RemoveAccountOptions{ClaimsDir: claims, Reload: func() { srv.Reload() }}); err == nil {
+		t.Fatal("RemoveAccount with a directory of root's in the box succeeded")
+	}
+	if _, _, _, err := execIn(c, "main", "true"); !errors.Is(err, box.ErrUnauthenticated) {
+		t.Errorf("the half-removed account's token: %v, want UNAUTHENTICATED", err)
+	}
+	if _, err := localbox.AddAccount(dir, "half", localbox.AddAccountOptions{UserPrefix: prefix, ClaimsDir: claims, Token: true}); err == nil || !strings.Contains(err.Error(), "account remove half") {
+		t.Errorf("adding the half-removed account again: %v, want a refusal naming account remove", err)
+	}
+	if err := os.RemoveAll(keep); err != nil {
+		t.Fatal(err)
+	}
+	r, err := localbox.RemoveAccount(dir, "half", localbox.RemoveAccountOptions{ClaimsDir: claims, Reload: func() { srv.Reload() }})
+	if err != nil {
+		t.Fatalf("the second remove: %v", err)
+	}
+	if !r.UserDeleted {
+		t.Errorf("the second remove says the user was not deleted")
+	}
+	if _, err := user.Lookup(a.Account.UnixUser); err == nil {
+		t.Errorf("the Unix user %s outlived its account", a.Account.UnixUser)
+	}
+	if _, err := os.Lstat(filepath.Join(claims, a.Account.UnixUser)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the claim of %s outlived its account: %v", a.Account.UnixUser, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "accounts", "half")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the boxes of account half outlived it: %v", err)
+	}
+	if _, err := localbox.RemoveAccount(dir, "half", localbox.RemoveAccountOptions{ClaimsDir: claims}); err == nil || !strings.Contains(err.Error(), "no account") {
+		t.Errorf("a third remove: %v, want no such account", err)
+	}
+}

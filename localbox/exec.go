@@ -143,7 +143,7 @@ func (x *sessionService) Exec(st execStream) error {
 	defer forget()
 	if err := out.send(&controlv1.ExecResponse{Msg: &controlv1.ExecResponse_Started{Started: &controlv1.Started{ExecId: execID}}}); err != nil {
 		p.kill()
-		p.cmd.Wait()
+		p.wait()
 		return err
 	}
 
@@ -168,7 +168,7 @@ func (x *sessionService) Exec(st execStream) error {
 	// Like sshd, the call ends once the output is drained and the command
 	// has exited: a background process holding the pipes keeps it open.
 	pumps.Wait()
-	werr := p.cmd.Wait()
+	werr := p.wait()
 	close(exited)
 	p.close()
 
@@ -272,6 +272,12 @@ type process struct {
 	closed  bool // stdin closed
 	// ttyClosed is set when tty is closed; mu guards it.
 	ttyClosed bool
+	// reaped is set (under mu) just before the leader is reaped: its pid,
+	// the group's id, may then be any other process's, and no signal
+	// goes to the group any more. killAt, if not zero, is when kill's
+	// SIGKILL is due.
+	reaped bool
+	killAt time.Time
 }
 
 func (p *process) write(b []byte) {
@@ -311,12 +317,21 @@ func (p *process) closeStdout() {
 }
 
 func (p *process) signal(name string) {
-	sig := proc.SignalNum(name)
-	if sig == 0 || p.cmd.Process == nil {
-		return
+	if sig := proc.SignalNum(name); sig != 0 {
+		p.signalGroup(sig)
 	}
-	// The command leads its own session, so its pid is its process group.
-	proc.SignalGroup(p.cmd.Process.Pid, sig)
+}
+
+// signalGroup sends sig to the command's process group (it leads its own
+// session, so its pid is the group's id), unless the leader was reaped:
+// root's signal would then reach whatever process group took the number
+// since, another account's or root's own (TestHostileGroupReused).
+func (p *process) signalGroup(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd.Process != nil && !p.reaped {
+		proc.SignalGroup(p.cmd.Process.Pid, sig)
+	}
 }
 
 func (p *process) resize(rows, cols uint32) {
@@ -329,13 +344,41 @@ func (p *process) resize(rows, cols uint32) {
 	}
 }
 
+// kill ends the command's process group: SIGHUP, then SIGKILL after
+// killDelay (sent by wait, at the latest, before it reaps the leader).
 func (p *process) kill() {
-	if p.cmd.Process == nil {
-		return
+	p.mu.Lock()
+	if p.killAt.IsZero() {
+		p.killAt = time.Now().Add(killDelay)
 	}
+	p.mu.Unlock()
+	p.signalGroup(syscall.SIGHUP)
+	time.AfterFunc(killDelay, func() { p.signalGroup(syscall.SIGKILL) })
+}
+
+// wait waits for the command to exit and reaps it. Until the leader is
+// reaped its pid is held (a zombie's), so no other process group can
+// take the number: where the platform can wait without reaping
+// (waitExited), a kill under way first waits out its delay while other
+// processes of the group live, and sends its SIGKILL; then the group is
+// marked reaped and no signal goes to it again.
+func (p *process) wait() error {
 	pid := p.cmd.Process.Pid
-	proc.SignalGroup(pid, syscall.SIGHUP)
-	time.AfterFunc(killDelay, func() { proc.SignalGroup(pid, syscall.SIGKILL) })
+	if waitExited(pid) {
+		p.mu.Lock()
+		at := p.killAt
+		p.mu.Unlock()
+		if !at.IsZero() {
+			for time.Now().Before(at) && groupHasLive(pid) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			p.signalGroup(syscall.SIGKILL)
+		}
+	}
+	p.mu.Lock()
+	p.reaped = true
+	p.mu.Unlock()
+	return p.cmd.Wait()
 }
 
 func (p *process) close() {

@@ -4,7 +4,9 @@ package localbox
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -219,6 +221,41 @@ func TestHostileInboxLog(t *testing.T) {
 	}
 	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || fi.Mode().Perm() != 0o600 {
 		t.Errorf("%s: uid %d mode %v, want root's 0600", b.inboxLog(), st.Uid, fi.Mode())
+	}
+}
+
+// The inbox's output reaches root's disk, and the box user can write as
+// much of it as it likes (pidfd_getfd takes the inbox's stdout, a
+// process of its own): the log keeps at most maxInboxLog in inbox.log and
+// as much in inbox.log.1, whatever comes. Before, 20 MB a second went to
+// inbox.log, root's, until the disk (root's reserve too) was full.
+func TestHostileInboxLogBounded(t *testing.T) {
+	h := newHostile(t, `#!/bin/sh
+yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef | head -c 8000000
+echo last line
+`+strings.TrimPrefix(listeningAgent, "#!/bin/sh\n"))
+	srv, _ := h.serve()
+	b, _ := srv.reg.get("", DefaultBox)
+	waitFor(t, "the inbox's last line in its log", func() bool {
+		data, _ := os.ReadFile(b.inboxLog())
+		return strings.Contains(string(data), "last line\n")
+	})
+	var total int64
+	for _, p := range []string{b.inboxLog(), b.inboxLog() + ".1"} {
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(p, ".1") {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || fi.Mode().Perm() != 0o600 || !fi.Mode().IsRegular() {
+			t.Errorf("%s: uid %d mode %v, want root's 0600 file", p, st.Uid, fi.Mode())
+		}
+		total += fi.Size()
+	}
+	if max := int64(2*maxInboxLog + maxLogLine); total > max {
+		t.Errorf("the inbox's 8 MB took %d bytes of the log, want at most %d", total, max)
 	}
 }
 

@@ -63,20 +63,24 @@ func (s *Server) agentPath() string {
 // directory, which is root's, beside box.json, out of the box user's reach.
 func (b *box) inboxLog() string { return filepath.Join(b.dir, "inbox.log") }
 
+// maxInboxLog is the most an inbox's log keeps in inbox.log, in bytes;
+// as much again of what came before is in inbox.log.1.
+const maxInboxLog = 1 << 20
+
 // maxLogLine is the longest line of an inbox's output the log keeps, in
 // bytes; the rest of a longer one is dropped.
 const maxLogLine = 4096
 
-// copyLog writes each line r gives to w escaped (printable.Line), so the
+// copyLog writes each line r gives to l escaped (printable.Line), so the
 // box user, who writes r, cannot forge the log's lines or put a terminal
-// sequence in it, and closes w at the end.
-func copyLog(w io.WriteCloser, r io.Reader) {
-	defer w.Close()
+// sequence in it, and closes l at the end.
+func copyLog(l *inboxLog, r io.Reader) {
+	defer l.close()
 	br := bufio.NewReaderSize(r, maxLogLine)
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
-			io.WriteString(w, printable.Line(strings.TrimSuffix(string(line), "\n"), 0)+"\n")
+			l.write(printable.Line(strings.TrimSuffix(string(line), "\n"), 0) + "\n")
 		}
 		for err == bufio.ErrBufferFull {
 			_, err = br.ReadSlice('\n')
@@ -84,6 +88,57 @@ func copyLog(w io.WriteCloser, r io.Reader) {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// inboxLog is an inbox's log file, bounded: the box user can write as
+// much of the inbox's output as it likes (its stdout is a process of the
+// box user's), and it goes to root's disk. Past maxInboxLog bytes the
+// file becomes inbox.log.1 (replacing the one before) and a new one is
+// begun, so the two never hold more than about twice that.
+type inboxLog struct {
+	path string
+	f    *os.File
+	size int64
+}
+
+// openInboxLog opens path (in the box's root-owned directory) to append
+// to, never through a link.
+func openInboxLog(path string) (*inboxLog, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|oNoFollow, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	l := &inboxLog{path: path, f: f}
+	if fi, err := f.Stat(); err == nil {
+		l.size = fi.Size()
+	}
+	return l, nil
+}
+
+func (l *inboxLog) write(line string) {
+	if l.f == nil {
+		return
+	}
+	if l.size+int64(len(line)) > maxInboxLog {
+		l.f.Close()
+		l.f = nil
+		if err := os.Rename(l.path, l.path+".1"); err != nil {
+			return
+		}
+		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND|oNoFollow, 0o600)
+		if err != nil {
+			return
+		}
+		l.f, l.size = f, 0
+	}
+	n, _ := io.WriteString(l.f, line)
+	l.size += int64(n)
+}
+
+func (l *inboxLog) close() {
+	if l.f != nil {
+		l.f.Close()
 	}
 }
 
@@ -112,14 +167,14 @@ func (s *Server) startInbox(b *box) {
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
 	}
-	logf, err := os.OpenFile(b.inboxLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND|oNoFollow, 0o600)
+	logf, err := openInboxLog(b.inboxLog())
 	if err != nil {
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		logf.Close()
+		logf.close()
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
 	}
@@ -137,7 +192,7 @@ func (s *Server) startInbox(b *box) {
 	pw.Close()
 	if err != nil {
 		pr.Close()
-		logf.Close()
+		logf.close()
 		s.logf("box %s: inbox: %v", b.Name, err)
 		return
 	}

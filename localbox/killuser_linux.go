@@ -8,46 +8,48 @@ import (
 )
 
 // killUserOnce sends SIGKILL to every live process whose real or
-// effective uid is uid and reports whether it found any.
+// effective uid is uid and reports whether it found any. Each is looked
+// at and signalled through a handle taken first (os.FindProcess holds a
+// pidfd), so that the SIGKILL reaches the process looked at or none,
+// never one that took its pid in between.
 func killUserOnce(uid uint32) bool {
-	pids := uidProcs(uid)
-	for _, pid := range pids {
-		syscall.Kill(pid, syscall.SIGKILL)
-	}
-	return len(pids) > 0
-}
-
-// uidProcs are the live processes (not zombies) whose real or effective
-// uid is uid, from /proc/PID/status.
-func uidProcs(uid uint32) []int {
 	ents, _ := os.ReadDir("/proc")
 	want := strconv.FormatUint(uint64(uid), 10)
-	var out []int
+	found := false
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		p, err := os.FindProcess(pid)
 		if err != nil {
 			continue
 		}
-		var state string
-		var uids []string
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "State:"); ok {
-				state = strings.TrimSpace(v)
-			}
-			if v, ok := strings.CutPrefix(l, "Uid:"); ok {
-				uids = strings.Fields(v)
-			}
+		if liveOf(e.Name(), want) {
+			p.Signal(syscall.SIGKILL)
+			found = true
 		}
-		if strings.HasPrefix(state, "Z") || len(uids) < 2 {
-			continue
+		p.Release()
+	}
+	return found
+}
+
+// liveOf reports whether process pid (a name of /proc) is live (not a
+// zombie) and its real or effective uid is uid, from /proc/PID/status.
+func liveOf(pid, uid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return false
+	}
+	var state string
+	var uids []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "State:"); ok {
+			state = strings.TrimSpace(v)
 		}
-		if uids[0] == want || uids[1] == want {
-			out = append(out, pid)
+		if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+			uids = strings.Fields(v)
 		}
 	}
-	return out
+	return !strings.HasPrefix(state, "Z") && len(uids) >= 2 && (uids[0] == uid || uids[1] == uid)
 }

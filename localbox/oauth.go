@@ -226,11 +226,17 @@ func (o *oauthServer) signIn(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"session": s})
 }
 
-// requestSource is the source (sourceOfIP) r came from.
+// requestSource is the source r came from, for the guess limit: as
+// sourceOfIP has it, but every loopback address is one source, "loopback":
+// a user of this machine (a box's, too) can connect from any of the 16
+// million addresses of 127/8, and would otherwise have as many limits.
 func requestSource(r *http.Request) string {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
+	}
+	if ap.Addr().Unmap().IsLoopback() {
+		return "loopback"
 	}
 	return sourceOfIP(ap.Addr())
 }

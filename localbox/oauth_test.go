@@ -440,6 +440,37 @@ func TestRevokeEndpoint(t *testing.T) {
 	}
 }
 
+// The revocation endpoint answers anyone, with no token: a token it does
+// not know changes nothing, so a flood of them writes nothing. Each
+// rewrote and synced tokens.json under its lock before, so that anyone
+// who could reach the port could keep root's disk busy and hold up every
+// sign-in.
+func TestRevokeUnknownWritesNothing(t *testing.T) {
+	base, dir := serve(t)
+	if _, err := localbox.IssueToken(dir, "localbox", "cli"); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "tokens.json")
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		for _, tk := range []string{"cb_" + strings.Repeat("0", 63) + string(rune('a'+i%6)), "junk"} {
+			if err := auth.Revoke(t.Context(), nil, base, tk); err != nil {
+				t.Fatalf("revoke: %v", err)
+			}
+		}
+	}
+	after, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("revoking unknown tokens rewrote %s (%v, then %v)", path, before.ModTime(), after.ModTime())
+	}
+}
+
 // Every open call on a revoked token ends with UNAUTHENTICATED, whichever
 // way it was revoked; other tokens' calls go on.
 func TestRevokeEndsOpenCalls(t *testing.T) {

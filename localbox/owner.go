@@ -31,7 +31,8 @@ const (
 	guessBurst = 5
 	guessEvery = 5 * time.Minute
 	// maxGuessSources bounds the sources remembered; past it, those whose
-	// limit is back to full go first, then any.
+	// limit is back to full go, and new sources share one limit while
+	// none is (limiter).
 	maxGuessSources = 10000
 	// codeAlphabet has no 0/O, 1/I/L: the code is read and typed by a person.
 	codeAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
@@ -57,10 +58,15 @@ type owner struct {
 	path string
 	logf func(string, ...any)
 
-	mu       sync.Mutex
-	code     string                   // normalized: upper case, no dash
-	guesses  map[string]*rate.Limiter // by source
-	sessions map[string]time.Time     // sha256 of the session → expiry
+	mu      sync.Mutex
+	code    string                   // normalized: upper case, no dash
+	guesses map[string]*rate.Limiter // by source
+	// overflow is the limit new sources share while guesses is full of
+	// sources whose limits are not; swept is when guesses was last
+	// looked through for full ones.
+	overflow *rate.Limiter
+	swept    time.Time
+	sessions map[string]time.Time // sha256 of the session → expiry
 	// accountOf is the account of each session (accounts.go); none or ""
 	// is the owner's.
 	accountOf map[string]string
@@ -143,23 +149,29 @@ func (o *owner) signIn(code, source string, accountCode func(string) (string, bo
 	return "", errWrongCode
 }
 
-// limiter is source's limit of wrong guesses; o.mu is held.
+// limiter is source's limit of wrong guesses; o.mu is held. A source
+// with guesses counted against it is never forgotten (that would give it
+// them back): once the table holds maxGuessSources, those whose limit is
+// full again go (looked for at most once a second), and while none is,
+// every new source shares one limit, o.overflow.
 func (o *owner) limiter(source string) *rate.Limiter {
 	if l := o.guesses[source]; l != nil {
 		return l
 	}
 	if len(o.guesses) >= maxGuessSources {
-		now := time.Now()
-		for k, l := range o.guesses {
-			if l.TokensAt(now) >= guessBurst {
-				delete(o.guesses, k)
+		if now := time.Now(); now.Sub(o.swept) >= time.Second {
+			o.swept = now
+			for k, l := range o.guesses {
+				if l.TokensAt(now) >= guessBurst {
+					delete(o.guesses, k)
+				}
 			}
 		}
-		for k := range o.guesses {
-			if len(o.guesses) < maxGuessSources*9/10 {
-				break
+		if len(o.guesses) >= maxGuessSources {
+			if o.overflow == nil {
+				o.overflow = rate.NewLimiter(rate.Every(guessEvery), guessBurst)
 			}
-			delete(o.guesses, k)
+			return o.overflow
 		}
 	}
 	l := rate.NewLimiter(rate.Every(guessEvery), guessBurst)

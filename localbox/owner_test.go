@@ -2,6 +2,7 @@ package localbox
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -38,5 +39,43 @@ func TestAccountCodeUnderGuessLimit(t *testing.T) {
 	}
 	if o.code != code {
 		t.Errorf("wrong guesses replaced the owner's code")
+	}
+}
+
+// The guess limit holds past the table of sources: a source that used
+// its guesses up is never forgotten while it has none back, however many
+// others guess, and the wrong guesses let through from more sources than
+// the table holds are bounded. Forgetting any source once the table was
+// full gave it, and every source after it, its guesses back: 16 million
+// loopback addresses (each its own source) guessed without limit.
+func TestGuessLimitPastTable(t *testing.T) {
+	o, err := newOwner(t.TempDir(), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := func(string) (string, bool) { return "", false }
+	guess := func(source string) bool {
+		_, err := o.signIn("WRONG-WRONG", source, none)
+		return errors.Is(err, errWrongCode)
+	}
+	for range guessBurst {
+		guess("192.0.2.1")
+	}
+	through := 0
+	for round := range 3 {
+		for i := range maxGuessSources {
+			src := fmt.Sprintf("10.%d.%d.%d", round, i>>8, i&0xff)
+			for range guessBurst {
+				if guess(src) {
+					through++
+				}
+			}
+		}
+		if guess("192.0.2.1") {
+			t.Fatalf("round %d: a source past its limit guessed again once %d others had guessed", round, (round+1)*maxGuessSources)
+		}
+	}
+	if max := maxGuessSources*guessBurst + guessBurst; through > max {
+		t.Errorf("%d wrong guesses from %d sources went through; want at most %d", through, 3*maxGuessSources, max)
 	}
 }

@@ -36,31 +36,41 @@ const boxMarkerVar = "COCOONBOX_LOCALBOX_BOX"
 // then SIGKILL after grace (at once when grace is 0). It returns how many
 // it found.
 func (s *Server) endMarked(grace time.Duration) int {
-	return endPids(markedProcs(markerVar+"="+s.Dir, s.boxUIDs()), grace)
+	return endProcs(markedProcs(s.boxUIDs(), markerVar+"="+s.Dir), grace)
 }
 
 // endBoxMarked is endMarked for box b's processes alone.
 func (s *Server) endBoxMarked(b *box, grace time.Duration) int {
-	uids := s.boxUIDs()
-	inBox := markedProcs(boxMarkerVar+"="+b.ID, uids)
-	pids := slices.DeleteFunc(markedProcs(markerVar+"="+s.Dir, uids), func(pid int) bool { return !slices.Contains(inBox, pid) })
-	return endPids(pids, grace)
+	return endProcs(markedProcs(s.boxUIDs(), markerVar+"="+s.Dir, boxMarkerVar+"="+b.ID), grace)
 }
 
-// endPids ends pids: SIGTERM, then SIGKILL after grace (at once when grace
-// is 0), and returns how many there were.
-func endPids(pids []int, grace time.Duration) int {
-	if len(pids) == 0 {
+// endProcs ends ps, and releases them: SIGTERM, then SIGKILL after grace
+// (at once when grace is 0), each through its handle, so that a pid one
+// freed and another process took meanwhile is never signalled. It
+// returns how many there were.
+func endProcs(ps []*os.Process, grace time.Duration) int {
+	if len(ps) == 0 {
 		return 0
 	}
-	terminate(pids, grace, func(pid int, hard bool) {
+	defer func() {
+		for _, p := range ps {
+			p.Release()
+		}
+	}()
+	ids := make([]int, len(ps))
+	for i := range ids {
+		ids[i] = i
+	}
+	terminate(ids, grace, func(i int, hard bool) {
 		sig := syscall.SIGTERM
 		if hard {
 			sig = syscall.SIGKILL
 		}
-		proc.Signal(pid, sig)
-	}, exited)
-	return len(pids)
+		ps[i].Signal(sig)
+	}, func(i int) bool {
+		return ps[i].Signal(syscall.Signal(0)) != nil || exited(ps[i].Pid)
+	})
+	return len(ps)
 }
 
 // terminate ends each of ids with kill: SIGTERM (hard false), then, after
@@ -140,7 +150,16 @@ func (s *Server) sweepWhere(grace time.Duration, boxID string) int {
 	if len(live) == 0 {
 		return 0
 	}
-	terminate(live, grace, killGroup, func(pid int) bool { return !groupAlive(pid) })
+	// Served by root, a group is signalled only while every process in
+	// it is a box user's: once the recorded one is gone, its id may be
+	// any group's, and a record from before a crash or a reboot may name
+	// a group of root's (TestHostileRecordedGroupReused).
+	uids := s.boxUIDs()
+	terminate(live, grace, func(pgid int, hard bool) {
+		if uids == nil || groupOfUIDs(pgid, uids) {
+			killGroup(pgid, hard)
+		}
+	}, func(pid int) bool { return !groupAlive(pid) })
 	for _, pid := range live {
 		os.Remove(filepath.Join(s.procsDir(), strconv.Itoa(pid)))
 	}

@@ -2,6 +2,7 @@ package localbox
 
 import (
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,4 +27,16 @@ func exited(pid int) bool {
 
 // markedProcs finds nothing here: the platform shows no other process's
 // environment cheaply (docs/self-hosting.md).
-func markedProcs(string, []uint32) []int { return nil }
+func markedProcs([]uint32, ...string) []*os.Process { return nil }
+
+// waitExited waits for nothing here: the platform offers no wait that
+// leaves the child unreaped, so the group is marked reaped just before
+// Wait, and kill's SIGKILL is sent only if it comes before.
+func waitExited(int) bool { return false }
+
+// groupHasLive is not asked here (waitExited waits for nothing).
+func groupHasLive(int) bool { return false }
+
+// groupOfUIDs cannot look here: every recorded group is taken for the
+// box users'.
+func groupOfUIDs(int, []uint32) bool { return true }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // startToken is pid's start time in clock ticks since boot (field 22 of
@@ -51,49 +53,158 @@ func exited(pid int) bool {
 }
 
 // markedProcs lists the processes (not this one) whose initial
-// environment holds the entry marker ("NAME=VALUE"), as /proc/PID/environ
-// shows it, among those of the uids in uids (every one's when nil):
-// served by root, the environment of no process but a box user's is read,
-// and no other process is ended for a marker. It reads at most
-// environLimit of each; processes it may not read are passed over.
-func markedProcs(marker string, uids []uint32) []int {
+// environment holds every entry of markers ("NAME=VALUE"), as
+// /proc/PID/environ shows it, among those of the uids in uids (every
+// one's when nil): served by root, the environment of no process but a
+// box user's is read, and no other process is ended for a marker. It
+// reads at most environLimit of each; processes it may not read are
+// passed over. Each is a handle taken before the process was looked at
+// (os.FindProcess holds a pidfd): a signal through it reaches the
+// process looked at or none, never one that took its pid since
+// (TestHostileMarkedPidReused). The caller releases them.
+func markedProcs(uids []uint32, markers ...string) []*os.Process {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	want := []byte(marker)
-	var pids []int
+	var out []*os.Process
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
+		if err != nil || pid == os.Getpid() || !ofUIDs(e.Name(), uids) {
 			continue
 		}
-		if uids != nil {
-			fi, err := os.Stat("/proc/" + e.Name())
-			if err != nil {
-				continue
-			}
-			if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !slices.Contains(uids, st.Uid) {
-				continue
-			}
-		}
-		f, err := os.Open("/proc/" + e.Name() + "/environ")
+		p, err := os.FindProcess(pid)
 		if err != nil {
 			continue
 		}
-		b, _ := io.ReadAll(io.LimitReader(f, environLimit))
-		f.Close()
-		for _, kv := range bytes.Split(b, []byte{0}) {
-			if bytes.Equal(kv, want) {
-				pids = append(pids, pid)
-				break
-			}
+		if ofUIDs(e.Name(), uids) && hasEntries(e.Name(), markers) {
+			out = append(out, p)
+		} else {
+			p.Release()
 		}
 	}
-	return pids
+	return out
+}
+
+// ofUIDs reports whether process pid (a name of /proc) is of one of uids,
+// or uids is nil.
+func ofUIDs(pid string, uids []uint32) bool {
+	if uids == nil {
+		return true
+	}
+	fi, err := os.Stat("/proc/" + pid)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && slices.Contains(uids, st.Uid)
+}
+
+// hasEntries reports whether the initial environment of process pid (a
+// name of /proc) holds every one of entries, in its first environLimit
+// bytes.
+func hasEntries(pid string, entries []string) bool {
+	f, err := os.Open("/proc/" + pid + "/environ")
+	if err != nil {
+		return false
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, environLimit))
+	f.Close()
+	have := bytes.Split(b, []byte{0})
+	for _, want := range entries {
+		if !slices.ContainsFunc(have, func(kv []byte) bool { return string(kv) == want }) {
+			return false
+		}
+	}
+	return true
 }
 
 // environLimit bounds what markedProcs reads of one environment: the
 // marker is among the first entries of a box command's; a command that
 // buries it deeper has left on purpose, as one that clears it has.
 const environLimit = 256 << 10
+
+// waitExited waits until pid, a child of ours, has exited, without
+// reaping it (waitid with WNOWAIT): while it is a zombie its pid, and so
+// its group's id, is no other process's. It reports whether it waited.
+func waitExited(pid int) bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err == nil
+		}
+	}
+}
+
+// groupOfUIDs reports whether group pgid has a live process and the
+// real uid of every live process in it is one of uids, from /proc: a
+// group signalled by root after this is the group looked at, unless all
+// of it exits and another takes its id in between.
+func groupOfUIDs(pgid int, uids []uint32) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	found := false
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil || !inGroup(e.Name(), pgid) {
+			continue
+		}
+		uid, ok := realUID(e.Name())
+		if !ok {
+			continue // gone meanwhile
+		}
+		if !slices.Contains(uids, uid) {
+			return false
+		}
+		found = true
+	}
+	return found
+}
+
+// inGroup reports whether process pid (a name of /proc) lives, not a
+// zombie, in group pgid.
+func inGroup(pid string, pgid int) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return false
+	}
+	// Fields from 3 on: state, ppid, pgrp.
+	f := strings.Fields(s[i+1:])
+	return len(f) >= 3 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X"
+}
+
+// realUID is process pid's real uid, from /proc/PID/status.
+func realUID(pid string) (uint32, bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				n, err := strconv.ParseUint(f[0], 10, 32)
+				return uint32(n), err == nil
+			}
+		}
+	}
+	return 0, false
+}
+
+// groupHasLive reports whether a process of group pgid lives that is not
+// a zombie, from /proc/PID/stat.
+func groupHasLive(pgid int) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err == nil && inGroup(e.Name(), pgid) {
+			return true
+		}
+	}
+	return false
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 )
@@ -190,6 +191,14 @@ func (t *tokens) issue(name, client, kind, account string) (string, TokenRecord,
 // revoke removes every token match selects, ends their open streams, and
 // returns their records.
 func (t *tokens) revoke(match func(TokenRecord) bool) ([]TokenRecord, error) {
+	// Nothing is written when nothing matches: the revocation endpoint
+	// answers anyone, and a write is a sync of root's disk under the
+	// file's lock. (A token issued meanwhile is new to this revoke.)
+	if f, err := readTokenFile(t.path); err != nil {
+		return nil, err
+	} else if !slices.ContainsFunc(f.Tokens, match) {
+		return nil, nil
+	}
 	var gone []TokenRecord
 	f, err := updateTokenFile(t.path, func(f *tokenFile) {
 		keep := f.Tokens[:0]

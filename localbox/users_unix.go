@@ -371,9 +371,10 @@ func fileExists(p string) bool {
 // boxParts are what of a box directory its user owns.
 var boxParts = []string{"home", "workspace", "run"}
 
-// removeBoxDir removes box directory dir. u's files go first, removed as
-// u by `rm -rf` in a child with u's credentials, so that no link u planted
-// leads root anywhere (rm unlinks a link, never follows it, and u may
+// removeBoxDir removes box directory dir. u's files go first, opened to
+// u (chmod -R u+rwX) and removed by `rm -rf` in a child with u's
+// credentials, so that no link u planted leads root anywhere (neither
+// follows a link met on the way, rm unlinks it, and u may change and
 // remove only what u may); then the directories u cannot remove itself
 // (they are in root's 0711 box directory) and root's own files. u nil
 // means the server's own user, whose tree it is, unless that is root:
@@ -389,14 +390,9 @@ func removeBoxDir(dir string, u *boxUser) error {
 		// hostile, and root removes none of it as itself.
 		return fmt.Errorf("remove %s: the local box has no box user, and root removes no box's files as itself; remove it by hand", dir)
 	}
-	rm := &exec.Cmd{Path: "/bin/rm", Args: append([]string{"rm", "-rf", "--"}, boxParts...), Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}}
-	if !fileExists(rm.Path) {
-		p, err := exec.LookPath("rm")
-		if err != nil {
-			return err
-		}
-		rm.Path = p
-	}
+	// The user may have closed a directory of its own to itself (chmod
+	// 000), which its rm could not enter: it opens its files first.
+	rm := &exec.Cmd{Path: "/bin/sh", Args: append([]string{"sh", "-c", `chmod -R u+rwX -- "$@" 2>/dev/null; rm -rf -- "$@"`, "sh"}, boxParts...), Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}}
 	if u != nil && os.Geteuid() == 0 {
 		rm.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}}
 	}
@@ -457,8 +453,7 @@ func endAccountProcs(stateDir string, u *boxUser, live bool) error {
 		return nil
 	}
 	if other, err := user.LookupId(strconv.FormatUint(uint64(u.uid), 10)); err == nil && !live && other.Username != u.name {
-		pids := markedProcs(markerVar+"="+stateDir, []uint32{u.uid})
-		endPids(pids, 0)
+		endProcs(markedProcs([]uint32{u.uid}, markerVar+"="+stateDir), 0)
 		return nil
 	}
 	return killUser(u.uid, 5*time.Second)

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -117,16 +118,12 @@ func FirstShortDir(dirs []string) (string, error) {
 
 // ControlDir checks, or makes, a 0700 directory of the caller's own for
 // control sockets, in a directory of the caller's that only it may write.
+// The directory above is checked before dir is made in it: it may be
+// /tmp/cocoonbox-UID, which another user can take first (a link there
+// would have dir made wherever it leads).
 func ControlDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 || !ownedByMe(fi) {
-		return fmt.Errorf("%s is not a 0700 directory of this user's; remove it", dir)
 	}
 	// Nor may another user rename it away under us.
 	up, err := os.Lstat(filepath.Dir(dir))
@@ -135,6 +132,16 @@ func ControlDir(dir string) error {
 	}
 	if !up.IsDir() || up.Mode().Perm()&0o022 != 0 || !ownedByMe(up) {
 		return fmt.Errorf("%s is not a directory of this user's that only it may write; remove it", filepath.Dir(dir))
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 || !ownedByMe(fi) {
+		return fmt.Errorf("%s is not a 0700 directory of this user's; remove it", dir)
 	}
 	return nil
 }
