@@ -87,6 +87,11 @@ func refusedAccounts(err error) error {
 	return err
 }
 
+// hidepidNote is what account add says on a machine whose /proc shows
+// every user's command lines to every other (docs/self-hosting.md
+// "Accounts").
+const hidepidNote = "note: /proc is mounted without hidepid, so accounts see each other's command lines (ps), as users of one sshd host do; `mount -o remount,hidepid=invisible /proc` hides them (docs/self-hosting.md)"
+
 func runAccountAdd(env Env, s Streams, o accountOptions, name string) error {
 	dir, err := localboxDir(env)
 	if err != nil {
@@ -107,6 +112,9 @@ func runAccountAdd(env Env, s Streams, o accountOptions, name string) error {
 		made = "the new"
 	}
 	fmt.Fprintf(s.Err, "account %s added; its boxes run as %s Unix user `%s` (uid %d)\n", name, made, a.Account.UnixUser, a.Account.UID)
+	if !localbox.ProcHidesOthers() {
+		fmt.Fprintln(s.Err, hidepidNote)
+	}
 	if o.Token {
 		fmt.Fprintln(s.Out, a.Token)
 		return nil

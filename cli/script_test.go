@@ -248,6 +248,9 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			if cond == "root" {
 				return os.Geteuid() == 0, nil
 			}
+			if cond == "hidepid" {
+				return localbox.ProcHidesOthers(), nil
+			}
 			if p, ok := strings.CutPrefix(cond, "exists:"); ok {
 				_, err := os.Stat(p)
 				return err == nil, nil
