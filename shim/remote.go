@@ -63,6 +63,10 @@ func (f *forwarder) startRemote(fws []Forward) error {
 		f.remotes = append(f.remotes, l)
 		f.loops.Go(func() {
 			f.acceptRemote(l, flagOf(fw), fw.Dynamic, func(host string, port int) (net.Conn, error) {
+				if fw.Dynamic {
+					// Where the connection's SOCKS request asks.
+					return net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(port)), localDialTimeout)
+				}
 				if fw.ConnectPath != "" {
 					return net.DialTimeout("unix", fw.ConnectPath, localDialTimeout)
 				}
