@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -246,5 +247,61 @@ func TestSSHForwardNoListener(t *testing.T) {
 		if got.Code != 0 || got.Stdout != "[]\n" || strings.Count(got.Stderr, "\n") != 1 || !strings.Contains(got.Stderr, "agent forwarding") || !strings.Contains(got.Stderr, cause) {
 			t.Errorf("%s -A: %+v; want the command run without SSH_AUTH_SOCK, and one line naming the cause", c.name, got)
 		}
+	}
+}
+
+// TestSSHRemoteForwardFamilies: a -R bound to an address of one family
+// listens on that family only, as sshd (GatewayPorts clientspecified)
+// binds it, through either client: 0.0.0.0 is not reached on ::1, nor
+// [::] on 127.0.0.1.
+func TestSSHRemoteForwardFamilies(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	d := startSSHD(t, "GatewayPorts clientspecified")
+	echo := echoTarget(t)
+	// reached says which loopback addresses accept on port.
+	reached := func(port string) []string {
+		var got []string
+		for _, h := range []string{"127.0.0.1", "::1"} {
+			if c, err := net.Dial("tcp", net.JoinHostPort(h, port)); err == nil {
+				c.Close()
+				got = append(got, h)
+			}
+		}
+		return got
+	}
+	// forward runs spec's forward through cmd with a command that says
+	// ready once the listener is there, and returns which addresses reach
+	// it.
+	forward := func(t *testing.T, port string, cmd func(args []string, command ...string) *exec.Cmd, bind string) []string {
+		args := []string{"-o", "ExitOnForwardFailure=yes", "-R", bind + ":" + port + ":localhost:" + echo}
+		if ready, stderr := startLine(t, cmd(args, "echo ready; exec sleep 600")); ready != "ready" {
+			t.Fatalf("%s: %q; stderr: %s", args, ready, stderr)
+		}
+		return reached(port)
+	}
+	sshd := func(args []string, command ...string) *exec.Cmd {
+		return exec.Command("ssh", append(append(append([]string{"-F", d.Config, "-p", d.Port}, args...), d.User+"@127.0.0.1"), command...)...)
+	}
+	for _, bind := range []string{"0.0.0.0", "[::]"} {
+		t.Run(bind, func(t *testing.T) {
+			port, err := freePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := forward(t, port, sshd, bind)
+			if len(want) != 1 {
+				t.Fatalf("ssh with sshd: -R %s:%s reached on %q; want one family", bind, port, want)
+			}
+			for _, c := range boxClients(t, b) {
+				port, err := freePort()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := forward(t, port, c.cmd, bind); !slices.Equal(got, want) {
+					t.Errorf("%s: -R %s:%s reached on %q; ssh with sshd on %q", c.name, bind, port, got, want)
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -232,4 +233,47 @@ func (a *Accepted) Reject() {
 	a.l.wmu.Lock()
 	defer a.l.wmu.Unlock()
 	a.l.exec.stdin.Write(append(b, '\n'))
+}
+
+// ListenPort listens on port (decimal; "0" asks the kernel for one) as
+// OpenSSH binds a forward's listener (channel_setup_fwd_listener, with
+// GatewayPorts clientspecified on sshd's side): "" and "*" every address
+// of both families; "localhost" 127.0.0.1 and ::1, either being enough
+// (port 0: the second on the port the first was given); an IP address
+// that address alone, in its own family (0.0.0.0 is IPv4's every
+// address, not IPv6's too); any other host the address it resolves to.
+// The error is the first bind's.
+func ListenPort(host, port string) ([]net.Listener, error) {
+	network := "tcp"
+	switch ip := net.ParseIP(host); {
+	case host == "" || host == "*":
+		host = ""
+	case host == "localhost":
+		var ls []net.Listener
+		var first error
+		for _, h := range []string{"127.0.0.1", "::1"} {
+			l, err := net.Listen("tcp", net.JoinHostPort(h, port))
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+			ls = append(ls, l)
+			port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+		}
+		if len(ls) == 0 {
+			return nil, first
+		}
+		return ls, nil
+	case ip != nil && ip.To4() != nil:
+		network = "tcp4"
+	case ip != nil:
+		network = "tcp6"
+	}
+	l, err := net.Listen(network, net.JoinHostPort(host, port))
+	if err != nil {
+		return nil, err
+	}
+	return []net.Listener{l}, nil
 }

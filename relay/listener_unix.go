@@ -218,51 +218,11 @@ func listenSpec(spec ListenSpec, dir string) ([]net.Listener, Event, error) {
 		}
 		return []net.Listener{l}, Event{Path: spec.Path}, nil
 	}
-	ls, err := listenTCP(spec.Host, spec.Port)
+	ls, err := ListenPort(spec.Host, strconv.FormatUint(uint64(spec.Port), 10))
 	if err != nil {
 		return nil, Event{}, &ListenError{Addr: spec.String(), Err: err}
 	}
 	return ls, Event{Port: uint32(ls[0].Addr().(*net.TCPAddr).Port)}, nil
-}
-
-// listenTCP binds as sshd does for a client's tcpip-forward with
-// GatewayPorts clientspecified (OpenSSH's channel_fwd_bind_addr): "" and
-// "*" every address; "localhost" 127.0.0.1 and ::1, either being enough
-// (port 0: the second on the port the first was given); any other host
-// that address.
-func listenTCP(host string, port uint32) ([]net.Listener, error) {
-	p := strconv.FormatUint(uint64(port), 10)
-	switch host {
-	case "", "*":
-		l, err := net.Listen("tcp", ":"+p)
-		if err != nil {
-			return nil, err
-		}
-		return []net.Listener{l}, nil
-	case "localhost":
-		var ls []net.Listener
-		var first error
-		for _, h := range []string{"127.0.0.1", "::1"} {
-			l, err := net.Listen("tcp", net.JoinHostPort(h, p))
-			if err != nil {
-				if first == nil {
-					first = err
-				}
-				continue
-			}
-			ls = append(ls, l)
-			p = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-		}
-		if len(ls) == 0 {
-			return nil, first
-		}
-		return ls, nil
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, p))
-	if err != nil {
-		return nil, err
-	}
-	return []net.Listener{l}, nil
 }
 
 // listenUnix listens on the unix socket at path, made 0600 as sshd's

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -166,6 +167,10 @@ func TestListenAddresses(t *testing.T) {
 		{Forward{}, true, []string{"::"}},
 		{Forward{ListenHost: "*", Explicit: true}, false, []string{"::"}},
 		{Forward{ListenHost: "", Explicit: true}, false, []string{"::"}},
+		// An address of one family listens on that family alone, as
+		// ssh binds it.
+		{Forward{ListenHost: "0.0.0.0", Explicit: true}, false, []string{"0.0.0.0"}},
+		{Forward{ListenHost: "::", Explicit: true}, false, []string{"::"}},
 	} {
 		l0, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -181,10 +186,16 @@ func TestListenAddresses(t *testing.T) {
 		var got []string
 		for _, l := range ls {
 			ip := l.Addr().(*net.TCPAddr).IP.String()
-			if ip == "0.0.0.0" {
+			if ip == "0.0.0.0" && tc.fw.ListenHost != "0.0.0.0" {
 				ip = "::" // every address, on a machine without IPv6
 			}
 			got = append(got, ip)
+			// Every address of one family is not the other's loopback.
+			other := map[string]string{"0.0.0.0": "::1", "::": "127.0.0.1"}[tc.fw.ListenHost]
+			if c, err := net.Dial("tcp", net.JoinHostPort(other, strconv.Itoa(tc.fw.ListenPort))); other != "" && err == nil {
+				c.Close()
+				t.Errorf("%+v: reached on %s too", tc.fw, other)
+			}
 			l.Close()
 		}
 		if !slices.Equal(got, tc.want) && !(len(tc.want) == 2 && slices.Equal(got, tc.want[:1])) {

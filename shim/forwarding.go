@@ -97,38 +97,14 @@ func listen(fw Forward, gatewayPorts bool) ([]net.Listener, error) {
 		}
 		return []net.Listener{l}, nil
 	}
-	port := strconv.Itoa(fw.ListenPort)
 	host := fw.ListenHost
 	switch {
-	case !fw.Explicit && gatewayPorts, fw.Explicit && (host == "" || host == "*"):
-		l, err := net.Listen("tcp", ":"+port)
-		if err != nil {
-			return nil, err
-		}
-		return []net.Listener{l}, nil
-	case !fw.Explicit, host == "localhost":
-		var ls []net.Listener
-		var first error
-		for _, h := range []string{"127.0.0.1", "::1"} {
-			l, err := net.Listen("tcp", net.JoinHostPort(h, port))
-			if err != nil {
-				if first == nil {
-					first = err
-				}
-				continue
-			}
-			ls = append(ls, l)
-		}
-		if len(ls) == 0 {
-			return nil, first
-		}
-		return ls, nil
+	case !fw.Explicit && gatewayPorts:
+		host = "*"
+	case !fw.Explicit:
+		host = "localhost"
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, port))
-	if err != nil {
-		return nil, err
-	}
-	return []net.Listener{l}, nil
+	return relay.ListenPort(host, strconv.Itoa(fw.ListenPort))
 }
 
 func (f *forwarder) accept(l net.Listener, fw Forward) {
