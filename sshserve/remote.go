@@ -1,7 +1,6 @@
 package sshserve
 
 import (
-	"context"
 	"fmt"
 	"sync"
 
@@ -166,35 +165,67 @@ func (c *connState) serveListener(l *relay.Listener, open func(*relay.Accepted) 
 	}
 }
 
-// closeForwards ends the connection's listeners, at once and together.
+// closeForwards ends the connection's listeners (its remote forwards'
+// and its agent's), at once and together.
 func (c *connState) closeForwards() {
 	c.mu.Lock()
 	ls := c.forwards
-	c.forwards, c.ended = nil, true
+	agent := c.agent
+	c.forwards, c.agent, c.ended = nil, nil, true
 	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, l := range ls {
 		wg.Go(func() { l.Close() })
 	}
+	if agent != nil {
+		wg.Go(func() { agent.Close() })
+	}
 	wg.Wait()
 }
 
-// agentForward starts a session's agent listener
-// (auth-agent-req@openssh.com, ssh -A): a socket in the box, 0600 in a
-// 0700 directory of the box user's, each connection to it an
-// auth-agent@openssh.com channel to the client. The listener's Path is
-// the session's SSH_AUTH_SOCK; the caller closes it when the session
-// ends.
-func (c *connState) agentForward(ctx context.Context) (*relay.Listener, error) {
-	if c.s.Listen == nil {
-		return nil, fmt.Errorf("agent forwarding is not available for this box")
+// agentForward starts the connection's agent listener
+// (auth-agent-req@openssh.com, ssh -A), unless it has one: a socket in
+// the box, 0600 in a 0700 directory of the box user's, each connection
+// to it an auth-agent@openssh.com channel to the client. As sshd's, it
+// is the connection's, not the session's: every session that starts
+// after it gets SSH_AUTH_SOCK naming it (agentSocket), and it ends with
+// the connection (closeForwards).
+func (c *connState) agentForward() error {
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	if c.agent != nil {
+		return nil
 	}
-	l, err := c.s.Listen(ctx, relay.ListenSpec{Mode: relay.ListenAgent})
+	if c.s.Listen == nil {
+		return fmt.Errorf("agent forwarding is not available for this box")
+	}
+	l, err := c.s.Listen(c.ctx, relay.ListenSpec{Mode: relay.ListenAgent})
 	if err != nil {
-		return nil, err
+		return err
+	}
+	c.mu.Lock()
+	ended := c.ended
+	if !ended {
+		c.agent = l
+	}
+	c.mu.Unlock()
+	if ended {
+		l.Close()
+		return fmt.Errorf("the connection has ended")
 	}
 	c.wg.Go(func() {
 		c.serveListener(l, func(*relay.Accepted) (string, []byte) { return "auth-agent@openssh.com", nil })
 	})
-	return l, nil
+	return nil
+}
+
+// agentSocket is the path of the connection's agent socket in the box,
+// for a session's SSH_AUTH_SOCK; empty without one.
+func (c *connState) agentSocket() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.agent == nil {
+		return ""
+	}
+	return c.agent.Path()
 }
