@@ -216,6 +216,13 @@ func TestSSHAgentForward(t *testing.T) {
 					t.Errorf("%q: the box got SSH_AUTH_SOCK %q, want none", args, out)
 				}
 			}
+			// An agent that cannot be reached here is not forwarded, as
+			// ssh's check_agent_present leaves it: no SSH_AUTH_SOCK, no
+			// line.
+			missing := filepath.Join(t.TempDir(), "gone.sock")
+			if got := runResult(c.cmd([]string{"-A", "-o", "IdentityAgent=" + missing}, `echo "[$SSH_AUTH_SOCK]"`)); got != (result{Stdout: "[]\n"}) {
+				t.Errorf("-A with no agent at %s: %+v; want no SSH_AUTH_SOCK and nothing on stderr", missing, got)
+			}
 		})
 	}
 	// cocoonbox-ssh -A with no agent here: none for the box either.

@@ -93,9 +93,17 @@ func (fw Forward) listenSpec() relay.ListenSpec {
 
 // startAgent starts the agent listener of -A in the box and returns its
 // socket's path, for SSH_AUTH_SOCK; each connection to it goes to the
-// local agent at sock. One the box cannot make is a warning, and ""
-// (the command runs without the agent).
+// local agent at sock. An agent that cannot be reached at sock is not
+// forwarded, without a word, as ssh's check_agent_present drops -A; one
+// the box cannot make is a warning. Either way "": the command runs
+// without the agent.
 func (f *forwarder) startAgent(sock string) string {
+	c, err := net.DialTimeout("unix", sock, localDialTimeout)
+	if err != nil {
+		f.r.debugf(LogDebug1, "No agent forwarded: %v", err)
+		return ""
+	}
+	c.Close()
 	l, err := relay.Listen(f.ctx, f.c, f.r.o.Box(), relay.ListenSpec{Mode: relay.ListenAgent})
 	if err != nil {
 		f.r.logf(LogInfo, "Warning: agent forwarding failed: %v", err)
