@@ -312,3 +312,37 @@ func TestSSHRemoteForwardFamilies(t *testing.T) {
 		})
 	}
 }
+
+// TestSSHRemoteForwardBoxGone: a -N -R whose listener in the box ends
+// by itself (the box hibernated) does not go on as a connection that
+// forwards nothing: as when sshd goes away, through either client ssh
+// ends with 255 after one line naming the forward and why, so that
+// whatever restarts it (autossh, a unit) listens again.
+func TestSSHRemoteForwardBoxGone(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	web := webTarget(t)
+	for _, c := range boxClients(t, b) {
+		t.Run(c.name, func(t *testing.T) {
+			port, err := freePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fw := startBG(t, c.cmd([]string{"-N", "-R", port + ":localhost:" + web}))
+			waitListening(t, port, fw.exited, &strings.Builder{})
+			runOK(t, inEnv(exec.Command("cocoonbox", "boxes", "sleep", "main"), b.Env))
+			select {
+			case <-fw.exited:
+			case <-time.After(time.Minute):
+				t.Fatal("ssh -N -R still runs a minute after the box hibernated")
+			}
+			var lines []string
+			for l := range fw.lines {
+				lines = append(lines, l)
+			}
+			if code := fw.cmd.ProcessState.ExitCode(); code != 255 || len(lines) == 0 || !strings.Contains(lines[0], "cocoonbox-ssh: remote forwarding of localhost:"+port+" in box main ended") {
+				t.Errorf("exit %d, stderr %q; want 255 after a line naming the forward", code, lines)
+			}
+		})
+	}
+}

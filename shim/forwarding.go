@@ -28,6 +28,9 @@ type forwarder struct {
 	// conns counts the forwarded connections still open; listeners, the
 	// accept loops.
 	conns, loops sync.WaitGroup
+	// lost has a value once a listener in the box ended by itself
+	// (listenerLost).
+	lost chan struct{}
 }
 
 // startForwards listens for every active forward. A forward that cannot
@@ -35,7 +38,7 @@ type forwarder struct {
 // closes the others.
 func (r *runner) startForwards(c *box.Client) (*forwarder, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &forwarder{r: r, c: c, ctx: ctx, cancel: cancel}
+	f := &forwarder{r: r, c: c, ctx: ctx, cancel: cancel, lost: make(chan struct{}, 1)}
 	var remote []Forward
 	for _, fw := range r.o.ActiveForwards() {
 		if fw.Remote {

@@ -1,7 +1,9 @@
 package sshserve
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"golang.org/x/crypto/ssh"
@@ -126,8 +128,12 @@ func (c *connState) remoteForward(r *ssh.Request) {
 	// The reply first: OpenSSH's client knows a port the box chose only
 	// from it, and refuses a forwarded-tcpip for a port it does not know.
 	reply(true, payload)
+	what := "remote forwarding of " + spec.String()
+	if key.path == "" {
+		what = "remote forwarding of " + relay.ListenSpec{Mode: relay.ListenTCP, Host: key.addr, Port: key.port}.String()
+	}
 	c.wg.Go(func() {
-		c.serveListener(l, func(a *relay.Accepted) (string, []byte) {
+		c.serveListener(l, what, func(a *relay.Accepted) (string, []byte) {
 			if key.path != "" {
 				return "forwarded-streamlocal@openssh.com", ssh.Marshal(forwardedStreamlocal{Path: key.path})
 			}
@@ -139,11 +145,25 @@ func (c *connState) remoteForward(r *ssh.Request) {
 // serveListener opens a channel to the client for each connection l
 // accepts, named and described by open, and forwards it once the client
 // has accepted the channel; a refused channel closes the connection in
-// the box. It returns when l ends.
-func (c *connState) serveListener(l *relay.Listener, open func(*relay.Accepted) (string, []byte)) {
+// the box. It returns when l ends. A listener that ends by itself (the
+// box hibernated or went away, its process was killed), not closed by a
+// cancel or the connection's end, ends the connection after one line on
+// Log naming what (as "remote forwarding of localhost:8080"): as with
+// sshd, a connection lives no longer than its forwards, so ssh -N -R
+// exits 255 rather than forwarding nothing, and whatever restarts it
+// listens again.
+func (c *connState) serveListener(l *relay.Listener, what string, open func(*relay.Accepted) (string, []byte)) {
 	for {
 		a, err := l.Accept()
 		if err != nil {
+			if errors.Is(err, relay.ErrListenerClosed) || c.ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the listener exited")
+			}
+			c.s.warnf("%s in box %s ended: %v", what, c.s.Box, err)
+			c.sc.Close()
 			return
 		}
 		c.wg.Go(func() {
@@ -214,7 +234,7 @@ func (c *connState) agentForward() error {
 		return fmt.Errorf("the connection has ended")
 	}
 	c.wg.Go(func() {
-		c.serveListener(l, func(*relay.Accepted) (string, []byte) { return "auth-agent@openssh.com", nil })
+		c.serveListener(l, "agent forwarding", func(*relay.Accepted) (string, []byte) { return "auth-agent@openssh.com", nil })
 	})
 	return nil
 }
