@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -311,6 +312,22 @@ func TestSSHRemoteForwardFamilies(t *testing.T) {
 			}
 		})
 	}
+	// Every address ("*") is a socket for each family, either being
+	// enough: with IPv4's port taken, the forward listens on IPv6's.
+	t.Run("* with 0.0.0.0 taken", func(t *testing.T) {
+		clients := append([]boxClient{{name: "ssh with sshd", cmd: sshd}}, boxClients(t, b)...)
+		for _, c := range clients {
+			l, err := net.Listen("tcp4", "0.0.0.0:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+			if got := forward(t, port, c.cmd, "*"); !slices.Contains(got, "::1") {
+				t.Errorf("%s: -R *:%s with 0.0.0.0:%[2]s taken reached on %q; want ::1 too", c.name, port, got)
+			}
+		}
+	})
 }
 
 // TestSSHRemoteForwardBoxGone: a -N -R whose listener in the box ends

@@ -237,43 +237,42 @@ func (a *Accepted) Reject() {
 
 // ListenPort listens on port (decimal; "0" asks the kernel for one) as
 // OpenSSH binds a forward's listener (channel_setup_fwd_listener, with
-// GatewayPorts clientspecified on sshd's side): "" and "*" every address
-// of both families; "localhost" 127.0.0.1 and ::1, either being enough
-// (port 0: the second on the port the first was given); an IP address
-// that address alone, in its own family (0.0.0.0 is IPv4's every
-// address, not IPv6's too); any other host the address it resolves to.
-// The error is the first bind's.
+// GatewayPorts clientspecified on sshd's side): "" and "*" every address,
+// "localhost" the loopback address, each a socket per family, either
+// being enough (port 0: the second on the port the first was given); an
+// IP address that address alone, in its own family (0.0.0.0 is IPv4's
+// every address, not IPv6's too); any other host the address it resolves
+// to. The error is the first bind's.
 func ListenPort(host, port string) ([]net.Listener, error) {
-	network := "tcp"
+	type bind struct{ network, host string }
+	var binds []bind
 	switch ip := net.ParseIP(host); {
 	case host == "" || host == "*":
-		host = ""
+		binds = []bind{{"tcp4", "0.0.0.0"}, {"tcp6", "::"}}
 	case host == "localhost":
-		var ls []net.Listener
-		var first error
-		for _, h := range []string{"127.0.0.1", "::1"} {
-			l, err := net.Listen("tcp", net.JoinHostPort(h, port))
-			if err != nil {
-				if first == nil {
-					first = err
-				}
-				continue
-			}
-			ls = append(ls, l)
-			port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-		}
-		if len(ls) == 0 {
-			return nil, first
-		}
-		return ls, nil
+		binds = []bind{{"tcp4", "127.0.0.1"}, {"tcp6", "::1"}}
 	case ip != nil && ip.To4() != nil:
-		network = "tcp4"
+		binds = []bind{{"tcp4", host}}
 	case ip != nil:
-		network = "tcp6"
+		binds = []bind{{"tcp6", host}}
+	default:
+		binds = []bind{{"tcp", host}}
 	}
-	l, err := net.Listen(network, net.JoinHostPort(host, port))
-	if err != nil {
-		return nil, err
+	var ls []net.Listener
+	var first error
+	for _, b := range binds {
+		l, err := net.Listen(b.network, net.JoinHostPort(b.host, port))
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		ls = append(ls, l)
+		port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	}
-	return []net.Listener{l}, nil
+	if len(ls) == 0 {
+		return nil, first
+	}
+	return ls, nil
 }

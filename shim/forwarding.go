@@ -86,7 +86,7 @@ func flagOf(fw Forward) string {
 // listen opens fw's listening sockets as ssh's channel_setup_fwd_listener
 // does: no bind address means loopback (127.0.0.1 and ::1), or every
 // address with GatewayPorts; "*" or "" means every address; "localhost"
-// loopback. For loopback one of the two families is enough.
+// loopback (relay.ListenPort: a socket for each family, one being enough).
 func listen(fw Forward, gatewayPorts bool) ([]net.Listener, error) {
 	if fw.ListenPath != "" {
 		l, err := net.Listen("unix", fw.ListenPath)
