@@ -42,6 +42,17 @@ else:
     t.close()
 `
 
+// asyncsshPython is Debian's python3 with Paramiko and asyncssh
+// (scripts/deps.sh installs both); a missing one fails the test.
+func asyncsshPython(t *testing.T) string {
+	t.Helper()
+	python := paramikoPython(t)
+	if out, err := exec.Command(python, "-c", "import asyncssh").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s: install python3-asyncssh (scripts/deps.sh)", err, out)
+	}
+	return python
+}
+
 // TestSSHStdioSymlink: an SFTP symlink made by asyncssh (symlink(target,
 // link)) or Paramiko (symlink(source, dest)) points where it does through
 // sshd. The sftp-server is OpenSSH's in both, which takes SYMLINK's
@@ -50,10 +61,7 @@ else:
 // line without it made the link backwards.
 func TestSSHStdioSymlink(t *testing.T) {
 	t.Parallel()
-	python := paramikoPython(t)
-	if out, err := exec.Command(python, "-c", "import asyncssh").CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s: install python3-asyncssh (scripts/deps.sh)", err, out)
-	}
+	python := asyncsshPython(t)
 	d := startSSHD(t)
 	b := startBox(t)
 	via := newStdioSSH(t, b)
@@ -103,10 +111,7 @@ asyncio.run(asyncio.wait_for(main(), 60))
 // none, and asyncssh reaches a hibernated box.
 func TestSSHStdioAsyncsshQuiet(t *testing.T) {
 	t.Parallel()
-	python := paramikoPython(t)
-	if out, err := exec.Command(python, "-c", "import asyncssh").CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s: install python3-asyncssh (scripts/deps.sh)", err, out)
-	}
+	python := asyncsshPython(t)
 	b := startBox(t)
 	via := newStdioSSH(t, b)
 	runOK(t, inEnv(exec.Command("cocoonbox", "boxes", "sleep", "main"), b.Env))
