@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/loopback"
 )
 
 // boxClient is one way to reach a box with ssh's command line: OpenSSH's
@@ -367,4 +369,83 @@ func TestSSHRemoteForwardBoxGone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSSHHalfCloseInBox: the box's end of a forwarded connection may
+// half-close and still hear back, as through sshd, run side by side: a
+// client in the box that sends its request and shuts down its write side
+// (nc -N, a Docker client's hijacked stdin) gets the answer of -R's
+// target here, and a target in the box that shuts down its write side
+// first (-L) still receives what is sent after.
+func TestSSHHalfCloseInBox(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	d := startSSHD(t)
+	// answer reads a request to its EOF, then answers it and closes.
+	_, answerPort := loopback.TCP(t, func(c net.Conn) {
+		req, _ := io.ReadAll(c)
+		c.Write([]byte("answer to " + string(req)))
+	})
+	// first says hello and shuts down its write side, then reports what
+	// it read to its EOF on got.
+	got := make(chan string, 10)
+	_, firstPort := loopback.TCP(t, func(c net.Conn) {
+		c.Write([]byte("hello"))
+		c.(*net.TCPConn).CloseWrite()
+		b, _ := io.ReadAll(c)
+		got <- string(b)
+	})
+	sshd := func(args []string, command ...string) *exec.Cmd {
+		return exec.Command("ssh", append(append(append([]string{"-F", d.Config, "-p", d.Port}, args...), d.User+"@127.0.0.1"), command...)...)
+	}
+	clients := append([]boxClient{{name: "ssh with sshd", cmd: sshd}}, boxClients(t, b)...)
+	for _, c := range clients {
+		t.Run(c.name+"/-R", func(t *testing.T) {
+			conn := forwardedConn(t, c.cmd, "-R", answerPort)
+			conn.Write([]byte("ping"))
+			conn.CloseWrite()
+			conn.SetReadDeadline(time.Now().Add(time.Minute))
+			if b, err := io.ReadAll(conn); string(b) != "answer to ping" {
+				t.Errorf("a client in the box that half-closed read %q, %v; want the answer", b, err)
+			}
+		})
+		t.Run(c.name+"/-L", func(t *testing.T) {
+			conn := forwardedConn(t, c.cmd, "-L", firstPort)
+			conn.SetReadDeadline(time.Now().Add(time.Minute))
+			if b, err := io.ReadAll(conn); string(b) != "hello" {
+				t.Fatalf("read %q, %v; want hello and EOF", b, err)
+			}
+			conn.Write([]byte("after your EOF"))
+			conn.CloseWrite()
+			select {
+			case s := <-got:
+				if s != "after your EOF" {
+					t.Errorf("a target in the box that half-closed read %q after; want what was sent", s)
+				}
+			case <-time.After(time.Minute):
+				t.Error("the target in the box read nothing to its EOF within a minute")
+			}
+		})
+	}
+}
+
+// forwardedConn starts a forward (flag -L or -R) from a free loopback
+// port to port on 127.0.0.1 through cmd, with a command that holds it
+// open, and returns a connection to it, closed when the test ends.
+func forwardedConn(t *testing.T, cmd func(args []string, command ...string) *exec.Cmd, flag string, port uint32) *net.TCPConn {
+	t.Helper()
+	listen, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-o", "ExitOnForwardFailure=yes", flag, listen + ":127.0.0.1:" + strconv.Itoa(int(port))}
+	if ready, stderr := startLine(t, cmd(args, "echo ready; exec sleep 600")); ready != "ready" {
+		t.Fatalf("%s: %q; stderr: %s", args, ready, stderr)
+	}
+	conn, err := net.Dial("tcp", "127.0.0.1:"+listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn.(*net.TCPConn)
 }

@@ -147,14 +147,14 @@ func TestCheckTarget(t *testing.T) {
 func TestServe(t *testing.T) {
 	host, port := target(t, "")
 	var out bytes.Buffer
-	if err := Serve(context.Background(), host, port, strings.NewReader("ping"), &out, true); err != nil {
+	if err := Serve(context.Background(), host, port, strings.NewReader("ping"), &out, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	if want := string(rune(Ready)) + "got:ping"; out.String() != want {
 		t.Errorf("got %q, want %q", out.String(), want)
 	}
 	out.Reset()
-	err := Serve(context.Background(), "127.0.0.1", closedPort(t), strings.NewReader(""), &out, true)
+	err := Serve(context.Background(), "127.0.0.1", closedPort(t), strings.NewReader(""), &out, true, nil)
 	if _, ok := err.(*ConnectError); !ok || out.Len() != 0 {
 		t.Errorf("refused: got %v (%T), output %q; want a *ConnectError and nothing written", err, err, out.String())
 	}

@@ -61,7 +61,7 @@ func Listen(ctx context.Context, c *box.Client, boxName string, spec ListenSpec)
 	for i := 3; i < len(args); i++ {
 		args[i] = shellquote.Quote(args[i])
 	}
-	p := startExec(ctx, c, boxName, strings.Join(args, " "), func(st box.ExitStatus, stderrLine string) error {
+	p := startExec(ctx, c, boxName, strings.Join(args, " "), false, func(st box.ExitStatus, stderrLine string) error {
 		switch {
 		case st.Code == 127:
 			return fmt.Errorf("box %s: %w", boxName, ErrNoListener)
