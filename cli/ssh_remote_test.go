@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/cocoonbox/cocoonbox/internal/loopback"
 )
 
@@ -448,4 +450,51 @@ func forwardedConn(t *testing.T, cmd func(args []string, command ...string) *exe
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn.(*net.TCPConn)
+}
+
+// TestSSHRemoteForwardCloseWithoutEOF: a client that writes its answer
+// on a forwarded-tcpip channel and closes it without an EOF first (Go's
+// and Paramiko's Close) has the answer reach the box's end, as sshd
+// drains a channel before it closes it: run beside sshd with Go's client.
+func TestSSHRemoteForwardCloseWithoutEOF(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	d := startSSHD(t)
+	key, err := ssh.ParsePrivateKey([]byte(readFile(t, filepath.Join(filepath.Dir(d.Config), "user"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := ssh.Dial("tcp", "127.0.0.1:"+d.Port, &ssh.ClientConfig{User: d.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(key)}, HostKeyCallback: ssh.InsecureIgnoreHostKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	for name, c := range map[string]*ssh.Client{"sshd": ref, "--stdio": goClient(t, b)} {
+		l, err := c.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("%s: tcpip-forward: %v", name, err)
+		}
+		go func() {
+			for {
+				ch, err := l.Accept()
+				if err != nil {
+					return
+				}
+				ch.Write([]byte("the answer"))
+				ch.Close()
+			}
+		}()
+		for range 5 {
+			conn, err := net.Dial("tcp", l.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.SetReadDeadline(time.Now().Add(time.Minute))
+			if got, err := io.ReadAll(conn); string(got) != "the answer" {
+				t.Errorf("%s: the box's end read %q, %v; want the answer written before the close", name, got, err)
+			}
+			conn.Close()
+		}
+		l.Close()
+	}
 }

@@ -320,18 +320,11 @@ type conn struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
-	// readEOF and wroteEOF are set once a read has returned io.EOF and
-	// CloseWrite was called.
-	readEOF, wroteEOF atomic.Bool
+	// wroteEOF is set once CloseWrite was called.
+	wroteEOF atomic.Bool
 }
 
-func (c *conn) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if err == io.EOF {
-		c.readEOF.Store(true)
-	}
-	return n, err
-}
+func (c *conn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 func (c *conn) Write(p []byte) (int, error) { return c.w.Write(p) }
 
@@ -341,18 +334,18 @@ func (c *conn) CloseWrite() error {
 	return c.w.Close()
 }
 
-// drainGrace is how long Close lets a box half that has both EOFs finish
+// drainGrace is how long Close lets a box half that was sent EOF finish
 // passing on what it was sent.
 const drainGrace = 5 * time.Second
 
 // Close cancels the Exec, which ends the box half, and waits for it. A
-// connection whose both directions have ended (the target's EOF read,
-// CloseWrite called) is first given up to drainGrace to end by itself,
-// so that the bytes written last reach the target, as sshd drains a
-// channel before it closes it; any other is cut at once.
+// connection whose way in has ended (CloseWrite was called) is first
+// given up to drainGrace to end by itself, so that the bytes written
+// last reach the target, as sshd drains a channel before it closes it;
+// any other is cut at once.
 func (c *conn) Close() error {
 	c.once.Do(func() {
-		if c.readEOF.Load() && c.wroteEOF.Load() {
+		if c.wroteEOF.Load() {
 			select {
 			case <-c.done:
 			case <-time.After(drainGrace):
