@@ -242,12 +242,17 @@ func startExec(ctx context.Context, c *box.Client, boxName, line string, eof boo
 			Stdout: stdoutW,
 			Stderr: &stderr,
 		}
+		var lines eofLines
 		if eof {
-			t := &eofTracker{w: stdoutW, at: -1, stderr: &stderr}
+			lines.t = &eofTracker{w: stdoutW, at: -1, stderr: &stderr}
 			cmd.Env = map[string]string{EOFEnv: "1"}
-			cmd.Stdout, cmd.Stderr = t, eofLines{t}
+			cmd.Stdout, cmd.Stderr = lines.t, lines
 		}
 		st, err := c.Exec(ctx, cmd)
+		if eof {
+			// A last line without its newline.
+			lines.Write([]byte{'\n'})
+		}
 		// Writers blocked on a stream that has ended must not wait forever.
 		stdinR.CloseWithError(errEnded)
 		if err == nil {
