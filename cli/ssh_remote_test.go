@@ -498,3 +498,19 @@ func TestSSHRemoteForwardCloseWithoutEOF(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestSSHRemoteForwardDashPath: a streamlocal-forward path that starts
+// with "-" is a path (relative: from the workspace) like any other, not
+// an option of the box's listener.
+func TestSSHRemoteForwardDashPath(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	l, err := goClient(t, b).ListenUnix("-dash.sock")
+	if err != nil {
+		t.Fatalf("streamlocal-forward -dash.sock: %v", err)
+	}
+	defer l.Close()
+	if fi, err := os.Lstat(filepath.Join(b.Workspace, "-dash.sock")); err != nil || fi.Mode().Type() != os.ModeSocket {
+		t.Errorf("the workspace's -dash.sock: %v, %v; want the forward's socket", fi, err)
+	}
+}
