@@ -128,12 +128,10 @@ func (c *connState) remoteForward(r *ssh.Request) {
 	// The reply first: OpenSSH's client knows a port the box chose only
 	// from it, and refuses a forwarded-tcpip for a port it does not know.
 	reply(true, payload)
-	what := "remote forwarding of " + spec.String()
-	if key.path == "" {
-		what = "remote forwarding of " + relay.ListenSpec{Mode: relay.ListenTCP, Host: key.addr, Port: key.port}.String()
-	}
+	listened := spec
+	listened.Port = key.port
 	c.wg.Go(func() {
-		c.serveListener(l, what, func(a *relay.Accepted) (string, []byte) {
+		c.serveListener(l, "remote forwarding of "+listened.String(), func(a *relay.Accepted) (string, []byte) {
 			if key.path != "" {
 				return "forwarded-streamlocal@openssh.com", ssh.Marshal(forwardedStreamlocal{Path: key.path})
 			}
