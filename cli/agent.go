@@ -316,7 +316,7 @@ func newAgentRelay(a *agentRun) *cobra.Command {
 				return ExitUsage, err
 			}
 			// No signal handler: INT, TERM and HUP end the relay at once.
-			return relayExit(relay.Serve(context.Background(), args[0], uint32(port), a.s.In, a.s.Out, ready))
+			return relayExit(relay.Serve(context.Background(), args[0], uint32(port), a.s.In, a.s.Out, ready, a.relayEOF()))
 		}),
 	}
 	c.Flags().BoolVar(&ready, "ready", false, "write one byte (0x06) on stdout once connected")
@@ -408,9 +408,18 @@ func newAgentTake(a *agentRun) *cobra.Command {
 			if err != nil || id == 0 {
 				return ExitUsage, fmt.Errorf("bad connection id %q", args[1])
 			}
-			return relayExit(relay.Take(args[0], id, a.s.In, a.s.Out))
+			return relayExit(relay.Take(args[0], id, a.s.In, a.s.Out, a.relayEOF()))
 		}),
 	}
+}
+
+// relayEOF is where relay and take write their eof line: stderr when
+// the laptop half asked for it (relay.EOFEnv), else nil.
+func (a *agentRun) relayEOF() io.Writer {
+	if a.env.Getenv(relay.EOFEnv) == "1" {
+		return a.s.Err
+	}
+	return nil
 }
 
 // relayExit is the exit status of a relay's end (relay.Serve,

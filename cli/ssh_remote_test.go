@@ -9,10 +9,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/cocoonbox/cocoonbox/internal/loopback"
 )
 
 // boxClient is one way to reach a box with ssh's command line: OpenSSH's
@@ -138,7 +144,8 @@ func TestSSHRemoteForward(t *testing.T) {
 		})
 		t.Run(c.name+"/dynamic", func(t *testing.T) {
 			port := allocated(t, "0")
-			if got := runOK(t, exec.Command("curl", "-sS", "--noproxy", "*", "--socks5-hostname", "127.0.0.1:"+port, "http://localhost:"+web+"/socks")); got != "hello from /socks" {
+			// No --noproxy: it would take curl past the SOCKS server too.
+			if got := runOK(t, exec.Command("curl", "-sS", "--socks5-hostname", "127.0.0.1:"+port, "http://localhost:"+web+"/socks")); got != "hello from /socks" {
 				t.Errorf("curl in the box through -R's SOCKS server: %q", got)
 			}
 		})
@@ -214,6 +221,13 @@ func TestSSHAgentForward(t *testing.T) {
 					t.Errorf("%q: the box got SSH_AUTH_SOCK %q, want none", args, out)
 				}
 			}
+			// An agent that cannot be reached here is not forwarded, as
+			// ssh's check_agent_present leaves it: no SSH_AUTH_SOCK, no
+			// line.
+			missing := filepath.Join(t.TempDir(), "gone.sock")
+			if got := runResult(c.cmd([]string{"-A", "-o", "IdentityAgent=" + missing}, `echo "[$SSH_AUTH_SOCK]"`)); got != (result{Stdout: "[]\n"}) {
+				t.Errorf("-A with no agent at %s: %+v; want no SSH_AUTH_SOCK and nothing on stderr", missing, got)
+			}
 		})
 	}
 	// cocoonbox-ssh -A with no agent here: none for the box either.
@@ -245,5 +259,258 @@ func TestSSHForwardNoListener(t *testing.T) {
 		if got.Code != 0 || got.Stdout != "[]\n" || strings.Count(got.Stderr, "\n") != 1 || !strings.Contains(got.Stderr, "agent forwarding") || !strings.Contains(got.Stderr, cause) {
 			t.Errorf("%s -A: %+v; want the command run without SSH_AUTH_SOCK, and one line naming the cause", c.name, got)
 		}
+	}
+}
+
+// TestSSHRemoteForwardFamilies: a -R bound to an address of one family
+// listens on that family only, as sshd (GatewayPorts clientspecified)
+// binds it, through either client: 0.0.0.0 is not reached on ::1, nor
+// [::] on 127.0.0.1.
+func TestSSHRemoteForwardFamilies(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	d := startSSHD(t, "GatewayPorts clientspecified")
+	echo := echoTarget(t)
+	// reached says which loopback addresses accept on port.
+	reached := func(port string) []string {
+		var got []string
+		for _, h := range []string{"127.0.0.1", "::1"} {
+			if c, err := net.Dial("tcp", net.JoinHostPort(h, port)); err == nil {
+				c.Close()
+				got = append(got, h)
+			}
+		}
+		return got
+	}
+	// forward runs spec's forward through cmd with a command that says
+	// ready once the listener is there, and returns which addresses reach
+	// it.
+	forward := func(t *testing.T, port string, cmd func(args []string, command ...string) *exec.Cmd, bind string) []string {
+		args := []string{"-o", "ExitOnForwardFailure=yes", "-R", bind + ":" + port + ":localhost:" + echo}
+		if ready, stderr := startLine(t, cmd(args, "echo ready; exec sleep 600")); ready != "ready" {
+			t.Fatalf("%s: %q; stderr: %s", args, ready, stderr)
+		}
+		return reached(port)
+	}
+	sshd := func(args []string, command ...string) *exec.Cmd {
+		return exec.Command("ssh", append(append(append([]string{"-F", d.Config, "-p", d.Port}, args...), d.User+"@127.0.0.1"), command...)...)
+	}
+	for _, bind := range []string{"0.0.0.0", "[::]"} {
+		t.Run(bind, func(t *testing.T) {
+			port, err := freePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := forward(t, port, sshd, bind)
+			if len(want) != 1 {
+				t.Fatalf("ssh with sshd: -R %s:%s reached on %q; want one family", bind, port, want)
+			}
+			for _, c := range boxClients(t, b) {
+				port, err := freePort()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := forward(t, port, c.cmd, bind); !slices.Equal(got, want) {
+					t.Errorf("%s: -R %s:%s reached on %q; ssh with sshd on %q", c.name, bind, port, got, want)
+				}
+			}
+		})
+	}
+	// Every address ("*") is a socket for each family, either being
+	// enough: with IPv4's port taken, the forward listens on IPv6's.
+	t.Run("* with 0.0.0.0 taken", func(t *testing.T) {
+		clients := append([]boxClient{{name: "ssh with sshd", cmd: sshd}}, boxClients(t, b)...)
+		for _, c := range clients {
+			l, err := net.Listen("tcp4", "0.0.0.0:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+			if got := forward(t, port, c.cmd, "*"); !slices.Contains(got, "::1") {
+				t.Errorf("%s: -R *:%s with 0.0.0.0:%[2]s taken reached on %q; want ::1 too", c.name, port, got)
+			}
+		}
+	})
+}
+
+// TestSSHRemoteForwardBoxGone: a -N -R whose listener in the box ends
+// by itself (the box hibernated) does not go on as a connection that
+// forwards nothing: as when sshd goes away, through either client ssh
+// ends with 255 after one line naming the forward and why, so that
+// whatever restarts it (autossh, a unit) listens again.
+func TestSSHRemoteForwardBoxGone(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	web := webTarget(t)
+	for _, c := range boxClients(t, b) {
+		t.Run(c.name, func(t *testing.T) {
+			port, err := freePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fw := startBG(t, c.cmd([]string{"-N", "-R", port + ":localhost:" + web}))
+			waitListening(t, port, fw.exited, &strings.Builder{})
+			runOK(t, inEnv(exec.Command("cocoonbox", "boxes", "sleep", "main"), b.Env))
+			select {
+			case <-fw.exited:
+			case <-time.After(time.Minute):
+				t.Fatal("ssh -N -R still runs a minute after the box hibernated")
+			}
+			var lines []string
+			for l := range fw.lines {
+				lines = append(lines, l)
+			}
+			// (waitListening's connection, still being taken when the
+			// box went, may have a line of its own.)
+			named := slices.ContainsFunc(lines, func(l string) bool {
+				return strings.HasPrefix(l, "cocoonbox-ssh: remote forwarding of localhost:"+port+" in box main ended: ")
+			})
+			if code := fw.cmd.ProcessState.ExitCode(); code != 255 || !named {
+				t.Errorf("exit %d, stderr %q; want 255 after a line naming the forward", code, lines)
+			}
+		})
+	}
+}
+
+// TestSSHHalfCloseInBox: the box's end of a forwarded connection may
+// half-close and still hear back, as through sshd, run side by side: a
+// client in the box that sends its request and shuts down its write side
+// (nc -N, a Docker client's hijacked stdin) gets the answer of -R's
+// target here, and a target in the box that shuts down its write side
+// first (-L) still receives what is sent after.
+func TestSSHHalfCloseInBox(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	d := startSSHD(t)
+	// answer reads a request to its EOF, then answers it and closes.
+	_, answerPort := loopback.TCP(t, func(c net.Conn) {
+		req, _ := io.ReadAll(c)
+		c.Write([]byte("answer to " + string(req)))
+	})
+	// first says hello and shuts down its write side, then reports what
+	// it read to its EOF on got.
+	got := make(chan string, 10)
+	_, firstPort := loopback.TCP(t, func(c net.Conn) {
+		c.Write([]byte("hello"))
+		c.(*net.TCPConn).CloseWrite()
+		b, _ := io.ReadAll(c)
+		got <- string(b)
+	})
+	sshd := func(args []string, command ...string) *exec.Cmd {
+		return exec.Command("ssh", append(append(append([]string{"-F", d.Config, "-p", d.Port}, args...), d.User+"@127.0.0.1"), command...)...)
+	}
+	clients := append([]boxClient{{name: "ssh with sshd", cmd: sshd}}, boxClients(t, b)...)
+	for _, c := range clients {
+		t.Run(c.name+"/-R", func(t *testing.T) {
+			conn := forwardedConn(t, c.cmd, "-R", answerPort)
+			conn.Write([]byte("ping"))
+			conn.CloseWrite()
+			conn.SetReadDeadline(time.Now().Add(time.Minute))
+			if b, err := io.ReadAll(conn); string(b) != "answer to ping" {
+				t.Errorf("a client in the box that half-closed read %q, %v; want the answer", b, err)
+			}
+		})
+		t.Run(c.name+"/-L", func(t *testing.T) {
+			conn := forwardedConn(t, c.cmd, "-L", firstPort)
+			conn.SetReadDeadline(time.Now().Add(time.Minute))
+			if b, err := io.ReadAll(conn); string(b) != "hello" {
+				t.Fatalf("read %q, %v; want hello and EOF", b, err)
+			}
+			conn.Write([]byte("after your EOF"))
+			conn.CloseWrite()
+			select {
+			case s := <-got:
+				if s != "after your EOF" {
+					t.Errorf("a target in the box that half-closed read %q after; want what was sent", s)
+				}
+			case <-time.After(time.Minute):
+				t.Error("the target in the box read nothing to its EOF within a minute")
+			}
+		})
+	}
+}
+
+// forwardedConn starts a forward (flag -L or -R) from a free loopback
+// port to port on 127.0.0.1 through cmd, with a command that holds it
+// open, and returns a connection to it, closed when the test ends.
+func forwardedConn(t *testing.T, cmd func(args []string, command ...string) *exec.Cmd, flag string, port uint32) *net.TCPConn {
+	t.Helper()
+	listen, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-o", "ExitOnForwardFailure=yes", flag, listen + ":127.0.0.1:" + strconv.Itoa(int(port))}
+	if ready, stderr := startLine(t, cmd(args, "echo ready; exec sleep 600")); ready != "ready" {
+		t.Fatalf("%s: %q; stderr: %s", args, ready, stderr)
+	}
+	conn, err := net.Dial("tcp", "127.0.0.1:"+listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn.(*net.TCPConn)
+}
+
+// TestSSHRemoteForwardCloseWithoutEOF: a client that writes its answer
+// on a forwarded-tcpip channel and closes it without an EOF first (Go's
+// and Paramiko's Close) has the answer reach the box's end, as sshd
+// drains a channel before it closes it: run beside sshd with Go's client.
+func TestSSHRemoteForwardCloseWithoutEOF(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	d := startSSHD(t)
+	key, err := ssh.ParsePrivateKey([]byte(readFile(t, filepath.Join(filepath.Dir(d.Config), "user"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := ssh.Dial("tcp", "127.0.0.1:"+d.Port, &ssh.ClientConfig{User: d.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(key)}, HostKeyCallback: ssh.InsecureIgnoreHostKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	for name, c := range map[string]*ssh.Client{"sshd": ref, "--stdio": goClient(t, b)} {
+		l, err := c.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("%s: tcpip-forward: %v", name, err)
+		}
+		go func() {
+			for {
+				ch, err := l.Accept()
+				if err != nil {
+					return
+				}
+				ch.Write([]byte("the answer"))
+				ch.Close()
+			}
+		}()
+		for range 5 {
+			conn, err := net.Dial("tcp", l.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.SetReadDeadline(time.Now().Add(time.Minute))
+			if got, err := io.ReadAll(conn); string(got) != "the answer" {
+				t.Errorf("%s: the box's end read %q, %v; want the answer written before the close", name, got, err)
+			}
+			conn.Close()
+		}
+		l.Close()
+	}
+}
+
+// TestSSHRemoteForwardDashPath: a streamlocal-forward path that starts
+// with "-" is a path (relative: from the workspace) like any other, not
+// an option of the box's listener.
+func TestSSHRemoteForwardDashPath(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	l, err := goClient(t, b).ListenUnix("-dash.sock")
+	if err != nil {
+		t.Fatalf("streamlocal-forward -dash.sock: %v", err)
+	}
+	defer l.Close()
+	if fi, err := os.Lstat(filepath.Join(b.Workspace, "-dash.sock")); err != nil || fi.Mode().Type() != os.ModeSocket {
+		t.Errorf("the workspace's -dash.sock: %v, %v; want the forward's socket", fi, err)
 	}
 }

@@ -28,7 +28,7 @@ import (
 )
 
 // stdioUsage is the synopsis of cocoonbox-ssh's protocol mode.
-const stdioUsage = "usage: cocoonbox-ssh --stdio [--suffix SUFFIX] [-v] HOST\n" +
+const stdioUsage = "usage: cocoonbox-ssh --stdio [--suffix SUFFIX] [-q] [-v] HOST\n" +
 	"   as ssh_config's ProxyCommand: ProxyCommand cocoonbox-ssh --stdio %n\n"
 
 // stdioOptions is cocoonbox-ssh --stdio's command line.
@@ -39,6 +39,10 @@ type stdioOptions struct {
 	Suffix string
 	// Verbose is -v: debug lines on stderr.
 	Verbose bool
+	// Quiet is -q: no line of ours on stderr but the one that ends the
+	// run, for a client that reads a proxy command's stderr as part of
+	// the SSH stream (asyncssh 2.10, Debian 12's).
+	Quiet bool
 }
 
 // parseStdio parses the arguments after --stdio.
@@ -48,6 +52,7 @@ func parseStdio(args []string) (*stdioOptions, error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.Suffix, "suffix", ".cocoonbox", "")
 	fs.BoolVar(&o.Verbose, "v", false, "")
+	fs.BoolVar(&o.Quiet, "q", false, "")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -95,7 +100,7 @@ func sshStdio(args []string, env Env, s Streams) int {
 	if err != nil {
 		return fail(err)
 	}
-	if w := pinWarning(dir, key.PublicKey(), sshConfigAdvice(o.Suffix, os.Args[0])); w != "" {
+	if w := pinWarning(dir, key.PublicKey(), sshConfigAdvice(o.Suffix, os.Args[0])); w != "" && !o.Quiet {
 		// ssh will refuse the key, loudly but without naming our fix.
 		fmt.Fprintf(s.Err, "%s: %s\n", prog, w)
 	}
@@ -107,7 +112,7 @@ func sshStdio(args []string, env Env, s Streams) int {
 		return fail(err)
 	}
 	defer c.Close()
-	quiet := &quietUnless{w: s.Err, quiet: sshIsQuiet}
+	quiet := &quietUnless{w: s.Err, quiet: func() bool { return o.Quiet || sshIsQuiet() }}
 	srv := &sshserve.Server{
 		Box:      o.Box,
 		Runner:   c,

@@ -119,3 +119,49 @@ func boxKnownHosts(t *testing.T, gh *github, workspace string) {
 	write(t, filepath.Join(workspace, "known_hosts"), gh.Known)
 	os.Chmod(filepath.Join(workspace, "known_hosts"), 0o644)
 }
+
+// TestSSHStdioAgentConnection: as with sshd, run side by side, the agent
+// socket ssh -A asks for is the connection's: through a ControlMaster, a
+// later session (without -A) gets the same SSH_AUTH_SOCK, which still
+// reaches the agent after the session that asked has ended (a tmux
+// started under -A keeps its agent), and the socket is gone once the
+// connection ends.
+func TestSSHStdioAgentConnection(t *testing.T) {
+	t.Parallel()
+	key := filepath.Join(t.TempDir(), "key")
+	runOK(t, exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key))
+	agent := agentWithKey(t, key)
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	d := startSSHD(t)
+	for _, c := range []struct {
+		name string
+		cmd  func(args ...string) *exec.Cmd
+	}{
+		{"sshd", func(args ...string) *exec.Cmd {
+			return exec.Command("ssh", append([]string{"-F", d.Config, "-p", d.Port, "-l", d.User}, args...)...)
+		}},
+		{"ssh --stdio", s.cmd},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			host := "127.0.0.1"
+			if c.name != "sshd" {
+				host = "main.cocoonbox"
+			}
+			mux := []string{"-o", "ControlMaster=auto", "-o", "ControlPath=" + filepath.Join(t.TempDir(), "cm"), "-o", "ControlPersist=yes", "-o", "IdentityAgent=" + agent}
+			// ssh's master passes on a session's -A only when it has
+			// ForwardAgent itself.
+			runOK(t, c.cmd(append(mux, "-A", "-fN", host)...))
+			defer c.cmd(append(mux, "-O", "exit", host)...).Run()
+			sock := strings.TrimSpace(runOK(t, c.cmd(append(mux, "-A", host, "echo $SSH_AUTH_SOCK")...)))
+			if sock == "" {
+				t.Fatal("ssh -A: no SSH_AUTH_SOCK")
+			}
+			if got := runOK(t, c.cmd(append(mux, host, `echo "$SSH_AUTH_SOCK"; ssh-add -l >/dev/null && echo reaches the agent`)...)); got != sock+"\nreaches the agent\n" {
+				t.Errorf("a later session without -A: %q; want %s, which reaches the agent", got, sock)
+			}
+			runOK(t, c.cmd(append(mux, "-O", "exit", host)...))
+			waitFor(t, nil, func() bool { _, err := os.Lstat(sock); return os.IsNotExist(err) })
+		})
+	}
+}

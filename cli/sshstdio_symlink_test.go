@@ -42,6 +42,17 @@ else:
     t.close()
 `
 
+// asyncsshPython is Debian's python3 with Paramiko and asyncssh
+// (scripts/deps.sh installs both); a missing one fails the test.
+func asyncsshPython(t *testing.T) string {
+	t.Helper()
+	python := paramikoPython(t)
+	if out, err := exec.Command(python, "-c", "import asyncssh").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s: install python3-asyncssh (scripts/deps.sh)", err, out)
+	}
+	return python
+}
+
 // TestSSHStdioSymlink: an SFTP symlink made by asyncssh (symlink(target,
 // link)) or Paramiko (symlink(source, dest)) points where it does through
 // sshd. The sftp-server is OpenSSH's in both, which takes SYMLINK's
@@ -50,10 +61,7 @@ else:
 // line without it made the link backwards.
 func TestSSHStdioSymlink(t *testing.T) {
 	t.Parallel()
-	python := paramikoPython(t)
-	if out, err := exec.Command(python, "-c", "import asyncssh").CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s: install python3-asyncssh (scripts/deps.sh)", err, out)
-	}
+	python := asyncsshPython(t)
 	d := startSSHD(t)
 	b := startBox(t)
 	via := newStdioSSH(t, b)
@@ -80,5 +88,36 @@ func TestSSHStdioSymlink(t *testing.T) {
 				t.Errorf("%s through %s: symlink(%q, %q) made %q -> %q (%v); want %[4]q -> %[3]q", client, srv.name, target, link, link, got, err)
 			}
 		}
+	}
+}
+
+// asyncsshRunScript runs one command with asyncssh through a proxy
+// command (argv: proxy, command) and prints its output, or fails within
+// a minute.
+const asyncsshRunScript = `
+import asyncio, sys
+import asyncssh
+proxy, command = sys.argv[1:]
+async def main():
+    async with asyncssh.connect("main", username="user", known_hosts=None, client_keys=None, agent_path=None, password="", proxy_command=proxy) as conn:
+        r = await conn.run(command)
+        sys.stdout.write(r.stdout)
+asyncio.run(asyncio.wait_for(main(), 60))
+`
+
+// TestSSHStdioAsyncsshQuiet: asyncssh (Debian 12's 2.10) reads a proxy
+// command's stderr as part of the SSH stream, so any line of ours there
+// (the box waking, a warning) breaks its connection; --stdio -q writes
+// none, and asyncssh reaches a hibernated box.
+func TestSSHStdioAsyncsshQuiet(t *testing.T) {
+	t.Parallel()
+	python := asyncsshPython(t)
+	b := startBox(t)
+	via := newStdioSSH(t, b)
+	runOK(t, inEnv(exec.Command("cocoonbox", "boxes", "sleep", "main"), b.Env))
+	c := exec.Command(python, "-c", asyncsshRunScript, via.Shim+" --stdio -q main", "echo awake")
+	c.Env = append(append(cleanEnv(t), b.Env...), "PYTHONWARNINGS=ignore")
+	if out, err := c.CombinedOutput(); err != nil || string(out) != "awake\n" {
+		t.Errorf("asyncssh through --stdio -q to a hibernated box: %v\n%s", err, out)
 	}
 }

@@ -31,7 +31,7 @@ func sshPage(prog string) help.Page {
 				"in the box and connects from here; -A gives the box SSH_AUTH_SOCK, a socket that reaches the local " +
 				"ssh-agent (git push to GitHub from the box with the keys of this machine). Options that would do what " +
 				"a box cannot (-f, -J, -O, -Q, -w) are refused in one line with exit status 255.",
-			prog + " --stdio [--suffix SUFFIX] [-v] HOST is instead an SSH-2 server on stdin and stdout, for " +
+			prog + " --stdio [--suffix SUFFIX] [-q] [-v] HOST is instead an SSH-2 server on stdin and stdout, for " +
 				"ssh_config's ProxyCommand (ProxyCommand cocoonbox-ssh --stdio %n), so that OpenSSH itself, scp, sftp, " +
 				"VS Code Remote-SSH and Paramiko reach the box HOST (without SUFFIX, .cocoonbox by default) with the same " +
 				"semantics; cocoonbox ssh-config writes the Host block that uses it. It exits 0 once the client has gone.",

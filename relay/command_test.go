@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/loopback"
 )
@@ -147,18 +149,71 @@ func TestCheckTarget(t *testing.T) {
 func TestServe(t *testing.T) {
 	host, port := target(t, "")
 	var out bytes.Buffer
-	if err := Serve(context.Background(), host, port, strings.NewReader("ping"), &out, true); err != nil {
+	if err := Serve(context.Background(), host, port, strings.NewReader("ping"), &out, true, nil); err != nil {
 		t.Fatal(err)
 	}
 	if want := string(rune(Ready)) + "got:ping"; out.String() != want {
 		t.Errorf("got %q, want %q", out.String(), want)
 	}
 	out.Reset()
-	err := Serve(context.Background(), "127.0.0.1", closedPort(t), strings.NewReader(""), &out, true)
+	err := Serve(context.Background(), "127.0.0.1", closedPort(t), strings.NewReader(""), &out, true, nil)
 	if _, ok := err.(*ConnectError); !ok || out.Len() != 0 {
 		t.Errorf("refused: got %v (%T), output %q; want a *ConnectError and nothing written", err, err, out.String())
 	}
 	if err != nil && !strings.HasSuffix(err.Error(), ": connection refused") {
 		t.Errorf("refused: message %q", err)
 	}
+}
+
+// TestServeEOF: with an eof writer, the target's EOF is the eof line
+// (counting the ready byte), and what comes on stdin after it still
+// reaches the target before Serve ends.
+func TestServeEOF(t *testing.T) {
+	got := make(chan string, 1)
+	host, port := loopback.TCP(t, func(c net.Conn) {
+		c.Write([]byte("hi"))
+		c.(*net.TCPConn).CloseWrite()
+		b, _ := io.ReadAll(c)
+		got <- string(b)
+	})
+	inR, inW := io.Pipe()
+	var out, eof syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- Serve(context.Background(), host, port, inR, &out, true, &eof) }()
+	for eof.String() == "" {
+		select {
+		case err := <-done:
+			t.Fatalf("Serve ended at the target's EOF: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if eof.String() != "eof 3\n" || out.String() != string(rune(Ready))+"hi" {
+		t.Errorf("at the target's EOF: stdout %q, eof %q; want the ready byte and hi, eof 3", out.String(), eof.String())
+	}
+	inW.Write([]byte("after"))
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+	if s := <-got; s != "after" {
+		t.Errorf("the target read %q after its EOF, want after", s)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while Serve writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +61,7 @@ func Listen(ctx context.Context, c *box.Client, boxName string, spec ListenSpec)
 	for i := 3; i < len(args); i++ {
 		args[i] = shellquote.Quote(args[i])
 	}
-	p := startExec(ctx, c, boxName, strings.Join(args, " "), func(st box.ExitStatus, stderrLine string) error {
+	p := startExec(ctx, c, boxName, strings.Join(args, " "), false, func(st box.ExitStatus, stderrLine string) error {
 		switch {
 		case st.Code == 127:
 			return fmt.Errorf("box %s: %w", boxName, ErrNoListener)
@@ -232,4 +233,46 @@ func (a *Accepted) Reject() {
 	a.l.wmu.Lock()
 	defer a.l.wmu.Unlock()
 	a.l.exec.stdin.Write(append(b, '\n'))
+}
+
+// ListenPort listens on port (decimal; "0" asks the kernel for one) as
+// OpenSSH binds a forward's listener (channel_setup_fwd_listener, with
+// GatewayPorts clientspecified on sshd's side): "" and "*" every address,
+// "localhost" the loopback address, each a socket per family, either
+// being enough (port 0: the second on the port the first was given); an
+// IP address that address alone, in its own family (0.0.0.0 is IPv4's
+// every address, not IPv6's too); any other host the address it resolves
+// to. The error is the first bind's.
+func ListenPort(host, port string) ([]net.Listener, error) {
+	type bind struct{ network, host string }
+	var binds []bind
+	switch ip := net.ParseIP(host); {
+	case host == "" || host == "*":
+		binds = []bind{{"tcp4", "0.0.0.0"}, {"tcp6", "::"}}
+	case host == "localhost":
+		binds = []bind{{"tcp4", "127.0.0.1"}, {"tcp6", "::1"}}
+	case ip != nil && ip.To4() != nil:
+		binds = []bind{{"tcp4", host}}
+	case ip != nil:
+		binds = []bind{{"tcp6", host}}
+	default:
+		binds = []bind{{"tcp", host}}
+	}
+	var ls []net.Listener
+	var first error
+	for _, b := range binds {
+		l, err := net.Listen(b.network, net.JoinHostPort(b.host, port))
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		ls = append(ls, l)
+		port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	}
+	if len(ls) == 0 {
+		return nil, first
+	}
+	return ls, nil
 }

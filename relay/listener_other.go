@@ -25,4 +25,4 @@ func ServeListener(context.Context, ListenSpec, io.Reader, io.Writer) error { re
 
 // Take is the box half of an accepted connection; it runs in Linux and
 // macOS boxes only.
-func Take(string, uint64, io.Reader, io.Writer) error { return errNoBoxHalf }
+func Take(string, uint64, io.Reader, io.Writer, io.Writer) error { return errNoBoxHalf }

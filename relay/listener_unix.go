@@ -218,7 +218,7 @@ func listenSpec(spec ListenSpec, dir string) ([]net.Listener, Event, error) {
 		}
 		return []net.Listener{l}, Event{Path: spec.Path}, nil
 	}
-	ls, err := BindTCP(spec.Host, spec.Port)
+	ls, err := ListenPort(spec.Host, strconv.FormatUint(uint64(spec.Port), 10))
 	if err != nil {
 		return nil, Event{}, &ListenError{Addr: spec.String(), Err: err}
 	}
@@ -326,9 +326,10 @@ func removeStale(base string) {
 // Take is the box half of one accepted connection, `cocoonbox-agent
 // take`: it asks the listener on control for connection id, receives its
 // descriptor, writes Ready on out, and copies in to the connection and
-// the connection to out as Serve does. A connection that is gone (closed,
-// taken, never accepted) is a *ConnectError and nothing is written.
-func Take(control string, id uint64, in io.Reader, out io.Writer) error {
+// the connection to out as Serve does (eof as Serve's). A connection
+// that is gone (closed, taken, never accepted) is a *ConnectError and
+// nothing is written.
+func Take(control string, id uint64, in io.Reader, out io.Writer, eof io.Writer) error {
 	addr := fmt.Sprintf("connection %d of %s", id, control)
 	c, err := net.DialTimeout("unix", control, 30*time.Second)
 	if err != nil {
@@ -350,7 +351,7 @@ func Take(control string, id uint64, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return &ConnectError{Addr: addr, Err: err}
 	}
-	return pipe(conn, addr, in, out, true)
+	return pipe(conn, addr, in, out, true, eof)
 }
 
 var errGone = errors.New("the connection has gone")

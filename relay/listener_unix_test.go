@@ -52,7 +52,7 @@ func boxTake(control string, id uint64) (io.WriteCloser, *bufio.Reader, chan err
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := Take(control, id, inR, outW)
+		err := Take(control, id, inR, outW, nil)
 		outW.CloseWithError(err)
 		done <- err
 	}()

@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
@@ -29,6 +31,18 @@ import (
 // Ready is the byte the box half writes on stdout once it is connected,
 // before any byte of the stream (ASCII ACK).
 const Ready = 0x06
+
+// EOFEnv is set to "1" in the environment of the box half's Exec by a
+// laptop half that reads its eof line: the target's EOF is then "eof N"
+// alone on the box half's stderr (N the bytes of stdout before it, Ready
+// included), and the box half goes on carrying stdin to the target until
+// stdin's EOF, so that either end may half-close and still hear back. A
+// box half that knows no such variable ends at the target's EOF, as an
+// Exec's stdout has no EOF but its end.
+const EOFEnv = "COCOONBOX_RELAY_EOF"
+
+// eofPrefix starts the eof line.
+const eofPrefix = "eof "
 
 // Exit statuses of the box half.
 const (
@@ -164,7 +178,7 @@ func dial(ctx context.Context, c *box.Client, boxName, host string, port uint32,
 // connected; agentOnly says line is the agent alone (errNoAgent when it
 // has no relay verb).
 func dialLine(ctx context.Context, c *box.Client, boxName, addr, line string, agentOnly bool) (Conn, error) {
-	p := startExec(ctx, c, boxName, line, func(st box.ExitStatus, stderrLine string) error {
+	p := startExec(ctx, c, boxName, line, true, func(st box.ExitStatus, stderrLine string) error {
 		switch {
 		case agentOnly && st.Code == 127:
 			return errNoAgent
@@ -212,21 +226,33 @@ type execPipes struct {
 // startExec runs line in boxName until its end or cancel: ctx's values
 // go with it, not its end. How it ended becomes an error with status (the
 // exit status and the last line of stderr; nil for success), unless the
-// Exec itself failed.
-func startExec(ctx context.Context, c *box.Client, boxName, line string, status func(st box.ExitStatus, stderrLine string) error) *execPipes {
+// Exec itself failed. With eof, the box half is asked for its eof line
+// (EOFEnv), which ends stdout's reads once the bytes before it are read.
+func startExec(ctx context.Context, c *box.Client, boxName, line string, eof bool, status func(st box.ExitStatus, stderrLine string) error) *execPipes {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
 	p := &execPipes{stdin: stdinW, stdout: stdoutR, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		var stderr limitedBuffer
-		st, err := c.Exec(ctx, &box.Command{
+		cmd := &box.Command{
 			Box:    boxName,
 			Line:   line,
 			Stdin:  stdinR,
 			Stdout: stdoutW,
 			Stderr: &stderr,
-		})
+		}
+		var lines eofLines
+		if eof {
+			lines.t = &eofTracker{w: stdoutW, at: -1, stderr: &stderr}
+			cmd.Env = map[string]string{EOFEnv: "1"}
+			cmd.Stdout, cmd.Stderr = lines.t, lines
+		}
+		st, err := c.Exec(ctx, cmd)
+		if eof {
+			// A last line without its newline.
+			lines.Write([]byte{'\n'})
+		}
 		// Writers blocked on a stream that has ended must not wait forever.
 		stdinR.CloseWithError(errEnded)
 		if err == nil {
@@ -299,23 +325,109 @@ type conn struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
+	// wroteEOF is set once CloseWrite was called.
+	wroteEOF atomic.Bool
 }
 
-func (c *conn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *conn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
 func (c *conn) Write(p []byte) (int, error) { return c.w.Write(p) }
 
 // CloseWrite sends close_stdin once the bytes written before it are sent.
-func (c *conn) CloseWrite() error { return c.w.Close() }
+func (c *conn) CloseWrite() error {
+	c.wroteEOF.Store(true)
+	return c.w.Close()
+}
 
-// Close cancels the Exec, which ends the box half, and waits for it.
+// drainGrace is how long Close lets a box half that was sent EOF finish
+// passing on what it was sent.
+const drainGrace = 5 * time.Second
+
+// Close cancels the Exec, which ends the box half, and waits for it. A
+// connection whose way in has ended (CloseWrite was called) is first
+// given up to drainGrace to end by itself, so that the bytes written
+// last reach the target, as sshd drains a channel before it closes it;
+// any other is cut at once.
 func (c *conn) Close() error {
 	c.once.Do(func() {
+		if c.wroteEOF.Load() {
+			select {
+			case <-c.done:
+			case <-time.After(drainGrace):
+			}
+		}
 		c.cancel()
 		c.r.CloseWithError(errEnded)
 		c.w.CloseWithError(errEnded)
 		<-c.done
 	})
 	return nil
+}
+
+// eofTracker is a relay's stdout and the reader of its stderr's eof
+// line: it passes stdout on to w, and closes w (EOF for the reader) once
+// the line has come and the bytes it counts have been passed on, in
+// whichever order the Exec delivers the two.
+type eofTracker struct {
+	mu      sync.Mutex
+	w       *io.PipeWriter
+	written int64
+	// at is the eof line's count; -1 until it came.
+	at     int64
+	closed bool
+	// stderr gets the other lines; partial holds a line not ended yet.
+	stderr  io.Writer
+	partial []byte
+}
+
+func (t *eofTracker) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		// Nothing comes after the count the box half gave.
+		return len(p), nil
+	}
+	n, err := t.w.Write(p)
+	t.written += int64(n)
+	t.closeIfDone()
+	return n, err
+}
+
+func (t *eofTracker) closeIfDone() {
+	if t.at >= 0 && t.written >= t.at && !t.closed {
+		t.closed = true
+		t.w.Close()
+	}
+}
+
+// eofLines is the Exec's stderr for an eofTracker: the eof line goes to
+// the tracker, every other line to its stderr.
+type eofLines struct{ t *eofTracker }
+
+func (e eofLines) Write(p []byte) (int, error) {
+	t := e.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.partial = append(t.partial, p...)
+	for {
+		i := bytes.IndexByte(t.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := t.partial[:i+1]
+		if n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(string(line), eofPrefix), "\n"), 10, 64); err == nil && bytes.HasPrefix(line, []byte(eofPrefix)) && t.at < 0 {
+			t.at = n
+			t.closeIfDone()
+		} else {
+			t.stderr.Write(line)
+		}
+		t.partial = t.partial[i+1:]
+	}
+	if len(t.partial) > 4096 {
+		t.stderr.Write(t.partial)
+		t.partial = t.partial[:0]
+	}
+	return len(p), nil
 }
 
 // limitedBuffer keeps the first 4 KiB written to it: enough for the box

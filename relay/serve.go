@@ -40,9 +40,11 @@ func reason(err error) string {
 // host:port, writes Ready on out if ready is set, and copies in to the
 // connection and the connection to out. EOF on in shuts down the
 // connection's write side and the copy from it goes on; the end of the
-// copy from the connection ends Serve. A failed connect is a
+// copy from the connection ends Serve, unless eof is not nil: then the
+// connection's EOF is an eof line on eof ("eof N", EOFEnv), and Serve
+// goes on until in's EOF has been passed on too (see pipe). A failed connect is a
 // *ConnectError and nothing is written.
-func Serve(ctx context.Context, host string, port uint32, in io.Reader, out io.Writer, ready bool) error {
+func Serve(ctx context.Context, host string, port uint32, in io.Reader, out io.Writer, ready bool, eof io.Writer) error {
 	if err := CheckTarget(host, port); err != nil {
 		return err
 	}
@@ -52,22 +54,42 @@ func Serve(ctx context.Context, host string, port uint32, in io.Reader, out io.W
 	if err != nil {
 		return &ConnectError{Addr: addr, Err: err}
 	}
-	return pipe(c, addr, in, out, ready)
+	return pipe(c, addr, in, out, ready, eof)
 }
 
 // pipe writes Ready on out if ready is set, then copies in to c and c to
-// out (c is addr, for an error); in's EOF shuts down c's write side, c's EOF ends the copy. It
-// closes c.
-func pipe(c net.Conn, addr string, in io.Reader, out io.Writer, ready bool) error {
+// out (c is addr, for an error); in's EOF shuts down c's write side. c's
+// EOF ends the copy, and with eof nil pipe: an Exec's stdout has no EOF
+// but the Exec's end, which ends its stdin too. With eof, c's EOF is
+// instead a line there, "eof N", N the bytes out got, Ready included
+// (the laptop half ends its reads once it has them all, however stdout
+// and stderr interleave), and pipe goes on until the copy of in has
+// ended, as an SSH channel is half-closed one way at a time. It closes
+// c.
+func pipe(c net.Conn, addr string, in io.Reader, out io.Writer, ready bool, eof io.Writer) error {
 	defer c.Close()
+	var sent int64
 	if ready {
 		if _, err := out.Write([]byte{Ready}); err != nil {
 			return err
 		}
+		sent++
 	}
-	go halfclose.Copy(c, in)
-	if _, err := io.Copy(out, c); err != nil {
+	up := make(chan struct{})
+	go func() {
+		halfclose.Copy(c, in)
+		close(up)
+	}()
+	n, err := io.Copy(out, c)
+	if err != nil {
 		return fmt.Errorf("relay %s: %w", addr, err)
 	}
+	if eof == nil {
+		return nil
+	}
+	if _, err := fmt.Fprintf(eof, "%s%d\n", eofPrefix, sent+n); err != nil {
+		return err
+	}
+	<-up
 	return nil
 }

@@ -94,10 +94,14 @@ func (spec ListenSpec) Check() error {
 
 // Args are the spec as `cocoonbox-agent listen`'s arguments: "tcp" HOST
 // PORT (HOST "*" for every address, as "" would vanish from argv), "unix"
-// PATH, or "agent".
+// PATH (a relative one starting with "-" given as "./-...", which is no
+// option), or "agent".
 func (spec ListenSpec) Args() []string {
 	switch spec.Mode {
 	case ListenUnix:
+		if strings.HasPrefix(spec.Path, "-") {
+			return []string{"unix", "./" + spec.Path}
+		}
 		return []string{"unix", spec.Path}
 	case ListenAgent:
 		return []string{"agent"}

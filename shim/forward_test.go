@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -163,9 +164,14 @@ func TestListenAddresses(t *testing.T) {
 		{Forward{}, false, []string{"127.0.0.1", "::1"}},
 		{Forward{ListenHost: "localhost", Explicit: true}, true, []string{"127.0.0.1", "::1"}},
 		{Forward{ListenHost: "127.0.0.1", Explicit: true}, true, []string{"127.0.0.1"}},
-		{Forward{}, true, []string{"::"}},
-		{Forward{ListenHost: "*", Explicit: true}, false, []string{"::"}},
-		{Forward{ListenHost: "", Explicit: true}, false, []string{"::"}},
+		// Every address is a socket for each family, as ssh binds it.
+		{Forward{}, true, []string{"0.0.0.0", "::"}},
+		{Forward{ListenHost: "*", Explicit: true}, false, []string{"0.0.0.0", "::"}},
+		{Forward{ListenHost: "", Explicit: true}, false, []string{"0.0.0.0", "::"}},
+		// An address of one family listens on that family alone, as
+		// ssh binds it.
+		{Forward{ListenHost: "0.0.0.0", Explicit: true}, false, []string{"0.0.0.0"}},
+		{Forward{ListenHost: "::", Explicit: true}, false, []string{"::"}},
 	} {
 		l0, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -180,11 +186,13 @@ func TestListenAddresses(t *testing.T) {
 		}
 		var got []string
 		for _, l := range ls {
-			ip := l.Addr().(*net.TCPAddr).IP.String()
-			if ip == "0.0.0.0" {
-				ip = "::" // every address, on a machine without IPv6
+			got = append(got, l.Addr().(*net.TCPAddr).IP.String())
+			// Every address of one family is not the other's loopback.
+			other := map[string]string{"0.0.0.0": "::1", "::": "127.0.0.1"}[tc.fw.ListenHost]
+			if c, err := net.Dial("tcp", net.JoinHostPort(other, strconv.Itoa(tc.fw.ListenPort))); other != "" && err == nil {
+				c.Close()
+				t.Errorf("%+v: reached on %s too", tc.fw, other)
 			}
-			got = append(got, ip)
 			l.Close()
 		}
 		if !slices.Equal(got, tc.want) && !(len(tc.want) == 2 && slices.Equal(got, tc.want[:1])) {

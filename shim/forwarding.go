@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 
 	"github.com/cocoonbox/cocoonbox/box"
@@ -27,6 +28,9 @@ type forwarder struct {
 	// conns counts the forwarded connections still open; listeners, the
 	// accept loops.
 	conns, loops sync.WaitGroup
+	// lost has a value once a listener in the box ended by itself
+	// (listenerLost).
+	lost chan struct{}
 }
 
 // startForwards listens for every active forward. A forward that cannot
@@ -34,7 +38,7 @@ type forwarder struct {
 // closes the others.
 func (r *runner) startForwards(c *box.Client) (*forwarder, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &forwarder{r: r, c: c, ctx: ctx, cancel: cancel}
+	f := &forwarder{r: r, c: c, ctx: ctx, cancel: cancel, lost: make(chan struct{}, 1)}
 	var remote []Forward
 	for _, fw := range r.o.ActiveForwards() {
 		if fw.Remote {
@@ -82,7 +86,7 @@ func flagOf(fw Forward) string {
 // listen opens fw's listening sockets as ssh's channel_setup_fwd_listener
 // does: no bind address means loopback (127.0.0.1 and ::1), or every
 // address with GatewayPorts; "*" or "" means every address; "localhost"
-// loopback. For loopback one of the two families is enough.
+// loopback (relay.ListenPort: a socket for each family, one being enough).
 func listen(fw Forward, gatewayPorts bool) ([]net.Listener, error) {
 	if fw.ListenPath != "" {
 		l, err := net.Listen("unix", fw.ListenPath)
@@ -99,11 +103,11 @@ func listen(fw Forward, gatewayPorts bool) ([]net.Listener, error) {
 	host := fw.ListenHost
 	switch {
 	case !fw.Explicit && gatewayPorts:
-		host = ""
+		host = "*"
 	case !fw.Explicit:
 		host = "localhost"
 	}
-	return relay.BindTCP(host, uint32(fw.ListenPort))
+	return relay.ListenPort(host, strconv.Itoa(fw.ListenPort))
 }
 
 func (f *forwarder) accept(l net.Listener, fw Forward) {

@@ -1,7 +1,9 @@
 package shim
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -63,6 +65,10 @@ func (f *forwarder) startRemote(fws []Forward) error {
 		f.remotes = append(f.remotes, l)
 		f.loops.Go(func() {
 			f.acceptRemote(l, flagOf(fw), fw.Dynamic, func(host string, port int) (net.Conn, error) {
+				if fw.Dynamic {
+					// Where the connection's SOCKS request asks.
+					return net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(port)), localDialTimeout)
+				}
 				if fw.ConnectPath != "" {
 					return net.DialTimeout("unix", fw.ConnectPath, localDialTimeout)
 				}
@@ -89,9 +95,17 @@ func (fw Forward) listenSpec() relay.ListenSpec {
 
 // startAgent starts the agent listener of -A in the box and returns its
 // socket's path, for SSH_AUTH_SOCK; each connection to it goes to the
-// local agent at sock. One the box cannot make is a warning, and ""
-// (the command runs without the agent).
+// local agent at sock. An agent that cannot be reached at sock is not
+// forwarded, without a word, as ssh's check_agent_present drops -A; one
+// the box cannot make is a warning. Either way "": the command runs
+// without the agent.
 func (f *forwarder) startAgent(sock string) string {
+	c, err := net.DialTimeout("unix", sock, localDialTimeout)
+	if err != nil {
+		f.r.debugf(LogDebug1, "No agent forwarded: %v", err)
+		return ""
+	}
+	c.Close()
 	l, err := relay.Listen(f.ctx, f.c, f.r.o.Box(), relay.ListenSpec{Mode: relay.ListenAgent})
 	if err != nil {
 		f.r.logf(LogInfo, "Warning: agent forwarding failed: %v", err)
@@ -111,11 +125,16 @@ func (f *forwarder) startAgent(sock string) string {
 // dial connects to here, until l ends. With dynamic, the connection's
 // first bytes are a SOCKS request, which says where dial connects. A
 // connection that cannot be made here is closed in the box, with a line
-// as ssh's "connect_to ... failed" (what names the forward).
+// as ssh's "connect_to ... failed" (what names the forward). A listener
+// that ends by itself (the box hibernated or went away), not closed by
+// stop, is one line and a value on f.lost.
 func (f *forwarder) acceptRemote(l *relay.Listener, what string, dynamic bool, dial func(host string, port int) (net.Conn, error)) {
 	for {
 		a, err := l.Accept()
 		if err != nil {
+			if !errors.Is(err, relay.ErrListenerClosed) {
+				f.listenerLost(l, err)
+			}
 			return
 		}
 		f.conns.Go(func() {
@@ -188,4 +207,24 @@ func (o *Options) AgentSocket(getenv func(string) string) string {
 		return filepath.Join(home, rest)
 	}
 	return v
+}
+
+// listenerLost says that the box's listener l ended by itself, with
+// err, and tells f.lost: -N then ends with 255, as ssh does when the
+// connection that held its forwards is gone (sshserve ends its
+// connection alike).
+func (f *forwarder) listenerLost(l *relay.Listener, err error) {
+	if errors.Is(err, io.EOF) {
+		err = errors.New("the listener exited")
+	}
+	what := "agent forwarding"
+	if spec := l.Spec(); spec.Mode != relay.ListenAgent {
+		spec.Port = l.Port()
+		what = "remote forwarding of " + spec.String()
+	}
+	f.r.logf(LogError, "%s: %s in box %s ended: %v", f.r.env.Prog, what, f.r.o.Box(), err)
+	select {
+	case f.lost <- struct{}{}:
+	default:
+	}
 }

@@ -106,7 +106,7 @@ func (r *runner) run() int {
 		return r.fail(err)
 	}
 	if o.Session == SessionNone {
-		code := r.none(c)
+		code := r.none(c, fw.lost)
 		fw.stop()
 		return code
 	}
@@ -225,8 +225,9 @@ func (r *runner) status(st box.ExitStatus, err error) int {
 }
 
 // none is -N: no command. As ssh, it connects (waking the box) and waits
-// for a signal; SIGTERM ends it with 0, others with 255.
-func (r *runner) none(c *box.Client) int {
+// for a signal; SIGTERM ends it with 0, others with 255, as does a
+// value on lost (a listener of -R or -A in the box ended by itself).
+func (r *runner) none(c *box.Client, lost <-chan struct{}) int {
 	ch := make(chan os.Signal, 1)
 	notifyUnignored(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(ch)
@@ -238,10 +239,16 @@ func (r *runner) none(c *box.Client) int {
 		return r.fail(err)
 	}
 	r.debugf(LogDebug1, "Box %s is running; waiting for a signal (-N)", r.o.Box())
-	if s := <-ch; s != syscall.SIGTERM {
+	select {
+	case s := <-ch:
+		if s != syscall.SIGTERM {
+			return ExitFailure
+		}
+		return 0
+	case <-lost:
+		// A listener in the box ended (listenerLost said why).
 		return ExitFailure
 	}
-	return 0
 }
 
 // forwardSignals forwards the first INT, TERM or HUP from ch (registered

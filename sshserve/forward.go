@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -94,30 +95,54 @@ func forward(ctx context.Context, nc ssh.NewChannel, conn Conn) {
 	join(ctx, ch, reqs, conn)
 }
 
+// drainGrace bounds how long a channel the client has closed waits for
+// the box to take the bytes the client sent before.
+const drainGrace = 5 * time.Second
+
 // join copies between ch, an open channel with its requests reqs, and
 // conn, as forward does.
 func join(ctx context.Context, ch ssh.Channel, reqs <-chan *ssh.Request, conn Conn) {
 	// The requests' channel closes when the channel does: the client's
 	// CLOSE (it wants no more bytes), or the end of the connection. Its
-	// EOF is only the half-close the copy below passes on.
+	// EOF is only the half-close the copies below pass on.
 	closed := make(chan struct{})
 	go func() {
 		ssh.DiscardRequests(reqs)
 		close(closed)
 	}()
-	done := make(chan struct{})
+	up, down := make(chan struct{}), make(chan struct{})
 	go func() {
-		halfclose.Join(conn, ch)
-		close(done)
+		halfclose.Copy(conn, ch)
+		close(up)
+	}()
+	go func() {
+		halfclose.Copy(ch, conn)
+		close(down)
 	}()
 	select {
-	case <-done:
+	case <-up:
+		select {
+		case <-down:
+		case <-closed:
+		case <-ctx.Done():
+		}
 	case <-closed:
+		// What the client sent before its CLOSE still goes to conn (the
+		// channel's reads end at EOF), as sshd drains a channel's output
+		// before it closes it: OpenSSH sends its last bytes, EOF and
+		// CLOSE together once its socket has closed. A box that does not
+		// take them within drainGrace is cut off.
+		select {
+		case <-up:
+		case <-time.After(drainGrace):
+		case <-ctx.Done():
+		}
 	case <-ctx.Done():
 	}
 	conn.Close()
 	ch.Close()
-	<-done
+	<-up
+	<-down
 }
 
 // dialReason is a failed connect's reason in a channel open failure: a

@@ -1,8 +1,9 @@
 package sshserve
 
 import (
-	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	"golang.org/x/crypto/ssh"
@@ -127,8 +128,10 @@ func (c *connState) remoteForward(r *ssh.Request) {
 	// The reply first: OpenSSH's client knows a port the box chose only
 	// from it, and refuses a forwarded-tcpip for a port it does not know.
 	reply(true, payload)
+	listened := spec
+	listened.Port = key.port
 	c.wg.Go(func() {
-		c.serveListener(l, func(a *relay.Accepted) (string, []byte) {
+		c.serveListener(l, "remote forwarding of "+listened.String(), func(a *relay.Accepted) (string, []byte) {
 			if key.path != "" {
 				return "forwarded-streamlocal@openssh.com", ssh.Marshal(forwardedStreamlocal{Path: key.path})
 			}
@@ -140,11 +143,25 @@ func (c *connState) remoteForward(r *ssh.Request) {
 // serveListener opens a channel to the client for each connection l
 // accepts, named and described by open, and forwards it once the client
 // has accepted the channel; a refused channel closes the connection in
-// the box. It returns when l ends.
-func (c *connState) serveListener(l *relay.Listener, open func(*relay.Accepted) (string, []byte)) {
+// the box. It returns when l ends. A listener that ends by itself (the
+// box hibernated or went away, its process was killed), not closed by a
+// cancel or the connection's end, ends the connection after one line on
+// Log naming what (as "remote forwarding of localhost:8080"): as with
+// sshd, a connection lives no longer than its forwards, so ssh -N -R
+// exits 255 rather than forwarding nothing, and whatever restarts it
+// listens again.
+func (c *connState) serveListener(l *relay.Listener, what string, open func(*relay.Accepted) (string, []byte)) {
 	for {
 		a, err := l.Accept()
 		if err != nil {
+			if errors.Is(err, relay.ErrListenerClosed) || c.ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the listener exited")
+			}
+			c.s.warnf("%s in box %s ended: %v", what, c.s.Box, err)
+			c.sc.Close()
 			return
 		}
 		c.wg.Go(func() {
@@ -166,35 +183,67 @@ func (c *connState) serveListener(l *relay.Listener, open func(*relay.Accepted) 
 	}
 }
 
-// closeForwards ends the connection's listeners, at once and together.
+// closeForwards ends the connection's listeners (its remote forwards'
+// and its agent's), at once and together.
 func (c *connState) closeForwards() {
 	c.mu.Lock()
 	ls := c.forwards
-	c.forwards, c.ended = nil, true
+	agent := c.agent
+	c.forwards, c.agent, c.ended = nil, nil, true
 	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, l := range ls {
 		wg.Go(func() { l.Close() })
 	}
+	if agent != nil {
+		wg.Go(func() { agent.Close() })
+	}
 	wg.Wait()
 }
 
-// agentForward starts a session's agent listener
-// (auth-agent-req@openssh.com, ssh -A): a socket in the box, 0600 in a
-// 0700 directory of the box user's, each connection to it an
-// auth-agent@openssh.com channel to the client. The listener's Path is
-// the session's SSH_AUTH_SOCK; the caller closes it when the session
-// ends.
-func (c *connState) agentForward(ctx context.Context) (*relay.Listener, error) {
-	if c.s.Listen == nil {
-		return nil, fmt.Errorf("agent forwarding is not available for this box")
+// agentForward starts the connection's agent listener
+// (auth-agent-req@openssh.com, ssh -A), unless it has one: a socket in
+// the box, 0600 in a 0700 directory of the box user's, each connection
+// to it an auth-agent@openssh.com channel to the client. As sshd's, it
+// is the connection's, not the session's: every session that starts
+// after it gets SSH_AUTH_SOCK naming it (agentSocket), and it ends with
+// the connection (closeForwards).
+func (c *connState) agentForward() error {
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	if c.agent != nil {
+		return nil
 	}
-	l, err := c.s.Listen(ctx, relay.ListenSpec{Mode: relay.ListenAgent})
+	if c.s.Listen == nil {
+		return fmt.Errorf("agent forwarding is not available for this box")
+	}
+	l, err := c.s.Listen(c.ctx, relay.ListenSpec{Mode: relay.ListenAgent})
 	if err != nil {
-		return nil, err
+		return err
+	}
+	c.mu.Lock()
+	ended := c.ended
+	if !ended {
+		c.agent = l
+	}
+	c.mu.Unlock()
+	if ended {
+		l.Close()
+		return fmt.Errorf("the connection has ended")
 	}
 	c.wg.Go(func() {
-		c.serveListener(l, func(*relay.Accepted) (string, []byte) { return "auth-agent@openssh.com", nil })
+		c.serveListener(l, "agent forwarding", func(*relay.Accepted) (string, []byte) { return "auth-agent@openssh.com", nil })
 	})
-	return l, nil
+	return nil
+}
+
+// agentSocket is the path of the connection's agent socket in the box,
+// for a session's SSH_AUTH_SOCK; empty without one.
+func (c *connState) agentSocket() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.agent == nil {
+		return ""
+	}
+	return c.agent.Path()
 }

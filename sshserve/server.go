@@ -44,8 +44,9 @@ type Server struct {
 	// HostKey is the server's host key (see HostKey).
 	HostKey ssh.Signer
 	// Listen, if not nil, starts a listener in the box (relay.Listen): for
-	// tcpip-forward and streamlocal-forward@openssh.com (ssh -R) and a
-	// session's auth-agent-req@openssh.com (ssh -A). Nil refuses them.
+	// tcpip-forward and streamlocal-forward@openssh.com (ssh -R) and the
+	// connection's agent, on auth-agent-req@openssh.com (ssh -A). Nil
+	// refuses them.
 	Listen func(ctx context.Context, spec relay.ListenSpec) (*relay.Listener, error)
 	// Log, if not nil, receives one line for each request refused for a
 	// reason the protocol cannot carry (a global request's or
@@ -203,7 +204,11 @@ type connState struct {
 	sessions int
 	// forwards are the listeners of ssh -R; nil once closeForwards ran.
 	forwards map[remoteForward]*relay.Listener
-	ended    bool
+	// agent is the listener of ssh -A (agentForward), set under mu;
+	// agentMu is held while it is being made.
+	agent   *relay.Listener
+	agentMu sync.Mutex
+	ended   bool
 }
 
 // noMoreSessions reports whether a session channel is refused, and counts

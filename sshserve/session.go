@@ -9,7 +9,6 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/cocoonbox/cocoonbox/box"
-	"github.com/cocoonbox/cocoonbox/relay"
 	"github.com/cocoonbox/cocoonbox/shim"
 )
 
@@ -42,6 +41,7 @@ type (
 // channel gets the exit status, EOF and close, in that order.
 type session struct {
 	s  *Server
+	c  *connState
 	ch ssh.Channel
 
 	env     map[string]string
@@ -54,9 +54,6 @@ type session struct {
 	// started is set once a command was asked for; later env, pty-req,
 	// auth-agent-req and further commands are refused.
 	started bool
-	// agent is the session's agent listener (auth-agent-req@openssh.com);
-	// nil without one.
-	agent *relay.Listener
 }
 
 // session serves one session channel until its command ends or the
@@ -65,13 +62,7 @@ func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	s := c.s
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
-	ss := &session{s: s, ch: ch, resizes: make(chan box.Size, 1), signals: make(chan string, 4), eow: make(chan struct{})}
-	defer func() {
-		// The agent's socket ends with the session, as sshd's.
-		if ss.agent != nil {
-			ss.agent.Close()
-		}
-	}()
+	ss := &session{s: s, c: c, ch: ch, resizes: make(chan box.Size, 1), signals: make(chan string, 4), eow: make(chan struct{})}
 	var wg sync.WaitGroup
 	// The requests channel closes when the client closes the channel (or
 	// the connection goes): then a command still running is cancelled.
@@ -117,13 +108,11 @@ func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 		case "auth-agent-req@openssh.com":
 			// OpenSSH's ssh -A asks without wanting a reply: a failure
 			// is told on Log, and the command runs without SSH_AUTH_SOCK.
-			if ok = !ss.started && ss.agent == nil; ok {
-				l, err := c.agentForward(ctx)
-				if err != nil {
+			if ok = !ss.started; ok {
+				if err := c.agentForward(); err != nil {
 					s.warnf("agent forwarding: %v", err)
 					ok = false
 				}
-				ss.agent = l
 			}
 		case "eow@openssh.com":
 			// OpenSSH's client sends it when its stdout has closed (its
@@ -194,8 +183,8 @@ func (ss *session) commandLine(r *ssh.Request) (string, bool) {
 func (ss *session) run(ctx context.Context, line string) {
 	s := ss.s
 	env := shim.SessionEnv(ss.env)
-	if ss.agent != nil {
-		env["SSH_AUTH_SOCK"] = ss.agent.Path()
+	if sock := ss.c.agentSocket(); sock != "" {
+		env["SSH_AUTH_SOCK"] = sock
 	}
 	cmd := &box.Command{
 		Box:          s.Box,
