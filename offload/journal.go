@@ -261,6 +261,8 @@ func (rs *resumer) offload(ctx context.Context, rec *Record) (*resumed, error) {
 func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
 	r := rs.repo
 	what := fmt.Sprintf("%s %s was interrupted during %s", opName(rec), rec.ID, rec.Step)
+	// Whatever the step, its temporary indexes and ref locks are ours.
+	r.clearStale()
 	switch rec.Step {
 	case StepEnd:
 	case StepApply:
@@ -282,7 +284,6 @@ func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
 			return nil, err
 		}
 	default:
-		r.clearStale()
 		staleLock(filepath.Join(r.GitDir, "index.lock"))
 		rec.Merge = nil
 		if err := rs.store.settle(rec); err != nil {
