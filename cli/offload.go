@@ -461,9 +461,20 @@ func inFlight(env Env, s Streams) (*flight, context.Context, func(), error) {
 
 func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	bx, key := o.Box, ""
+	// interrupted says, after the table, that this repository's offload
+	// in the box shown is left by a command that died.
+	interrupted := func() {}
 	if oe, err := openOffload(env); err == nil {
 		if rec, err := oe.store.LoadRecord(oe.repo.Key); err == nil && (bx == "" || bx == rec.BoxName) {
 			bx = rec.BoxName
+			interrupted = func() {
+				if line, next := oe.store.Interrupted(rec.Repo); line != "" {
+					fmt.Fprintln(s.Err, "cocoonbox: "+line)
+					for _, n := range next {
+						fmt.Fprintln(s.Err, stepLine(n))
+					}
+				}
+			}
 		}
 	}
 	if bx == "" {
@@ -479,6 +490,7 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
+	defer interrupted()
 	if o.JSON {
 		return json.NewEncoder(s.Out).Encode(map[string]any{"box": bx, "sessions": ss})
 	}
@@ -549,7 +561,12 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	if rd.Fault != nil {
 		fmt.Fprintf(s.Err, "cocoonbox: see the box CLI: %s (detach with Ctrl-b d)\n", commandLine(offload.AttachCommand(rec.BoxName, rec.Repo, rec.Kind)))
 	}
-	if rd.Status == "stopped" {
+	if line, next := f.store.Interrupted(rec.Repo); line != "" {
+		fmt.Fprintln(s.Err, "cocoonbox: "+line)
+		for _, n := range next {
+			fmt.Fprintln(s.Err, stepLine(n))
+		}
+	} else if rd.Status == "stopped" {
 		fmt.Fprintln(s.Err, "cocoonbox: the box CLI session has stopped, so back cannot ask it for its work")
 		for _, n := range offload.StoppedNext() {
 			fmt.Fprintln(s.Err, stepLine(n))
@@ -572,7 +589,14 @@ func runOffloadSend(env Env, s Streams, text string) error {
 	defer done()
 	m, err := f.agent.Message(ctx, f.rec.Repo, text)
 	if err != nil {
-		return offload.MessageError(err)
+		err = offload.MessageError(err)
+		// Not restart: the journal names a step a command died in.
+		if e, ok := errors.AsType[*offload.Error](err); ok && e.Code == offload.ExitRefused {
+			if line, next := f.store.Interrupted(f.rec.Repo); line != "" {
+				e.Next = append([]offload.Step{{line}}, next...)
+			}
+		}
+		return err
 	}
 	fmt.Fprintf(s.Out, "message #%d %s\n", m.Seq, m.Delivery)
 	return nil

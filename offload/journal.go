@@ -102,6 +102,34 @@ func stoppedBefore(ctx context.Context, err error, step string) error {
 	return interrupted(step, "nothing changed here")
 }
 
+// interruptedNext is the way on from a record whose journal names the
+// step a command died in: the next back or abandon finishes or undoes it.
+var interruptedNext = Step{"finish or undo it first: ", cmdBack, " or ", cmdAbandon, " does, and says which"}
+
+// interruptedLine says which step of which command rec's journal names:
+// "offload ID was interrupted during STEP".
+func interruptedLine(rec *Record) string {
+	return fmt.Sprintf("%s %s was interrupted during %s", opName(rec), rec.ID, rec.Step)
+}
+
+// Interrupted is, for a repository whose record names a step of a
+// command that died there (kill -9, a power loss), the line that says so
+// and the way on, for inbox, send and status to say in place of what the
+// box alone tells them; "" and nil when its record names no step, or the
+// command that names it still runs (it holds the repository's lock).
+func (s Store) Interrupted(key string) (string, []Step) {
+	unlock, err := lockFile(s.LockPath(key), false)
+	if err != nil {
+		return "", nil
+	}
+	defer unlock()
+	rec, err := s.LoadRecord(key)
+	if err != nil || rec.Op == "" {
+		return "", nil
+	}
+	return interruptedLine(rec), []Step{interruptedNext}
+}
+
 // journal writes rec as the journal of op's step, durably, before the
 // step runs, then calls at when it is not nil.
 func (s Store) journal(rec *Record, op, step string, at StepFunc) error {
@@ -227,7 +255,7 @@ func (rs *resumer) offload(ctx context.Context, rec *Record) (*resumed, error) {
 	os.Remove(filepath.Join(dir, "offload.bundle"))
 	os.Remove(filepath.Join(dir, "excludes"))
 	r.clearStale()
-	what := fmt.Sprintf("%s %s was interrupted during %s", opName(rec), rec.ID, rec.Step)
+	what := interruptedLine(rec)
 	a := rs.agent(rec)
 	ss, err := a.Status(ctx, rec.Repo)
 	if err != nil {
@@ -260,7 +288,7 @@ func (rs *resumer) offload(ctx context.Context, rec *Record) (*resumed, error) {
 // died after its merge (end, then the record goes).
 func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
 	r := rs.repo
-	what := fmt.Sprintf("%s %s was interrupted during %s", opName(rec), rec.ID, rec.Step)
+	what := interruptedLine(rec)
 	// Whatever the step, its temporary indexes and ref locks are ours.
 	r.clearStale()
 	switch rec.Step {
@@ -308,7 +336,7 @@ func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
 
 // abandon finishes an abandon: it runs again, as asked, --yes included.
 func (rs *resumer) abandon(ctx context.Context, rec *Record) (*resumed, error) {
-	what := fmt.Sprintf("%s %s was interrupted during %s", opName(rec), rec.ID, rec.Step)
+	what := interruptedLine(rec)
 	c, ok := rs.exec.(Client)
 	if !ok {
 		return nil, fmt.Errorf("%s; finish it with: cocoonbox offload abandon", what)
