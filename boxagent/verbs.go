@@ -6,6 +6,7 @@ import (
 
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -263,8 +264,17 @@ func (c *Config) Event(k, cli, hook string, payload []byte) (*agentwire.OKResult
 		}
 		raw = payload
 	}
-	if _, err := c.call(Request{Op: "event", Repo: k, CLI: cli, Hook: hook, Payload: raw}); err != nil {
-		return nil, err
+	req := Request{Op: "event", Repo: k, CLI: cli, Hook: hook, Payload: raw}
+	if _, err := c.call(req); err != nil {
+		// An inbox that is down (killed, restarting) gets the event when
+		// it is back: a lost Stop would leave the session working for
+		// good, and back waiting for a BACK that stays queued.
+		if !errors.Is(err, errNoInbox) {
+			return nil, err
+		}
+		if serr := c.spoolEvent(req); serr != nil {
+			return nil, fmt.Errorf("%w; keeping the event for it: %v", err, serr)
+		}
 	}
 	return &agentwire.OKResult{OK: true}, nil
 }
