@@ -553,7 +553,11 @@ func (r *Repo) workEntries(ctx context.Context, paths []string) (map[string]stri
 	if len(files) == 0 {
 		return m, nil
 	}
-	out, err := r.git.run(ctx, strings.NewReader(strings.Join(files, "\n")+"\n"), "hash-object", "--stdin-paths")
+	var in strings.Builder
+	for _, f := range files {
+		in.WriteString(cQuote(f) + "\n")
+	}
+	out, err := r.git.run(ctx, strings.NewReader(in.String()), "hash-object", "--stdin-paths")
 	if err != nil {
 		return nil, err
 	}
@@ -565,6 +569,28 @@ func (r *Repo) workEntries(ctx context.Context, paths []string) (map[string]stri
 		m[p] = modes[i] + " " + oids[i]
 	}
 	return m, nil
+}
+
+// cQuote is p quoted as git quotes a path (a C-style string: \\, \" and
+// the other control bytes as octal), which --stdin-paths reads back as p
+// whatever it holds: a newline, a carriage return at its end, or a
+// leading quote would otherwise be split, trimmed or unquoted.
+func cQuote(p string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < ' ' || c == 0x7f:
+			fmt.Fprintf(&b, "\\%03o", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // clearStale removes what a killed command of ours left in the git

@@ -133,3 +133,28 @@ func TestResumeApply(t *testing.T) {
 		})
 	}
 }
+
+// workEntries hashes files whose names git's --stdin-paths would split
+// or unquote (a newline, a carriage return at the end, a leading quote, a
+// backslash) as git hash-object of each does: a back killed in apply
+// over such a file failed its resume for good ("could not open 'new'").
+func TestWorkEntriesOddNames(t *testing.T) {
+	env := testEnv(t)
+	names := []string{"new\nline.txt", "cr\r", "\"quoted\"", "back\\slash", "tab\tname", "plain.txt"}
+	files := map[string]string{}
+	for i, n := range names {
+		files[n] = strconv.Itoa(i) + "\n"
+	}
+	r := newRepo(t, env, files)
+	got, err := r.workEntries(context.Background(), names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, n := range names {
+		want[n] = "100644 " + strings.TrimSpace(run(t, r.Top, env, "git", "hash-object", "--", n))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("workEntries (-want +got):\n%s", diff)
+	}
+}
