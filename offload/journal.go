@@ -366,8 +366,9 @@ func (rs *resumer) abandon(ctx context.Context, rec *Record) (*resumed, error) {
 // Otherwise it undoes: HEAD goes back to j.Head, our stale index lock
 // goes, and each file the update changes that is as the box has it goes
 // back to how back found it. A file as neither (changed since, or cut
-// short by a power loss) stops it with nothing changed: an *Error naming
-// the files and the way back.
+// short by a power loss) stops it with HEAD and the index as before it
+// (our lock gone) and the files as they are: an *Error naming the files
+// and the git restore that puts them back.
 func (r *Repo) resumeApply(ctx context.Context, what, id string, j *MergeJournal) (bool, error) {
 	lockPath := filepath.Join(r.GitDir, "index.lock")
 	_, lerr := os.Lstat(lockPath)
@@ -397,10 +398,6 @@ func (r *Repo) resumeApply(ctx context.Context, what, id string, j *MergeJournal
 	if err != nil {
 		return false, err
 	}
-	if len(u.conflicts) > 0 {
-		return false, &Error{Code: ExitFailed, Err: fmt.Errorf("%s, and %s %s neither as before it nor as the box has them; nothing was undone", what, pathList(u.conflicts), isAre(len(u.conflicts))),
-			Next: []Step{restore}}
-	}
 	// HEAD goes back while the lock is there, so that an undo cut short
 	// never reads as HEAD moved with the index written (finished).
 	if j.MoveTo != "" && head == j.MoveTo {
@@ -408,8 +405,14 @@ func (r *Repo) resumeApply(ctx context.Context, what, id string, j *MergeJournal
 			return false, err
 		}
 	}
+	// Our lock goes even when the files stay as they are: the restore
+	// named below could not run past it.
 	if held {
 		staleLock(lockPath)
+	}
+	if len(u.conflicts) > 0 {
+		return false, &Error{Code: ExitFailed, Err: fmt.Errorf("%s, and %s %s neither as before it nor as the box has them; HEAD and the index are as before it, the files as they are", what, pathList(u.conflicts), isAre(len(u.conflicts))),
+			Next: []Step{restore}}
 	}
 	if err := r.restoreWork(ctx, j, u); err != nil {
 		return false, err
