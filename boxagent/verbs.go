@@ -76,7 +76,12 @@ func (c *Config) End(k string) (*agentwire.EndResult, error) {
 	if r == nil {
 		return nil, refusedf("nothing of %s is in this box", k)
 	}
-	if r.Started {
+	if r.Started && r.CLI == "" {
+		c.logf("ending the tmux sessions of %s: its record does not say which CLI runs", k)
+		for _, kind := range agentwire.Kinds() {
+			c.endCLI(SessionName(k, kind.Name()), kind.Name(), EndGrace)
+		}
+	} else if r.Started {
 		// Its exit is then no fault of the CLI's.
 		c.update(k, func(r *record) (*record, error) {
 			if r == nil {
