@@ -436,6 +436,18 @@ type flight struct {
 	*offloadEnv
 	rec   *offload.Record
 	agent *offload.Agent
+	// signal is the status of the signal that ended the context, 0 for
+	// none (signalExitContext).
+	signal func() int
+}
+
+// stopped is err, when a signal (Ctrl-C, SIGTERM) ended the flight's
+// context, as what: one line and exit 128+N, never the context's error.
+func (f *flight) stopped(err error, what string) error {
+	if code := f.signal(); code != 0 {
+		return &offload.Error{Code: code, Err: errors.New(what)}
+	}
+	return err
 }
 
 // inFlight loads this repository's record and dials its box; the
@@ -455,8 +467,8 @@ func inFlight(env Env, s Streams) (*flight, context.Context, func(), error) {
 	if oe.client, err = env.dial(""); err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, done, _ := oe.interruptible()
-	return &flight{offloadEnv: oe, rec: rec, agent: &offload.Agent{Exec: oe.client, Box: rec.BoxName, Progress: progressWriter(s)}}, ctx, done, nil
+	ctx, done, code := oe.interruptible()
+	return &flight{offloadEnv: oe, rec: rec, agent: &offload.Agent{Exec: oe.client, Box: rec.BoxName, Progress: progressWriter(s)}, signal: code}, ctx, done, nil
 }
 
 func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
@@ -538,7 +550,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	rec := f.rec
 	rd, err := f.agent.Read(ctx, rec.Repo, rec.Seen, time.Duration(o.Wait)*time.Second)
 	if err != nil {
-		return err
+		return f.stopped(err, "interrupted; nothing changed, and no entry was taken as shown")
 	}
 	seen := rec.Seen
 	shown := 0
@@ -589,7 +601,7 @@ func runOffloadSend(env Env, s Streams, text string) error {
 	defer done()
 	m, err := f.agent.Message(ctx, f.rec.Repo, text)
 	if err != nil {
-		err = offload.MessageError(err)
+		err = f.stopped(offload.MessageError(err), "interrupted before the box answered; the message may have reached it: cocoonbox offload inbox shows the session")
 		// Not restart: the journal names a step a command died in.
 		if e, ok := errors.AsType[*offload.Error](err); ok && e.Code == offload.ExitRefused {
 			if line, next := f.store.Interrupted(f.rec.Repo); line != "" {
