@@ -550,7 +550,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	rec := f.rec
 	rd, err := f.agent.Read(ctx, rec.Repo, rec.Seen, time.Duration(o.Wait)*time.Second)
 	if err != nil {
-		return f.stopped(err, "interrupted; nothing changed, and no entry was taken as shown")
+		return f.stopped(offload.GoneError(ctx, f.client, rec, err), "interrupted; nothing changed, and no entry was taken as shown")
 	}
 	seen := rec.Seen
 	shown := 0
@@ -601,7 +601,7 @@ func runOffloadSend(env Env, s Streams, text string) error {
 	defer done()
 	m, err := f.agent.Message(ctx, f.rec.Repo, text)
 	if err != nil {
-		err = f.stopped(offload.MessageError(err), "interrupted before the box answered; the message may have reached it: cocoonbox offload inbox shows the session")
+		err = f.stopped(offload.GoneError(ctx, f.client, f.rec, offload.MessageError(err)), "interrupted before the box answered; the message may have reached it: cocoonbox offload inbox shows the session")
 		// Not restart: the journal names a step a command died in.
 		if e, ok := errors.AsType[*offload.Error](err); ok && e.Code == offload.ExitRefused {
 			if line, next := f.store.Interrupted(f.rec.Repo); line != "" {

@@ -134,7 +134,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	entry, err := b.waitBack(ctx, agent, rec, res)
 	if err != nil {
 		b.Store.settle(rec)
-		return nil, err
+		return nil, GoneError(ctx, b.Exec, rec, err)
 	}
 	res.Body = entry.Body
 

@@ -236,13 +236,29 @@ func (rs *resumer) agent(rec *Record) *Agent {
 }
 
 // boxGone reports whether the box service says it has no box named name.
-func (rs *resumer) boxGone(ctx context.Context, name string) bool {
-	c, ok := rs.exec.(Client)
+func (rs *resumer) boxGone(ctx context.Context, name string) bool { return boxGone(ctx, rs.exec, name) }
+
+// boxGone reports whether x, when it lists boxes (a Client), has no box
+// named name.
+func boxGone(ctx context.Context, x Execer, name string) bool {
+	c, ok := x.(Client)
 	if !ok {
 		return false
 	}
 	bs, err := c.List(ctx)
 	return err == nil && !hasBox(bs, name)
+}
+
+// GoneError is, for a command on rec's offload that failed with err, the
+// failure to say in its place when rec's box no longer exists (x lists
+// no box of its name): the box's work went with it, and abandon drops
+// the record. It is err otherwise, or when ctx has ended.
+func GoneError(ctx context.Context, x Execer, rec *Record, err error) error {
+	if err == nil || ctx.Err() != nil || !boxGone(ctx, x, rec.BoxName) {
+		return err
+	}
+	return &Error{Code: ExitFailed, Err: fmt.Errorf("box %s no longer exists, and the work of offload %s went with it", rec.BoxName, rec.ID),
+		Next: []Step{{"drop this offload's record: ", cmdAbandon}}}
 }
 
 // offload undoes an offload that died before its box CLI session

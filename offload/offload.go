@@ -908,6 +908,7 @@ func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, erro
 	}
 	a := &Agent{Exec: x, Box: rec.BoxName}
 	res, err := a.Restart(ctx, key)
+	err = GoneError(ctx, x, rec, err)
 	if err == nil && res.Exited {
 		return nil, exitedError(agentwire.KindOf(rec.Kind), rec.BoxName, res.ExitLines, true)
 	}
