@@ -46,7 +46,7 @@ func CheckAPIKey(key string) (string, error) {
 	}
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c <= ' ' || c >= 0x7f {
-			return "", errors.New("the API key holds a space, a control character or a non-ASCII byte: give the key alone on one line")
+			return "", errors.New("the API key holds a space, a control character or a non-ASCII byte")
 		}
 	}
 	return key, nil

@@ -332,8 +332,3 @@ func TestInboxWatchAndPost(t *testing.T) {
 	}
 }
 
-// writeRecord writes r as its repo's record, as update does.
-func (c *Config) writeRecord(r *record) error {
-	_, err := c.update(r.Repo, func(*record) (*record, error) { return r, nil })
-	return err
-}

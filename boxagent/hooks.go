@@ -3,7 +3,10 @@ package boxagent
 // The CLIs' hooks: each event's report applied to its session.
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,4 +150,59 @@ func (ib *Inbox) sessionThread(r *record, thread string, inputs []string) bool {
 	}
 	r.Thread = thread
 	return true
+}
+
+// pendingEvents is the file, in a repo's directory, of the hook events
+// that found the inbox down (Config.Event), one Request a line, in the
+// order they came; the inbox applies them when it is back.
+const pendingEvents = "events.pending"
+
+// spoolEvent appends req to its repo's pendingEvents.
+func (c *Config) spoolEvent(req Request) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(c.repoDir(req.Repo), pendingEvents), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// replayEvents applies, in order, the events of repo k that found the
+// inbox down, and drops them: the file is renamed first, so that one
+// spooled meanwhile waits for the next replay rather than being lost.
+func (ib *Inbox) replayEvents(k string) {
+	p := filepath.Join(ib.cfg.repoDir(k), pendingEvents)
+	taken := p + ".replay"
+	if err := os.Rename(p, taken); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			ib.cfg.logf("replay the events of %s: %v", k, err)
+		}
+		return
+	}
+	defer os.Remove(taken)
+	f, err := os.Open(taken)
+	if err != nil {
+		ib.cfg.logf("replay the events of %s: %v", k, err)
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	for sc.Scan() {
+		var req Request
+		if json.Unmarshal(sc.Bytes(), &req) != nil || req.Op != "event" || req.Repo != k {
+			continue
+		}
+		ib.cfg.logf("the %s hook of %s came while the inbox was down: applied now", req.Hook, k)
+		if _, err := ib.event(req); err != nil {
+			ib.cfg.logf("replay the %s hook of %s: %v", req.Hook, k, err)
+		}
+	}
 }

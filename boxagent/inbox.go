@@ -71,6 +71,11 @@ func (ib *Inbox) Listen() (net.Listener, error) {
 // Serve runs the restart check, then answers connections on lis until ctx
 // ends.
 func (ib *Inbox) Serve(ctx context.Context, lis net.Listener) error {
+	if recs, err := ib.cfg.records(); err == nil {
+		for _, r := range recs {
+			ib.replayEvents(r.Repo)
+		}
+	}
 	ib.restartCheck()
 	go ib.watchPanes(ctx, PaneCheckEvery)
 	go func() {

@@ -117,6 +117,8 @@ func (ib *Inbox) watchPanes(ctx context.Context, interval time.Duration) {
 			if !r0.running() {
 				continue
 			}
+			// One a hook spooled as this inbox started.
+			ib.replayEvents(r0.Repo)
 			var lines []*WatchLine
 			ib.cfg.update(r0.Repo, func(r *record) (*record, error) {
 				if r == nil || !r.running() || r.CLI != r0.CLI || r.StartedAtMS != r0.StartedAtMS {

@@ -77,6 +77,10 @@ const maxLine = 16 << 20
 // accept: a box that just woke starts its inbox.
 const dialWait = 3 * time.Second
 
+// errNoInbox is in the error of a request that never reached the inbox:
+// its socket was not there, or refused, for dialWait.
+var errNoInbox = errors.New("the inbox is not running")
+
 func (c *Config) dial() (net.Conn, error) {
 	p := c.SocketPath()
 	deadline := time.Now().Add(dialWait)
@@ -86,7 +90,7 @@ func (c *Config) dial() (net.Conn, error) {
 			return conn, nil
 		}
 		if !(errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED)) || time.Now().After(deadline) {
-			return nil, &Error{Code: agentwire.CodeInbox, Err: fmt.Errorf("the inbox is not running (%s)", p)}
+			return nil, &Error{Code: agentwire.CodeInbox, Err: fmt.Errorf("%w (%s)", errNoInbox, p)}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -1,7 +1,9 @@
 package boxagent
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -101,13 +103,60 @@ func (r *record) running() bool { return r != nil && r.Started && r.Status != St
 
 func (c *Config) recordPath(k string) string { return filepath.Join(c.repoDir(k), "session.json") }
 
-// readRecord returns k's record, or nil when there is none.
+// readRecord returns k's record, or nil when there is none. One that
+// does not decode (cut short, or written over by what runs in the box) is
+// taken as brokenRecord says, so that it blocks neither this repo's end
+// nor any other repo's verbs; the next write of it replaces it.
 func (c *Config) readRecord(k string) (*record, error) {
 	var r record
-	if ok, err := jsonfile.Read(c.recordPath(k), &r); !ok {
+	ok, err := jsonfile.Read(c.recordPath(k), &r)
+	if undecodable(err) {
+		return c.brokenRecord(k, err), nil
+	}
+	if !ok {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// undecodable reports whether err is jsonfile.Read's for a file that is
+// not the JSON it should be.
+func undecodable(err error) bool {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	return errors.As(err, &syn) || errors.As(err, &typ)
+}
+
+// brokenRecord stands for k's record that does not decode (why): the copy
+// index.json names for k, its session stopped with an exited fault that
+// says why, the CLI whose tmux session of k is alive (end ends it), so
+// that status shows it and abandon keeps the copy's work and ends it.
+// nil when index.json names no copy for k either.
+func (c *Config) brokenRecord(k string, why error) *record {
+	idx := map[string]string{}
+	if _, err := jsonfile.Read(filepath.Join(c.OffloadDir(), "index.json"), &idx); err != nil || idx[k] == "" {
+		return nil
+	}
+	at := nowMS()
+	if fi, err := os.Stat(c.recordPath(k)); err == nil {
+		at = fi.ModTime().UnixMilli()
+	}
+	r := &record{Repo: k, Name: idx[k], Dir: c.copyDir(idx[k]), Started: true, Status: StatusStopped,
+		InboxSeq: lastSeq(c.inboxPath(k)), OutboxSeq: lastSeq(c.outboxPath(k)),
+		Fault: &agentwire.Fault{Kind: agentwire.FaultExited, Line: fmt.Sprintf("the box agent's record of this session does not read (%v): taken as stopped", why), AtMS: at}}
+	for _, kind := range agentwire.Kinds() {
+		if c.tmuxAlive(SessionName(k, kind.Name())) {
+			r.CLI = kind.Name()
+		}
+	}
+	return r
+}
+
+func (c *Config) writeRecord(r *record) error {
+	if err := os.MkdirAll(c.repoDir(r.Repo), 0o700); err != nil {
+		return err
+	}
+	return jsonfile.Write(c.recordPath(r.Repo), r, 0o600)
 }
 
 // lock takes an exclusive flock on path (created 0600, and its directory
@@ -125,11 +174,23 @@ func lockMode(path string, mode flock.Mode) (func(), error) {
 
 // update runs f on k's record (nil when there is none) under the repo's
 // lock, and writes the record back when f returns it.
+// A record that does not decode is taken as readRecord takes it, so
+// jsonfile.Update, which fails on it, is not used here.
 func (c *Config) update(k string, f func(r *record) (*record, error)) (*record, error) {
-	if err := os.MkdirAll(c.repoDir(k), 0o700); err != nil {
+	unlock, err := lock(filepath.Join(c.repoDir(k), ".lock"))
+	if err != nil {
 		return nil, err
 	}
-	return jsonfile.Update(c.recordPath(k), filepath.Join(c.repoDir(k), ".lock"), 0o600, f)
+	defer unlock()
+	r, err := c.readRecord(k)
+	if err != nil {
+		return nil, err
+	}
+	out, err := f(r)
+	if err != nil || out == nil {
+		return out, err
+	}
+	return out, c.writeRecord(out)
 }
 
 // records lists every record of the box, by repo key.
@@ -157,10 +218,42 @@ func (c *Config) records() ([]*record, error) {
 	return out, nil
 }
 
-// index is <offload dir>/index.json: repo key → name.
+// lastSeq is the largest seq of the JSON lines in path (an inbox or an
+// outbox), 0 when none: where a record made again goes on numbering.
+func lastSeq(path string) int {
+	b, _ := os.ReadFile(path)
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		var e struct {
+			Seq int `json:"seq"`
+		}
+		if json.Unmarshal([]byte(l), &e) == nil {
+			n = max(n, e.Seq)
+		}
+	}
+	return n
+}
+
+// index is <offload dir>/index.json: repo key → name. One that does not
+// decode is made again from the records, which hold each name too.
 func (c *Config) readIndex() (map[string]string, error) {
 	idx := map[string]string{}
-	if _, err := jsonfile.Read(filepath.Join(c.OffloadDir(), "index.json"), &idx); err != nil {
+	_, err := jsonfile.Read(filepath.Join(c.OffloadDir(), "index.json"), &idx)
+	if undecodable(err) {
+		c.logf("index.json does not read (%v): made again from the records", err)
+		recs, rerr := c.records()
+		if rerr != nil {
+			return nil, rerr
+		}
+		idx = map[string]string{}
+		for _, r := range recs {
+			if r.Name != "" {
+				idx[r.Repo] = r.Name
+			}
+		}
+		return idx, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	return idx, nil

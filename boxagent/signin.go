@@ -73,10 +73,21 @@ func (c *Config) SignIn(r agentwire.SignInRequest, stdin io.Reader) (*agentwire.
 	if !res.CLI.SignedIn {
 		return nil, failedf("%s still says it is signed out, with the key in %s", k.SignInStatus(), res.KeyFile)
 	}
-	if ks.Source != "" && res.CLI.KeySource != ks.Source {
-		res.Warning = fmt.Sprintf("%s takes its key from %s, not from this sign-in: remove that from the box's login environment (~/.profile)", k.Title(), res.CLI.KeySource)
-	}
+	res.Warning = keySourceWarning(k, ks.Source, res.CLI.KeySource)
 	return res, nil
+}
+
+// keySourceWarning is the warning of a sign-in by key whose CLI says it
+// takes its key from got rather than from want, the source the sign-in
+// set up; "" when want is "" (the CLI does not say) or got is want.
+func keySourceWarning(k agentwire.Kind, want, got string) string {
+	switch {
+	case want == "" || got == want:
+		return ""
+	case got == "":
+		return fmt.Sprintf("%s's sign-in status names no key source, so it may not take its key from this sign-in: see %s in the box", k.Title(), k.SignInStatus())
+	}
+	return fmt.Sprintf("%s takes its key from %s, not from this sign-in: remove that from the box's login environment (~/.profile)", k.Title(), got)
 }
 
 // keyByHelper keeps key in file, 0600 in a 0700 directory, and points

@@ -173,3 +173,21 @@ func TestSignInRefusals(t *testing.T) {
 		t.Errorf("the home holds %v after refusals", ents)
 	}
 }
+
+// The warning of a sign-in by key names where the CLI says its key comes
+// from; a CLI that names no source (seen: the stand-in's claude, an
+// account's sign-in) is said so, never "takes its key from ,".
+func TestKeySourceWarning(t *testing.T) {
+	k := agentwire.KindOf("claude")
+	for _, c := range []struct{ want, got, warn string }{
+		{"apiKeyHelper", "apiKeyHelper", ""},
+		{"", "", ""},
+		{"", "ANTHROPIC_API_KEY", ""},
+		{"apiKeyHelper", "ANTHROPIC_API_KEY", "Claude Code takes its key from ANTHROPIC_API_KEY, not from this sign-in: remove that from the box's login environment (~/.profile)"},
+		{"apiKeyHelper", "", "Claude Code's sign-in status names no key source, so it may not take its key from this sign-in: see claude auth status in the box"},
+	} {
+		if got := keySourceWarning(k, c.want, c.got); got != c.warn {
+			t.Errorf("keySourceWarning(%q, %q) = %q, want %q", c.want, c.got, got, c.warn)
+		}
+	}
+}

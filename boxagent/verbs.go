@@ -6,6 +6,7 @@ import (
 
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -75,7 +76,12 @@ func (c *Config) End(k string) (*agentwire.EndResult, error) {
 	if r == nil {
 		return nil, refusedf("nothing of %s is in this box", k)
 	}
-	if r.Started {
+	if r.Started && r.CLI == "" {
+		c.logf("ending the tmux sessions of %s: its record does not say which CLI runs", k)
+		for _, kind := range agentwire.Kinds() {
+			c.endCLI(SessionName(k, kind.Name()), kind.Name(), EndGrace)
+		}
+	} else if r.Started {
 		// Its exit is then no fault of the CLI's.
 		c.update(k, func(r *record) (*record, error) {
 			if r == nil {
@@ -263,8 +269,17 @@ func (c *Config) Event(k, cli, hook string, payload []byte) (*agentwire.OKResult
 		}
 		raw = payload
 	}
-	if _, err := c.call(Request{Op: "event", Repo: k, CLI: cli, Hook: hook, Payload: raw}); err != nil {
-		return nil, err
+	req := Request{Op: "event", Repo: k, CLI: cli, Hook: hook, Payload: raw}
+	if _, err := c.call(req); err != nil {
+		// An inbox that is down (killed, restarting) gets the event when
+		// it is back: a lost Stop would leave the session working for
+		// good, and back waiting for a BACK that stays queued.
+		if !errors.Is(err, errNoInbox) {
+			return nil, err
+		}
+		if serr := c.spoolEvent(req); serr != nil {
+			return nil, fmt.Errorf("%w; keeping the event for it: %v", err, serr)
+		}
 	}
 	return &agentwire.OKResult{OK: true}, nil
 }

@@ -437,6 +437,18 @@ type flight struct {
 	*offloadEnv
 	rec   *offload.Record
 	agent *offload.Agent
+	// signal is the status of the signal that ended the context, 0 for
+	// none (signalExitContext).
+	signal func() int
+}
+
+// stopped is err, when a signal (Ctrl-C, SIGTERM) ended the flight's
+// context, as what: one line and exit 128+N, never the context's error.
+func (f *flight) stopped(err error, what string) error {
+	if code := f.signal(); code != 0 {
+		return &offload.Error{Code: code, Err: errors.New(what)}
+	}
+	return err
 }
 
 // inFlight loads this repository's record and dials its box; the
@@ -456,15 +468,26 @@ func inFlight(env Env, s Streams) (*flight, context.Context, func(), error) {
 	if oe.client, err = env.dial(""); err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, done, _ := oe.interruptible()
-	return &flight{offloadEnv: oe, rec: rec, agent: &offload.Agent{Exec: oe.client, Box: rec.BoxName, Progress: progressWriter(s)}}, ctx, done, nil
+	ctx, done, code := oe.interruptible()
+	return &flight{offloadEnv: oe, rec: rec, agent: &offload.Agent{Exec: oe.client, Box: rec.BoxName, Progress: progressWriter(s)}, signal: code}, ctx, done, nil
 }
 
 func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	bx, key := o.Box, ""
+	// interrupted says, after the table, that this repository's offload
+	// in the box shown is left by a command that died.
+	interrupted := func() {}
 	if oe, err := openOffload(env); err == nil {
 		if rec, err := oe.store.LoadRecord(oe.repo.Key); err == nil && (bx == "" || bx == rec.BoxName) {
 			bx = rec.BoxName
+			interrupted = func() {
+				if line, next := oe.store.Interrupted(rec.Repo); line != "" {
+					fmt.Fprintln(s.Err, "cocoonbox: "+line)
+					for _, n := range next {
+						fmt.Fprintln(s.Err, stepLine(n))
+					}
+				}
+			}
 		}
 	}
 	if bx == "" {
@@ -480,6 +503,7 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
+	defer interrupted()
 	if o.JSON {
 		return json.NewEncoder(s.Out).Encode(map[string]any{"box": bx, "sessions": ss})
 	}
@@ -527,7 +551,7 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	rec := f.rec
 	rd, err := f.agent.Read(ctx, rec.Repo, rec.Seen, time.Duration(o.Wait)*time.Second)
 	if err != nil {
-		return err
+		return f.stopped(offload.GoneError(ctx, f.client, rec, err), "interrupted; nothing changed, and no entry was taken as shown")
 	}
 	seen := rec.Seen
 	shown := 0
@@ -550,7 +574,12 @@ func runOffloadInbox(env Env, s Streams, o offloadOptions) error {
 	if rd.Fault != nil {
 		fmt.Fprintf(s.Err, "cocoonbox: see the box CLI: %s (detach with Ctrl-b d)\n", commandLine(offload.AttachCommand(rec.BoxName, rec.Repo, rec.Kind)))
 	}
-	if rd.Status == "stopped" {
+	if line, next := f.store.Interrupted(rec.Repo); line != "" {
+		fmt.Fprintln(s.Err, "cocoonbox: "+line)
+		for _, n := range next {
+			fmt.Fprintln(s.Err, stepLine(n))
+		}
+	} else if rd.Status == "stopped" {
 		fmt.Fprintln(s.Err, "cocoonbox: the box CLI session has stopped, so back cannot ask it for its work")
 		for _, n := range offload.StoppedNext() {
 			fmt.Fprintln(s.Err, stepLine(n))
@@ -573,7 +602,14 @@ func runOffloadSend(env Env, s Streams, text string) error {
 	defer done()
 	m, err := f.agent.Message(ctx, f.rec.Repo, text)
 	if err != nil {
-		return offload.MessageError(err)
+		err = f.stopped(offload.GoneError(ctx, f.client, f.rec, offload.MessageError(err)), "interrupted before the box answered; the message may have reached it: cocoonbox offload inbox shows the session")
+		// Not restart: the journal names a step a command died in.
+		if e, ok := errors.AsType[*offload.Error](err); ok && e.Code == offload.ExitRefused {
+			if line, next := f.store.Interrupted(f.rec.Repo); line != "" {
+				e.Next = append([]offload.Step{{line}}, next...)
+			}
+		}
+		return err
 	}
 	fmt.Fprintf(s.Out, "message #%d %s\n", m.Seq, m.Delivery)
 	return nil

@@ -130,6 +130,9 @@ func (x *sessionService) Exec(st execStream) error {
 		return notRunning(b)
 	}
 	defer unregister()
+	// An inbox that died (killed, crashed) comes back with the box's next
+	// command, as the inbox unit of a real box is restarted.
+	x.s.ensureInbox(b)
 
 	p, err := x.s.startProcess(b, start)
 	if err != nil {

@@ -245,6 +245,22 @@ func (s *Server) startInbox(b *box) {
 	s.logf("box %s: inbox started (pid %d)", b.Name, cmd.Process.Pid)
 }
 
+// ensureInbox starts b's inbox when none runs (startInbox), once the
+// server serves: an inbox that exited, killed or crashed, is started
+// again by the box's next command. It costs one map look-up when the
+// inbox runs.
+func (s *Server) ensureInbox(b *box) {
+	if !s.serving.Load() {
+		return
+	}
+	s.inbox.mu.Lock()
+	running := s.inbox.closed || s.inbox.cmds[b.ID] != nil
+	s.inbox.mu.Unlock()
+	if !running {
+		s.startInbox(b)
+	}
+}
+
 // stopInbox stops b's inbox: SIGTERM, SIGKILL after 5 s.
 func (s *Server) stopInbox(b *box) {
 	s.inbox.mu.Lock()

@@ -91,6 +91,16 @@ func (a *Abandoner) run(ctx context.Context) (*AbandonResult, error) {
 	}
 	defer unlock()
 	rec, err := a.Store.LoadRecord(r.Key)
+	if errors.Is(err, ErrBadRecord) {
+		// Whatever the record holds, abandon ends: as with none here, from
+		// what the box holds of this repo key.
+		to, merr := a.Store.MoveRecordAside(r.Key)
+		if merr != nil {
+			return nil, fmt.Errorf("%w; moving it aside: %w", err, merr)
+		}
+		a.notice(fmt.Sprintf("%v; moved aside to %s", err, to))
+		rec, err = nil, nil
+	}
 	if err != nil && !errors.Is(err, ErrNoRecord) {
 		return nil, err
 	}

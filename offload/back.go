@@ -123,11 +123,11 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	}
 	agent := &Agent{Exec: b.Exec, Box: rec.BoxName, Progress: b.Progress}
 	res := &BackResult{Record: rec}
-	// stopped is the failure of a step a signal cut short, in which
-	// nothing changed here.
-	stopped := func(err error) error {
+	// stopped is the failure of step, which a signal may have cut short
+	// (then nothing changed here); the journal no longer names it.
+	stopped := func(step string, err error) error {
 		if ctx.Err() != nil {
-			return interrupted(rec.Step, "nothing changed here", Step{"run ", cmdBack, " again to go on"})
+			return interrupted(step, "nothing changed here", Step{"run ", cmdBack, " again to go on"})
 		}
 		return err
 	}
@@ -137,7 +137,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	entry, err := b.waitBack(ctx, agent, rec, res)
 	if err != nil {
 		b.Store.settle(rec)
-		return nil, err
+		return nil, GoneError(ctx, b.Exec, rec, err)
 	}
 	res.Body = entry.Body
 
@@ -150,12 +150,12 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	if _, err := fetch.run(ctx, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", rec.BoxName+":"+remotePath(rec.Dir, rec.Name),
 		"+refs/heads/*:"+RefBox+"*", "+"+backRef+":"+backRef); err != nil {
 		b.Store.settle(rec)
-		return nil, stopped(&Error{Code: ExitFailed, Err: err, Next: []Step{backAgain}})
+		return nil, stopped(StepFetch, &Error{Code: ExitFailed, Err: err, Next: []Step{backAgain}})
 	}
 	back, err := r.git.line(ctx, "rev-parse", "--verify", backRef+"^{commit}")
 	if err != nil {
 		b.Store.settle(rec)
-		return nil, stopped(&Error{Code: ExitFailed, Err: fmt.Errorf("the box has no %s: %w", backRef, err)})
+		return nil, stopped(StepFetch, &Error{Code: ExitFailed, Err: fmt.Errorf("the box has no %s: %w", backRef, err)})
 	}
 	if err := b.journal(rec, StepMerge); err != nil {
 		return nil, err
@@ -201,7 +201,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		return nil, oe
 	}
 	if err != nil {
-		return nil, stopped(&Error{Code: ExitFailed, Err: err})
+		return nil, stopped(StepMerge, &Error{Code: ExitFailed, Err: err})
 	}
 	res.Merge = m
 	if _, err := b.Store.EnsureRepoDir(r.Key); err == nil {

@@ -18,6 +18,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cocoonbox/cocoonbox/internal/flock"
 )
 
 // The commands a journal names (Record.Op).
@@ -100,6 +102,34 @@ func stoppedBefore(ctx context.Context, err error, step string) error {
 		return err
 	}
 	return interrupted(step, "nothing changed here")
+}
+
+// interruptedNext is the way on from a record whose journal names the
+// step a command died in: the next back or abandon finishes or undoes it.
+var interruptedNext = Step{"finish or undo it first: ", cmdBack, " or ", cmdAbandon, " does, and says which"}
+
+// interruptedLine says which step of which command rec's journal names:
+// "offload ID was interrupted during STEP".
+func interruptedLine(rec *Record) string {
+	return fmt.Sprintf("%s %s was interrupted during %s", opName(rec), rec.ID, rec.Step)
+}
+
+// Interrupted is, for a repository whose record names a step of a
+// command that died there (kill -9, a power loss), the line that says so
+// and the way on, for inbox, send and status to say in place of what the
+// box alone tells them; "" and nil when its record names no step, or the
+// command that names it still runs (it holds the repository's lock).
+func (s Store) Interrupted(key string) (string, []Step) {
+	unlock, err := flock.Hold(s.LockPath(key), flock.Exclusive|flock.NoWait)
+	if err != nil {
+		return "", nil
+	}
+	defer unlock()
+	rec, err := s.LoadRecord(key)
+	if err != nil || rec.Op == "" {
+		return "", nil
+	}
+	return interruptedLine(rec), []Step{interruptedNext}
 }
 
 // journal writes rec as the journal of op's step, durably, before the
@@ -208,13 +238,29 @@ func (rs *resumer) agent(rec *Record) *Agent {
 }
 
 // boxGone reports whether the box service says it has no box named name.
-func (rs *resumer) boxGone(ctx context.Context, name string) bool {
-	c, ok := rs.exec.(Client)
+func (rs *resumer) boxGone(ctx context.Context, name string) bool { return boxGone(ctx, rs.exec, name) }
+
+// boxGone reports whether x, when it lists boxes (a Client), has no box
+// named name.
+func boxGone(ctx context.Context, x Execer, name string) bool {
+	c, ok := x.(Client)
 	if !ok {
 		return false
 	}
 	bs, err := c.List(ctx)
 	return err == nil && !hasBox(bs, name)
+}
+
+// GoneError is, for a command on rec's offload that failed with err, the
+// failure to say in its place when rec's box no longer exists (x lists
+// no box of its name): the box's work went with it, and abandon drops
+// the record. It is err otherwise, or when ctx has ended.
+func GoneError(ctx context.Context, x Execer, rec *Record, err error) error {
+	if err == nil || ctx.Err() != nil || !boxGone(ctx, x, rec.BoxName) {
+		return err
+	}
+	return &Error{Code: ExitFailed, Err: fmt.Errorf("box %s no longer exists, and the work of offload %s went with it", rec.BoxName, rec.ID),
+		Next: []Step{{"drop this offload's record: ", cmdAbandon}}}
 }
 
 // offload undoes an offload that died before its box CLI session
@@ -227,7 +273,7 @@ func (rs *resumer) offload(ctx context.Context, rec *Record) (*resumed, error) {
 	os.Remove(filepath.Join(dir, "offload.bundle"))
 	os.Remove(filepath.Join(dir, "excludes"))
 	r.clearStale()
-	what := fmt.Sprintf("%s %s was interrupted during %s", opName(rec), rec.ID, rec.Step)
+	what := interruptedLine(rec)
 	a := rs.agent(rec)
 	ss, err := a.Status(ctx, rec.Repo)
 	if err != nil {
@@ -260,7 +306,9 @@ func (rs *resumer) offload(ctx context.Context, rec *Record) (*resumed, error) {
 // died after its merge (end, then the record goes).
 func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
 	r := rs.repo
-	what := fmt.Sprintf("%s %s was interrupted during %s", opName(rec), rec.ID, rec.Step)
+	what := interruptedLine(rec)
+	// Whatever the step, its temporary indexes and ref locks are ours.
+	r.clearStale()
 	switch rec.Step {
 	case StepEnd:
 	case StepApply:
@@ -282,7 +330,6 @@ func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
 			return nil, err
 		}
 	default:
-		r.clearStale()
 		staleLock(filepath.Join(r.GitDir, "index.lock"))
 		rec.Merge = nil
 		if err := rs.store.settle(rec); err != nil {
@@ -307,7 +354,7 @@ func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
 
 // abandon finishes an abandon: it runs again, as asked, --yes included.
 func (rs *resumer) abandon(ctx context.Context, rec *Record) (*resumed, error) {
-	what := fmt.Sprintf("%s %s was interrupted during %s", opName(rec), rec.ID, rec.Step)
+	what := interruptedLine(rec)
 	c, ok := rs.exec.(Client)
 	if !ok {
 		return nil, &Error{Code: ExitFailed, Err: errors.New(what), Next: []Step{{"finish it with: ", cmdAbandon}}}
@@ -337,8 +384,9 @@ func (rs *resumer) abandon(ctx context.Context, rec *Record) (*resumed, error) {
 // Otherwise it undoes: HEAD goes back to j.Head, our stale index lock
 // goes, and each file the update changes that is as the box has it goes
 // back to how back found it. A file as neither (changed since, or cut
-// short by a power loss) stops it with nothing changed: an *Error naming
-// the files and the way back.
+// short by a power loss) stops it with HEAD and the index as before it
+// (our lock gone) and the files as they are: an *Error naming the files
+// and the git restore that puts them back.
 func (r *Repo) resumeApply(ctx context.Context, what, id string, j *MergeJournal) (bool, error) {
 	lockPath := filepath.Join(r.GitDir, "index.lock")
 	_, lerr := os.Lstat(lockPath)
@@ -368,10 +416,6 @@ func (r *Repo) resumeApply(ctx context.Context, what, id string, j *MergeJournal
 	if err != nil {
 		return false, err
 	}
-	if len(u.conflicts) > 0 {
-		return false, &Error{Code: ExitFailed, Err: fmt.Errorf("%s, and %s %s neither as before it nor as the box has them; nothing was undone", what, pathList(u.conflicts), isAre(len(u.conflicts))),
-			Next: []Step{restore}}
-	}
 	// HEAD goes back while the lock is there, so that an undo cut short
 	// never reads as HEAD moved with the index written (finished).
 	if j.MoveTo != "" && head == j.MoveTo {
@@ -379,8 +423,14 @@ func (r *Repo) resumeApply(ctx context.Context, what, id string, j *MergeJournal
 			return false, err
 		}
 	}
+	// Our lock goes even when the files stay as they are: the restore
+	// named below could not run past it.
 	if held {
 		staleLock(lockPath)
+	}
+	if len(u.conflicts) > 0 {
+		return false, &Error{Code: ExitFailed, Err: fmt.Errorf("%s, and %s %s neither as before it nor as the box has them; HEAD and the index are as before it, the files as they are", what, pathList(u.conflicts), isAre(len(u.conflicts))),
+			Next: []Step{restore}}
 	}
 	if err := r.restoreWork(ctx, j, u); err != nil {
 		return false, err
@@ -524,7 +574,11 @@ func (r *Repo) workEntries(ctx context.Context, paths []string) (map[string]stri
 	if len(files) == 0 {
 		return m, nil
 	}
-	out, err := r.git.run(ctx, strings.NewReader(strings.Join(files, "\n")+"\n"), "hash-object", "--stdin-paths")
+	var in strings.Builder
+	for _, f := range files {
+		in.WriteString(cQuote(f) + "\n")
+	}
+	out, err := r.git.run(ctx, strings.NewReader(in.String()), "hash-object", "--stdin-paths")
 	if err != nil {
 		return nil, err
 	}
@@ -536,6 +590,28 @@ func (r *Repo) workEntries(ctx context.Context, paths []string) (map[string]stri
 		m[p] = modes[i] + " " + oids[i]
 	}
 	return m, nil
+}
+
+// cQuote is p quoted as git quotes a path (a C-style string: \\, \" and
+// the other control bytes as octal), which --stdin-paths reads back as p
+// whatever it holds: a newline, a carriage return at its end, or a
+// leading quote would otherwise be split, trimmed or unquoted.
+func cQuote(p string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < ' ' || c == 0x7f:
+			fmt.Fprintf(&b, "\\%03o", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // clearStale removes what a killed command of ours left in the git

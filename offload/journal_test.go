@@ -34,6 +34,7 @@ func TestResumeApply(t *testing.T) {
 		{name: "killed halfway", written: []string{"a.txt", "new/box.txt"}, lock: true},
 		{name: "killed once HEAD moved", written: []string{"a.txt", "c.txt", "new/box.txt"}, moved: true, lock: true},
 		{name: "a file changed since", written: []string{"a.txt"}, changed: "c.txt", lock: true, wantErr: "c.txt is neither as before it nor as the box has them"},
+		{name: "a file changed since, HEAD moved", written: []string{"a.txt", "c.txt", "new/box.txt"}, moved: true, changed: "a.txt", lock: true, wantErr: "a.txt is neither as before it nor as the box has them"},
 		{name: "killed after the index was written", written: []string{"a.txt", "c.txt", "new/box.txt"}, moved: true, finished: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,6 +97,25 @@ func TestResumeApply(t *testing.T) {
 				if diff := cmp.Diff(stateBefore, files(t, r.Top)); diff != "" {
 					t.Errorf("the work tree changed (-before +after):\n%s", diff)
 				}
+				// HEAD and the index are as before it, so the restore the
+				// error names works (our stale lock would fail it), and
+				// then the resume goes on.
+				if got := run(t, r.Top, env, "git", "rev-parse", "HEAD"); got != head {
+					t.Errorf("HEAD %s, want %s as before back", got, head)
+				}
+				if _, err := os.Lstat(lockPath); err == nil {
+					t.Error("our stale index.lock is still there: the restore the error names cannot run")
+				}
+				run(t, r.Top, env, "git", "restore", "--source="+j.Work, "--worktree", "--", ":/")
+				if finished, err := r.resumeApply(context.Background(), "back was interrupted during apply", testID, j); err != nil || finished {
+					t.Fatalf("after the restore: %v, %v; want it undone", finished, err)
+				}
+				if diff := cmp.Diff(before, files(t, r.Top)); diff != "" {
+					t.Errorf("work tree not as before back (-want +got):\n%s", diff)
+				}
+				if got := run(t, r.Top, env, "git", "ls-files", "-s"); got != index {
+					t.Errorf("index:\n%s\nwant as before back:\n%s", got, index)
+				}
 				return
 			}
 			if err != nil || finished != tc.finished {
@@ -131,5 +151,30 @@ func TestResumeApply(t *testing.T) {
 				t.Errorf("after back again (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// workEntries hashes files whose names git's --stdin-paths would split
+// or unquote (a newline, a carriage return at the end, a leading quote, a
+// backslash) as git hash-object of each does: a back killed in apply
+// over such a file failed its resume for good ("could not open 'new'").
+func TestWorkEntriesOddNames(t *testing.T) {
+	env := testEnv(t)
+	names := []string{"new\nline.txt", "cr\r", "\"quoted\"", "back\\slash", "tab\tname", "plain.txt"}
+	files := map[string]string{}
+	for i, n := range names {
+		files[n] = strconv.Itoa(i) + "\n"
+	}
+	r := newRepo(t, env, files)
+	got, err := r.workEntries(context.Background(), names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, n := range names {
+		want[n] = "100644 " + strings.TrimSpace(run(t, r.Top, env, "git", "hash-object", "--", n))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("workEntries (-want +got):\n%s", diff)
 	}
 }

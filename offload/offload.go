@@ -892,11 +892,11 @@ func Restart(ctx context.Context, st Store, key string, x Execer) (*Record, erro
 		return nil, err
 	}
 	if rec.Op != "" {
-		return nil, refused(fmt.Errorf("%s %s was interrupted during %s", opName(rec), rec.ID, rec.Step),
-			Step{"finish or undo it first: ", cmdBack, " or ", cmdAbandon, " does, and says which"})
+		return nil, refused(errors.New(interruptedLine(rec)), interruptedNext)
 	}
 	a := &Agent{Exec: x, Box: rec.BoxName}
 	res, err := a.Restart(ctx, key)
+	err = GoneError(ctx, x, rec, err)
 	if err == nil && res.Exited {
 		return nil, exitedError(agentwire.KindOf(rec.Kind), rec.BoxName, res.ExitLines, true)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/flock"
 	"github.com/cocoonbox/cocoonbox/internal/jsonfile"
@@ -118,17 +119,50 @@ func (s Store) EnsureRepoDir(key string) (string, error) {
 	return d, nil
 }
 
-// LoadRecord reads the repo's offload.json; ErrNoRecord when none.
+// ErrBadRecord is in LoadRecord's error for an offload.json that does
+// not read as a record of the repository (cut short, edited by hand, not
+// a file): offload abandon moves it aside (MoveRecordAside).
+var ErrBadRecord = errors.New("the offload's record cannot be read")
+
+// LoadRecord reads the repo's offload.json; ErrNoRecord when none. One
+// that does not read as the repo's record is an *Error wrapping
+// ErrBadRecord, naming abandon.
 func (s Store) LoadRecord(key string) (*Record, error) {
 	var r Record
-	ok, err := jsonfile.Read(s.recordPath(key), &r)
+	p := s.recordPath(key)
+	ok, err := jsonfile.Read(p, &r)
+	if err == nil && ok && (r.Repo != key || !isID(r.ID)) {
+		err = fmt.Errorf("%s: not a record of this repository (repo %q, id %q)", p, r.Repo, r.ID)
+	}
 	if err != nil {
-		return nil, err
+		return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("%w: %w", ErrBadRecord, err),
+			Next: []Step{{"move it aside and end the offload: ", cmdAbandon}}}
 	}
 	if !ok {
 		return nil, ErrNoRecord
 	}
 	return &r, nil
+}
+
+// isID reports whether id is an offload id: 16 lower-case hex digits.
+func isID(id string) bool {
+	if len(id) != 16 {
+		return false
+	}
+	for _, c := range id {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// MoveRecordAside renames the repo's offload.json that LoadRecord could
+// not read to offload.json.bad-<unix ms>, kept for a look, and returns
+// that path.
+func (s Store) MoveRecordAside(key string) (string, error) {
+	to := fmt.Sprintf("%s.bad-%d", s.recordPath(key), time.Now().UnixMilli())
+	return to, os.Rename(s.recordPath(key), to)
 }
 
 // SaveRecord writes offload.json atomically, 0600, and syncs it and its
