@@ -53,6 +53,19 @@ func signalExitContext() (context.Context, context.CancelFunc, func() int) {
 	return ctx, stop, func() int { mu.Lock(); defer mu.Unlock(); return code }
 }
 
+// signalled is err, when a signal (Ctrl-C, SIGTERM) ended the command's
+// context (code tells its exit status, 128+N), as what: one line and exit
+// 128+N, never the context's error. err as it is otherwise.
+func signalled(code func() int, err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if n := code(); n != 0 {
+		return &offload.Error{Code: n, Err: errors.New(what)}
+	}
+	return err
+}
+
 // runSignIn runs the kind's vendor login in the box on a terminal relayed
 // to ours, opens the first link on the vendor's own hosts once, and
 // leaves the login in the box.
