@@ -22,13 +22,9 @@ import (
 	"github.com/cocoonbox/cocoonbox/shim"
 )
 
-// signalContext is cancelled by the first INT or TERM.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
-// signalExitContext is signalContext that also tells the exit status
-// the signal calls for, 128+N (docs/cli.md), or 0 before any.
+// signalExitContext is a context cancelled by the first INT or TERM, and
+// a func that tells the exit status the signal calls for, 128+N
+// (docs/cli.md), or 0 before any.
 func signalExitContext() (context.Context, context.CancelFunc, func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan os.Signal, 1)
@@ -177,7 +173,7 @@ func runSignInKey(env Env, s Streams, kind agentwire.Kind, boxName string) error
 	if err != nil {
 		return err
 	}
-	ctx, stop := signalContext()
+	ctx, stop, code := signalExitContext()
 	defer stop()
 	c, err := env.dial("")
 	if err != nil {
@@ -187,7 +183,7 @@ func runSignInKey(env Env, s Streams, kind agentwire.Kind, boxName string) error
 	a := &offload.Agent{Exec: c, Box: boxName, Progress: progressWriter(s)}
 	res, err := a.SignInKey(ctx, kind, key)
 	if err != nil {
-		return err
+		return signalled(code, err, "interrupted before box "+boxName+" answered; it may or may not keep the key: sign in again")
 	}
 	who := kind.Title()
 	if res.CLI != nil {
