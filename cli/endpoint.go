@@ -42,15 +42,16 @@ func (e Env) withEndpoint(endpoint string, f func(ctx context.Context, c *box.Cl
 }
 
 // dialCurrent dials the current endpoint and returns the client, a
-// context that Ctrl-C or SIGTERM ends (signalContext), and the func that
-// closes the client and stops the context.
-func (e Env) dialCurrent() (*box.Client, context.Context, func(), error) {
+// context that Ctrl-C or SIGTERM ends (signalExitContext), the func that
+// closes the client and stops the context, and the one that tells the
+// exit status the signal calls for (0 before any).
+func (e Env) dialCurrent() (*box.Client, context.Context, func(), func() int, error) {
 	c, err := e.dial("")
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	ctx, stop := signalContext()
-	return c, ctx, func() { stop(); c.Close() }, nil
+	ctx, stop, code := signalExitContext()
+	return c, ctx, func() { stop(); c.Close() }, code, nil
 }
 
 // listFrom is a list command's work: it dials endpoint, fetches the

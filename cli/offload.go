@@ -442,14 +442,9 @@ type flight struct {
 	signal func() int
 }
 
-// stopped is err, when a signal (Ctrl-C, SIGTERM) ended the flight's
-// context, as what: one line and exit 128+N, never the context's error.
-func (f *flight) stopped(err error, what string) error {
-	if code := f.signal(); code != 0 {
-		return &offload.Error{Code: code, Err: errors.New(what)}
-	}
-	return err
-}
+// stopped is err, when a signal ended the flight's context, as what
+// (signalled).
+func (f *flight) stopped(err error, what string) error { return signalled(f.signal, err, what) }
 
 // inFlight loads this repository's record and dials its box; the
 // context and the func are the flight's interruptible's.
@@ -493,7 +488,7 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	if bx == "" {
 		bx = defaultBox
 	}
-	c, ctx, done, err := env.dialCurrent()
+	c, ctx, done, code, err := env.dialCurrent()
 	if err != nil {
 		return err
 	}
@@ -501,7 +496,7 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	a := &offload.Agent{Exec: c, Box: bx, Progress: progressWriter(s)}
 	ss, err := a.Status(ctx, key)
 	if err != nil {
-		return err
+		return signalled(code, err, "interrupted before box "+bx+" answered")
 	}
 	defer interrupted()
 	if o.JSON {
@@ -706,7 +701,7 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, done, err := env.dialCurrent()
+	c, ctx, done, code, err := env.dialCurrent()
 	if err != nil {
 		return err
 	}
@@ -738,6 +733,7 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 		fmt.Fprintf(s.Err, "cocoonbox: the installers' own output goes to %s (-v shows it here)\n", path)
 	}
 	res, err := in.Install(ctx)
+	err = signalled(code, err, "interrupted; what install-cli began in box "+o.Box+" may be half done: run it again")
 	if oe, ok := errors.AsType[*offload.Error](err); ok && logPath != "" {
 		oe.Next = append(oe.Next, offload.Step{"the installers' whole output is in " + logPath})
 	}
@@ -772,14 +768,14 @@ func runOffloadRestart(env Env, s Streams) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, done, err := env.dialCurrent()
+	c, ctx, done, code, err := env.dialCurrent()
 	if err != nil {
 		return err
 	}
 	defer done()
 	rec, err := offload.Restart(ctx, oe.store, oe.repo.Key, c)
 	if err != nil {
-		return err
+		return signalled(code, err, "interrupted before the box answered; it may have restarted the session: cocoonbox offload status shows it")
 	}
 	fmt.Fprintf(s.Out, "restarted the box CLI session in box %s from its last hand-over\n", rec.BoxName)
 	fmt.Fprintf(s.Out, "watch:  cocoonbox offload inbox --wait 60\n")

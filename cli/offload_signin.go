@@ -22,13 +22,9 @@ import (
 	"github.com/cocoonbox/cocoonbox/shim"
 )
 
-// signalContext is cancelled by the first INT or TERM.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
-// signalExitContext is signalContext that also tells the exit status
-// the signal calls for, 128+N (docs/cli.md), or 0 before any.
+// signalExitContext is a context cancelled by the first INT or TERM, and
+// a func that tells the exit status the signal calls for, 128+N
+// (docs/cli.md), or 0 before any.
 func signalExitContext() (context.Context, context.CancelFunc, func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan os.Signal, 1)
@@ -51,6 +47,19 @@ func signalExitContext() (context.Context, context.CancelFunc, func() int) {
 	}()
 	stop := func() { signal.Stop(ch); cancel() }
 	return ctx, stop, func() int { mu.Lock(); defer mu.Unlock(); return code }
+}
+
+// signalled is err, when a signal (Ctrl-C, SIGTERM) ended the command's
+// context (code tells its exit status, 128+N), as what: one line and exit
+// 128+N, never the context's error. err as it is otherwise.
+func signalled(code func() int, err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if n := code(); n != 0 {
+		return &offload.Error{Code: n, Err: errors.New(what)}
+	}
+	return err
 }
 
 // runSignIn runs the kind's vendor login in the box on a terminal relayed
@@ -164,7 +173,7 @@ func runSignInKey(env Env, s Streams, kind agentwire.Kind, boxName string) error
 	if err != nil {
 		return err
 	}
-	ctx, stop := signalContext()
+	ctx, stop, code := signalExitContext()
 	defer stop()
 	c, err := env.dial("")
 	if err != nil {
@@ -174,7 +183,7 @@ func runSignInKey(env Env, s Streams, kind agentwire.Kind, boxName string) error
 	a := &offload.Agent{Exec: c, Box: boxName, Progress: progressWriter(s)}
 	res, err := a.SignInKey(ctx, kind, key)
 	if err != nil {
-		return err
+		return signalled(code, err, "interrupted before box "+boxName+" answered; it may or may not keep the key: sign in again")
 	}
 	who := kind.Title()
 	if res.CLI != nil {

@@ -28,6 +28,9 @@ import (
 type inboxes struct {
 	mu   sync.Mutex
 	cmds map[string]*inboxProc
+	// failed is when each box's inbox last exited at its start:
+	// ensureInbox does not try again within inboxRetry.
+	failed map[string]time.Time
 	// closed is set once the server powers off: no inbox starts after it,
 	// so none can outlive it (a start racing Stop, as Serve's own or an
 	// Ensure's, found the boxes already stopped).
@@ -238,12 +241,22 @@ func (s *Server) startInbox(b *box) {
 		select {
 		case <-exited:
 			s.logf("box %s: the inbox exited at start; see %s", b.Name, b.inboxLog())
+			// startInbox holds s.inbox.mu.
+			if s.inbox.failed == nil {
+				s.inbox.failed = map[string]time.Time{}
+			}
+			s.inbox.failed[b.ID] = time.Now()
 			return
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 	s.logf("box %s: inbox started (pid %d)", b.Name, cmd.Process.Pid)
 }
+
+// inboxRetry is how long after an inbox exited at its start ensureInbox
+// leaves it be, so that one that cannot start (its run directory made
+// unusable from inside the box) is not started again for every command.
+const inboxRetry = 10 * time.Second
 
 // ensureInbox starts b's inbox when none runs (startInbox), once the
 // server serves: an inbox that exited, killed or crashed, is started
@@ -254,9 +267,9 @@ func (s *Server) ensureInbox(b *box) {
 		return
 	}
 	s.inbox.mu.Lock()
-	running := s.inbox.closed || s.inbox.cmds[b.ID] != nil
+	skip := s.inbox.closed || s.inbox.cmds[b.ID] != nil || time.Since(s.inbox.failed[b.ID]) < inboxRetry
 	s.inbox.mu.Unlock()
-	if !running {
+	if !skip {
 		s.startInbox(b)
 	}
 }

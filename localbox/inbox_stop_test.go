@@ -53,3 +53,39 @@ func TestNoInboxAfterStop(t *testing.T) {
 		t.Errorf("an inbox (pid %d) started after Stop and outlived its server", pid)
 	}
 }
+
+// TestEnsureInboxRetry: a box's next command starts its inbox again when
+// it has exited (killed, crashed), but one that exits at its start is
+// not started again for every command: once, then not within inboxRetry.
+func TestEnsureInboxRetry(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	starts := filepath.Join(dir, "starts")
+	agent := "#!/bin/sh\necho started >> " + starts + "\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bin, "cocoonbox-agent"), []byte(agent), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{Dir: filepath.Join(dir, "state"), BinDir: bin}
+	if err := srv.CreateBox(DefaultBox); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	b, _ := srv.reg.get("", DefaultBox)
+	srv.serving.Store(true)
+	for range 3 {
+		srv.ensureInbox(b)
+		// Until the exit is seen, the inbox counts as running.
+		for gone := false; !gone; time.Sleep(10 * time.Millisecond) {
+			srv.inbox.mu.Lock()
+			gone = srv.inbox.cmds[b.ID] == nil
+			srv.inbox.mu.Unlock()
+		}
+	}
+	data, _ := os.ReadFile(starts)
+	if n := strings.Count(string(data), "started"); n != 1 {
+		t.Errorf("an inbox that exits at start was started %d times by 3 commands, want 1", n)
+	}
+}
