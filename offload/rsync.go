@@ -194,7 +194,8 @@ func (r *Rsync) syncArgs(excludeFile string, linked bool, o syncOpts) []string {
 	if o.compress {
 		a = "-az"
 	}
-	args := []string{a, "--delete", "--exclude-from=" + excludeFile}
+	args := append([]string{a}, r.wholeList()...)
+	args = append(args, "--delete", "--exclude-from="+excludeFile)
 	if o.objects {
 		args = append(args, "--exclude=/.git/objects/**/tmp_*", "--exclude=/.git/objects/incoming-*")
 	} else {
@@ -220,7 +221,22 @@ func (r *Rsync) gitArgs() []string {
 	if r.openrsync() {
 		cmp = "-I"
 	}
-	return []string{"-a", cmp, "--exclude=/objects/", "--exclude=**.lock"}
+	return append(append([]string{"-a"}, r.wholeList()...), cmp, "--exclude=/objects/", "--exclude=**.lock")
+}
+
+// wholeList is rsync 3's --no-inc-recursive: the file list goes whole,
+// up front. Its incremental recursion (the default from protocol 30)
+// sends the list a directory at a time, each part once the box has
+// gone through what came before: for the Go tree's 1,324 directories a
+// pass that changes nothing took 1.8 s at 100 ms with it, 0.67 s without
+// (0.20 and 0.23 s at 0 ms), 11 round trips fewer. The other variants
+// speak protocol 29, which has no incremental recursion, and do not
+// know the option.
+func (r *Rsync) wholeList() []string {
+	if r.Variant == Rsync3 {
+		return []string{"--no-inc-recursive"}
+	}
+	return nil
 }
 
 // measureArgs are the size dry run's arguments after syncArgs, or nil

@@ -157,23 +157,27 @@ func localRsync(t *testing.T, env []string) *Rsync {
 // README there says where each came from) is told apart, and gets the
 // argv its rsync takes; portable openrsync is refused naming the fix.
 func TestRsyncVariants(t *testing.T) {
+	// rsync 3 sends the file list whole (--no-inc-recursive); the
+	// others have no incremental recursion, nor the option.
+	sync3 := []string{"-az", "--no-inc-recursive", "--delete", "--exclude-from=EX", "--exclude=/.git/objects/", "--exclude=/.git/**.lock"}
 	sync := []string{"-az", "--delete", "--exclude-from=EX", "--exclude=/.git/objects/", "--exclude=/.git/**.lock"}
+	git3 := []string{"-a", "--no-inc-recursive", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}
 	tests := []struct {
 		file, variant, version string
 		protocol               int
-		git, measure           []string
+		sync, git, measure     []string
 		refuse                 string
 	}{
 		{file: "rsync-3.5.0-debian12.txt", variant: Rsync3, version: "3.5.0", protocol: 32,
-			git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
+			sync: sync3, git: git3, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
 		{file: "rsync-3.4.1-macos-build.txt", variant: Rsync3, version: "3.4.1", protocol: 32,
-			git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
+			sync: sync3, git: git3, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
 		{file: "rsync-3.2.7-homebrew-macos13.txt", variant: Rsync3, version: "3.2.7", protocol: 31,
-			git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
+			sync: sync3, git: git3, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
 		{file: "rsync-2.6.9-apple-macos13.txt", variant: Rsync269, version: "2.6.9", protocol: 29,
-			git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats"}},
+			sync: sync, git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats"}},
 		{file: "openrsync-apple-macos15.txt", variant: AppleOpenrsync, version: "2.6.9", protocol: 29,
-			git: []string{"-a", "-I", "--exclude=/objects/", "--exclude=**.lock"}, measure: nil},
+			sync: sync, git: []string{"-a", "-I", "--exclude=/objects/", "--exclude=**.lock"}, measure: nil},
 		{file: "openrsync-portable.txt", refuse: "OpenBSD's portable openrsync (protocol 27), whose --checksum offload cannot use: install rsync 3 (brew install rsync on a Mac) or put Apple's /usr/bin/rsync first on PATH"},
 	}
 	for _, tt := range tests {
@@ -195,10 +199,10 @@ func TestRsyncVariants(t *testing.T) {
 			if rs.Variant != tt.variant || rs.Version != tt.version || rs.Protocol != tt.protocol {
 				t.Errorf("got %s %s protocol %d, want %s %s protocol %d", rs.Variant, rs.Version, rs.Protocol, tt.variant, tt.version, tt.protocol)
 			}
-			if diff := cmp.Diff(sync, rs.syncArgs("EX", false, syncOpts{compress: true})); diff != "" {
+			if diff := cmp.Diff(tt.sync, rs.syncArgs("EX", false, syncOpts{compress: true})); diff != "" {
 				t.Errorf("sync args (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(append(slices.Clone(sync), "--exclude=/.git"), rs.syncArgs("EX", true, syncOpts{compress: true})); diff != "" {
+			if diff := cmp.Diff(append(slices.Clone(tt.sync), "--exclude=/.git"), rs.syncArgs("EX", true, syncOpts{compress: true})); diff != "" {
 				t.Errorf("linked sync args (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.git, rs.gitArgs()); diff != "" {
