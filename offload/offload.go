@@ -419,15 +419,8 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 		}
 		opts.objects = true
 	}
-	args := append(rsync.syncArgs(exFile, r.Linked, opts), "-e", o.Shim, r.Top+"/", bx.Name+":"+rpath+"/")
-	_, err = rsync.run(ctx, HostEnv(o.Environ, true), args)
+	err = o.sync(ctx, rsync, exFile, bx.Name+":"+rpath, opts)
 	os.Remove(exFile)
-	if fi, serr := os.Stat(filepath.Join(r.Top, ".git")); err == nil && serr == nil && fi.IsDir() {
-		// rsync's quick check (size and mtime) skips a ref or HEAD rewritten
-		// in the same second at the same size, and the copy's refs must be
-		// ours: .git's small files go again, compared by content.
-		_, err = rsync.run(ctx, HostEnv(o.Environ, true), append(rsync.gitArgs(), "-e", o.Shim, r.Top+"/.git/", bx.Name+":"+rpath+"/.git/"))
-	}
 	if err != nil {
 		return nil, rollback(err)
 	}
@@ -494,6 +487,45 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 		return nil, exitedError(o.Kind, o.Box, send.ExitLines, false)
 	}
 	return res, nil
+}
+
+// sync runs the rsync passes into the copy at dest (BOX:PATH): the work
+// tree (syncArgs) and, when .git is a directory, .git by content
+// (gitArgs), side by side: each pass costs its round trips (rsync's
+// protocol: about five), and they share none, as the first leaves .git to
+// the second but for the objects a first offload sends. A failed pass
+// stops the other, and its error is the one returned.
+func (o *Offloader) sync(ctx context.Context, rs *Rsync, exFile, dest string, opts syncOpts) error {
+	r := o.Repo
+	env := HostEnv(o.Environ, true)
+	fi, err := os.Lstat(filepath.Join(r.Top, ".git"))
+	gitPass := err == nil && fi.IsDir()
+	opts.noGit = r.Linked || gitPass
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	run := func(args []string) {
+		_, err := rs.run(ctx, env, args)
+		if err != nil {
+			cancel()
+		}
+		errs <- err
+	}
+	passes := 1
+	go run(append(rs.syncArgs(exFile, opts), "-e", o.Shim, r.Top+"/", dest+"/"))
+	if gitPass {
+		passes++
+		go run(append(rs.gitArgs(), "-e", o.Shim, r.Top+"/.git", dest+"/"))
+	}
+	// The pass that failed first stopped the other: its error is the
+	// first to come.
+	var first error
+	for range passes {
+		if err := <-errs; first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // journal writes rec as the journal of the offload's step before it runs.

@@ -184,44 +184,54 @@ func (r *Rsync) openrsync() bool { return r.Variant == AppleOpenrsync }
 // box's own ignored files stay. git's lock files (index.lock, HEAD's,
 // refs' and packed-refs' locks) stay here: one a laptop git holds would
 // lock the box agent's git out.
-//
-// compress is -z, which costs CPU for nothing when the box is on this
-// machine (a unix socket or loopback endpoint). objects keeps
-// .git/objects in (a first offload: the packs as they are, so the box
-// indexes nothing), less git's temporary files there.
-func (r *Rsync) syncArgs(excludeFile string, linked bool, o syncOpts) []string {
+func (r *Rsync) syncArgs(excludeFile string, o syncOpts) []string {
 	a := "-a"
 	if o.compress {
 		a = "-az"
 	}
 	args := append([]string{a}, r.wholeList()...)
 	args = append(args, "--delete", "--exclude-from="+excludeFile)
-	if o.objects {
-		args = append(args, "--exclude=/.git/objects/**/tmp_*", "--exclude=/.git/objects/incoming-*")
-	} else {
-		args = append(args, "--exclude=/.git/objects/")
+	switch {
+	case o.objects:
+		// .git/objects as it is, less git's temporary files; the rest of
+		// .git is the second pass's (gitArgs). The rules match in order:
+		// the first that matches a name decides.
+		return append(args, "--exclude=/.git/objects/**/tmp_*", "--exclude=/.git/objects/incoming-*",
+			"--include=/.git/", "--include=/.git/objects/", "--include=/.git/objects/**", "--exclude=/.git/*")
+	case o.noGit:
+		return append(args, "--exclude=/.git")
 	}
-	args = append(args, "--exclude=/.git/**.lock")
-	if linked {
-		args = append(args, "--exclude=/.git")
-	}
-	return args
+	return append(args, "--exclude=/.git/objects/", "--exclude=/.git/**.lock")
 }
 
 // syncOpts are the choices of the first rsync pass (syncArgs).
-type syncOpts struct{ compress, objects bool }
+type syncOpts struct {
+	// compress is -z, which costs CPU for nothing when the box is on this
+	// machine (a unix socket or loopback endpoint).
+	compress bool
+	// noGit leaves .git out: a linked worktree's .git file, or a .git
+	// directory that the second pass sends, beside this one.
+	noGit bool
+	// objects, with noGit, sends .git/objects all the same (a first
+	// offload: the packs as they are, so the box indexes nothing), less
+	// git's temporary files there.
+	objects bool
+}
 
-// gitArgs are the arguments of the second pass of .git/ (no objects, no
-// locks), which compares by content: rsync's quick check (size and
-// mtime) skips a ref rewritten in the same second at the same size.
-// --checksum where it works; openrsync sends every file again (-I,
-// through its delta transfer), as its --checksum cannot be trusted.
+// gitArgs are the arguments of the second pass, of .git (no objects, no
+// locks) given as <top>/.git into the copy, which compares by content:
+// rsync's quick check (size and mtime) skips a ref rewritten in the same
+// second at the same size. --checksum where it works; openrsync sends
+// every file again (-I, through its delta transfer), as its --checksum
+// cannot be trusted. It runs beside the first pass (syncOpts.noGit), so
+// it deletes in .git what this repository no longer has; the box's
+// objects and locks stay, as excluded.
 func (r *Rsync) gitArgs() []string {
 	cmp := "--checksum"
 	if r.openrsync() {
 		cmp = "-I"
 	}
-	return append(append([]string{"-a"}, r.wholeList()...), cmp, "--exclude=/objects/", "--exclude=**.lock")
+	return append(append([]string{"-a"}, r.wholeList()...), cmp, "--delete", "--exclude=/.git/objects/", "--exclude=**.lock")
 }
 
 // wholeList is rsync 3's --no-inc-recursive: the file list goes whole,
@@ -316,7 +326,7 @@ func (r *Repo) rsyncMeasure(ctx context.Context, rs *Rsync, env []string, exclud
 		return 0, err
 	}
 	dest := filepath.Join(tmp, "dest")
-	args := append(append(rs.syncArgs(ex, r.Linked, syncOpts{}), rs.measureArgs()...), r.Top+"/", dest+"/")
+	args := append(append(rs.syncArgs(ex, syncOpts{noGit: r.Linked}), rs.measureArgs()...), r.Top+"/", dest+"/")
 	out, err := rs.run(ctx, env, args)
 	if err != nil {
 		return 0, err
