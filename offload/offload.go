@@ -493,22 +493,18 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 // tree (syncArgs) and, when .git is a directory, .git by content
 // (gitArgs), side by side: each pass costs its round trips (rsync's
 // protocol: about five), and they share none, as the first leaves .git to
-// the second but for the objects a first offload sends. A failed pass
-// stops the other, and its error is the one returned.
+// the second but for the objects a first offload sends. A pass that fails
+// lets the other end, so that no rsync still writes into the copy when a
+// rollback gives it back; the error is the first to come.
 func (o *Offloader) sync(ctx context.Context, rs *Rsync, exFile, dest string, opts syncOpts) error {
 	r := o.Repo
 	env := HostEnv(o.Environ, true)
 	fi, err := os.Lstat(filepath.Join(r.Top, ".git"))
 	gitPass := err == nil && fi.IsDir()
 	opts.noGit = r.Linked || gitPass
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	errs := make(chan error, 2)
 	run := func(args []string) {
 		_, err := rs.run(ctx, env, args)
-		if err != nil {
-			cancel()
-		}
 		errs <- err
 	}
 	passes := 1
@@ -517,8 +513,6 @@ func (o *Offloader) sync(ctx context.Context, rs *Rsync, exFile, dest string, op
 		passes++
 		go run(append(rs.gitArgs(), "-e", o.Shim, r.Top+"/.git", dest+"/"))
 	}
-	// The pass that failed first stopped the other: its error is the
-	// first to come.
 	var first error
 	for range passes {
 		if err := <-errs; first == nil {
