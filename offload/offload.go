@@ -251,6 +251,9 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	} else if rec := rz.Rec; rec != nil {
 		return nil, refused(fmt.Errorf("offload %s of this repository is still in box %s", rec.ID, rec.BoxName), stillInBoxNext...)
 	}
+	agent := &Agent{Exec: o.Client, Box: o.Box, Progress: o.Progress, Env: o.AgentEnv}
+	ahead := o.lookAhead(ctx, agent)
+	defer ahead.stop()
 	settings, err := o.Store.LoadSettings()
 	if err != nil {
 		return nil, refused(err)
@@ -308,7 +311,7 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	if err := r.snapshotReady(ctx); err != nil {
 		return nil, err
 	}
-	bx, err := o.findBox(ctx)
+	bx, err := ahead.box()
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +320,6 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	// begin: the box half of the preflight; it takes the copy. From here
 	// on the journal names each step before it runs.
 	id := NewID()
-	agent := &Agent{Exec: o.Client, Box: o.Box, Progress: o.Progress, Env: o.AgentEnv}
 	rec := &Record{ID: id, Repo: r.Key, Box: bx.ID, BoxName: bx.Name, Name: r.Name, Kind: o.Kind.Name(), Top: r.Top}
 	dir := o.Store.RepoDir(r.Key)
 	bpath := filepath.Join(dir, "offload.bundle")
@@ -351,7 +353,7 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	o.logf("begin in box %s", bx.Name)
-	begin, err := o.begin(ctx, agent, id)
+	begin, err := o.begin(ctx, agent, id, ahead.sessions(ctx, agent))
 	if e, ok := errors.AsType[*Error](err); ok && e.Code == ExitRefused {
 		// The box changed nothing.
 		o.Store.removeRecordOf(r.Key, id)
@@ -584,12 +586,70 @@ var stillInBoxNext = []Step{
 	{"if its box session has stopped: ", cmdRestart, " starts it again, and ", cmdAbandon, " ends the offload, keeping the box's work in refs"},
 }
 
-// begin picks the copy's name and runs begin. A name another repo's copy
-// (or a directory that is no copy) holds in the box is refused by the box;
-// then begin runs once more with the name made unique by the repo key.
-func (o *Offloader) begin(ctx context.Context, a *Agent, id string) (*beginAnswer, error) {
+// lookAhead is what offload asks the box service while the laptop
+// preflight runs, as both only read: the box (List) and, when it is
+// running, its sessions (status, which would wake one that is not). Their
+// round trips then cost no time of their own, where they came after the
+// preflight. A laptop block still refuses before the box is asked for
+// anything that changes it (begin).
+type lookAhead struct {
+	done   chan struct{}
+	cancel context.CancelFunc
+	bx     box.Box
+	err    error
+	// ss are the box's sessions when asked (asked), and the error of
+	// status then.
+	ss    []agentwire.Session
+	ssErr error
+	asked bool
+}
+
+// lookAhead starts asking the box service for the box and its sessions.
+func (o *Offloader) lookAhead(ctx context.Context, a *Agent) *lookAhead {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &lookAhead{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(l.done)
+		if l.bx, l.err = o.findBox(ctx); l.err != nil || l.bx.State != "running" {
+			return
+		}
+		l.ss, l.ssErr = a.Status(ctx, "")
+		l.asked = true
+	}()
+	return l
+}
+
+// box is the box findBox found, once it answered.
+func (l *lookAhead) box() (box.Box, error) {
+	<-l.done
+	return l.bx, l.err
+}
+
+// sessions are the box's sessions, asked now when the look-ahead did not.
+// An error means none: the inbox may be down, which begin then says.
+func (l *lookAhead) sessions(ctx context.Context, a *Agent) []agentwire.Session {
+	<-l.done
+	if !l.asked {
+		l.ss, l.ssErr = a.Status(ctx, "")
+	}
+	if l.ssErr != nil {
+		return nil
+	}
+	return l.ss
+}
+
+// stop ends what the look-ahead still asks and waits for it.
+func (l *lookAhead) stop() {
+	l.cancel()
+	<-l.done
+}
+
+// begin picks the copy's name from the box's sessions ss and runs begin.
+// A name another repo's copy (or a directory that is no copy) holds in the
+// box is refused by the box; then begin runs once more with the name made
+// unique by the repo key.
+func (o *Offloader) begin(ctx context.Context, a *Agent, id string, ss []agentwire.Session) (*beginAnswer, error) {
 	r := o.Repo
-	ss, _ := a.Status(ctx, "") // the inbox may be down: begin then says so
 	name, mine := pickName(ss, r.Key, r.Name)
 	// The outbox keeps earlier offloads' entries; inbox starts after them.
 	var seen int64
