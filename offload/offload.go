@@ -10,6 +10,7 @@ import (
 	"github.com/cocoonbox/cocoonbox/handover"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -443,7 +444,16 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	xctx, xcancel := context.WithCancel(ctx)
 	defer xcancel()
 	go func() {
-		err := WriteStream(pw, members)
+		// The Exec sends its first read of the stream right behind its
+		// start, and the rest once the box answers: written through a
+		// buffer of that read's size (box's 128 KiB chunk), a second
+		// offload's whole stream is that read, and costs no round trip
+		// of its own (a bare pipe gave it the first tar header only).
+		bw := bufio.NewWriterSize(pw, 128<<10)
+		err := WriteStream(bw, members)
+		if err == nil {
+			err = bw.Flush()
+		}
 		if err != nil {
 			// The Exec closes the box's stdin at any end of its own, and
 			// a tar cut at a member's end reads as a whole one: the box
