@@ -18,6 +18,31 @@ import (
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
+// sessionClient is a client of a server of srv's Session on a unix
+// socket, both stopped when t ends.
+func sessionClient(t *testing.T, srv controlv1.SessionServer) *box.Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.ForceServerCodecV2(bufpool.Codec{}))
+	controlv1.RegisterSessionServer(gs, srv)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	ep, err := box.ParseEndpoint("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := box.Dial(ep, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // firstStdinServer answers an Exec's start with started only once the
 // first stdin has come, then echoes it and exits 0: a client that waited
 // for started before sending stdin would hang.
@@ -44,24 +69,7 @@ func (firstStdinServer) Exec(st grpc.BidiStreamingServer[controlv1.ExecRequest, 
 // stdin follows the start at once, not after started, saving a client
 // that speaks first (rsync) a round trip (docs/protocol.md).
 func TestExecSendsFirstStdinWithStart(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(bufpool.Codec{}))
-	controlv1.RegisterSessionServer(srv, firstStdinServer{})
-	go srv.Serve(lis)
-	defer srv.Stop()
-	ep, err := box.ParseEndpoint("unix://" + sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := box.Dial(ep, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := sessionClient(t, firstStdinServer{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// stdin stays open: only its first chunk can have been read.
@@ -109,24 +117,7 @@ func (closeStdinServer) Exec(st grpc.BidiStreamingServer[controlv1.ExecRequest, 
 // the start, so a command that reads its input to the end before it
 // answers costs one round trip, not two (docs/protocol.md).
 func TestExecClosesShortStdinWithStart(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(bufpool.Codec{}))
-	controlv1.RegisterSessionServer(srv, closeStdinServer{})
-	go srv.Serve(lis)
-	defer srv.Stop()
-	ep, err := box.ParseEndpoint("unix://" + sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := box.Dial(ep, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := sessionClient(t, closeStdinServer{})
 	file := filepath.Join(t.TempDir(), "in")
 	if err := os.WriteFile(file, []byte("from a file\n"), 0o600); err != nil {
 		t.Fatal(err)
