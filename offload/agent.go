@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,6 +109,118 @@ func (a *Agent) Status(ctx context.Context, key string) ([]agentwire.Session, er
 	return r.Sessions, err
 }
 
+// BackStart is what the start of back's wait found (Agent.BackStart).
+type BackStart struct {
+	// Outbox is the repo's outbox from its start.
+	Outbox *agentwire.ReadResult
+	// Sent says BACK was sent: the copy held no S' of the offload. Then
+	// Sessions are the sessions status found before it, Message send's
+	// answer, and Read the read that waited after the last entry of
+	// Outbox.
+	Sent     bool
+	Sessions []agentwire.Session
+	Message  *agentwire.MessageResult
+	Read     *agentwire.ReadResult
+}
+
+// answerMark ends each verb's stdout in BackStart's Exec, with the
+// verb's exit status.
+const answerMark = "@cocoonbox-verb-exit"
+
+// BackStart starts back's wait in one Exec, one round trip where it took
+// four (contract "Back, Mac side" 1 and 2, in their order): read of the
+// repo's outbox from its start; then, unless the copy at path (relative
+// to the box's workspace) holds refs/cocoonbox/back/<id> (S', which post
+// --back makes before it posts: the box agent posted back, or is posting
+// it), status, send --back, and read --wait up to wait after the last
+// entry the first read returned, each only when the one before it
+// succeeded. The first verb that failed is the error, an *AgentError
+// naming it.
+func (a *Agent) BackStart(ctx context.Context, key, id, path string, wait time.Duration) (*BackStart, error) {
+	read0 := commandLine(agentwire.Read.Argv(agentwire.ReadRequest{Repo: key}))
+	status := commandLine(agentwire.Status.Argv(agentwire.RepoRequest{Repo: key}))
+	back := commandLine(agentwire.Send.Argv(agentwire.SendRequest{Repo: key, Back: true}))
+	// The wait's since is the last seq the first read printed: a seq is
+	// a number after its key, and a body's quotes are escaped, so no
+	// body holds the key. None found is 0, a read that returns at once.
+	readw := commandLine(agentwire.Read.Argv(agentwire.ReadRequest{Repo: key, Since: -1, Wait: int((wait + time.Second - 1) / time.Second)}))
+	readw = strings.Replace(readw, "--since -1", `--since "${n:-0}"`, 1)
+	mark := `s=$?; printf '\n%s %d\n' ` + answerMark + ` "$s"`
+	line := `r=$(` + read0 + ` </dev/null); s=$?; printf '%s\n%s %d\n' "$r" ` + answerMark + ` "$s"
+if ! git -C ` + shellquote.Word(path) + ` rev-parse -q --verify ` + shellquote.Word(RefBack+id) + ` >/dev/null 2>&1; then
+n=$(printf '%s\n' "$r" | grep -o '"seq": *[0-9]*' | tr -dc '0-9\n' | sort -n | tail -n 1)
+` + status + ` </dev/null; ` + mark + `
+if [ "$s" = 0 ]; then ` + back + ` </dev/null; ` + mark + `; fi
+if [ "$s" = 0 ]; then ` + readw + ` </dev/null; ` + mark + `; fi
+fi`
+	stdout, st, err := a.run(ctx, nil, line)
+	if err != nil {
+		return nil, err
+	}
+	answers := splitAnswers(stdout)
+	if st.Error != "" || st.Signal != "" || len(answers) == 0 {
+		// The Exec itself failed: the first verb's answer says how.
+		if len(answers) == 0 {
+			answers = []verbAnswer{{out: stdout}}
+		}
+		answers[0].st.Error, answers[0].st.Signal = st.Error, st.Signal
+		if st.Error == "" && st.Signal == "" {
+			answers[0].st.Code = st.Code
+		}
+		answers = answers[:1]
+	}
+	bs := &BackStart{Outbox: &agentwire.ReadResult{}}
+	if err := a.answer("read", answers[0].out, answers[0].st, bs.Outbox); err != nil {
+		return nil, err
+	}
+	if len(answers) == 1 {
+		return bs, nil
+	}
+	bs.Sent = true
+	var sr agentwire.StatusResult
+	bs.Message, bs.Read = &agentwire.MessageResult{}, &agentwire.ReadResult{}
+	for i, v := range []struct {
+		verb string
+		out  any
+	}{{"status", &sr}, {"send", bs.Message}, {"read", bs.Read}} {
+		if i+1 >= len(answers) {
+			return nil, &AgentError{Verb: v.verb, Msg: "no answer", Exit: 255}
+		}
+		if err := a.answer(v.verb, answers[i+1].out, answers[i+1].st, v.out); err != nil {
+			return nil, err
+		}
+	}
+	bs.Sessions = sr.Sessions
+	return bs, nil
+}
+
+// verbAnswer is one verb's stdout in an Exec of several, and its exit
+// status.
+type verbAnswer struct {
+	out []byte
+	st  box.ExitStatus
+}
+
+// splitAnswers splits the stdout of an Exec of several verbs at the
+// lines answerMark ends each with.
+func splitAnswers(stdout []byte) []verbAnswer {
+	var as []verbAnswer
+	var cur []byte
+	for _, l := range bytes.SplitAfter(stdout, []byte("\n")) {
+		if code, ok := bytes.CutPrefix(bytes.TrimSpace(l), []byte(answerMark+" ")); ok {
+			n, err := strconv.Atoi(string(code))
+			if err != nil {
+				n = 255
+			}
+			as = append(as, verbAnswer{out: cur, st: box.ExitStatus{Code: n}})
+			cur = nil
+			continue
+		}
+		cur = append(cur, l...)
+	}
+	return as
+}
+
 // End runs end: the session ends, secrets are wiped, the copy returned.
 func (a *Agent) End(ctx context.Context, key string) error {
 	return a.call(ctx, nil, nil, agentwire.End.Argv(agentwire.RepoRequest{Repo: key}))
@@ -124,32 +237,49 @@ func (a *Agent) Restart(ctx context.Context, key string) (*agentwire.RestartResu
 // call runs one verb, args as a Verb's Argv makes them, decodes its JSON
 // line into out and turns {"ok":false} into an *AgentError.
 func (a *Agent) call(ctx context.Context, stdin io.Reader, out any, args []string) error {
-	verb := args[1]
+	stdout, st, err := a.run(ctx, stdin, commandLine(args))
+	if err != nil {
+		return err
+	}
+	return a.answer(args[1], stdout, st, out)
+}
+
+// commandLine is the box's command line of a verb, args as a Verb's Argv
+// makes them.
+func commandLine(args []string) string {
 	words := append([]string{agentwire.Program}, args...)
 	for i, w := range words {
 		words[i] = shellquote.Word(w)
 	}
+	return strings.Join(words, " ")
+}
+
+// run runs a command line of verbs in one Exec and returns its stdout.
+func (a *Agent) run(ctx context.Context, stdin io.Reader, line string) ([]byte, box.ExitStatus, error) {
 	var stdout limitedBuffer
 	stdout.max = maxAgentOutput
 	st, err := a.Exec.Exec(ctx, &box.Command{
 		Box:      a.Box,
-		Line:     strings.Join(words, " "),
+		Line:     line,
 		Env:      a.Env,
 		Stdin:    stdin,
 		Stdout:   &stdout,
 		Stderr:   a.Progress,
 		Progress: a.Progress,
 	})
-	if err != nil {
-		return err
-	}
+	return stdout.Bytes(), st, err
+}
+
+// answer decodes a verb's stdout, which ended as st, into out, and turns
+// {"ok":false} or no answer into an *AgentError.
+func (a *Agent) answer(verb string, stdout []byte, st box.ExitStatus, out any) error {
 	if st.Error != "" {
 		return &AgentError{Verb: verb, Msg: st.Error, Exit: 255}
 	}
 	if st.Signal != "" {
 		return &AgentError{Verb: verb, Msg: st.Text(), Exit: 255}
 	}
-	line := lastLine(stdout.Bytes())
+	line := lastLine(stdout)
 	if len(line) == 0 {
 		msg := fmt.Sprintf("no answer (exit status %d)", st.Code)
 		if st.Code == 127 {

@@ -246,6 +246,7 @@ func (b *Backer) resumer() *resumer {
 
 // backAgent is what waitBack needs of the box half.
 type backAgent interface {
+	BackStart(ctx context.Context, key, id, path string, wait time.Duration) (*BackStart, error)
 	Read(ctx context.Context, key string, since int64, wait time.Duration) (*agentwire.ReadResult, error)
 	SendBack(ctx context.Context, key string, interrupt bool) (*agentwire.MessageResult, error)
 	Status(ctx context.Context, key string) ([]agentwire.Session, error)
@@ -255,7 +256,8 @@ type backAgent interface {
 // reads until the back entry comes, BackTimeout in all. A pasted BACK
 // that draws no hook for ResendAfter while the session says working (its
 // hook time, on the box's clock, is where it was before BACK) is sent
-// once more with --interrupt; a queued one never is.
+// once more with --interrupt; a queued one never is. The read of the
+// outbox, status, BACK and the first wait go in one Exec (BackStart).
 func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult) (*agentwire.Entry, error) {
 	start := b.now()
 	deadline := start.Add(BackTimeout)
@@ -264,11 +266,10 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		if ctx.Err() != nil {
 			return &Error{Code: ExitFailed, Err: ErrWaitStopped}
 		}
+		if e := stoppedError(err); e != nil {
+			return e
+		}
 		return boxFailure(err)
-	}
-	rd, err := a.Read(ctx, rec.Repo, 0, 0)
-	if err != nil {
-		return nil, fail(err)
 	}
 	since := int64(0)
 	find := func(rd *agentwire.ReadResult) *agentwire.Entry {
@@ -281,34 +282,50 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		}
 		return found
 	}
-	if e := find(rd); e != nil {
+	if b.Notice != nil {
+		b.Notice(fmt.Sprintf("waiting up to %d s for the box agent's hand-over (Ctrl-C stops waiting; nothing changes here)", int(BackTimeout/time.Second)))
+	}
+	b.logf("send BACK")
+	bs, err := a.BackStart(ctx, rec.Repo, rec.ID, remotePath(rec.Dir, rec.Name), ResendAfter)
+	if err != nil {
+		return nil, fail(err)
+	}
+	if e := find(bs.Outbox); e != nil {
 		return e, nil
 	}
 	// The box's hook times are on the box's clock: they are compared only
 	// with each other.
-	ss, err := a.Status(ctx, rec.Repo)
-	if err != nil {
-		return nil, fail(err)
-	}
 	hookBefore := int64(0)
-	if s := sessionOf(ss, rec); s != nil {
+	sent, sentAt, rd := bs.Message, start, bs.Read
+	if !bs.Sent {
+		// The copy holds S', but the outbox no back: its post failed, or
+		// is on its way. BACK as the contract says.
+		ss, err := a.Status(ctx, rec.Repo)
+		if err != nil {
+			return nil, fail(err)
+		}
+		bs.Sessions = ss
+		if sent, err = a.SendBack(ctx, rec.Repo, false); err != nil {
+			return nil, fail(err)
+		}
+		sentAt, rd = b.now(), nil
+	}
+	if s := sessionOf(bs.Sessions, rec); s != nil {
 		hookBefore = s.HookAtMS
 	}
-	b.logf("send BACK")
-	sent, err := a.SendBack(ctx, rec.Repo, false)
-	if e := stoppedError(err); e != nil {
-		return nil, e
-	}
-	if err != nil {
-		return nil, fail(err)
-	}
-	if b.Notice != nil {
-		b.Notice(fmt.Sprintf("waiting up to %d s for the box agent's hand-over (Ctrl-C stops waiting; nothing changes here)", int(BackTimeout/time.Second)))
-	}
-	sentAt := b.now()
-	status := rd.Status
+	status := bs.Outbox.Status
 	checked := false // the one resend check is done
 	for {
+		if rd != nil {
+			status = rd.Status
+			if e := find(rd); e != nil {
+				return e, nil
+			}
+			if status == "stopped" {
+				// No CLI is left to answer BACK.
+				return nil, &Error{Code: ExitRefused, Err: errors.New("the box CLI session of this offload stopped before it posted its back"), Next: StoppedNext()}
+			}
+		}
 		now := b.now()
 		if !now.Before(deadline) {
 			return nil, &Error{Code: ExitFailed,
@@ -327,9 +344,6 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 				if s := sessionOf(ss, rec); s != nil && s.Status == "working" && s.HookAtMS <= hookBefore {
 					b.logf("BACK drew no hook in %d s; sending it again with --interrupt", int(ResendAfter/time.Second))
 					if sent, err = a.SendBack(ctx, rec.Repo, true); err != nil {
-						if e := stoppedError(err); e != nil {
-							return nil, e
-						}
 						return nil, fail(err)
 					}
 					res.Resent = true
@@ -338,17 +352,8 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 			}
 		}
 		wait = max(wait, time.Second)
-		rd, err := a.Read(ctx, rec.Repo, since, wait)
-		if err != nil {
+		if rd, err = a.Read(ctx, rec.Repo, since, wait); err != nil {
 			return nil, fail(err)
-		}
-		status = rd.Status
-		if e := find(rd); e != nil {
-			return e, nil
-		}
-		if status == "stopped" {
-			// No CLI is left to answer BACK.
-			return nil, &Error{Code: ExitRefused, Err: errors.New("the box CLI session of this offload stopped before it posted its back"), Next: StoppedNext()}
 		}
 	}
 }

@@ -68,6 +68,36 @@ func (a *scriptedAgent) Status(context.Context, string) ([]agentwire.Session, er
 	return []agentwire.Session{{Repo: "k", OffloadID: testID, Status: "working", HookAtMS: hook}}, nil
 }
 
+// BackStart is the box's one Exec as its verbs one by one, a back entry
+// of the offload in the outbox standing for its S' in the copy.
+func (a *scriptedAgent) BackStart(ctx context.Context, key, id, path string, wait time.Duration) (*BackStart, error) {
+	return verbByVerb(ctx, a, key, id, wait)
+}
+
+func verbByVerb(ctx context.Context, a backAgent, key, id string, wait time.Duration) (*BackStart, error) {
+	rd, err := a.Read(ctx, key, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	bs := &BackStart{Outbox: rd}
+	since := int64(0)
+	for _, e := range rd.Entries {
+		since = max(since, int64(e.Seq))
+		if e.Kind == "back" && e.OffloadID == id {
+			return bs, nil
+		}
+	}
+	if bs.Sessions, err = a.Status(ctx, key); err != nil {
+		return nil, err
+	}
+	if bs.Message, err = a.SendBack(ctx, key, false); err != nil {
+		return nil, err
+	}
+	bs.Sent = true
+	bs.Read, err = a.Read(ctx, key, since, wait)
+	return bs, err
+}
+
 func TestWaitBack(t *testing.T) {
 	t0 := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
 	tests := []struct {
@@ -110,14 +140,16 @@ func TestWaitBack(t *testing.T) {
 			wantResent: true,
 		},
 		{
+			// The first wait, in the Exec that sends BACK, is ResendAfter
+			// long whichever way BACK went.
 			name:      "a queued BACK is never sent again",
 			agent:     scriptedAgent{delivery: "queued", postAt: t0.Add(300 * time.Second)},
-			wantCalls: []string{"read", "status", "back", "read"},
+			wantCalls: []string{"read", "status", "back", "read", "read"},
 		},
 		{
 			name:      "no back in 600 s",
 			agent:     scriptedAgent{delivery: "queued"},
-			wantCalls: []string{"read", "status", "back", "read"},
+			wantCalls: []string{"read", "status", "back", "read", "read"},
 			wantErr:   true,
 		},
 		{
@@ -169,6 +201,10 @@ func (a *stoppingAgent) Read(ctx context.Context, key string, since int64, wait 
 	}
 	a.cancel()
 	return nil, errors.New("exec in main: " + ctx.Err().Error())
+}
+
+func (a *stoppingAgent) BackStart(ctx context.Context, key, id, path string, wait time.Duration) (*BackStart, error) {
+	return verbByVerb(ctx, a, key, id, wait)
 }
 
 func TestWaitBackStopped(t *testing.T) {
