@@ -141,44 +141,60 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	if err := b.journal(rec, StepFetch); err != nil {
 		return nil, err
 	}
+	// end runs beside the fetch and the merge, so that its round trip
+	// and the CLI's exit cost no time of their own; back waits for it
+	// before it returns. When another git holds the index lock now, the
+	// merge will change nothing, and the box session goes on: then end
+	// waits until the merge holds the lock. The copy stays in the box
+	// after end, so whatever else stops the fetch or the merge, back
+	// again still finds the box's back, fetches and merges, and ends the
+	// box session again (end is the same when it has ended).
+	var ended chan error
+	startEnd := func() {
+		if ended == nil {
+			b.logf("end")
+			ended = make(chan error, 1)
+			go func() { ended <- agent.End(ctx, r.Key) }()
+		}
+	}
+	waitEnd := func() error {
+		if ended == nil {
+			return nil
+		}
+		return <-ended
+	}
+	if !r.indexLocked() {
+		startEnd()
+	}
 	b.logf("fetch from %s:%s", rec.BoxName, remotePath(rec.Dir, rec.Name))
 	backRef := RefBack + rec.ID
 	fetch := git{dir: r.Top, env: append(HostEnv(b.Environ, true), "GIT_SSH_COMMAND="+b.Shim, "GIT_SSH_VARIANT=simple")}
 	if _, err := fetch.run(ctx, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", rec.BoxName+":"+remotePath(rec.Dir, rec.Name),
 		"+refs/heads/*:"+RefBox+"*", "+"+backRef+":"+backRef); err != nil {
+		waitEnd()
 		b.Store.settle(rec)
 		return nil, stopped(&Error{Code: ExitFailed, Err: err, Next: []Step{backAgain}})
 	}
 	back, err := r.git.line(ctx, "rev-parse", "--verify", backRef+"^{commit}")
 	if err != nil {
+		waitEnd()
 		b.Store.settle(rec)
 		return nil, stopped(&Error{Code: ExitFailed, Err: fmt.Errorf("the box has no %s: %w", backRef, err)})
 	}
 	if err := b.journal(rec, StepMerge); err != nil {
+		waitEnd()
 		return nil, err
 	}
 	b.logf("merge")
-	// end runs beside the merge once the merge holds the index lock, so
-	// that the CLI's exit costs no time of its own; back waits for both.
-	// From there on only a git that fails unexpectedly stops the merge,
-	// and back again then still finds the box's back and ends the box
-	// session (end is the same when it has ended).
-	var ended chan error
+	// From here on only a git that fails unexpectedly stops the merge.
 	m, err := r.mergeBackHooks(ctx, rec.ID, rec.Base, back, b.now(), &mergeHooks{
-		locked: func() {
-			b.logf("end")
-			ended = make(chan error, 1)
-			go func() { ended <- agent.End(ctx, r.Key) }()
-		},
+		locked: startEnd,
 		applying: func(j *MergeJournal) error {
 			rec.Merge = j
 			return b.journal(rec, StepApply)
 		},
 	})
-	var endErr error
-	if ended != nil {
-		endErr = <-ended
-	}
+	endErr := waitEnd()
 	if err != nil {
 		// The merge changed nothing, or its *Error says what it left: the
 		// journal no longer names a step to finish.
