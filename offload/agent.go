@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -121,11 +122,28 @@ type BackStart struct {
 	Sessions []agentwire.Session
 	Message  *agentwire.MessageResult
 	Read     *agentwire.ReadResult
+	// Bundle says the bundle asked for (BundleAsk) was written: the copy
+	// held S' when the reads were done.
+	Bundle bool
+}
+
+// BundleAsk asks BackStart for the box copy's history in the same Exec:
+// a bundle (git bundle create) of its branches and S' without what Haves
+// reach, written to Path.
+type BundleAsk struct {
+	// Haves are commits this repository has (its branches, HEAD, S); the
+	// box leaves out what any of them it has reaches.
+	Haves []string
+	// Path is the file the bundle goes to, made 0600.
+	Path string
 }
 
 // answerMark ends each verb's stdout in BackStart's Exec, with the
-// verb's exit status.
-const answerMark = "@cocoonbox-verb-exit"
+// verb's exit status; bundleMark starts the bundle after them.
+const (
+	answerMark = "@cocoonbox-verb-exit"
+	bundleMark = "@cocoonbox-bundle"
+)
 
 // BackStart starts back's wait in one Exec, one round trip where it took
 // four (contract "Back, Mac side" 1 and 2, in their order): read of the
@@ -135,8 +153,12 @@ const answerMark = "@cocoonbox-verb-exit"
 // it), status, send --back, and read --wait up to wait after the last
 // entry the first read returned, each only when the one before it
 // succeeded. The first verb that failed is the error, an *AgentError
-// naming it.
-func (a *Agent) BackStart(ctx context.Context, key, id, path string, wait time.Duration) (*BackStart, error) {
+// naming it. With ask, and S' in the copy once the reads are done, a
+// bundle of the copy's branches and S' follows on stdout (BundleAsk),
+// which the box makes with git bundle create, leaving out what the haves
+// it has reach: the history comes with the hand-over, and no git fetch
+// costs its two round trips after it.
+func (a *Agent) BackStart(ctx context.Context, key, id, path string, wait time.Duration, ask *BundleAsk) (*BackStart, error) {
 	read0 := commandLine(agentwire.Read.Argv(agentwire.ReadRequest{Repo: key}))
 	status := commandLine(agentwire.Status.Argv(agentwire.RepoRequest{Repo: key}))
 	back := commandLine(agentwire.Send.Argv(agentwire.SendRequest{Repo: key, Back: true}))
@@ -153,10 +175,28 @@ n=$(printf '%s\n' "$r" | grep -o '"seq": *[0-9]*' | tr -dc '0-9\n' | sort -n | t
 if [ "$s" = 0 ]; then ` + back + ` </dev/null; ` + mark + `; fi
 if [ "$s" = 0 ]; then ` + readw + ` </dev/null; ` + mark + `; fi
 fi`
-	stdout, st, err := a.run(ctx, nil, line)
+	var stdin io.Reader
+	out := &bundleWriter{}
+	out.text.max = maxAgentOutput
+	if ask != nil {
+		// The haves on stdin, as a command line has room for few: those
+		// the copy has are commits cat-file finds there.
+		copyGit := "git -C " + shellquote.Word(path)
+		line += `
+if ` + copyGit + ` rev-parse -q --verify ` + shellquote.Word(RefBack+id) + ` >/dev/null 2>&1; then
+h=$(` + copyGit + ` cat-file --batch-check='%(objectname) %(objecttype)' | sed -n 's/ commit$//p')
+printf '%s\n' ` + bundleMark + `
+` + copyGit + ` bundle create -q - --branches ` + shellquote.Word(RefBack+id) + ` --not $h </dev/null
+fi`
+		stdin = strings.NewReader(strings.Join(ask.Haves, "\n") + "\n")
+		out.path = ask.Path
+		defer out.close()
+	}
+	st, err := a.exec(ctx, stdin, line, out)
 	if err != nil {
 		return nil, err
 	}
+	stdout := out.text.Bytes()
 	answers := splitAnswers(stdout)
 	if st.Error != "" || st.Signal != "" || len(answers) == 0 {
 		// The Exec itself failed: the first verb's answer says how.
@@ -173,6 +213,7 @@ fi`
 	if err := a.answer("read", answers[0].out, answers[0].st, bs.Outbox); err != nil {
 		return nil, err
 	}
+	bs.Bundle = out.close() == nil && out.n > 0
 	if len(answers) == 1 {
 		return bs, nil
 	}
@@ -192,6 +233,88 @@ fi`
 	}
 	bs.Sessions = sr.Sessions
 	return bs, nil
+}
+
+// StatusRsync runs status of every repo and, in the same Exec, the box's
+// `rsync --version`, which says what its rsync can agree on with the
+// laptop's up front (Rsync.choices). It returns the sessions and that
+// output, "" when the box has no rsync on its PATH.
+func (a *Agent) StatusRsync(ctx context.Context) ([]agentwire.Session, string, error) {
+	mark := `; printf '\n%s %d\n' ` + answerMark + ` "$?"`
+	line := commandLine(agentwire.Status.Argv(agentwire.RepoRequest{})) + " </dev/null" + mark +
+		"\nrsync --version 2>/dev/null </dev/null" + mark
+	stdout, st, err := a.run(ctx, nil, line)
+	if err != nil {
+		return nil, "", err
+	}
+	answers := splitAnswers(stdout)
+	if st.Error != "" || st.Signal != "" || len(answers) == 0 {
+		answers = []verbAnswer{{out: stdout, st: st}}
+	}
+	var r agentwire.StatusResult
+	if err := a.answer("status", answers[0].out, answers[0].st, &r); err != nil {
+		return nil, "", err
+	}
+	version := ""
+	if len(answers) > 1 && answers[1].st.Code == 0 {
+		version = string(answers[1].out)
+	}
+	return r.Sessions, version, nil
+}
+
+// bundleWriter is BackStart's stdout: text into text until a line
+// bundleMark, the rest (the bundle) into a file at path made 0600.
+type bundleWriter struct {
+	text limitedBuffer
+	path string
+	f    *os.File
+	n    int64
+	err  error
+}
+
+func (w *bundleWriter) Write(p []byte) (int, error) {
+	if w.f != nil || w.err != nil {
+		return w.bundle(p), nil
+	}
+	mark := []byte("\n" + bundleMark + "\n")
+	from := max(0, w.text.Len()-len(mark)+1)
+	if _, err := w.text.Write(p); err != nil {
+		return 0, err
+	}
+	b := w.text.Bytes()
+	i := bytes.Index(b[from:], mark)
+	if i < 0 || w.path == "" {
+		return len(p), nil
+	}
+	i += from
+	rest := bytes.Clone(b[i+len(mark):])
+	w.text.Truncate(i + 1)
+	w.f, w.err = os.OpenFile(w.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	w.bundle(rest)
+	return len(p), nil
+}
+
+// bundle writes p to the bundle's file; a failure to is kept for close
+// and the rest dropped, so that the verbs' answers still come.
+func (w *bundleWriter) bundle(p []byte) int {
+	if w.err == nil {
+		n, err := w.f.Write(p)
+		w.n += int64(n)
+		w.err = err
+	}
+	return len(p)
+}
+
+// close closes the bundle's file and returns the first error of its
+// writes; a bundle never started is no error.
+func (w *bundleWriter) close() error {
+	if w.f != nil {
+		if err := w.f.Close(); w.err == nil {
+			w.err = err
+		}
+		w.f = nil
+	}
+	return w.err
 }
 
 // verbAnswer is one verb's stdout in an Exec of several, and its exit
@@ -258,16 +381,21 @@ func commandLine(args []string) string {
 func (a *Agent) run(ctx context.Context, stdin io.Reader, line string) ([]byte, box.ExitStatus, error) {
 	var stdout limitedBuffer
 	stdout.max = maxAgentOutput
-	st, err := a.Exec.Exec(ctx, &box.Command{
+	st, err := a.exec(ctx, stdin, line, &stdout)
+	return stdout.Bytes(), st, err
+}
+
+// exec runs a command line in one Exec, its stdout to stdout.
+func (a *Agent) exec(ctx context.Context, stdin io.Reader, line string, stdout io.Writer) (box.ExitStatus, error) {
+	return a.Exec.Exec(ctx, &box.Command{
 		Box:      a.Box,
 		Line:     line,
 		Env:      a.Env,
 		Stdin:    stdin,
-		Stdout:   &stdout,
+		Stdout:   stdout,
 		Stderr:   a.Progress,
 		Progress: a.Progress,
 	})
-	return stdout.Bytes(), st, err
 }
 
 // answer decodes a verb's stdout, which ended as st, into out, and turns

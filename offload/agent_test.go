@@ -146,7 +146,7 @@ esac
 	start := func() (*BackStart, string, error) {
 		t.Helper()
 		os.Remove(calls)
-		bs, err := a.BackStart(ctx, "k", id, r.Top, time.Minute)
+		bs, err := a.BackStart(ctx, "k", id, r.Top, time.Minute, nil)
 		return bs, readFile(t, calls), err
 	}
 
@@ -167,6 +167,33 @@ esac
 	bs, got, err = start()
 	if err != nil || bs.Sent || len(bs.Outbox.Entries) != 2 || got != "offload read --repo k --since 0\n" {
 		t.Errorf("with S': %+v, %v; calls:\n%s", bs, err, got)
+	}
+
+	// With a bundle asked for, the copy's branches and S' follow the
+	// answers, without what the haves it has reach (one it lacks does not
+	// matter); this repository's clone, which has them, fetches it.
+	laptop := filepath.Join(t.TempDir(), "laptop")
+	run(t, dir, env, "git", "clone", "-q", r.Top, laptop)
+	have := run(t, r.Top, env, "git", "rev-parse", "HEAD")
+	run(t, r.Top, env, "git", "commit", "-q", "--allow-empty", "-m", "box: more")
+	run(t, r.Top, env, "git", "update-ref", RefBack+id, "HEAD")
+	ask := &BundleAsk{Haves: []string{strings.Repeat("0", 40), have}, Path: filepath.Join(t.TempDir(), "back.bundle")}
+	bs, err = a.BackStart(ctx, "k", id, r.Top, time.Minute, ask)
+	if err != nil || !bs.Bundle || len(bs.Outbox.Entries) != 2 {
+		t.Fatalf("with a bundle: %+v, %v", bs, err)
+	}
+	if out := run(t, laptop, env, "git", "bundle", "verify", ask.Path); !strings.Contains(out, "requires") && !strings.Contains(out, "okay") {
+		t.Errorf("git bundle verify: %s", out)
+	}
+	if heads := run(t, laptop, env, "git", "bundle", "list-heads", ask.Path); !strings.Contains(heads, "refs/heads/main") || !strings.Contains(heads, RefBack+id) {
+		t.Errorf("the bundle's heads: %s", heads)
+	}
+	if n := run(t, laptop, env, "sh", "-c", "git bundle verify "+ask.Path+" 2>&1 | grep -c "+have); n != "1" {
+		t.Errorf("the bundle does not need %s, which the haves named", have)
+	}
+	run(t, laptop, env, "git", "fetch", "-q", ask.Path, "+refs/heads/*:"+RefBox+"*", "+"+RefBack+id+":"+RefBack+id)
+	if got, want := run(t, laptop, env, "git", "rev-parse", RefBack+id), run(t, r.Top, env, "git", "rev-parse", "HEAD"); got != want {
+		t.Errorf("S' fetched from the bundle is %s, want %s", got, want)
 	}
 	run(t, r.Top, env, "git", "update-ref", "-d", RefBack+id)
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -131,7 +132,14 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	if err := b.journal(rec, StepWait); err != nil {
 		return nil, err
 	}
-	entry, err := b.waitBack(ctx, agent, rec, res)
+	// The box's history comes with its back as a bundle when it can
+	// (BundleAsk), else by git fetch below.
+	ask := &BundleAsk{Path: filepath.Join(b.Store.RepoDir(r.Key), backBundle)}
+	if ask.Haves, err = r.haves(ctx, rec.ID); err != nil {
+		ask = nil
+	}
+	defer os.Remove(filepath.Join(b.Store.RepoDir(r.Key), backBundle))
+	entry, bundled, err := b.waitBack(ctx, agent, rec, res, ask)
 	if err != nil {
 		b.Store.settle(rec)
 		return nil, err
@@ -166,11 +174,22 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	if !r.indexLocked() {
 		startEnd()
 	}
-	b.logf("fetch from %s:%s", rec.BoxName, remotePath(rec.Dir, rec.Name))
 	backRef := RefBack + rec.ID
-	fetch := git{dir: r.Top, env: append(HostEnv(b.Environ, true), "GIT_SSH_COMMAND="+b.Shim, "GIT_SSH_VARIANT=simple")}
-	if _, err := fetch.run(ctx, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", rec.BoxName+":"+remotePath(rec.Dir, rec.Name),
-		"+refs/heads/*:"+RefBox+"*", "+"+backRef+":"+backRef); err != nil {
+	refspecs := []string{"+refs/heads/*:" + RefBox + "*", "+" + backRef + ":" + backRef}
+	fetched := false
+	if bundled {
+		// git fetch of the bundle checks that this repository has every
+		// commit it names as a prerequisite; one it cannot take is
+		// fetched from the box instead.
+		b.logf("fetch from the bundle that came with the back")
+		_, err := r.git.run(ctx, nil, append([]string{"fetch", "-q", "--no-tags", "--no-write-fetch-head", ask.Path}, refspecs...)...)
+		fetched = err == nil
+	}
+	if !fetched {
+		b.logf("fetch from %s:%s", rec.BoxName, remotePath(rec.Dir, rec.Name))
+		err = r.fetchBox(ctx, b.Environ, b.Shim, rec.BoxName+":"+remotePath(rec.Dir, rec.Name), refspecs)
+	}
+	if err != nil {
 		waitEnd()
 		b.Store.settle(rec)
 		return nil, stopped(&Error{Code: ExitFailed, Err: err, Next: []Step{backAgain}})
@@ -248,6 +267,32 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	return res, nil
 }
 
+// backBundle is the file in the repository's directory that the box's
+// history comes in with its back (BundleAsk), while back runs.
+const backBundle = "back.bundle"
+
+// haves are the commits the bundle of back's first Exec may leave out:
+// this repository's branches, HEAD, and S of offload id.
+func (r *Repo) haves(ctx context.Context, id string) ([]string, error) {
+	out, err := r.git.run(ctx, nil, "for-each-ref", "--format=%(objectname)", "refs/heads/", RefOffload+id)
+	if err != nil {
+		return nil, err
+	}
+	haves := strings.Fields(string(out))
+	if head, err := r.git.line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}"); err == nil {
+		haves = append(haves, head)
+	}
+	return haves, nil
+}
+
+// fetchBox fetches specs from the box copy at src (BOX:PATH) with git
+// over the shim, as the contract's back does ("Back, Mac side" 3).
+func (r *Repo) fetchBox(ctx context.Context, environ []string, shim, src string, specs []string) error {
+	fetch := git{dir: r.Top, env: append(HostEnv(environ, true), "GIT_SSH_COMMAND="+shim, "GIT_SSH_VARIANT=simple")}
+	_, err := fetch.run(ctx, nil, append([]string{"fetch", "-q", "--no-tags", "--no-write-fetch-head", src}, specs...)...)
+	return err
+}
+
 // journal writes rec as the journal of the back's step before it runs.
 func (b *Backer) journal(rec *Record, step string) error {
 	return b.Store.journal(rec, OpBack, step, b.AtStep)
@@ -262,7 +307,7 @@ func (b *Backer) resumer() *resumer {
 
 // backAgent is what waitBack needs of the box half.
 type backAgent interface {
-	BackStart(ctx context.Context, key, id, path string, wait time.Duration) (*BackStart, error)
+	BackStart(ctx context.Context, key, id, path string, wait time.Duration, ask *BundleAsk) (*BackStart, error)
 	Read(ctx context.Context, key string, since int64, wait time.Duration) (*agentwire.ReadResult, error)
 	SendBack(ctx context.Context, key string, interrupt bool) (*agentwire.MessageResult, error)
 	Status(ctx context.Context, key string) ([]agentwire.Session, error)
@@ -273,8 +318,11 @@ type backAgent interface {
 // that draws no hook for ResendAfter while the session says working (its
 // hook time, on the box's clock, is where it was before BACK) is sent
 // once more with --interrupt; a queued one never is. The read of the
-// outbox, status, BACK and the first wait go in one Exec (BackStart).
-func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult) (*agentwire.Entry, error) {
+// outbox, status, BACK and the first wait go in one Exec (BackStart),
+// and with ask the box's history after them; bundled then reports
+// whether the bundle came with the back entry, so that it is the box's
+// history as its back left it.
+func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult, ask *BundleAsk) (entry *agentwire.Entry, bundled bool, err error) {
 	start := b.now()
 	deadline := start.Add(BackTimeout)
 	// A failure once ctx has ended is the stop, whatever the box half says.
@@ -302,12 +350,12 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		b.Notice(fmt.Sprintf("waiting up to %d s for the box agent's hand-over (Ctrl-C stops waiting; nothing changes here)", int(BackTimeout/time.Second)))
 	}
 	b.logf("send BACK")
-	bs, err := a.BackStart(ctx, rec.Repo, rec.ID, remotePath(rec.Dir, rec.Name), ResendAfter)
+	bs, err := a.BackStart(ctx, rec.Repo, rec.ID, remotePath(rec.Dir, rec.Name), ResendAfter, ask)
 	if err != nil {
-		return nil, fail(err)
+		return nil, false, fail(err)
 	}
 	if e := find(bs.Outbox); e != nil {
-		return e, nil
+		return e, bs.Bundle, nil
 	}
 	// The box's hook times are on the box's clock: they are compared only
 	// with each other.
@@ -318,11 +366,11 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		// is on its way. BACK as the contract says.
 		ss, err := a.Status(ctx, rec.Repo)
 		if err != nil {
-			return nil, fail(err)
+			return nil, false, fail(err)
 		}
 		bs.Sessions = ss
 		if sent, err = a.SendBack(ctx, rec.Repo, false); err != nil {
-			return nil, fail(err)
+			return nil, false, fail(err)
 		}
 		sentAt, rd = b.now(), nil
 	}
@@ -331,20 +379,23 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	}
 	status := bs.Outbox.Status
 	checked := false // the one resend check is done
+	// The bundle came after the first wait, and only with it.
+	bundled = bs.Bundle && rd != nil
 	for {
 		if rd != nil {
 			status = rd.Status
 			if e := find(rd); e != nil {
-				return e, nil
+				return e, bundled, nil
 			}
+			bundled = false
 			if status == "stopped" {
 				// No CLI is left to answer BACK.
-				return nil, &Error{Code: ExitRefused, Err: errors.New("the box CLI session of this offload stopped before it posted its back"), Next: StoppedNext()}
+				return nil, false, &Error{Code: ExitRefused, Err: errors.New("the box CLI session of this offload stopped before it posted its back"), Next: StoppedNext()}
 			}
 		}
 		now := b.now()
 		if !now.Before(deadline) {
-			return nil, &Error{Code: ExitFailed,
+			return nil, false, &Error{Code: ExitFailed,
 				Err:  fmt.Errorf("the box agent posted no back in %d s (session: %s)", int(BackTimeout/time.Second), orNone(status)),
 				Next: []Step{{"BACK stays queued for the box CLI's next idle; watch with `", Command{Verb: VerbInbox, Wait: 60}, "`, then run ", cmdBack, " again"}}}
 		}
@@ -355,12 +406,12 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 			} else {
 				ss, err := a.Status(ctx, rec.Repo)
 				if err != nil {
-					return nil, fail(err)
+					return nil, false, fail(err)
 				}
 				if s := sessionOf(ss, rec); s != nil && s.Status == "working" && s.HookAtMS <= hookBefore {
 					b.logf("BACK drew no hook in %d s; sending it again with --interrupt", int(ResendAfter/time.Second))
 					if sent, err = a.SendBack(ctx, rec.Repo, true); err != nil {
-						return nil, fail(err)
+						return nil, false, fail(err)
 					}
 					res.Resent = true
 				}
@@ -369,7 +420,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		}
 		wait = max(wait, time.Second)
 		if rd, err = a.Read(ctx, rec.Repo, since, wait); err != nil {
-			return nil, fail(err)
+			return nil, false, fail(err)
 		}
 	}
 }

@@ -70,10 +70,11 @@ func (a *scriptedAgent) Status(context.Context, string) ([]agentwire.Session, er
 
 // BackStart is the box's one Exec as its verbs one by one, a back entry
 // of the offload in the outbox standing for its S' in the copy.
-func (a *scriptedAgent) BackStart(ctx context.Context, key, id, path string, wait time.Duration) (*BackStart, error) {
+func (a *scriptedAgent) BackStart(ctx context.Context, key, id, path string, wait time.Duration, _ *BundleAsk) (*BackStart, error) {
 	return verbByVerb(ctx, a, key, id, wait)
 }
 
+// The bundle comes when the back has, by the end.
 func verbByVerb(ctx context.Context, a backAgent, key, id string, wait time.Duration) (*BackStart, error) {
 	rd, err := a.Read(ctx, key, 0, 0)
 	if err != nil {
@@ -84,6 +85,7 @@ func verbByVerb(ctx context.Context, a backAgent, key, id string, wait time.Dura
 	for _, e := range rd.Entries {
 		since = max(since, int64(e.Seq))
 		if e.Kind == "back" && e.OffloadID == id {
+			bs.Bundle = true
 			return bs, nil
 		}
 	}
@@ -94,8 +96,13 @@ func verbByVerb(ctx context.Context, a backAgent, key, id string, wait time.Dura
 		return nil, err
 	}
 	bs.Sent = true
-	bs.Read, err = a.Read(ctx, key, since, wait)
-	return bs, err
+	if bs.Read, err = a.Read(ctx, key, since, wait); err != nil {
+		return nil, err
+	}
+	for _, e := range bs.Read.Entries {
+		bs.Bundle = bs.Bundle || e.Kind == "back" && e.OffloadID == id
+	}
+	return bs, nil
 }
 
 func TestWaitBack(t *testing.T) {
@@ -106,16 +113,20 @@ func TestWaitBack(t *testing.T) {
 		wantCalls  []string
 		wantResent bool
 		wantErr    bool
+		// wantBundled: the back came in the first Exec, with the bundle.
+		wantBundled bool
 	}{
 		{
-			name:      "the outbox holds the back already",
-			agent:     scriptedAgent{entries: []agentwire.Entry{{Seq: 1, Kind: "progress", OffloadID: testID}, {Seq: 2, Kind: "back", OffloadID: testID}}},
-			wantCalls: []string{"read"},
+			name:        "the outbox holds the back already",
+			agent:       scriptedAgent{entries: []agentwire.Entry{{Seq: 1, Kind: "progress", OffloadID: testID}, {Seq: 2, Kind: "back", OffloadID: testID}}},
+			wantCalls:   []string{"read"},
+			wantBundled: true,
 		},
 		{
-			name:      "a back of another offload does not count",
-			agent:     scriptedAgent{entries: []agentwire.Entry{{Seq: 1, Kind: "back", OffloadID: "old"}}, delivery: "pasted", hookOnPaste: true, postAt: t0.Add(10 * time.Second)},
-			wantCalls: []string{"read", "status", "back", "read"},
+			name:        "a back of another offload does not count",
+			agent:       scriptedAgent{entries: []agentwire.Entry{{Seq: 1, Kind: "back", OffloadID: "old"}}, delivery: "pasted", hookOnPaste: true, postAt: t0.Add(10 * time.Second)},
+			wantCalls:   []string{"read", "status", "back", "read"},
+			wantBundled: true,
 		},
 		{
 			name:       "a pasted BACK that draws no hook is sent again with --interrupt, once",
@@ -166,7 +177,7 @@ func TestWaitBack(t *testing.T) {
 			a.now = t0
 			b := &Backer{Now: func() time.Time { return a.now }}
 			res := &BackResult{}
-			e, err := b.waitBack(context.Background(), &a, &Record{ID: testID, Repo: "k"}, res)
+			e, bundled, err := b.waitBack(context.Background(), &a, &Record{ID: testID, Repo: "k"}, res, nil)
 			if tc.wantErr {
 				var oe *Error
 				if !errors.As(err, &oe) || oe.Code != ExitFailed || len(oe.Next) == 0 {
@@ -183,6 +194,9 @@ func TestWaitBack(t *testing.T) {
 			}
 			if res.Resent != tc.wantResent {
 				t.Errorf("resent %v, want %v", res.Resent, tc.wantResent)
+			}
+			if bundled != tc.wantBundled {
+				t.Errorf("bundled %v, want %v: the bundle counts only when the back came with it", bundled, tc.wantBundled)
 			}
 		})
 	}
@@ -203,7 +217,7 @@ func (a *stoppingAgent) Read(ctx context.Context, key string, since int64, wait 
 	return nil, errors.New("exec in main: " + ctx.Err().Error())
 }
 
-func (a *stoppingAgent) BackStart(ctx context.Context, key, id, path string, wait time.Duration) (*BackStart, error) {
+func (a *stoppingAgent) BackStart(ctx context.Context, key, id, path string, wait time.Duration, _ *BundleAsk) (*BackStart, error) {
 	return verbByVerb(ctx, a, key, id, wait)
 }
 
@@ -213,7 +227,7 @@ func TestWaitBackStopped(t *testing.T) {
 	a := &stoppingAgent{scriptedAgent: scriptedAgent{delivery: "queued"}, cancel: cancel}
 	var notices []string
 	b := &Backer{Now: func() time.Time { return a.now }, Notice: func(l string) { notices = append(notices, l) }}
-	_, err := b.waitBack(ctx, a, &Record{ID: testID, Repo: "k"}, &BackResult{})
+	_, _, err := b.waitBack(ctx, a, &Record{ID: testID, Repo: "k"}, &BackResult{}, nil)
 	var oe *Error
 	if !errors.As(err, &oe) || !errors.Is(oe.Err, ErrWaitStopped) || len(oe.Next) != 0 {
 		t.Fatalf("got %#v, want ErrWaitStopped alone", err)
