@@ -11,7 +11,8 @@ import (
 )
 
 // listingBox is a Client whose one box is in state, and whose Exec answers
-// status with one session, recording the lines it ran.
+// status with one session and rsync --version as a box's rsync 3.2.7,
+// recording the lines it ran.
 type listingBox struct {
 	state box.State
 	mu    sync.Mutex
@@ -26,13 +27,17 @@ func (b *listingBox) Exec(_ context.Context, cmd *box.Command) (box.ExitStatus, 
 	b.mu.Lock()
 	b.ran = append(b.ran, cmd.Line)
 	b.mu.Unlock()
-	io.WriteString(cmd.Stdout, `{"ok":true,"sessions":[{"repo":"k1","name":"app","copy":"mirror"}]}`+"\n")
+	io.WriteString(cmd.Stdout, `{"ok":true,"sessions":[{"repo":"k1","name":"app","copy":"mirror"}]}`+"\n\n"+answerMark+" 0\n")
+	if strings.Contains(cmd.Line, "rsync --version") {
+		io.WriteString(cmd.Stdout, "rsync  version 3.2.7  protocol version 31\nChecksum list:\n    xxh128 md5 none\n\n"+answerMark+" 0\n")
+	}
 	return box.ExitStatus{}, nil
 }
 
 // TestLookAhead: while the laptop preflight runs, offload asks for the box
-// and, only when it is running, its sessions (a status of a box that is
-// not would wake it); begin then asks for them itself.
+// and, only when it is running, its sessions and its rsync's --version in
+// one Exec (a status of a box that is not would wake it); begin then asks
+// for them itself.
 func TestLookAhead(t *testing.T) {
 	for _, tt := range []struct {
 		state        box.State
@@ -54,9 +59,9 @@ func TestLookAhead(t *testing.T) {
 			if len(b.ran) != tt.before {
 				t.Errorf("ran %q before begin asked, want %d status", b.ran, tt.before)
 			}
-			ss := l.sessions(ctx, a)
-			if len(ss) != 1 || ss[0].Name != "app" {
-				t.Errorf("sessions() = %+v", ss)
+			ss, rsync := l.sessions(ctx, a)
+			if len(ss) != 1 || ss[0].Name != "app" || !strings.Contains(rsync, "xxh128") {
+				t.Errorf("sessions() = %+v, %q", ss, rsync)
 			}
 			if len(b.ran) != tt.want || !strings.Contains(b.ran[0], "offload status") {
 				t.Errorf("ran %q, want %d status in all", b.ran, tt.want)

@@ -354,7 +354,8 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	o.logf("begin in box %s", bx.Name)
-	begin, err := o.begin(ctx, agent, id, ahead.sessions(ctx, agent))
+	sessions, boxRsync := ahead.sessions(ctx, agent)
+	begin, err := o.begin(ctx, agent, id, sessions)
 	if e, ok := errors.AsType[*Error](err); ok && e.Code == ExitRefused {
 		// The box changed nothing.
 		o.Store.removeRecordOf(r.Key, id)
@@ -411,6 +412,7 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	rpath := remotePath(begin.Dir, begin.name)
 	o.logf("rsync %s/ to %s:%s/", r.Top, bx.Name, rpath)
 	opts := syncOpts{compress: !o.NoCompress}
+	opts.choices = rsync.choices(boxRsync, opts.compress)
 	// A first offload (no copy in the box) sends .git/objects as it is:
 	// the packs need no index-pack there, which a bundle of the whole
 	// history would. The refs as they were before it tell the bundle
@@ -523,7 +525,7 @@ func (o *Offloader) sync(ctx context.Context, rs *Rsync, exFile, dest string, op
 	go run(append(rs.syncArgs(exFile, opts), "-e", o.Shim, r.Top+"/", dest+"/"))
 	if gitPass {
 		passes++
-		go run(append(rs.gitArgs(), "-e", o.Shim, r.Top+"/.git", dest+"/"))
+		go run(append(rs.gitArgs(opts.choices), "-e", o.Shim, r.Top+"/.git", dest+"/"))
 	}
 	var first error
 	for range passes {
@@ -598,18 +600,20 @@ var stillInBoxNext = []Step{
 
 // lookAhead is what offload asks the box service while the laptop
 // preflight runs, as both only read: the box (List) and, when it is
-// running, its sessions (status, which would wake one that is not). Their
-// round trips then cost no time of their own, where they came after the
-// preflight. A laptop block still refuses before the box is asked for
-// anything that changes it (begin).
+// running, its sessions and its rsync's --version (status and `rsync
+// --version` in one Exec; a status of a box that is not running would
+// wake it). Their round trips then cost no time of their own, where they
+// came after the preflight. A laptop block still refuses before the box
+// is asked for anything that changes it (begin).
 type lookAhead struct {
 	done   chan struct{}
 	cancel context.CancelFunc
 	bx     box.Box
 	err    error
-	// ss are the box's sessions when asked (asked), and the error of
-	// status then.
+	// ss are the box's sessions and rsync its rsync's --version when
+	// asked (asked), ssErr the error then.
 	ss    []agentwire.Session
+	rsync string
 	ssErr error
 	asked bool
 }
@@ -623,7 +627,7 @@ func (o *Offloader) lookAhead(ctx context.Context, a *Agent) *lookAhead {
 		if l.bx, l.err = o.findBox(ctx); l.err != nil || l.bx.State != "running" {
 			return
 		}
-		l.ss, l.ssErr = a.Status(ctx, "")
+		l.ss, l.rsync, l.ssErr = a.StatusRsync(ctx)
 		l.asked = true
 	}()
 	return l
@@ -635,17 +639,18 @@ func (l *lookAhead) box() (box.Box, error) {
 	return l.bx, l.err
 }
 
-// sessions are the box's sessions, asked now when the look-ahead did not.
-// An error means none: the inbox may be down, which begin then says.
-func (l *lookAhead) sessions(ctx context.Context, a *Agent) []agentwire.Session {
+// sessions are the box's sessions and its rsync's --version, asked now
+// when the look-ahead did not. An error means none: the inbox may be
+// down, which begin then says.
+func (l *lookAhead) sessions(ctx context.Context, a *Agent) ([]agentwire.Session, string) {
 	<-l.done
 	if !l.asked {
-		l.ss, l.ssErr = a.Status(ctx, "")
+		l.ss, l.rsync, l.ssErr = a.StatusRsync(ctx)
 	}
 	if l.ssErr != nil {
-		return nil
+		return nil, ""
 	}
-	return l.ss
+	return l.ss, l.rsync
 }
 
 // stop ends what the look-ahead still asks and waits for it.

@@ -103,6 +103,69 @@ type Rsync struct {
 	Version string
 	// Protocol is the highest rsync protocol it speaks.
 	Protocol int
+	// Checksums and Compressions are the algorithms its --version lists
+	// (rsync 3.2 on), strongest first, as it offers them to its peer;
+	// nil when it lists none.
+	Checksums, Compressions []string
+}
+
+// rsyncLists reads the checksum and compression lists of an `rsync
+// --version` (rsync 3.2 on): the words under "Checksum list:" and
+// "Compress list:", less the aliases in parentheses ("xxh64
+// (xxhash)").
+func rsyncLists(out string) (checksums, compressions []string) {
+	var cur *[]string
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "Checksum list:"):
+			cur = &checksums
+		case strings.HasPrefix(l, "Compress list:"):
+			cur = &compressions
+		case cur != nil && strings.HasPrefix(l, " "):
+			for _, w := range strings.Fields(l) {
+				if !strings.HasPrefix(w, "(") {
+					*cur = append(*cur, w)
+				}
+			}
+		default:
+			cur = nil
+		}
+	}
+	return checksums, compressions
+}
+
+// choices are the --checksum-choice (and with -z --compress-choice) that
+// the two rsyncs of a transfer would agree on, given the box's `rsync
+// --version` (boxVersion): each side takes its own most preferred
+// algorithm that the other lists, both listing strongest first, so the
+// laptop's first that the box lists. Named up front, rsync 3.2 does not
+// negotiate them, one round trip at the start of each pass. nil when
+// either side lists none (the box's or the laptop's rsync is older, or
+// its --version was not read), or they share none but "none": rsync
+// negotiates then as it would.
+func (r *Rsync) choices(boxVersion string, compress bool) []string {
+	boxSums, boxZips := rsyncLists(boxVersion)
+	pick := func(mine, theirs []string) string {
+		for _, m := range mine {
+			if m != "none" && slices.Contains(theirs, m) {
+				return m
+			}
+		}
+		return ""
+	}
+	sum := pick(r.Checksums, boxSums)
+	if sum == "" {
+		return nil
+	}
+	args := []string{"--checksum-choice=" + sum}
+	if compress {
+		zip := pick(r.Compressions, boxZips)
+		if zip == "" {
+			return nil
+		}
+		args = append(args, "--compress-choice="+zip)
+	}
+	return args
 }
 
 var (
@@ -125,6 +188,7 @@ func ParseRsyncVersion(out string) (*Rsync, error) {
 		major, _ := strconv.Atoi(m[1])
 		proto, _ := strconv.Atoi(m[4])
 		v := &Rsync{Version: m[1] + "." + m[2], Protocol: proto}
+		v.Checksums, v.Compressions = rsyncLists(out)
 		if m[3] != "" {
 			v.Version += "." + m[3]
 		}
@@ -189,7 +253,7 @@ func (r *Rsync) syncArgs(excludeFile string, o syncOpts) []string {
 	if o.compress {
 		a = "-az"
 	}
-	args := append([]string{a}, r.wholeList()...)
+	args := append(append([]string{a}, r.wholeList()...), o.choices...)
 	args = append(args, "--delete", "--exclude-from="+excludeFile)
 	switch {
 	case o.objects:
@@ -216,6 +280,8 @@ type syncOpts struct {
 	// offload: the packs as they are, so the box indexes nothing), less
 	// git's temporary files there.
 	objects bool
+	// choices are both passes' algorithms, agreed up front (choices).
+	choices []string
 }
 
 // gitArgs are the arguments of the second pass, of .git (no objects, no
@@ -225,13 +291,14 @@ type syncOpts struct {
 // every file again (-I, through its delta transfer), as its --checksum
 // cannot be trusted. It runs beside the first pass (syncOpts.noGit), so
 // it deletes in .git what this repository no longer has; the box's
-// objects and locks stay, as excluded.
-func (r *Rsync) gitArgs() []string {
+// objects and locks stay, as excluded. choices are the first pass's.
+func (r *Rsync) gitArgs(choices []string) []string {
 	cmp := "--checksum"
 	if r.openrsync() {
 		cmp = "-I"
 	}
-	return append(append([]string{"-a"}, r.wholeList()...), cmp, "--delete", "--exclude=/.git/objects/", "--exclude=**.lock")
+	args := append(append([]string{"-a"}, r.wholeList()...), choices...)
+	return append(args, cmp, "--delete", "--exclude=/.git/objects/", "--exclude=**.lock")
 }
 
 // wholeList is rsync 3's --no-inc-recursive: the file list goes whole,

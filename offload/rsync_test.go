@@ -245,7 +245,7 @@ func TestRsyncVariants(t *testing.T) {
 			if diff := cmp.Diff(append(slices.Clone(tt.sync[:len(tt.sync)-2]), "--exclude=/.git"), rs.syncArgs("EX", syncOpts{compress: true, noGit: true})); diff != "" {
 				t.Errorf("linked sync args (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tt.git, rs.gitArgs()); diff != "" {
+			if diff := cmp.Diff(tt.git, rs.gitArgs(nil)); diff != "" {
 				t.Errorf(".git pass args (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.measure, rs.measureArgs()); diff != "" {
@@ -257,5 +257,53 @@ func TestRsyncVariants(t *testing.T) {
 		if rs, err := ParseRsyncVersion(out); err == nil || !strings.Contains(err.Error(), "brew install rsync") {
 			t.Errorf("ParseRsyncVersion(%q) = %+v, %v; want a refusal naming brew install rsync", out, rs, err)
 		}
+	}
+}
+
+// TestRsyncChoices: the algorithms both rsyncs of a pass would agree on
+// (each side's most preferred that the other lists) are named up front,
+// read from each side's --version (testdata/rsync-version), so that
+// rsync 3.2 does not negotiate them; nothing is named when either side
+// lists none.
+func TestRsyncChoices(t *testing.T) {
+	version := func(file string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", "rsync-version", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	laptop := func(file string) *Rsync {
+		rs, err := ParseRsyncVersion(version(file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	for _, tt := range []struct {
+		laptop, box string
+		compress    bool
+		want        []string
+	}{
+		{"rsync-3.5.0-debian12.txt", "rsync-3.2.7-homebrew-macos13.txt", false, []string{"--checksum-choice=xxh128"}},
+		{"rsync-3.5.0-debian12.txt", "rsync-3.2.7-homebrew-macos13.txt", true, []string{"--checksum-choice=xxh128", "--compress-choice=zstd"}},
+		// A box rsync built without xxhash: md5, as they would agree.
+		{"rsync-3.5.0-debian12.txt", "rsync-3.4.1-macos-build.txt", false, []string{"--checksum-choice=md5"}},
+		{"rsync-3.4.1-macos-build.txt", "rsync-3.5.0-debian12.txt", false, []string{"--checksum-choice=md5"}},
+		// A box rsync older than 3.2, or none: rsync negotiates.
+		{"rsync-3.5.0-debian12.txt", "rsync-2.6.9-apple-macos13.txt", false, nil},
+		{"rsync-3.5.0-debian12.txt", "", false, nil},
+		{"rsync-2.6.9-apple-macos13.txt", "rsync-3.5.0-debian12.txt", false, nil},
+	} {
+		box := ""
+		if tt.box != "" {
+			box = version(tt.box)
+		}
+		if got := laptop(tt.laptop).choices(box, tt.compress); !slices.Equal(got, tt.want) {
+			t.Errorf("%s to %s, compress %v: %q, want %q", tt.laptop, tt.box, tt.compress, got, tt.want)
+		}
+	}
+	if sums, zips := rsyncLists(version("rsync-3.5.0-debian12.txt")); !slices.Equal(sums, []string{"xxh128", "xxh3", "xxh64", "md5", "md4", "sha1", "none"}) || !slices.Equal(zips, []string{"zstd", "lz4", "zlibx", "zlib", "none"}) {
+		t.Errorf("lists %q %q", sums, zips)
 	}
 }
