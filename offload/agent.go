@@ -123,8 +123,11 @@ type BackStart struct {
 	Message  *agentwire.MessageResult
 	Read     *agentwire.ReadResult
 	// Bundle says the bundle asked for (BundleAsk) was written: the copy
-	// held S' when the reads were done.
-	Bundle bool
+	// held S' when the reads were done. Branches are then the copy's
+	// branches (refs/heads/<name> to its commit), those the bundle leaves
+	// out, as the haves reach them, among them.
+	Bundle   bool
+	Branches map[string]string
 }
 
 // BundleAsk asks BackStart for the box copy's history in the same Exec:
@@ -139,9 +142,11 @@ type BundleAsk struct {
 }
 
 // answerMark ends each verb's stdout in BackStart's Exec, with the
-// verb's exit status; bundleMark starts the bundle after them.
+// verb's exit status; refsMark starts the copy's branches after them,
+// and bundleMark the bundle after those.
 const (
 	answerMark = "@cocoonbox-verb-exit"
+	refsMark   = "@cocoonbox-refs"
 	bundleMark = "@cocoonbox-bundle"
 )
 
@@ -185,6 +190,8 @@ fi`
 		line += `
 if ` + copyGit + ` rev-parse -q --verify ` + shellquote.Word(RefBack+id) + ` >/dev/null 2>&1; then
 h=$(` + copyGit + ` cat-file --batch-check='%(objectname) %(objecttype)' | sed -n 's/ commit$//p')
+printf '%s\n' ` + refsMark + `
+` + copyGit + ` for-each-ref --format='%(objectname) %(refname)' refs/heads/
 printf '%s\n' ` + bundleMark + `
 ` + copyGit + ` bundle create -q - --branches ` + shellquote.Word(RefBack+id) + ` --not $h </dev/null
 fi`
@@ -213,7 +220,9 @@ fi`
 	if err := a.answer("read", answers[0].out, answers[0].st, bs.Outbox); err != nil {
 		return nil, err
 	}
-	bs.Bundle = out.close() == nil && out.n > 0
+	if bs.Bundle = out.close() == nil && out.n > 0; bs.Bundle {
+		bs.Branches = branchList(stdout)
+	}
 	if len(answers) == 1 {
 		return bs, nil
 	}
@@ -260,6 +269,23 @@ func (a *Agent) StatusRsync(ctx context.Context) ([]agentwire.Session, string, e
 		version = string(answers[1].out)
 	}
 	return r.Sessions, version, nil
+}
+
+// branchList reads the copy's branches that follow refsMark in stdout:
+// lines "<oid> refs/heads/<name>"; others are not taken.
+func branchList(stdout []byte) map[string]string {
+	_, list, ok := bytes.Cut(stdout, []byte("\n"+refsMark+"\n"))
+	if !ok {
+		return nil
+	}
+	bs := map[string]string{}
+	for _, l := range strings.Split(string(list), "\n") {
+		oid, ref, ok := strings.Cut(l, " ")
+		if ok && strings.HasPrefix(ref, "refs/heads/") && isOID(oid) {
+			bs[ref] = oid
+		}
+	}
+	return bs
 }
 
 // bundleWriter is BackStart's stdout: text into text until a line

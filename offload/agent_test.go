@@ -175,6 +175,7 @@ esac
 	laptop := filepath.Join(t.TempDir(), "laptop")
 	run(t, dir, env, "git", "clone", "-q", r.Top, laptop)
 	have := run(t, r.Top, env, "git", "rev-parse", "HEAD")
+	run(t, r.Top, env, "git", "branch", "other")
 	run(t, r.Top, env, "git", "commit", "-q", "--allow-empty", "-m", "box: more")
 	run(t, r.Top, env, "git", "update-ref", RefBack+id, "HEAD")
 	ask := &BundleAsk{Haves: []string{strings.Repeat("0", 40), have}, Path: filepath.Join(t.TempDir(), "back.bundle")}
@@ -194,6 +195,21 @@ esac
 	run(t, laptop, env, "git", "fetch", "-q", ask.Path, "+refs/heads/*:"+RefBox+"*", "+"+RefBack+id+":"+RefBack+id)
 	if got, want := run(t, laptop, env, "git", "rev-parse", RefBack+id), run(t, r.Top, env, "git", "rev-parse", "HEAD"); got != want {
 		t.Errorf("S' fetched from the bundle is %s, want %s", got, want)
+	}
+	// The bundle leaves out the branch the haves reach; the list of the
+	// copy's branches has it, so the laptop names it as the fetch would.
+	if bs.Branches["refs/heads/other"] != have || bs.Branches["refs/heads/main"] == "" || len(bs.Branches) != 2 {
+		t.Errorf("the copy's branches: %v", bs.Branches)
+	}
+	lr, err := OpenRepo(ctx, laptop, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lr.boxBranches(ctx, bs.Branches); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, laptop, env, "git", "rev-parse", RefBox+"other"); got != have {
+		t.Errorf("%sother is %s, want %s", RefBox, got, have)
 	}
 	run(t, r.Top, env, "git", "update-ref", "-d", RefBack+id)
 

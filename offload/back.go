@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -177,13 +179,13 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	backRef := RefBack + rec.ID
 	refspecs := []string{"+refs/heads/*:" + RefBox + "*", "+" + backRef + ":" + backRef}
 	fetched := false
-	if bundled {
+	if bundled != nil {
 		// git fetch of the bundle checks that this repository has every
 		// commit it names as a prerequisite; one it cannot take is
 		// fetched from the box instead.
 		b.logf("fetch from the bundle that came with the back")
 		_, err := r.git.run(ctx, nil, append([]string{"fetch", "-q", "--no-tags", "--no-write-fetch-head", ask.Path}, refspecs...)...)
-		fetched = err == nil
+		fetched = err == nil && r.boxBranches(ctx, bundled.Branches) == nil
 	}
 	if !fetched {
 		b.logf("fetch from %s:%s", rec.BoxName, remotePath(rec.Dir, rec.Name))
@@ -285,6 +287,19 @@ func (r *Repo) haves(ctx context.Context, id string) ([]string, error) {
 	return haves, nil
 }
 
+// boxBranches sets RefBox's ref of each of the copy's branches (refs/heads/
+// <name> to its commit), as a fetch of +refs/heads/*:refs/cocoonbox/box/*
+// from the box does: the bundle leaves out the branches this repository
+// has already. A commit that is not here fails it.
+func (r *Repo) boxBranches(ctx context.Context, branches map[string]string) error {
+	var b strings.Builder
+	for _, ref := range slices.Sorted(maps.Keys(branches)) {
+		fmt.Fprintf(&b, "update %s%s %s\n", RefBox, strings.TrimPrefix(ref, "refs/heads/"), branches[ref])
+	}
+	_, err := r.git.run(ctx, strings.NewReader(b.String()), "update-ref", "--stdin")
+	return err
+}
+
 // fetchBox fetches specs from the box copy at src (BOX:PATH) with git
 // over the shim, as the contract's back does ("Back, Mac side" 3).
 func (r *Repo) fetchBox(ctx context.Context, environ []string, shim, src string, specs []string) error {
@@ -319,10 +334,10 @@ type backAgent interface {
 // hook time, on the box's clock, is where it was before BACK) is sent
 // once more with --interrupt; a queued one never is. The read of the
 // outbox, status, BACK and the first wait go in one Exec (BackStart),
-// and with ask the box's history after them; bundled then reports
-// whether the bundle came with the back entry, so that it is the box's
-// history as its back left it.
-func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult, ask *BundleAsk) (entry *agentwire.Entry, bundled bool, err error) {
+// and with ask the box's history after them: bundled is that Exec's
+// answer when its bundle came with the back entry, so that it is the
+// box's history as its back left it, else nil.
+func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult, ask *BundleAsk) (entry *agentwire.Entry, bundled *BackStart, err error) {
 	start := b.now()
 	deadline := start.Add(BackTimeout)
 	// A failure once ctx has ended is the stop, whatever the box half says.
@@ -352,10 +367,10 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	b.logf("send BACK")
 	bs, err := a.BackStart(ctx, rec.Repo, rec.ID, remotePath(rec.Dir, rec.Name), ResendAfter, ask)
 	if err != nil {
-		return nil, false, fail(err)
+		return nil, nil, fail(err)
 	}
 	if e := find(bs.Outbox); e != nil {
-		return e, bs.Bundle, nil
+		return e, withBundle(bs), nil
 	}
 	// The box's hook times are on the box's clock: they are compared only
 	// with each other.
@@ -366,11 +381,11 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		// is on its way. BACK as the contract says.
 		ss, err := a.Status(ctx, rec.Repo)
 		if err != nil {
-			return nil, false, fail(err)
+			return nil, nil, fail(err)
 		}
 		bs.Sessions = ss
 		if sent, err = a.SendBack(ctx, rec.Repo, false); err != nil {
-			return nil, false, fail(err)
+			return nil, nil, fail(err)
 		}
 		sentAt, rd = b.now(), nil
 	}
@@ -380,22 +395,24 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	status := bs.Outbox.Status
 	checked := false // the one resend check is done
 	// The bundle came after the first wait, and only with it.
-	bundled = bs.Bundle && rd != nil
+	if rd != nil {
+		bundled = withBundle(bs)
+	}
 	for {
 		if rd != nil {
 			status = rd.Status
 			if e := find(rd); e != nil {
 				return e, bundled, nil
 			}
-			bundled = false
+			bundled = nil
 			if status == "stopped" {
 				// No CLI is left to answer BACK.
-				return nil, false, &Error{Code: ExitRefused, Err: errors.New("the box CLI session of this offload stopped before it posted its back"), Next: StoppedNext()}
+				return nil, nil, &Error{Code: ExitRefused, Err: errors.New("the box CLI session of this offload stopped before it posted its back"), Next: StoppedNext()}
 			}
 		}
 		now := b.now()
 		if !now.Before(deadline) {
-			return nil, false, &Error{Code: ExitFailed,
+			return nil, nil, &Error{Code: ExitFailed,
 				Err:  fmt.Errorf("the box agent posted no back in %d s (session: %s)", int(BackTimeout/time.Second), orNone(status)),
 				Next: []Step{{"BACK stays queued for the box CLI's next idle; watch with `", Command{Verb: VerbInbox, Wait: 60}, "`, then run ", cmdBack, " again"}}}
 		}
@@ -406,12 +423,12 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 			} else {
 				ss, err := a.Status(ctx, rec.Repo)
 				if err != nil {
-					return nil, false, fail(err)
+					return nil, nil, fail(err)
 				}
 				if s := sessionOf(ss, rec); s != nil && s.Status == "working" && s.HookAtMS <= hookBefore {
 					b.logf("BACK drew no hook in %d s; sending it again with --interrupt", int(ResendAfter/time.Second))
 					if sent, err = a.SendBack(ctx, rec.Repo, true); err != nil {
-						return nil, false, fail(err)
+						return nil, nil, fail(err)
 					}
 					res.Resent = true
 				}
@@ -420,9 +437,17 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		}
 		wait = max(wait, time.Second)
 		if rd, err = a.Read(ctx, rec.Repo, since, wait); err != nil {
-			return nil, false, fail(err)
+			return nil, nil, fail(err)
 		}
 	}
+}
+
+// withBundle is bs when its bundle came, else nil.
+func withBundle(bs *BackStart) *BackStart {
+	if bs.Bundle {
+		return bs
+	}
+	return nil
 }
 
 func sessionOf(ss []agentwire.Session, rec *Record) *agentwire.Session {
