@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -135,48 +136,63 @@ func (e *env) offloadRounds(g *gitWork, tag string, n int, count bool) (map[stri
 		last = n
 	}
 	for i := 0; i <= last; i++ {
-		repo := filepath.Join(e.work, "offload", fmt.Sprintf("repo-%s%d", tag, i))
-		if err := runIn(e.work, "git", "clone", "-q", g.packed(), repo); err != nil {
+		if err := e.offloadRound(g, tag, i, count && i == n, times); err != nil {
 			return nil, err
-		}
-		// A clone writes its files and index in the same second, so git
-		// takes every entry as racily clean and hashes it again; a
-		// repository in use has had a git status since.
-		time.Sleep(1100 * time.Millisecond)
-		if err := runIn(repo, "git", "status", "-s"); err != nil {
-			return nil, err
-		}
-		counting := count && i == n
-		for _, row := range offloadRows {
-			var d time.Duration
-			var err error
-			if strings.HasPrefix(row, "back") {
-				if err := e.waitIdle(repo); err != nil {
-					return nil, fmt.Errorf("round %d, %s: %w", i+1, row, err)
-				}
-			}
-			if counting {
-				var c string
-				c, err = e.countProcs(repo, row)
-				fmt.Fprintf(os.Stderr, "%-18s processes: %s\n", row, c)
-				counts[row] = c
-			} else {
-				d, err = e.offloadStep(repo, row)
-				fmt.Fprintf(os.Stderr, "%s%-18s %s\n", tag, row, d.Round(time.Millisecond))
-				times[row] = append(times[row], d)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("round %d, %s: %w", i+1, row, err)
-			}
 		}
 	}
 	return times, nil
 }
 
+// offloadRound runs round i of offloadRows on a fresh clone of g named by
+// tag and i, adding each row's time to times, or with counting the
+// processes of each (into counts).
+func (e *env) offloadRound(g *gitWork, tag string, i int, counting bool, times map[string][]time.Duration) error {
+	repo := filepath.Join(e.work, "offload", fmt.Sprintf("repo-%s%d", tag, i))
+	if err := runIn(e.work, "git", "clone", "-q", g.packed(), repo); err != nil {
+		return err
+	}
+	// A clone writes its files and index in the same second, so git
+	// takes every entry as racily clean and hashes it again; a
+	// repository in use has had a git status since.
+	time.Sleep(1100 * time.Millisecond)
+	if err := runIn(repo, "git", "status", "-s"); err != nil {
+		return err
+	}
+	for _, row := range offloadRows {
+		var d time.Duration
+		var err error
+		if strings.HasPrefix(row, "back") {
+			if err := e.waitIdle(repo); err != nil {
+				return fmt.Errorf("round %d, %s: %w", i+1, row, err)
+			}
+		}
+		if counting {
+			var c string
+			c, err = e.countProcs(repo, row)
+			fmt.Fprintf(os.Stderr, "%-18s processes: %s\n", row, c)
+			counts[row] = c
+		} else {
+			d, err = e.offloadStep(repo, row)
+			fmt.Fprintf(os.Stderr, "%s%-18s %s\n", tag, row, d.Round(time.Millisecond))
+			times[row] = append(times[row], d)
+		}
+		if err != nil {
+			return fmt.Errorf("round %d, %s: %w", i+1, row, err)
+		}
+	}
+	return nil
+}
+
 // runOffloadRTT is the offload table at round trips (-offload -rtt): the
 // local box over TLS behind a delay proxy of each round trip, -rounds
 // timed rounds at each, and the round trips each step spends beyond its
-// time at 0 ms: (median - median at 0 ms) / RTT.
+// time at 0 ms (renderOffloadRTT). Each round runs at
+// every round trip in turn (the order reversed every other round), so
+// that a load that comes and goes on the machine weighs on all of them
+// alike, not on the one that ran then. Before each, a boxes list through
+// that round trip's control master keeps its connection as the steps
+// before it would (a master whose connection was silent for 10 s checks
+// it first, a round trip more: docs/architecture.md).
 func (e *env) runOffloadRTT(top string) error {
 	ms, tb, err := e.rttBox()
 	if err != nil {
@@ -189,37 +205,48 @@ func (e *env) runOffloadRTT(top string) error {
 	}
 	base := e.boxEnv
 	defer func() { e.boxEnv = base }()
-	med := map[int]map[string]time.Duration{}
+	proxies := map[int]*delayChild{}
+	times := map[int]map[string][]time.Duration{}
 	for _, rtt := range ms {
 		pb, err := startDelay(fmt.Sprintf("127.0.0.1:%d", tb.port), time.Duration(rtt)*time.Millisecond)
 		if err != nil {
 			return err
 		}
-		e.boxEnv = tb.through(base, pb.Port())
-		times, err := e.offloadRounds(g, fmt.Sprintf("%dms-", rtt), *rounds, false)
-		pb.Close()
-		if err != nil {
-			return fmt.Errorf("%d ms: %w", rtt, err)
+		defer pb.Close()
+		proxies[rtt], times[rtt] = pb, map[string][]time.Duration{}
+	}
+	for i := 0; i < *rounds; i++ {
+		order := slices.Clone(ms)
+		if i%2 == 1 {
+			slices.Reverse(order)
 		}
-		med[rtt] = map[string]time.Duration{}
-		for row, ds := range times {
-			med[rtt][row] = median(ds)
+		for _, rtt := range order {
+			e.boxEnv = tb.through(base, proxies[rtt].Port())
+			if out, err := e.ours("cocoonbox", "boxes", "list").CombinedOutput(); err != nil {
+				return fmt.Errorf("%d ms: boxes list: %v: %s", rtt, err, out)
+			}
+			if err := e.offloadRound(g, fmt.Sprintf("%dms-", rtt), i, false, times[rtt]); err != nil {
+				return fmt.Errorf("%d ms: %w", rtt, err)
+			}
 		}
 	}
-	return publish(top, "bench-offload-rtt", fmt.Sprintf(", load average %s; medians of %d rounds at each round trip; the local box over TLS behind the delay proxy; %s",
-		loadAvg(), *rounds, version("rsync", "--version")), renderOffloadRTT(ms, med))
+	return publish(top, "bench-offload-rtt", fmt.Sprintf(", load average %s; medians of %d rounds, each round at every round trip in turn; the local box over TLS behind the delay proxy; %s",
+		loadAvg(), *rounds, version("rsync", "--version")), renderOffloadRTT(ms, times))
 }
 
-// renderOffloadRTT makes the offload table at round trips: a column of
-// medians per round trip, then the round trips each step spent beyond 0
-// ms at each other round trip, when 0 ms was measured.
-func renderOffloadRTT(ms []int, med map[int]map[string]time.Duration) string {
+// renderOffloadRTT makes the offload table at round trips from each
+// round trip's times of each step, round by round: a column of medians
+// per round trip, then the round trips each step spent beyond 0 ms at
+// each other round trip, when 0 ms was measured: the median over the
+// rounds of (time - time at 0 ms in the same round) / RTT, so that a
+// load that came and went weighs on a round's times alike.
+func renderOffloadRTT(ms []int, times map[int]map[string][]time.Duration) string {
 	var b strings.Builder
 	b.WriteString("| step |")
 	for _, rtt := range ms {
 		fmt.Fprintf(&b, " %d ms |", rtt)
 	}
-	_, haveZero := med[0]
+	_, haveZero := times[0]
 	var beyond []int
 	for _, rtt := range ms {
 		if rtt > 0 && haveZero {
@@ -231,10 +258,19 @@ func renderOffloadRTT(ms []int, med map[int]map[string]time.Duration) string {
 	for _, row := range offloadRows {
 		fmt.Fprintf(&b, "| %s |", row)
 		for _, rtt := range ms {
-			fmt.Fprintf(&b, " %s |", med[rtt][row].Round(time.Millisecond))
+			fmt.Fprintf(&b, " %s |", median(times[rtt][row]).Round(time.Millisecond))
 		}
 		for _, rtt := range beyond {
-			fmt.Fprintf(&b, " %.1f |", float64(med[rtt][row]-med[0][row])/float64(time.Duration(rtt)*time.Millisecond))
+			ds, zero := times[rtt][row], times[0][row]
+			var rts []float64
+			for i := range min(len(ds), len(zero)) {
+				rts = append(rts, float64(ds[i]-zero[i])/float64(time.Duration(rtt)*time.Millisecond))
+			}
+			if len(rts) > 0 {
+				fmt.Fprintf(&b, " %.1f |", medianF(rts))
+			} else {
+				b.WriteString(" |")
+			}
 		}
 		b.WriteString("\n")
 	}

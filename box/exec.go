@@ -119,9 +119,13 @@ func (e *WriteError) Unwrap() error { return e.Err }
 //
 // Without a terminal, the first chunk of stdin goes right behind the
 // start, not a round trip later after started: a command whose client
-// speaks first (rsync) saves that round trip. It is kept until started,
-// and sent again on the retry after a wake. With a terminal no stdin is
-// read before started (the terminal goes raw only then).
+// speaks first (rsync) saves that round trip. When that read ends the
+// input (EOF, or an in-memory reader such as a *strings.Reader with
+// nothing left), close_stdin goes with it too, so a command that reads
+// its input to the end before it answers costs one round trip, not two.
+// Both are kept until started, and sent again on the retry after a
+// wake. With a terminal no stdin is read before started (the terminal
+// goes raw only then).
 func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -173,8 +177,9 @@ type firstChunk struct {
 	// read delivers the read's result once; nil after it has.
 	read chan firstRead
 	got  *firstRead
-	// sent is whether got's bytes went on the current stream.
-	sent bool
+	// sent is whether got's bytes went on the current stream; closed
+	// whether close_stdin went after them, as the read ended the input.
+	sent, closed bool
 	// peek is whether the read is from a regular file at its offset,
 	// which Exec moves past the chunk once started (commit).
 	peek bool
@@ -202,6 +207,10 @@ func readFirst(in io.Reader) *firstChunk {
 			n, err = file.ReadAt(b, off)
 		} else {
 			n, err = in.Read(b)
+			if l, ok := in.(interface{ Len() int }); ok && err == nil && l.Len() == 0 {
+				// An in-memory reader read whole: its next Read is EOF.
+				err = io.EOF
+			}
 		}
 		f.read <- firstRead{b[:n], err}
 	}()
@@ -244,13 +253,22 @@ func (f *firstChunk) wait() {
 }
 
 // send sends what was read with send, if anything and not yet on the
-// current stream.
+// current stream, and close_stdin after it when the read ended the input.
 func (f *firstChunk) send(send func(*controlv1.ExecRequest) error) error {
-	if f.got == nil || f.sent || len(f.got.b) == 0 {
+	if f.got == nil || f.sent {
 		return nil
 	}
-	f.sent = true
-	return send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Stdin{Stdin: f.got.b}})
+	f.sent, f.closed = true, false
+	if len(f.got.b) > 0 {
+		if err := send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_Stdin{Stdin: f.got.b}}); err != nil {
+			return err
+		}
+	}
+	if f.got.err == nil {
+		return nil
+	}
+	f.closed = true
+	return send(&controlv1.ExecRequest{Msg: &controlv1.ExecRequest_CloseStdin{CloseStdin: &controlv1.CloseStdin{}}})
 }
 
 // start opens the stream, sends start (and the first chunk of stdin, as
@@ -387,7 +405,7 @@ func (s *stream) send(r *controlv1.ExecRequest) error {
 func (s *stream) pumpStdin(in io.Reader, first *firstChunk) {
 	if first != nil {
 		first.wait()
-		if first.send(s.send) != nil {
+		if first.send(s.send) != nil || first.closed {
 			return
 		}
 		if first.got.err != nil {

@@ -12,7 +12,8 @@ import (
 )
 
 func newBack(env Env, s Streams) *cobra.Command {
-	return &cobra.Command{
+	var verbose bool
+	cmd := &cobra.Command{
 		Use:   "back",
 		Short: "Bring this repository's offloaded work home",
 		Long: `back asks the box agent to finish and write its hand-over, waits for it (600 s
@@ -51,11 +52,13 @@ Exit status: 0 done; 1 failed (nothing changed here, unless the message
 says what did and how to undo it); 3 refused; 128+N stopped by signal N
 while waiting.`,
 		Args: usageArgs(cobra.NoArgs),
-		RunE: func(*cobra.Command, []string) error { return offloadExit(s, runBack(env, s)) },
+		RunE: func(*cobra.Command, []string) error { return offloadExit(s, runBack(env, s, verbose)) },
 	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print each step and each call to the box with its time on stderr")
+	return cmd
 }
 
-func runBack(env Env, s Streams) error {
+func runBack(env Env, s Streams, verbose bool) error {
 	oe, err := connect(env)
 	if err != nil {
 		return err
@@ -63,9 +66,10 @@ func runBack(env Env, s Streams) error {
 	defer oe.client.Close()
 	ctx, stop, sigCode := signalExitContext()
 	defer stop()
+	client, logf := timed(oe.client, s, verbose)
 	b := &offload.Backer{
-		Repo: oe.repo, Store: oe.store, Exec: oe.client, Environ: env.Environ, Shim: oe.shim,
-		Logf: progress(s), Progress: progressWriter(s),
+		Repo: oe.repo, Store: oe.store, Exec: client, Environ: env.Environ, Shim: oe.shim,
+		Logf: logf, Progress: progressWriter(s),
 		Notice: notice(s), AtStep: killAt(env),
 	}
 	res, err := b.Run(ctx)

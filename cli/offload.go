@@ -37,7 +37,8 @@ type offloadOptions struct {
 	HandoverPrompt bool
 	JSON           bool
 	Wait           int
-	// Force and Verbose are install-cli's --force and -v.
+	// Force is install-cli's --force; Verbose is its -v, and offload's
+	// (a timeline of its steps and calls on stderr).
 	Force, Verbose bool
 	// WithAPIKey is sign-in's --with-api-key.
 	WithAPIKey bool
@@ -86,6 +87,7 @@ changed; 4 warnings that need --yes; 128+N stopped by signal N, rolled back.`,
 	f.StringVar(&o.Kind, "kind", "", kindHelp("the coding-agent CLI to run in the box"))
 	f.BoolVarP(&o.Yes, "yes", "y", false, "go ahead despite the preflight's warnings")
 	f.BoolVar(&o.HandoverPrompt, "handover-prompt", false, "print a request to paste into your coding agent: write the hand-over, then offload")
+	f.BoolVarP(&o.Verbose, "verbose", "v", false, "print each step and each call to the box with its time on stderr")
 
 	verb := func(use, short string, args cobra.PositionalArgs, run func([]string) error) *cobra.Command {
 		return &cobra.Command{Use: use, Short: short, Args: usageArgs(args),
@@ -297,6 +299,17 @@ func progress(s Streams) func(string, ...any) {
 	return func(format string, args ...any) { fmt.Fprintf(s.Err, "cocoonbox: "+format+"\n", args...) }
 }
 
+// timed is the client and the Logf of an offload or back: with verbose
+// a timeline on stderr of each progress line and each call to the box,
+// else c itself and progress's.
+func timed(c *box.Client, s Streams, verbose bool) (offload.Client, func(string, ...any)) {
+	if !verbose {
+		return c, progress(s)
+	}
+	tl := newTimeline(s.Err)
+	return timedClient{c, tl}, tl.logf
+}
+
 func progressWriter(s Streams) io.Writer {
 	if isTerminal(s.Err) {
 		return s.Err
@@ -324,10 +337,11 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		Docker:    func(ctx context.Context) ([]string, error) { return offload.ComposeProjects(ctx, env.Environ) },
 		Spell:     commandLine,
 	}
+	client, logf := timed(oe.client, s, o.Verbose)
 	off := &offload.Offloader{
-		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Kind: kind, Yes: o.Yes,
+		Repo: oe.repo, Store: oe.store, Client: client, Box: o.Box, Kind: kind, Yes: o.Yes,
 		Environ: env.Environ, Home: env.Getenv("HOME"), Shim: oe.shim, Preflight: pf,
-		Logf: progress(s), Progress: progressWriter(s),
+		Logf: logf, Progress: progressWriter(s),
 		NoCompress: onThisMachine(oe.client.Endpoint()),
 		Notice:     notice(s), AtStep: killAt(env), AgentEnv: agentEnv(env),
 	}

@@ -333,12 +333,11 @@ git update-ref ` + ref + ` "$c"
 	orphan := strings.Contains(out.String(), "orphan")
 	a.logf("fetch from %s:%s", agent.Box, name)
 	r := a.Repo
-	fetch := git{dir: r.Top, env: append(HostEnv(a.Environ, true), "GIT_SSH_COMMAND="+a.Shim, "GIT_SSH_VARIANT=simple")}
 	specs := []string{"+refs/heads/*:" + RefBox + "*", "+" + ref + ":" + ref}
 	if orphan {
 		specs = specs[1:]
 	}
-	if _, err := fetch.run(ctx, nil, append([]string{"fetch", "-q", "--no-tags", "--no-write-fetch-head", agent.Box + ":" + name}, specs...)...); err != nil {
+	if err := r.fetchBox(ctx, a.Environ, a.Shim, agent.Box+":"+name, specs); err != nil {
 		return err
 	}
 	if _, err := r.git.line(ctx, "rev-parse", "--verify", "-q", ref+"^{commit}"); err != nil {

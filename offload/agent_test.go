@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -113,5 +114,120 @@ func TestAgentErrors(t *testing.T) {
 	x, _ = fakeAgent(t, `not json`, 1)
 	if _, err := (&Agent{Exec: x, Box: "main"}).Status(ctx, ""); !errors.As(err, &ae) || !strings.Contains(ae.Msg, "not JSON") {
 		t.Errorf("not JSON: %v", err)
+	}
+}
+
+// TestAgentBackStart: the start of back's wait is one Exec of the verbs
+// the contract runs one by one: read from the outbox's start, then,
+// unless the copy holds the offload's S', status, send --back and a read
+// that waits after the last seq the first read returned (not one a body
+// names); a refused BACK waits for nothing.
+func TestAgentBackStart(t *testing.T) {
+	const id = "0123456789abcdef"
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	script := `#!/bin/sh
+echo "$*" >> ` + calls + `
+case "$2 $*" in
+"read "*--wait*) echo '{"ok":true,"entries":[{"seq":8,"kind":"back","offload_id":"` + id + `","body":"done"}],"status":"idle"}' ;;
+"read "*) if [ -e ` + filepath.Join(dir, "fault") + ` ]; then echo '{"ok":true,"entries":[],"status":"idle","fault":{"kind":"dialog","line":"Do you trust the files in this folder?","at_ms":1,"age_ms":2}}'; exit 0; fi
+	echo '{"ok":true,"entries":[{"seq":3,"kind":"progress","offload_id":"` + id + `","body":"a \"seq\":99 body"},{"seq":7,"kind":"question","offload_id":"` + id + `","body":"?"}],"status":"idle"}' ;;
+"status "*) echo '{"ok":true,"sessions":[{"repo":"k","offload_id":"` + id + `","status":"idle","hook_at_ms":5}]}' ;;
+"send "*) if [ -e ` + filepath.Join(dir, "refuse") + ` ]; then echo '{"ok":false,"code":"refused","error":"no running session"}'; exit 3; fi
+	echo '{"ok":true,"seq":1,"delivery":"pasted"}' ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(dir, "cocoonbox-agent"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := testEnv(t)
+	r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
+	a := &Agent{Exec: shExec{path: dir + ":/usr/bin:/bin"}, Box: "main"}
+	ctx := context.Background()
+	start := func() (*BackStart, string, error) {
+		t.Helper()
+		os.Remove(calls)
+		bs, err := a.BackStart(ctx, "k", id, r.Top, time.Minute, nil)
+		return bs, readFile(t, calls), err
+	}
+
+	bs, got, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "offload read --repo k --since 0\noffload status --repo k\noffload send --repo k --back\noffload read --repo k --since 7 --wait 60\n"; got != want {
+		t.Errorf("calls:\n%s\nwant:\n%s", got, want)
+	}
+	if !bs.Sent || len(bs.Outbox.Entries) != 2 || len(bs.Sessions) != 1 || bs.Sessions[0].HookAtMS != 5 ||
+		bs.Message.Delivery != "pasted" || len(bs.Read.Entries) != 1 || bs.Read.Entries[0].Kind != "back" {
+		t.Errorf("got %+v", bs)
+	}
+
+	// A copy with S' had its back posted: no BACK.
+	run(t, r.Top, env, "git", "update-ref", RefBack+id, "HEAD")
+	bs, got, err = start()
+	if err != nil || bs.Sent || len(bs.Outbox.Entries) != 2 || got != "offload read --repo k --since 0\n" {
+		t.Errorf("with S': %+v, %v; calls:\n%s", bs, err, got)
+	}
+
+	// With a bundle asked for, the copy's branches and S' follow the
+	// answers, without what the haves it has reach (one it lacks does not
+	// matter); this repository's clone, which has them, fetches it.
+	laptop := filepath.Join(t.TempDir(), "laptop")
+	run(t, dir, env, "git", "clone", "-q", r.Top, laptop)
+	have := run(t, r.Top, env, "git", "rev-parse", "HEAD")
+	run(t, r.Top, env, "git", "branch", "other")
+	run(t, r.Top, env, "git", "commit", "-q", "--allow-empty", "-m", "box: more")
+	run(t, r.Top, env, "git", "update-ref", RefBack+id, "HEAD")
+	ask := &BundleAsk{Haves: []string{strings.Repeat("0", 40), have}, Path: filepath.Join(t.TempDir(), "back.bundle")}
+	bs, err = a.BackStart(ctx, "k", id, r.Top, time.Minute, ask)
+	if err != nil || !bs.Bundle || len(bs.Outbox.Entries) != 2 {
+		t.Fatalf("with a bundle: %+v, %v", bs, err)
+	}
+	if out := run(t, laptop, env, "git", "bundle", "verify", ask.Path); !strings.Contains(out, "requires") && !strings.Contains(out, "okay") {
+		t.Errorf("git bundle verify: %s", out)
+	}
+	if heads := run(t, laptop, env, "git", "bundle", "list-heads", ask.Path); !strings.Contains(heads, "refs/heads/main") || !strings.Contains(heads, RefBack+id) {
+		t.Errorf("the bundle's heads: %s", heads)
+	}
+	if n := run(t, laptop, env, "sh", "-c", "git bundle verify "+ask.Path+" 2>&1 | grep -c "+have); n != "1" {
+		t.Errorf("the bundle does not need %s, which the haves named", have)
+	}
+	run(t, laptop, env, "git", "fetch", "-q", ask.Path, "+refs/heads/*:"+RefBox+"*", "+"+RefBack+id+":"+RefBack+id)
+	if got, want := run(t, laptop, env, "git", "rev-parse", RefBack+id), run(t, r.Top, env, "git", "rev-parse", "HEAD"); got != want {
+		t.Errorf("S' fetched from the bundle is %s, want %s", got, want)
+	}
+	// The bundle leaves out the branch the haves reach; the list of the
+	// copy's branches has it, so the laptop names it as the fetch would.
+	if bs.Branches["refs/heads/other"] != have || bs.Branches["refs/heads/main"] == "" || len(bs.Branches) != 2 {
+		t.Errorf("the copy's branches: %v", bs.Branches)
+	}
+	lr, err := OpenRepo(ctx, laptop, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lr.boxBranches(ctx, bs.Branches); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, laptop, env, "git", "rev-parse", RefBox+"other"); got != have {
+		t.Errorf("%sother is %s, want %s", RefBox, got, have)
+	}
+	run(t, r.Top, env, "git", "update-ref", "-d", RefBack+id)
+
+	// A session with a fault: BACK goes, but the box does not wait for
+	// it; the laptop weighs the fault first (Backer.waitBack).
+	writeFiles(t, dir, map[string]string{"fault": ""})
+	bs, got, err = start()
+	if want := "offload read --repo k --since 0\noffload status --repo k\noffload send --repo k --back\n"; err != nil || got != want || !bs.Sent || bs.Read != nil || bs.Outbox.Fault == nil || bs.Outbox.Fault.Kind != "dialog" {
+		t.Errorf("with a fault: %+v, %v; calls:\n%s\nwant:\n%s", bs, err, got, want)
+	}
+	os.Remove(filepath.Join(dir, "fault"))
+
+	// BACK refused: no wait after it.
+	writeFiles(t, dir, map[string]string{"refuse": ""})
+	_, got, err = start()
+	var ae *AgentError
+	if !errors.As(err, &ae) || ae.Verb != "send" || !ae.Refused() || strings.Contains(got, "--wait") {
+		t.Errorf("refused BACK: %v; calls:\n%s", err, got)
 	}
 }

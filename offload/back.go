@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -134,7 +137,14 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	if err := b.journal(rec, StepWait); err != nil {
 		return nil, err
 	}
-	entry, err := b.waitBack(ctx, agent, rec, res)
+	// The box's history comes with its back as a bundle when it can
+	// (BundleAsk), else by git fetch below.
+	ask := &BundleAsk{Path: filepath.Join(b.Store.RepoDir(r.Key), backBundle)}
+	if ask.Haves, err = r.haves(ctx, rec.ID); err != nil {
+		ask = nil
+	}
+	defer os.Remove(filepath.Join(b.Store.RepoDir(r.Key), backBundle))
+	entry, bundled, err := b.waitBack(ctx, agent, rec, res, ask)
 	if err != nil {
 		b.Store.settle(rec)
 		return nil, GoneError(ctx, b.Exec, rec, err)
@@ -144,44 +154,71 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	if err := b.journal(rec, StepFetch); err != nil {
 		return nil, err
 	}
-	b.logf("fetch from %s:%s", rec.BoxName, remotePath(rec.Dir, rec.Name))
+	// end runs beside the fetch and the merge, so that its round trip
+	// and the CLI's exit cost no time of their own; back waits for it
+	// before it returns. When another git holds the index lock now, the
+	// merge will change nothing, and the box session goes on: then end
+	// waits until the merge holds the lock. The copy stays in the box
+	// after end, so whatever else stops the fetch or the merge, back
+	// again still finds the box's back, fetches and merges, and ends the
+	// box session again (end is the same when it has ended).
+	var ended chan error
+	startEnd := func() {
+		if ended == nil {
+			b.logf("end")
+			ended = make(chan error, 1)
+			go func() { ended <- agent.End(ctx, r.Key) }()
+		}
+	}
+	waitEnd := func() error {
+		if ended == nil {
+			return nil
+		}
+		return <-ended
+	}
+	if !r.indexLocked() {
+		startEnd()
+	}
 	backRef := RefBack + rec.ID
-	fetch := git{dir: r.Top, env: append(HostEnv(b.Environ, true), "GIT_SSH_COMMAND="+b.Shim, "GIT_SSH_VARIANT=simple")}
-	if _, err := fetch.run(ctx, nil, "fetch", "-q", "--no-tags", "--no-write-fetch-head", rec.BoxName+":"+remotePath(rec.Dir, rec.Name),
-		"+refs/heads/*:"+RefBox+"*", "+"+backRef+":"+backRef); err != nil {
+	refspecs := []string{"+refs/heads/*:" + RefBox + "*", "+" + backRef + ":" + backRef}
+	fetched := false
+	if bundled != nil {
+		// git fetch of the bundle checks that this repository has every
+		// commit it names as a prerequisite; one it cannot take is
+		// fetched from the box instead.
+		b.logf("fetch from the bundle that came with the back")
+		_, err := r.git.run(ctx, nil, append([]string{"fetch", "-q", "--no-tags", "--no-write-fetch-head", ask.Path}, refspecs...)...)
+		fetched = err == nil && r.boxBranches(ctx, bundled.Branches) == nil
+	}
+	if !fetched {
+		b.logf("fetch from %s:%s", rec.BoxName, remotePath(rec.Dir, rec.Name))
+		err = r.fetchBox(ctx, b.Environ, b.Shim, rec.BoxName+":"+remotePath(rec.Dir, rec.Name), refspecs)
+	}
+	if err != nil {
+		waitEnd()
 		b.Store.settle(rec)
 		return nil, stopped(StepFetch, &Error{Code: ExitFailed, Err: err, Next: []Step{backAgain}})
 	}
 	back, err := r.git.line(ctx, "rev-parse", "--verify", backRef+"^{commit}")
 	if err != nil {
+		waitEnd()
 		b.Store.settle(rec)
 		return nil, stopped(StepFetch, &Error{Code: ExitFailed, Err: fmt.Errorf("the box has no %s: %w", backRef, err)})
 	}
 	if err := b.journal(rec, StepMerge); err != nil {
+		waitEnd()
 		return nil, err
 	}
 	b.logf("merge")
-	// end runs beside the merge once the merge holds the index lock, so
-	// that the CLI's exit costs no time of its own; back waits for both.
-	// From there on only a git that fails unexpectedly stops the merge,
-	// and back again then still finds the box's back and ends the box
-	// session (end is the same when it has ended).
-	var ended chan error
+	// From here on only a git that fails unexpectedly stops the merge.
 	m, err := r.mergeBackHooks(ctx, rec.ID, rec.Base, back, b.now(), &mergeHooks{
-		locked: func() {
-			b.logf("end")
-			ended = make(chan error, 1)
-			go func() { ended <- agent.End(ctx, r.Key) }()
-		},
+		locked: startEnd,
 		applying: func(j *MergeJournal) error {
 			rec.Merge = j
 			return b.journal(rec, StepApply)
 		},
 	})
-	var endErr error
-	if ended != nil {
-		endErr = <-ended
-	}
+	endErr := waitEnd()
 	if err != nil {
 		// The merge changed nothing, or its *Error says what it left: the
 		// journal no longer names a step to finish.
@@ -235,6 +272,45 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	return res, nil
 }
 
+// backBundle is the file in the repository's directory that the box's
+// history comes in with its back (BundleAsk), while back runs.
+const backBundle = "back.bundle"
+
+// haves are the commits the bundle of back's first Exec may leave out:
+// this repository's branches, HEAD, and S of offload id.
+func (r *Repo) haves(ctx context.Context, id string) ([]string, error) {
+	out, err := r.git.run(ctx, nil, "for-each-ref", "--format=%(objectname)", "refs/heads/", RefOffload+id)
+	if err != nil {
+		return nil, err
+	}
+	haves := strings.Fields(string(out))
+	if head, err := r.git.line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}"); err == nil {
+		haves = append(haves, head)
+	}
+	return haves, nil
+}
+
+// boxBranches sets RefBox's ref of each of the copy's branches (refs/heads/
+// <name> to its commit), as a fetch of +refs/heads/*:refs/cocoonbox/box/*
+// from the box does: the bundle leaves out the branches this repository
+// has already. A commit that is not here fails it.
+func (r *Repo) boxBranches(ctx context.Context, branches map[string]string) error {
+	var b strings.Builder
+	for _, ref := range slices.Sorted(maps.Keys(branches)) {
+		fmt.Fprintf(&b, "update %s%s %s\n", RefBox, strings.TrimPrefix(ref, "refs/heads/"), branches[ref])
+	}
+	_, err := r.git.run(ctx, strings.NewReader(b.String()), "update-ref", "--stdin")
+	return err
+}
+
+// fetchBox fetches specs from the box copy at src (BOX:PATH) with git
+// over the shim, as the contract's back does ("Back, Mac side" 3).
+func (r *Repo) fetchBox(ctx context.Context, environ []string, shim, src string, specs []string) error {
+	fetch := git{dir: r.Top, env: append(HostEnv(environ, true), "GIT_SSH_COMMAND="+shim, "GIT_SSH_VARIANT=simple")}
+	_, err := fetch.run(ctx, nil, append([]string{"fetch", "-q", "--no-tags", "--no-write-fetch-head", src}, specs...)...)
+	return err
+}
+
 // journal writes rec as the journal of the back's step before it runs.
 func (b *Backer) journal(rec *Record, step string) error {
 	return b.Store.journal(rec, OpBack, step, b.AtStep)
@@ -249,6 +325,7 @@ func (b *Backer) resumer() *resumer {
 
 // backAgent is what waitBack needs of the box half.
 type backAgent interface {
+	BackStart(ctx context.Context, key, id, path string, wait time.Duration, ask *BundleAsk) (*BackStart, error)
 	Read(ctx context.Context, key string, since int64, wait time.Duration) (*agentwire.ReadResult, error)
 	SendBack(ctx context.Context, key string, interrupt bool) (*agentwire.MessageResult, error)
 	Status(ctx context.Context, key string) ([]agentwire.Session, error)
@@ -258,8 +335,12 @@ type backAgent interface {
 // reads until the back entry comes, BackTimeout in all. A pasted BACK
 // that draws no hook for ResendAfter while the session says working (its
 // hook time, on the box's clock, is where it was before BACK) is sent
-// once more with --interrupt; a queued one never is.
-func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult) (*agentwire.Entry, error) {
+// once more with --interrupt; a queued one never is. The read of the
+// outbox, status, BACK and the first wait go in one Exec (BackStart),
+// and with ask the box's history after them: bundled is that Exec's
+// answer when its bundle came with the back entry, so that it is the
+// box's history as its back left it, else nil.
+func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *BackResult, ask *BundleAsk) (entry *agentwire.Entry, bundled *BackStart, err error) {
 	start := b.now()
 	deadline := start.Add(BackTimeout)
 	// A failure once ctx has ended is the stop, whatever the box half says.
@@ -267,11 +348,10 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		if ctx.Err() != nil {
 			return &Error{Code: ExitFailed, Err: ErrWaitStopped, Next: []Step{waitStoppedNext}}
 		}
+		if e := stoppedError(err); e != nil {
+			return e
+		}
 		return boxFailure(err)
-	}
-	rd, err := a.Read(ctx, rec.Repo, 0, 0)
-	if err != nil {
-		return nil, fail(err)
 	}
 	since := int64(0)
 	find := func(rd *agentwire.ReadResult) *agentwire.Entry {
@@ -284,43 +364,66 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 		}
 		return found
 	}
-	if e := find(rd); e != nil {
-		return e, nil
-	}
-	// The box's hook times are on the box's clock: they are compared only
-	// with each other.
-	ss, err := a.Status(ctx, rec.Repo)
-	if err != nil {
-		return nil, fail(err)
-	}
-	hookBefore := int64(0)
-	if s := sessionOf(ss, rec); s != nil {
-		hookBefore = s.HookAtMS
-	}
-	if n := faultNotice(rd.Fault); n != "" && b.Notice != nil {
-		b.Notice(n)
-	}
-	b.logf("send BACK")
-	sent, err := a.SendBack(ctx, rec.Repo, false)
-	if e := stoppedError(err); e != nil {
-		return nil, e
-	}
-	if err != nil {
-		return nil, fail(err)
-	}
 	if b.Notice != nil {
 		b.Notice(fmt.Sprintf("waiting up to %d s for the box agent's hand-over (Ctrl-C stops waiting; nothing changes here)", int(BackTimeout/time.Second)))
 	}
-	if rd.Fault.Waits() {
-		return nil, b.backFault(rec, rd, sent.Seq)
+	b.logf("send BACK")
+	bs, err := a.BackStart(ctx, rec.Repo, rec.ID, remotePath(rec.Dir, rec.Name), ResendAfter, ask)
+	if err != nil {
+		return nil, nil, fail(err)
 	}
-	sentAt := b.now()
-	status := rd.Status
+	if e := find(bs.Outbox); e != nil {
+		return e, withBundle(bs), nil
+	}
+	// The box's hook times are on the box's clock: they are compared only
+	// with each other.
+	hookBefore := int64(0)
+	sent, sentAt, rd := bs.Message, start, bs.Read
+	if !bs.Sent {
+		// The copy holds S', but the outbox no back: its post failed, or
+		// is on its way. BACK as the contract says.
+		ss, err := a.Status(ctx, rec.Repo)
+		if err != nil {
+			return nil, nil, fail(err)
+		}
+		bs.Sessions = ss
+		if sent, err = a.SendBack(ctx, rec.Repo, false); err != nil {
+			return nil, nil, fail(err)
+		}
+		sentAt, rd = b.now(), nil
+	}
+	if s := sessionOf(bs.Sessions, rec); s != nil {
+		hookBefore = s.HookAtMS
+	}
+	if n := faultNotice(bs.Outbox.Fault); n != "" && b.Notice != nil {
+		b.Notice(n)
+	}
+	// A CLI held at a dialog, a sign-in or the network takes no BACK: the
+	// box skipped the first wait for it (BackStart), and back ends here.
+	if bs.Outbox.Fault.Waits() {
+		return nil, nil, b.backFault(rec, bs.Outbox, sent.Seq)
+	}
+	status := bs.Outbox.Status
 	checked := false // the one resend check is done
+	// The bundle came after the first wait, and only with it.
+	if rd != nil {
+		bundled = withBundle(bs)
+	}
 	for {
+		if rd != nil {
+			status = rd.Status
+			if e := find(rd); e != nil {
+				return e, bundled, nil
+			}
+			bundled = nil
+			// No CLI is left to answer BACK, or none that will.
+			if e := b.backFault(rec, rd, sent.Seq); e != nil {
+				return nil, nil, e
+			}
+		}
 		now := b.now()
 		if !now.Before(deadline) {
-			return nil, &Error{Code: ExitFailed,
+			return nil, nil, &Error{Code: ExitFailed,
 				Err:  fmt.Errorf("the box agent posted no back in %d s (session: %s)", int(BackTimeout/time.Second), orNone(status)),
 				Next: []Step{{"BACK stays queued for the box CLI's next idle; watch with `", Command{Verb: VerbInbox, Wait: 60}, "`, then run ", cmdBack, " again"}}}
 		}
@@ -331,15 +434,12 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 			} else {
 				ss, err := a.Status(ctx, rec.Repo)
 				if err != nil {
-					return nil, fail(err)
+					return nil, nil, fail(err)
 				}
 				if s := sessionOf(ss, rec); s != nil && s.Status == "working" && s.HookAtMS <= hookBefore {
 					b.logf("BACK drew no hook in %d s; sending it again with --interrupt", int(ResendAfter/time.Second))
 					if sent, err = a.SendBack(ctx, rec.Repo, true); err != nil {
-						if e := stoppedError(err); e != nil {
-							return nil, e
-						}
-						return nil, fail(err)
+						return nil, nil, fail(err)
 					}
 					res.Resent = true
 				}
@@ -347,19 +447,18 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 			}
 		}
 		wait = max(wait, time.Second)
-		rd, err := a.Read(ctx, rec.Repo, since, wait)
-		if err != nil {
-			return nil, fail(err)
-		}
-		status = rd.Status
-		if e := find(rd); e != nil {
-			return e, nil
-		}
-		// No CLI is left to answer BACK, or none that will.
-		if e := b.backFault(rec, rd, sent.Seq); e != nil {
-			return nil, e
+		if rd, err = a.Read(ctx, rec.Repo, since, wait); err != nil {
+			return nil, nil, fail(err)
 		}
 	}
+}
+
+// withBundle is bs when its bundle came, else nil.
+func withBundle(bs *BackStart) *BackStart {
+	if bs.Bundle {
+		return bs
+	}
+	return nil
 }
 
 func sessionOf(ss []agentwire.Session, rec *Record) *agentwire.Session {

@@ -68,6 +68,47 @@ func (a *scriptedAgent) Status(context.Context, string) ([]agentwire.Session, er
 	return []agentwire.Session{{Repo: "k", OffloadID: testID, Status: "working", HookAtMS: hook}}, nil
 }
 
+// BackStart is the box's one Exec as its verbs one by one, a back entry
+// of the offload in the outbox standing for its S' in the copy.
+func (a *scriptedAgent) BackStart(ctx context.Context, key, id, path string, wait time.Duration, _ *BundleAsk) (*BackStart, error) {
+	return verbByVerb(ctx, a, key, id, wait)
+}
+
+// The bundle comes when the back has, by the end.
+func verbByVerb(ctx context.Context, a backAgent, key, id string, wait time.Duration) (*BackStart, error) {
+	rd, err := a.Read(ctx, key, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	bs := &BackStart{Outbox: rd}
+	since := int64(0)
+	for _, e := range rd.Entries {
+		since = max(since, int64(e.Seq))
+		if e.Kind == "back" && e.OffloadID == id {
+			bs.Bundle = true
+			return bs, nil
+		}
+	}
+	if bs.Sessions, err = a.Status(ctx, key); err != nil {
+		return nil, err
+	}
+	if bs.Message, err = a.SendBack(ctx, key, false); err != nil {
+		return nil, err
+	}
+	bs.Sent = true
+	if rd.Fault != nil {
+		// The box skips the wait for a session with a fault (BackStart).
+		return bs, nil
+	}
+	if bs.Read, err = a.Read(ctx, key, since, wait); err != nil {
+		return nil, err
+	}
+	for _, e := range bs.Read.Entries {
+		bs.Bundle = bs.Bundle || e.Kind == "back" && e.OffloadID == id
+	}
+	return bs, nil
+}
+
 func TestWaitBack(t *testing.T) {
 	t0 := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
 	tests := []struct {
@@ -76,16 +117,20 @@ func TestWaitBack(t *testing.T) {
 		wantCalls  []string
 		wantResent bool
 		wantErr    bool
+		// wantBundled: the back came in the first Exec, with the bundle.
+		wantBundled bool
 	}{
 		{
-			name:      "the outbox holds the back already",
-			agent:     scriptedAgent{entries: []agentwire.Entry{{Seq: 1, Kind: "progress", OffloadID: testID}, {Seq: 2, Kind: "back", OffloadID: testID}}},
-			wantCalls: []string{"read"},
+			name:        "the outbox holds the back already",
+			agent:       scriptedAgent{entries: []agentwire.Entry{{Seq: 1, Kind: "progress", OffloadID: testID}, {Seq: 2, Kind: "back", OffloadID: testID}}},
+			wantCalls:   []string{"read"},
+			wantBundled: true,
 		},
 		{
-			name:      "a back of another offload does not count",
-			agent:     scriptedAgent{entries: []agentwire.Entry{{Seq: 1, Kind: "back", OffloadID: "old"}}, delivery: "pasted", hookOnPaste: true, postAt: t0.Add(10 * time.Second)},
-			wantCalls: []string{"read", "status", "back", "read"},
+			name:        "a back of another offload does not count",
+			agent:       scriptedAgent{entries: []agentwire.Entry{{Seq: 1, Kind: "back", OffloadID: "old"}}, delivery: "pasted", hookOnPaste: true, postAt: t0.Add(10 * time.Second)},
+			wantCalls:   []string{"read", "status", "back", "read"},
+			wantBundled: true,
 		},
 		{
 			name:       "a pasted BACK that draws no hook is sent again with --interrupt, once",
@@ -110,14 +155,16 @@ func TestWaitBack(t *testing.T) {
 			wantResent: true,
 		},
 		{
+			// The first wait, in the Exec that sends BACK, is ResendAfter
+			// long whichever way BACK went.
 			name:      "a queued BACK is never sent again",
 			agent:     scriptedAgent{delivery: "queued", postAt: t0.Add(300 * time.Second)},
-			wantCalls: []string{"read", "status", "back", "read"},
+			wantCalls: []string{"read", "status", "back", "read", "read"},
 		},
 		{
 			name:      "no back in 600 s",
 			agent:     scriptedAgent{delivery: "queued"},
-			wantCalls: []string{"read", "status", "back", "read"},
+			wantCalls: []string{"read", "status", "back", "read", "read"},
 			wantErr:   true,
 		},
 		{
@@ -134,7 +181,7 @@ func TestWaitBack(t *testing.T) {
 			a.now = t0
 			b := &Backer{Now: func() time.Time { return a.now }}
 			res := &BackResult{}
-			e, err := b.waitBack(context.Background(), &a, &Record{ID: testID, Repo: "k"}, res)
+			e, bundled, err := b.waitBack(context.Background(), &a, &Record{ID: testID, Repo: "k"}, res, nil)
 			if tc.wantErr {
 				var oe *Error
 				if !errors.As(err, &oe) || oe.Code != ExitFailed || len(oe.Next) == 0 {
@@ -151,6 +198,9 @@ func TestWaitBack(t *testing.T) {
 			}
 			if res.Resent != tc.wantResent {
 				t.Errorf("resent %v, want %v", res.Resent, tc.wantResent)
+			}
+			if (bundled != nil) != tc.wantBundled {
+				t.Errorf("bundled %v, want %v: the bundle counts only when the back came with it", bundled != nil, tc.wantBundled)
 			}
 		})
 	}
@@ -171,13 +221,17 @@ func (a *stoppingAgent) Read(ctx context.Context, key string, since int64, wait 
 	return nil, errors.New("exec in main: " + ctx.Err().Error())
 }
 
+func (a *stoppingAgent) BackStart(ctx context.Context, key, id, path string, wait time.Duration, _ *BundleAsk) (*BackStart, error) {
+	return verbByVerb(ctx, a, key, id, wait)
+}
+
 func TestWaitBackStopped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a := &stoppingAgent{scriptedAgent: scriptedAgent{delivery: "queued"}, cancel: cancel}
 	var notices []string
 	b := &Backer{Now: func() time.Time { return a.now }, Notice: func(l string) { notices = append(notices, l) }}
-	_, err := b.waitBack(ctx, a, &Record{ID: testID, Repo: "k"}, &BackResult{})
+	_, _, err := b.waitBack(ctx, a, &Record{ID: testID, Repo: "k"}, &BackResult{}, nil)
 	var oe *Error
 	if !errors.As(err, &oe) || !errors.Is(oe.Err, ErrWaitStopped) || len(oe.Next) != 1 || !hasCommand(oe.Next[0], cmdBack) || !hasCommand(oe.Next[0], cmdAbandon) {
 		t.Fatalf("got %#v, want ErrWaitStopped with back and abandon next", err)

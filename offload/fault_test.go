@@ -37,6 +37,10 @@ func (a *faultAgent) Read(ctx context.Context, key string, since int64, wait tim
 	return rd, err
 }
 
+func (a *faultAgent) BackStart(ctx context.Context, key, id, _ string, wait time.Duration, _ *BundleAsk) (*BackStart, error) {
+	return verbByVerb(ctx, a, key, id, wait)
+}
+
 func TestWaitBackFault(t *testing.T) {
 	t0 := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
 	refused := "API Error: Unable to connect to API (ConnectionRefused)"
@@ -73,7 +77,7 @@ func TestWaitBackFault(t *testing.T) {
 			b := &Backer{Store: Store{Dir: "/offload"}, Now: func() time.Time { return a.now }, Notice: func(l string) { notices = append(notices, l) }}
 			rec := &Record{ID: testID, Repo: "k", BoxName: "main", Dir: "/w/app", Kind: "claude"}
 			start := a.now
-			e, err := b.waitBack(context.Background(), a, rec, &BackResult{})
+			e, _, err := b.waitBack(context.Background(), a, rec, &BackResult{}, nil)
 			if tt.want == "" {
 				if err != nil || e == nil || e.Kind != "back" {
 					t.Fatalf("got %v, %v; want the back entry", e, err)

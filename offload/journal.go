@@ -185,10 +185,11 @@ type resumed struct {
 
 // load reads the repository's record and resumes what an interrupted
 // command left on it, telling notice (when set) the line that says what
-// became of it. A bundle left by a send that died goes in any case: only
-// a send, under the repository's lock, has one.
+// became of it. A bundle left by a send or a back that died goes in any
+// case: only a send or a back, under the repository's lock, has one.
 func (rs *resumer) load(ctx context.Context, notice func(string)) (*resumed, error) {
 	os.Remove(filepath.Join(rs.store.RepoDir(rs.repo.Key), "offload.bundle"))
+	os.Remove(filepath.Join(rs.store.RepoDir(rs.repo.Key), backBundle))
 	rec, err := rs.store.LoadRecord(rs.repo.Key)
 	if errors.Is(err, ErrNoRecord) {
 		return &resumed{}, nil

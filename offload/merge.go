@@ -672,6 +672,13 @@ func (r *Repo) lockIndex() (*indexLock, error) {
 	return &indexLock{path: path, mark: mark, f: f}, nil
 }
 
+// indexLocked reports whether a lock is on the index now (git's, or one
+// a back of ours left, which lockIndex removes).
+func (r *Repo) indexLocked() bool {
+	_, err := os.Lstat(filepath.Join(r.GitDir, "index.lock"))
+	return err == nil
+}
+
 // staleLock removes the index lock at path when a back of ours left it
 // (ownStaleLock). A lock git or another program holds has no such mark,
 // and stays. Marks of dead backs are removed. It reports whether it

@@ -10,6 +10,7 @@ import (
 	"github.com/cocoonbox/cocoonbox/handover"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -251,6 +252,9 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	} else if rec := rz.Rec; rec != nil {
 		return nil, refused(fmt.Errorf("offload %s of this repository is still in box %s", rec.ID, rec.BoxName), stillInBoxNext...)
 	}
+	agent := &Agent{Exec: o.Client, Box: o.Box, Progress: o.Progress, Env: o.AgentEnv}
+	ahead := o.lookAhead(ctx, agent)
+	defer ahead.stop()
 	settings, err := o.Store.LoadSettings()
 	if err != nil {
 		return nil, refused(err)
@@ -308,7 +312,7 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	if err := r.snapshotReady(ctx); err != nil {
 		return nil, err
 	}
-	bx, err := o.findBox(ctx)
+	bx, err := ahead.box()
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +321,6 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	// begin: the box half of the preflight; it takes the copy. From here
 	// on the journal names each step before it runs.
 	id := NewID()
-	agent := &Agent{Exec: o.Client, Box: o.Box, Progress: o.Progress, Env: o.AgentEnv}
 	rec := &Record{ID: id, Repo: r.Key, Box: bx.ID, BoxName: bx.Name, Name: r.Name, Kind: o.Kind.Name(), Top: r.Top}
 	dir := o.Store.RepoDir(r.Key)
 	bpath := filepath.Join(dir, "offload.bundle")
@@ -351,7 +354,8 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	o.logf("begin in box %s", bx.Name)
-	begin, err := o.begin(ctx, agent, id)
+	sessions, boxRsync := ahead.sessions(ctx, agent)
+	begin, err := o.begin(ctx, agent, id, sessions)
 	if e, ok := errors.AsType[*Error](err); ok && e.Code == ExitRefused {
 		// The box changed nothing.
 		o.Store.removeRecordOf(r.Key, id)
@@ -408,6 +412,7 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	rpath := remotePath(begin.Dir, begin.name)
 	o.logf("rsync %s/ to %s:%s/", r.Top, bx.Name, rpath)
 	opts := syncOpts{compress: !o.NoCompress}
+	opts.choices = rsync.choices(boxRsync, opts.compress)
 	// A first offload (no copy in the box) sends .git/objects as it is:
 	// the packs need no index-pack there, which a bundle of the whole
 	// history would. The refs as they were before it tell the bundle
@@ -419,15 +424,8 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 		}
 		opts.objects = true
 	}
-	args := append(rsync.syncArgs(exFile, r.Linked, opts), "-e", o.Shim, r.Top+"/", bx.Name+":"+rpath+"/")
-	_, err = rsync.run(ctx, HostEnv(o.Environ, true), args)
+	err = o.sync(ctx, rsync, exFile, bx.Name+":"+rpath, opts)
 	os.Remove(exFile)
-	if fi, serr := os.Stat(filepath.Join(r.Top, ".git")); err == nil && serr == nil && fi.IsDir() {
-		// rsync's quick check (size and mtime) skips a ref or HEAD rewritten
-		// in the same second at the same size, and the copy's refs must be
-		// ours: .git's small files go again, compared by content.
-		_, err = rsync.run(ctx, HostEnv(o.Environ, true), append(rsync.gitArgs(), "-e", o.Shim, r.Top+"/.git/", bx.Name+":"+rpath+"/.git/"))
-	}
 	if err != nil {
 		return nil, rollback(err)
 	}
@@ -448,7 +446,16 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	xctx, xcancel := context.WithCancel(ctx)
 	defer xcancel()
 	go func() {
-		err := WriteStream(pw, members)
+		// The Exec sends its first read of the stream right behind its
+		// start, and the rest once the box answers: written through a
+		// buffer of that read's size (box's 128 KiB chunk), a second
+		// offload's whole stream is that read, and costs no round trip
+		// of its own (a bare pipe gave it the first tar header only).
+		bw := bufio.NewWriterSize(pw, 128<<10)
+		err := WriteStream(bw, members)
+		if err == nil {
+			err = bw.Flush()
+		}
 		if err != nil {
 			// The Exec closes the box's stdin at any end of its own, and
 			// a tar cut at a member's end reads as a whole one: the box
@@ -494,6 +501,39 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 		return nil, exitedError(o.Kind, o.Box, send.ExitLines, false)
 	}
 	return res, nil
+}
+
+// sync runs the rsync passes into the copy at dest (BOX:PATH): the work
+// tree (syncArgs) and, when .git is a directory, .git by content
+// (gitArgs), side by side: each pass costs its round trips (rsync's
+// protocol: about five), and they share none, as the first leaves .git to
+// the second but for the objects a first offload sends. A pass that fails
+// lets the other end, so that no rsync still writes into the copy when a
+// rollback gives it back; the error is the first to come.
+func (o *Offloader) sync(ctx context.Context, rs *Rsync, exFile, dest string, opts syncOpts) error {
+	r := o.Repo
+	env := HostEnv(o.Environ, true)
+	fi, err := os.Lstat(filepath.Join(r.Top, ".git"))
+	gitPass := err == nil && fi.IsDir()
+	opts.noGit = r.Linked || gitPass
+	errs := make(chan error, 2)
+	run := func(args []string) {
+		_, err := rs.run(ctx, env, args)
+		errs <- err
+	}
+	passes := 1
+	go run(append(rs.syncArgs(exFile, opts), "-e", o.Shim, r.Top+"/", dest+"/"))
+	if gitPass {
+		passes++
+		go run(append(rs.gitArgs(opts.choices), "-e", o.Shim, r.Top+"/.git", dest+"/"))
+	}
+	var first error
+	for range passes {
+		if err := <-errs; first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // journal writes rec as the journal of the offload's step before it runs.
@@ -546,12 +586,73 @@ var stillInBoxNext = []Step{
 	{"if its box session has stopped: ", cmdRestart, " starts it again, and ", cmdAbandon, " ends the offload, keeping the box's work in refs"},
 }
 
-// begin picks the copy's name and runs begin. A name another repo's copy
-// (or a directory that is no copy) holds in the box is refused by the box;
-// then begin runs once more with the name made unique by the repo key.
-func (o *Offloader) begin(ctx context.Context, a *Agent, id string) (*beginAnswer, error) {
+// lookAhead is what offload asks the box service while the laptop
+// preflight runs, as both only read: the box (List) and, when it is
+// running, its sessions and its rsync's --version (status and `rsync
+// --version` in one Exec; a status of a box that is not running would
+// wake it). Their round trips then cost no time of their own, where they
+// came after the preflight. A laptop block still refuses before the box
+// is asked for anything that changes it (begin).
+type lookAhead struct {
+	done   chan struct{}
+	cancel context.CancelFunc
+	bx     box.Box
+	err    error
+	// ss are the box's sessions and rsync its rsync's --version when
+	// asked (asked), ssErr the error then.
+	ss    []agentwire.Session
+	rsync string
+	ssErr error
+	asked bool
+}
+
+// lookAhead starts asking the box service for the box and its sessions.
+func (o *Offloader) lookAhead(ctx context.Context, a *Agent) *lookAhead {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &lookAhead{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(l.done)
+		if l.bx, l.err = o.findBox(ctx); l.err != nil || l.bx.State != "running" {
+			return
+		}
+		l.ss, l.rsync, l.ssErr = a.StatusRsync(ctx)
+		l.asked = true
+	}()
+	return l
+}
+
+// box is the box findBox found, once it answered.
+func (l *lookAhead) box() (box.Box, error) {
+	<-l.done
+	return l.bx, l.err
+}
+
+// sessions are the box's sessions and its rsync's --version, asked now
+// when the look-ahead did not. An error means none: the inbox may be
+// down, which begin then says.
+func (l *lookAhead) sessions(ctx context.Context, a *Agent) ([]agentwire.Session, string) {
+	<-l.done
+	if !l.asked {
+		l.ss, l.rsync, l.ssErr = a.StatusRsync(ctx)
+	}
+	if l.ssErr != nil {
+		return nil, ""
+	}
+	return l.ss, l.rsync
+}
+
+// stop ends what the look-ahead still asks and waits for it.
+func (l *lookAhead) stop() {
+	l.cancel()
+	<-l.done
+}
+
+// begin picks the copy's name from the box's sessions ss and runs begin.
+// A name another repo's copy (or a directory that is no copy) holds in the
+// box is refused by the box; then begin runs once more with the name made
+// unique by the repo key.
+func (o *Offloader) begin(ctx context.Context, a *Agent, id string, ss []agentwire.Session) (*beginAnswer, error) {
 	r := o.Repo
-	ss, _ := a.Status(ctx, "") // the inbox may be down: begin then says so
 	name, mine := pickName(ss, r.Key, r.Name)
 	// The outbox keeps earlier offloads' entries; inbox starts after them.
 	var seen int64

@@ -103,6 +103,69 @@ type Rsync struct {
 	Version string
 	// Protocol is the highest rsync protocol it speaks.
 	Protocol int
+	// Checksums and Compressions are the algorithms its --version lists
+	// (rsync 3.2 on), strongest first, as it offers them to its peer;
+	// nil when it lists none.
+	Checksums, Compressions []string
+}
+
+// rsyncLists reads the checksum and compression lists of an `rsync
+// --version` (rsync 3.2 on): the words under "Checksum list:" and
+// "Compress list:", less the aliases in parentheses ("xxh64
+// (xxhash)").
+func rsyncLists(out string) (checksums, compressions []string) {
+	var cur *[]string
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "Checksum list:"):
+			cur = &checksums
+		case strings.HasPrefix(l, "Compress list:"):
+			cur = &compressions
+		case cur != nil && strings.HasPrefix(l, " "):
+			for _, w := range strings.Fields(l) {
+				if !strings.HasPrefix(w, "(") {
+					*cur = append(*cur, w)
+				}
+			}
+		default:
+			cur = nil
+		}
+	}
+	return checksums, compressions
+}
+
+// choices are the --checksum-choice (and with -z --compress-choice) that
+// the two rsyncs of a transfer would agree on, given the box's `rsync
+// --version` (boxVersion): each side takes its own most preferred
+// algorithm that the other lists, both listing strongest first, so the
+// laptop's first that the box lists. Named up front, rsync 3.2 does not
+// negotiate them, one round trip at the start of each pass. nil when
+// either side lists none (the box's or the laptop's rsync is older, or
+// its --version was not read), or they share none but "none": rsync
+// negotiates then as it would.
+func (r *Rsync) choices(boxVersion string, compress bool) []string {
+	boxSums, boxZips := rsyncLists(boxVersion)
+	pick := func(mine, theirs []string) string {
+		for _, m := range mine {
+			if m != "none" && slices.Contains(theirs, m) {
+				return m
+			}
+		}
+		return ""
+	}
+	sum := pick(r.Checksums, boxSums)
+	if sum == "" {
+		return nil
+	}
+	args := []string{"--checksum-choice=" + sum}
+	if compress {
+		zip := pick(r.Compressions, boxZips)
+		if zip == "" {
+			return nil
+		}
+		args = append(args, "--compress-choice="+zip)
+	}
+	return args
 }
 
 var (
@@ -125,6 +188,7 @@ func ParseRsyncVersion(out string) (*Rsync, error) {
 		major, _ := strconv.Atoi(m[1])
 		proto, _ := strconv.Atoi(m[4])
 		v := &Rsync{Version: m[1] + "." + m[2], Protocol: proto}
+		v.Checksums, v.Compressions = rsyncLists(out)
 		if m[3] != "" {
 			v.Version += "." + m[3]
 		}
@@ -184,43 +248,72 @@ func (r *Rsync) openrsync() bool { return r.Variant == AppleOpenrsync }
 // box's own ignored files stay. git's lock files (index.lock, HEAD's,
 // refs' and packed-refs' locks) stay here: one a laptop git holds would
 // lock the box agent's git out.
-//
-// compress is -z, which costs CPU for nothing when the box is on this
-// machine (a unix socket or loopback endpoint). objects keeps
-// .git/objects in (a first offload: the packs as they are, so the box
-// indexes nothing), less git's temporary files there.
-func (r *Rsync) syncArgs(excludeFile string, linked bool, o syncOpts) []string {
+func (r *Rsync) syncArgs(excludeFile string, o syncOpts) []string {
 	a := "-a"
 	if o.compress {
 		a = "-az"
 	}
-	args := []string{a, "--delete", "--exclude-from=" + excludeFile}
-	if o.objects {
-		args = append(args, "--exclude=/.git/objects/**/tmp_*", "--exclude=/.git/objects/incoming-*")
-	} else {
-		args = append(args, "--exclude=/.git/objects/")
+	args := append(append([]string{a}, r.wholeList()...), o.choices...)
+	args = append(args, "--delete", "--exclude-from="+excludeFile)
+	switch {
+	case o.objects:
+		// .git/objects as it is, less git's temporary files; the rest of
+		// .git is the second pass's (gitArgs). The rules match in order:
+		// the first that matches a name decides.
+		return append(args, "--exclude=/.git/objects/**/tmp_*", "--exclude=/.git/objects/incoming-*",
+			"--include=/.git/", "--include=/.git/objects/", "--include=/.git/objects/**", "--exclude=/.git/*")
+	case o.noGit:
+		return append(args, "--exclude=/.git")
 	}
-	args = append(args, "--exclude=/.git/**.lock")
-	if linked {
-		args = append(args, "--exclude=/.git")
-	}
-	return args
+	return append(args, "--exclude=/.git/objects/", "--exclude=/.git/**.lock")
 }
 
 // syncOpts are the choices of the first rsync pass (syncArgs).
-type syncOpts struct{ compress, objects bool }
+type syncOpts struct {
+	// compress is -z, which costs CPU for nothing when the box is on this
+	// machine (a unix socket or loopback endpoint).
+	compress bool
+	// noGit leaves .git out: a linked worktree's .git file, or a .git
+	// directory that the second pass sends, beside this one.
+	noGit bool
+	// objects, with noGit, sends .git/objects all the same (a first
+	// offload: the packs as they are, so the box indexes nothing), less
+	// git's temporary files there.
+	objects bool
+	// choices are both passes' algorithms, agreed up front (choices).
+	choices []string
+}
 
-// gitArgs are the arguments of the second pass of .git/ (no objects, no
-// locks), which compares by content: rsync's quick check (size and
-// mtime) skips a ref rewritten in the same second at the same size.
-// --checksum where it works; openrsync sends every file again (-I,
-// through its delta transfer), as its --checksum cannot be trusted.
-func (r *Rsync) gitArgs() []string {
+// gitArgs are the arguments of the second pass, of .git (no objects, no
+// locks) given as <top>/.git into the copy, which compares by content:
+// rsync's quick check (size and mtime) skips a ref rewritten in the same
+// second at the same size. --checksum where it works; openrsync sends
+// every file again (-I, through its delta transfer), as its --checksum
+// cannot be trusted. It runs beside the first pass (syncOpts.noGit), so
+// it deletes in .git what this repository no longer has; the box's
+// objects and locks stay, as excluded. choices are the first pass's.
+func (r *Rsync) gitArgs(choices []string) []string {
 	cmp := "--checksum"
 	if r.openrsync() {
 		cmp = "-I"
 	}
-	return []string{"-a", cmp, "--exclude=/objects/", "--exclude=**.lock"}
+	args := append(append([]string{"-a"}, r.wholeList()...), choices...)
+	return append(args, cmp, "--delete", "--exclude=/.git/objects/", "--exclude=**.lock")
+}
+
+// wholeList is rsync 3's --no-inc-recursive: the file list goes whole,
+// up front. Its incremental recursion (the default from protocol 30)
+// sends the list a directory at a time, each part once the box has
+// gone through what came before: for the Go tree's 1,324 directories a
+// pass that changes nothing took 1.8 s at 100 ms with it, 0.67 s without
+// (0.20 and 0.23 s at 0 ms), 11 round trips fewer. The other variants
+// speak protocol 29, which has no incremental recursion, and do not
+// know the option.
+func (r *Rsync) wholeList() []string {
+	if r.Variant == Rsync3 {
+		return []string{"--no-inc-recursive"}
+	}
+	return nil
 }
 
 // measureArgs are the size dry run's arguments after syncArgs, or nil
@@ -300,7 +393,7 @@ func (r *Repo) rsyncMeasure(ctx context.Context, rs *Rsync, env []string, exclud
 		return 0, err
 	}
 	dest := filepath.Join(tmp, "dest")
-	args := append(append(rs.syncArgs(ex, r.Linked, syncOpts{}), rs.measureArgs()...), r.Top+"/", dest+"/")
+	args := append(append(rs.syncArgs(ex, syncOpts{noGit: r.Linked}), rs.measureArgs()...), r.Top+"/", dest+"/")
 	out, err := rs.run(ctx, env, args)
 	if err != nil {
 		return 0, err

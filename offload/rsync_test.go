@@ -71,8 +71,7 @@ func TestRsyncExcludes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := localRsync(t, env)
-	args := append(rs.syncArgs(ex, false, syncOpts{compress: true}), r.Top+"/", dest+"/")
-	if _, err := rs.run(ctx, env, args); err != nil {
+	if err := (&Offloader{Repo: r, Environ: env, Shim: "false"}).sync(ctx, rs, ex, dest, syncOpts{compress: true}); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]bool{}
@@ -113,19 +112,23 @@ func TestMeasure(t *testing.T) {
 }
 
 // TestRsyncGitLocks: git's lock files never travel, so the box's git is
-// not locked out by a lock a laptop git holds.
+// not locked out by a lock a laptop git holds, and the box's own stay.
+// .git goes by its own pass beside the work tree's: what this repository
+// no longer has goes from the copy's .git too, but for its objects.
 func TestRsyncGitLocks(t *testing.T) {
 	ctx := context.Background()
 	env := testEnv(t)
 	r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
 	writeFiles(t, r.GitDir, map[string]string{"index.lock": "held", "refs/heads/main.lock": "held", "HEAD.lock": "held"})
 	dest := filepath.Join(t.TempDir(), "copy")
+	writeFiles(t, dest, map[string]string{".git/packed-refs.lock": "the box's", ".git/refs/heads/gone": "a branch deleted here",
+		".git/objects/ab/cdef": "the box's object", "stale.txt": "deleted here"})
 	ex := filepath.Join(t.TempDir(), "excludes")
 	if err := writeExcludes(ex, nil); err != nil {
 		t.Fatal(err)
 	}
 	rs := localRsync(t, env)
-	if _, err := rs.run(ctx, env, append(rs.syncArgs(ex, false, syncOpts{compress: true}), r.Top+"/", dest+"/")); err != nil {
+	if err := (&Offloader{Repo: r, Environ: env, Shim: "false"}).sync(ctx, rs, ex, dest, syncOpts{compress: true}); err != nil {
 		t.Fatal(err)
 	}
 	var locks []string
@@ -135,11 +138,48 @@ func TestRsyncGitLocks(t *testing.T) {
 		}
 		return nil
 	})
-	if len(locks) > 0 {
-		t.Errorf("lock files in the copy: %v", locks)
+	if want := []string{filepath.Join(dest, ".git", "packed-refs.lock")}; !slices.Equal(locks, want) {
+		t.Errorf("lock files in the copy: %v, want only the box's own %v", locks, want)
 	}
-	if _, err := os.Stat(filepath.Join(dest, ".git", "HEAD")); err != nil {
-		t.Errorf(".git should travel: %v", err)
+	for _, p := range []string{".git/HEAD", ".git/config", ".git/objects/ab/cdef", "a.txt"} {
+		if _, err := os.Stat(filepath.Join(dest, p)); err != nil {
+			t.Errorf("%s should be in the copy: %v", p, err)
+		}
+	}
+	for _, p := range []string{".git/refs/heads/gone", "stale.txt"} {
+		if _, err := os.Lstat(filepath.Join(dest, p)); err == nil {
+			t.Errorf("%s should have gone from the copy", p)
+		}
+	}
+}
+
+// TestRsyncObjects: a first offload's passes send .git/objects as it is,
+// without git's temporary files, and the rest of .git by content.
+func TestRsyncObjects(t *testing.T) {
+	ctx := context.Background()
+	env := testEnv(t)
+	r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
+	run(t, r.Top, env, "git", "gc", "-q")
+	writeFiles(t, r.GitDir, map[string]string{"objects/pack/tmp_pack_x": "being written", "objects/incoming-x/y": "a push's quarantine"})
+	dest := filepath.Join(t.TempDir(), "copy")
+	ex := filepath.Join(t.TempDir(), "excludes")
+	if err := writeExcludes(ex, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Offloader{Repo: r, Environ: env, Shim: "false"}).sync(ctx, localRsync(t, env), ex, dest, syncOpts{objects: true}); err != nil {
+		t.Fatal(err)
+	}
+	packs, _ := filepath.Glob(filepath.Join(dest, ".git", "objects", "pack", "pack-*.pack"))
+	if len(packs) != 1 {
+		t.Errorf("packs in the copy: %v, want the one here", packs)
+	}
+	for _, p := range []string{"objects/pack/tmp_pack_x", "objects/incoming-x"} {
+		if _, err := os.Lstat(filepath.Join(dest, ".git", p)); err == nil {
+			t.Errorf(".git/%s travelled", p)
+		}
+	}
+	if out := strings.TrimSpace(run(t, dest, env, "git", "log", "--format=%s")); out != "init" {
+		t.Errorf("git log in the copy: %q", out)
 	}
 }
 
@@ -157,23 +197,27 @@ func localRsync(t *testing.T, env []string) *Rsync {
 // README there says where each came from) is told apart, and gets the
 // argv its rsync takes; portable openrsync is refused naming the fix.
 func TestRsyncVariants(t *testing.T) {
+	// rsync 3 sends the file list whole (--no-inc-recursive); the
+	// others have no incremental recursion, nor the option.
+	sync3 := []string{"-az", "--no-inc-recursive", "--delete", "--exclude-from=EX", "--exclude=/.git/objects/", "--exclude=/.git/**.lock"}
 	sync := []string{"-az", "--delete", "--exclude-from=EX", "--exclude=/.git/objects/", "--exclude=/.git/**.lock"}
+	git3 := []string{"-a", "--no-inc-recursive", "--checksum", "--delete", "--exclude=/.git/objects/", "--exclude=**.lock"}
 	tests := []struct {
 		file, variant, version string
 		protocol               int
-		git, measure           []string
+		sync, git, measure     []string
 		refuse                 string
 	}{
 		{file: "rsync-3.5.0-debian12.txt", variant: Rsync3, version: "3.5.0", protocol: 32,
-			git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
+			sync: sync3, git: git3, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
 		{file: "rsync-3.4.1-macos-build.txt", variant: Rsync3, version: "3.4.1", protocol: 32,
-			git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
+			sync: sync3, git: git3, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
 		{file: "rsync-3.2.7-homebrew-macos13.txt", variant: Rsync3, version: "3.2.7", protocol: 31,
-			git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
+			sync: sync3, git: git3, measure: []string{"--dry-run", "--stats", "--no-human-readable"}},
 		{file: "rsync-2.6.9-apple-macos13.txt", variant: Rsync269, version: "2.6.9", protocol: 29,
-			git: []string{"-a", "--checksum", "--exclude=/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats"}},
+			sync: sync, git: []string{"-a", "--checksum", "--delete", "--exclude=/.git/objects/", "--exclude=**.lock"}, measure: []string{"--dry-run", "--stats"}},
 		{file: "openrsync-apple-macos15.txt", variant: AppleOpenrsync, version: "2.6.9", protocol: 29,
-			git: []string{"-a", "-I", "--exclude=/objects/", "--exclude=**.lock"}, measure: nil},
+			sync: sync, git: []string{"-a", "-I", "--delete", "--exclude=/.git/objects/", "--exclude=**.lock"}, measure: nil},
 		{file: "openrsync-portable.txt", refuse: "OpenBSD's portable openrsync (protocol 27), whose --checksum offload cannot use: install rsync 3 (brew install rsync on a Mac) or put Apple's /usr/bin/rsync first on PATH"},
 	}
 	for _, tt := range tests {
@@ -195,13 +239,13 @@ func TestRsyncVariants(t *testing.T) {
 			if rs.Variant != tt.variant || rs.Version != tt.version || rs.Protocol != tt.protocol {
 				t.Errorf("got %s %s protocol %d, want %s %s protocol %d", rs.Variant, rs.Version, rs.Protocol, tt.variant, tt.version, tt.protocol)
 			}
-			if diff := cmp.Diff(sync, rs.syncArgs("EX", false, syncOpts{compress: true})); diff != "" {
+			if diff := cmp.Diff(tt.sync, rs.syncArgs("EX", syncOpts{compress: true})); diff != "" {
 				t.Errorf("sync args (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(append(slices.Clone(sync), "--exclude=/.git"), rs.syncArgs("EX", true, syncOpts{compress: true})); diff != "" {
+			if diff := cmp.Diff(append(slices.Clone(tt.sync[:len(tt.sync)-2]), "--exclude=/.git"), rs.syncArgs("EX", syncOpts{compress: true, noGit: true})); diff != "" {
 				t.Errorf("linked sync args (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tt.git, rs.gitArgs()); diff != "" {
+			if diff := cmp.Diff(tt.git, rs.gitArgs(nil)); diff != "" {
 				t.Errorf(".git pass args (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.measure, rs.measureArgs()); diff != "" {
@@ -213,5 +257,53 @@ func TestRsyncVariants(t *testing.T) {
 		if rs, err := ParseRsyncVersion(out); err == nil || !strings.Contains(err.Error(), "brew install rsync") {
 			t.Errorf("ParseRsyncVersion(%q) = %+v, %v; want a refusal naming brew install rsync", out, rs, err)
 		}
+	}
+}
+
+// TestRsyncChoices: the algorithms both rsyncs of a pass would agree on
+// (each side's most preferred that the other lists) are named up front,
+// read from each side's --version (testdata/rsync-version), so that
+// rsync 3.2 does not negotiate them; nothing is named when either side
+// lists none.
+func TestRsyncChoices(t *testing.T) {
+	version := func(file string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", "rsync-version", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	laptop := func(file string) *Rsync {
+		rs, err := ParseRsyncVersion(version(file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	for _, tt := range []struct {
+		laptop, box string
+		compress    bool
+		want        []string
+	}{
+		{"rsync-3.5.0-debian12.txt", "rsync-3.2.7-homebrew-macos13.txt", false, []string{"--checksum-choice=xxh128"}},
+		{"rsync-3.5.0-debian12.txt", "rsync-3.2.7-homebrew-macos13.txt", true, []string{"--checksum-choice=xxh128", "--compress-choice=zstd"}},
+		// A box rsync built without xxhash: md5, as they would agree.
+		{"rsync-3.5.0-debian12.txt", "rsync-3.4.1-macos-build.txt", false, []string{"--checksum-choice=md5"}},
+		{"rsync-3.4.1-macos-build.txt", "rsync-3.5.0-debian12.txt", false, []string{"--checksum-choice=md5"}},
+		// A box rsync older than 3.2, or none: rsync negotiates.
+		{"rsync-3.5.0-debian12.txt", "rsync-2.6.9-apple-macos13.txt", false, nil},
+		{"rsync-3.5.0-debian12.txt", "", false, nil},
+		{"rsync-2.6.9-apple-macos13.txt", "rsync-3.5.0-debian12.txt", false, nil},
+	} {
+		box := ""
+		if tt.box != "" {
+			box = version(tt.box)
+		}
+		if got := laptop(tt.laptop).choices(box, tt.compress); !slices.Equal(got, tt.want) {
+			t.Errorf("%s to %s, compress %v: %q, want %q", tt.laptop, tt.box, tt.compress, got, tt.want)
+		}
+	}
+	if sums, zips := rsyncLists(version("rsync-3.5.0-debian12.txt")); !slices.Equal(sums, []string{"xxh128", "xxh3", "xxh64", "md5", "md4", "sha1", "none"}) || !slices.Equal(zips, []string{"zstd", "lz4", "zlibx", "zlib", "none"}) {
+		t.Errorf("lists %q %q", sums, zips)
 	}
 }
