@@ -415,19 +415,30 @@ func (e eofLines) Write(p []byte) (int, error) {
 			break
 		}
 		line := t.partial[:i+1]
-		if n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(string(line), eofPrefix), "\n"), 10, 64); err == nil && bytes.HasPrefix(line, []byte(eofPrefix)) && t.at < 0 {
+		t.partial = t.partial[i+1:]
+		if n, ok := eofCount(line); ok && t.at < 0 {
 			t.at = n
 			t.closeIfDone()
-		} else {
-			t.stderr.Write(line)
+			continue
 		}
-		t.partial = t.partial[i+1:]
+		t.stderr.Write(line)
 	}
 	if len(t.partial) > 4096 {
 		t.stderr.Write(t.partial)
 		t.partial = t.partial[:0]
 	}
 	return len(p), nil
+}
+
+// eofCount is the count of an eof line ("eof N\n"); false for any other
+// line.
+func eofCount(line []byte) (int64, bool) {
+	rest, ok := bytes.CutPrefix(line, []byte(eofPrefix))
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(bytes.TrimSuffix(rest, []byte("\n"))), 10, 64)
+	return n, err == nil && n >= 0
 }
 
 // limitedBuffer keeps the first 4 KiB written to it: enough for the box
