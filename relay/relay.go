@@ -178,7 +178,7 @@ func dial(ctx context.Context, c *box.Client, boxName, host string, port uint32,
 // connected; agentOnly says line is the agent alone (errNoAgent when it
 // has no relay verb).
 func dialLine(ctx context.Context, c *box.Client, boxName, addr, line string, agentOnly bool) (Conn, error) {
-	p := startExec(ctx, c, boxName, line, true, func(st box.ExitStatus, stderrLine string) error {
+	p := startExec(ctx, c, boxName, line, true, nil, func(st box.ExitStatus, stderrLine string) error {
 		switch {
 		case agentOnly && st.Code == 127:
 			return errNoAgent
@@ -228,7 +228,8 @@ type execPipes struct {
 // exit status and the last line of stderr; nil for success), unless the
 // Exec itself failed. With eof, the box half is asked for its eof line
 // (EOFEnv), which ends stdout's reads once the bytes before it are read.
-func startExec(ctx context.Context, c *box.Client, boxName, line string, eof bool, status func(st box.ExitStatus, stderrLine string) error) *execPipes {
+// progress is box.Command's.
+func startExec(ctx context.Context, c *box.Client, boxName, line string, eof bool, progress io.Writer, status func(st box.ExitStatus, stderrLine string) error) *execPipes {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
@@ -236,11 +237,12 @@ func startExec(ctx context.Context, c *box.Client, boxName, line string, eof boo
 	go func() {
 		var stderr limitedBuffer
 		cmd := &box.Command{
-			Box:    boxName,
-			Line:   line,
-			Stdin:  stdinR,
-			Stdout: stdoutW,
-			Stderr: &stderr,
+			Box:      boxName,
+			Line:     line,
+			Stdin:    stdinR,
+			Stdout:   stdoutW,
+			Stderr:   &stderr,
+			Progress: progress,
 		}
 		var lines eofLines
 		if eof {
