@@ -38,7 +38,7 @@ func TestRelayListen(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("tcp", func(t *testing.T) {
-		l, err := relay.Listen(ctx, c, localbox.DefaultBox, relay.ListenSpec{Mode: relay.ListenTCP, Host: "localhost"})
+		l, err := relay.Listen(ctx, c, localbox.DefaultBox, relay.ListenSpec{Mode: relay.ListenTCP, Host: "localhost"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestRelayListen(t *testing.T) {
 		}
 		defer used.Close()
 		port := uint32(used.Addr().(*net.TCPAddr).Port)
-		_, err = relay.Listen(ctx, c, localbox.DefaultBox, relay.ListenSpec{Mode: relay.ListenTCP, Host: "127.0.0.1", Port: port})
+		_, err = relay.Listen(ctx, c, localbox.DefaultBox, relay.ListenSpec{Mode: relay.ListenTCP, Host: "127.0.0.1", Port: port}, nil)
 		de, ok := errors.AsType[*relay.DialError](err)
 		if !ok || de.Reason != "address already in use" || de.Addr != "127.0.0.1:"+strconv.Itoa(int(port)) {
 			t.Errorf("a port in use: %v; want a *relay.DialError naming it, address already in use", err)
@@ -131,7 +131,7 @@ func TestRelayListen(t *testing.T) {
 		dir := t.TempDir()
 		os.Chmod(dir, 0o777)
 		sock := filepath.Join(dir, "r.sock")
-		l, err := relay.Listen(ctx, c, localbox.DefaultBox, relay.ListenSpec{Mode: relay.ListenUnix, Path: sock})
+		l, err := relay.Listen(ctx, c, localbox.DefaultBox, relay.ListenSpec{Mode: relay.ListenUnix, Path: sock}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,14 +154,14 @@ func TestRelayListen(t *testing.T) {
 			dir := t.TempDir()
 			write(t, filepath.Join(dir, "cocoonbox-agent"), tc.script)
 			os.Chmod(filepath.Join(dir, "cocoonbox-agent"), 0o755)
-			_, err := relay.Listen(ctx, relayBox(t, dir), localbox.DefaultBox, relay.ListenSpec{Mode: relay.ListenAgent})
+			_, err := relay.Listen(ctx, relayBox(t, dir), localbox.DefaultBox, relay.ListenSpec{Mode: relay.ListenAgent}, nil)
 			if !errors.Is(err, relay.ErrNoListener) || !strings.Contains(err.Error(), "box main") {
 				t.Errorf("got %v, want ErrNoListener naming the box", err)
 			}
 		})
 	}
 	t.Run("no box", func(t *testing.T) {
-		if _, err := relay.Listen(ctx, c, "nosuchbox", relay.ListenSpec{Mode: relay.ListenAgent}); !errors.Is(err, box.ErrNotFound) {
+		if _, err := relay.Listen(ctx, c, "nosuchbox", relay.ListenSpec{Mode: relay.ListenAgent}, nil); !errors.Is(err, box.ErrNotFound) {
 			t.Errorf("got %v, want box.ErrNotFound", err)
 		}
 	})
@@ -173,7 +173,7 @@ func TestRelayListen(t *testing.T) {
 // BenchmarkRelayDial, the forward direction's setup.
 func BenchmarkRelayListenAccept(b *testing.B) {
 	c := agentClient(b)
-	l, err := relay.Listen(context.Background(), c, localbox.DefaultBox, relay.ListenSpec{Mode: relay.ListenTCP, Host: "127.0.0.1"})
+	l, err := relay.Listen(context.Background(), c, localbox.DefaultBox, relay.ListenSpec{Mode: relay.ListenTCP, Host: "127.0.0.1"}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -334,24 +335,29 @@ func TestSSHRemoteForwardFamilies(t *testing.T) {
 	})
 }
 
-// TestSSHRemoteForwardBoxGone: a -N -R whose listener in the box ends
-// by itself (the box hibernated) does not go on as a connection that
-// forwards nothing: as when sshd goes away, through either client ssh
-// ends with 255 after one line naming the forward and why, so that
-// whatever restarts it (autossh, a unit) listens again.
-func TestSSHRemoteForwardBoxGone(t *testing.T) {
+// TestSSHRemoteForwardHibernate: ssh -N -R to a hibernated box wakes
+// it and says so, as a command does (box main: waking...), then
+// listens; and once the box hibernates again the listener is gone, so ssh
+// does not go on as a connection that forwards nothing: as when sshd goes
+// away, it ends with 255 after one line naming the forward and why, and
+// whatever restarts it (autossh, a unit) listens again. Through either
+// client.
+func TestSSHRemoteForwardHibernate(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
 	web := webTarget(t)
+	sleep := func(t *testing.T) { runOK(t, inEnv(exec.Command("cocoonbox", "boxes", "sleep", "main"), b.Env)) }
 	for _, c := range boxClients(t, b) {
 		t.Run(c.name, func(t *testing.T) {
+			sleep(t)
 			port, err := freePort()
 			if err != nil {
 				t.Fatal(err)
 			}
 			fw := startBG(t, c.cmd([]string{"-N", "-R", port + ":localhost:" + web}))
+			fw.waitLine(t, regexp.MustCompile(`^box main: waking`))
 			waitListening(t, port, fw.exited, &strings.Builder{})
-			runOK(t, inEnv(exec.Command("cocoonbox", "boxes", "sleep", "main"), b.Env))
+			sleep(t)
 			select {
 			case <-fw.exited:
 			case <-time.After(time.Minute):

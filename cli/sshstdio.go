@@ -121,7 +121,7 @@ func sshStdio(args []string, env Env, s Streams) int {
 		Progress: quiet,
 		Log:      quiet,
 		Listen: func(ctx context.Context, spec relay.ListenSpec) (*relay.Listener, error) {
-			return relay.Listen(ctx, c, o.Box, spec)
+			return relay.Listen(ctx, c, o.Box, spec, quiet)
 		},
 		Prog:    prog,
 		Version: sshSoftwareVersion(version.String()),

@@ -3,6 +3,7 @@
 package cli_test
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,13 +26,16 @@ func agentWithKey(t *testing.T, key string) string {
 		a.Process.Kill()
 		a.Wait()
 	})
+	// ssh-agent binds its socket before it listens: wait for a connect,
+	// not for the file.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if _, err := os.Stat(sock); err == nil {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("ssh-agent made no socket in a minute")
+			t.Fatal("ssh-agent took no connection in a minute")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

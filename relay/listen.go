@@ -52,8 +52,10 @@ var ErrListenerClosed = errors.New("relay: the listener is closed")
 // listens: a listener the box could not make is a *DialError with Listen
 // set, whose Reason is the box half's (such as "address already in
 // use"); a box without the verb wraps ErrNoListener. ctx bounds only the
-// start; the listener lives until Close or the end of its Exec.
-func Listen(ctx context.Context, c *box.Client, boxName string, spec ListenSpec) (*Listener, error) {
+// start; the listener lives until Close or the end of its Exec. progress,
+// if not nil, gets one line per phase when the box has to be woken
+// first (box.Command's Progress).
+func Listen(ctx context.Context, c *box.Client, boxName string, spec ListenSpec, progress io.Writer) (*Listener, error) {
 	if err := spec.Check(); err != nil {
 		return nil, err
 	}
@@ -61,7 +63,7 @@ func Listen(ctx context.Context, c *box.Client, boxName string, spec ListenSpec)
 	for i := 3; i < len(args); i++ {
 		args[i] = shellquote.Quote(args[i])
 	}
-	p := startExec(ctx, c, boxName, strings.Join(args, " "), false, func(st box.ExitStatus, stderrLine string) error {
+	p := startExec(ctx, c, boxName, strings.Join(args, " "), false, progress, func(st box.ExitStatus, stderrLine string) error {
 		switch {
 		case st.Code == 127:
 			return fmt.Errorf("box %s: %w", boxName, ErrNoListener)

@@ -178,7 +178,7 @@ func dial(ctx context.Context, c *box.Client, boxName, host string, port uint32,
 // connected; agentOnly says line is the agent alone (errNoAgent when it
 // has no relay verb).
 func dialLine(ctx context.Context, c *box.Client, boxName, addr, line string, agentOnly bool) (Conn, error) {
-	p := startExec(ctx, c, boxName, line, true, func(st box.ExitStatus, stderrLine string) error {
+	p := startExec(ctx, c, boxName, line, true, nil, func(st box.ExitStatus, stderrLine string) error {
 		switch {
 		case agentOnly && st.Code == 127:
 			return errNoAgent
@@ -228,7 +228,8 @@ type execPipes struct {
 // exit status and the last line of stderr; nil for success), unless the
 // Exec itself failed. With eof, the box half is asked for its eof line
 // (EOFEnv), which ends stdout's reads once the bytes before it are read.
-func startExec(ctx context.Context, c *box.Client, boxName, line string, eof bool, status func(st box.ExitStatus, stderrLine string) error) *execPipes {
+// progress is box.Command's.
+func startExec(ctx context.Context, c *box.Client, boxName, line string, eof bool, progress io.Writer, status func(st box.ExitStatus, stderrLine string) error) *execPipes {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
@@ -236,11 +237,12 @@ func startExec(ctx context.Context, c *box.Client, boxName, line string, eof boo
 	go func() {
 		var stderr limitedBuffer
 		cmd := &box.Command{
-			Box:    boxName,
-			Line:   line,
-			Stdin:  stdinR,
-			Stdout: stdoutW,
-			Stderr: &stderr,
+			Box:      boxName,
+			Line:     line,
+			Stdin:    stdinR,
+			Stdout:   stdoutW,
+			Stderr:   &stderr,
+			Progress: progress,
 		}
 		var lines eofLines
 		if eof {
@@ -415,19 +417,30 @@ func (e eofLines) Write(p []byte) (int, error) {
 			break
 		}
 		line := t.partial[:i+1]
-		if n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(string(line), eofPrefix), "\n"), 10, 64); err == nil && bytes.HasPrefix(line, []byte(eofPrefix)) && t.at < 0 {
+		t.partial = t.partial[i+1:]
+		if n, ok := eofCount(line); ok && t.at < 0 {
 			t.at = n
 			t.closeIfDone()
-		} else {
-			t.stderr.Write(line)
+			continue
 		}
-		t.partial = t.partial[i+1:]
+		t.stderr.Write(line)
 	}
 	if len(t.partial) > 4096 {
 		t.stderr.Write(t.partial)
 		t.partial = t.partial[:0]
 	}
 	return len(p), nil
+}
+
+// eofCount is the count of an eof line ("eof N\n"); false for any other
+// line.
+func eofCount(line []byte) (int64, bool) {
+	rest, ok := bytes.CutPrefix(line, []byte(eofPrefix))
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(bytes.TrimSuffix(rest, []byte("\n"))), 10, 64)
+	return n, err == nil && n >= 0
 }
 
 // limitedBuffer keeps the first 4 KiB written to it: enough for the box

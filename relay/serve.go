@@ -42,8 +42,8 @@ func reason(err error) string {
 // connection's write side and the copy from it goes on; the end of the
 // copy from the connection ends Serve, unless eof is not nil: then the
 // connection's EOF is an eof line on eof ("eof N", EOFEnv), and Serve
-// goes on until in's EOF has been passed on too (see pipe). A failed connect is a
-// *ConnectError and nothing is written.
+// goes on until in's EOF has been passed on too (see pipe). A failed
+// connect is a *ConnectError and nothing is written.
 func Serve(ctx context.Context, host string, port uint32, in io.Reader, out io.Writer, ready bool, eof io.Writer) error {
 	if err := CheckTarget(host, port); err != nil {
 		return err

@@ -30,7 +30,7 @@ func (f *forwarder) startRemote(fws []Forward) error {
 	errs := make([]error, len(fws))
 	var wg sync.WaitGroup
 	for i, fw := range fws {
-		wg.Go(func() { ls[i], errs[i] = relay.Listen(f.ctx, f.c, f.r.o.Box(), fw.listenSpec()) })
+		wg.Go(func() { ls[i], errs[i] = relay.Listen(f.ctx, f.c, f.r.o.Box(), fw.listenSpec(), f.r.progress()) })
 	}
 	wg.Wait()
 	failed := func(fw Forward) string {
@@ -106,7 +106,7 @@ func (f *forwarder) startAgent(sock string) string {
 		return ""
 	}
 	c.Close()
-	l, err := relay.Listen(f.ctx, f.c, f.r.o.Box(), relay.ListenSpec{Mode: relay.ListenAgent})
+	l, err := relay.Listen(f.ctx, f.c, f.r.o.Box(), relay.ListenSpec{Mode: relay.ListenAgent}, f.r.progress())
 	if err != nil {
 		f.r.logf(LogInfo, "Warning: agent forwarding failed: %v", err)
 		return ""

@@ -126,13 +126,10 @@ func (r *runner) run() int {
 		Stdin:    r.env.Stdin,
 		Stdout:   r.env.Stdout,
 		Stderr:   r.env.Stderr,
-		Progress: r.log,
+		Progress: r.progress(),
 	}
 	if o.StdinNull {
 		cmd.Stdin = nil
-	}
-	if o.LogLevel < LogInfo {
-		cmd.Progress = nil
 	}
 	if line == "" {
 		r.debugf(LogDebug1, "Requesting a login shell")
@@ -224,6 +221,14 @@ func (r *runner) status(st box.ExitStatus, err error) int {
 	return st.Code
 }
 
+// progress is where the lines of a box's wake go: r.log, unless -q.
+func (r *runner) progress() io.Writer {
+	if r.o.LogLevel < LogInfo {
+		return nil
+	}
+	return r.log
+}
+
 // none is -N: no command. As ssh, it connects (waking the box) and waits
 // for a signal; SIGTERM ends it with 0, others with 255, as does a
 // value on lost (a listener of -R or -A in the box ended by itself).
@@ -231,11 +236,7 @@ func (r *runner) none(c *box.Client, lost <-chan struct{}) int {
 	ch := make(chan os.Signal, 1)
 	notifyUnignored(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(ch)
-	progress := r.log
-	if r.o.LogLevel < LogInfo {
-		progress = nil
-	}
-	if _, err := c.Ensure(context.Background(), r.o.Box(), progress); err != nil {
+	if _, err := c.Ensure(context.Background(), r.o.Box(), r.progress()); err != nil {
 		return r.fail(err)
 	}
 	r.debugf(LogDebug1, "Box %s is running; waiting for a signal (-N)", r.o.Box())
