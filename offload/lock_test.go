@@ -14,7 +14,7 @@ import (
 // pid); a lock whose holder runs, or that has no mark of ours (git's
 // own), stays and is refused as locked.
 func TestStaleIndexLock(t *testing.T) {
-	r := newRepo(t, nil, map[string]string{"a.txt": "a\n"})
+	r := newRepo(t, testEnv(t), map[string]string{"a.txt": "a\n"})
 	lockPath := filepath.Join(r.GitDir, "index.lock")
 	plant := func(pid int) {
 		t.Helper()
