@@ -28,6 +28,16 @@ func startLine(t *testing.T, cmd *exec.Cmd) (string, *strings.Builder) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// stdin (unless the caller set it) stays open until the test ends, so
+	// that a command that holds the session with `exec cat` ends when it
+	// does: sshd does not end a command whose client went (a `sleep 600`
+	// outlived every test run against the real sshd by ten minutes).
+	var in io.Closer = io.NopCloser(nil)
+	if cmd.Stdin == nil {
+		if in, err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -36,6 +46,7 @@ func startLine(t *testing.T, cmd *exec.Cmd) (string, *strings.Builder) {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
+		in.Close()
 	})
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {

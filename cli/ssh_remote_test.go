@@ -288,7 +288,7 @@ func TestSSHRemoteForwardFamilies(t *testing.T) {
 	// it.
 	forward := func(t *testing.T, port string, cmd func(args []string, command ...string) *exec.Cmd, bind string) []string {
 		args := []string{"-o", "ExitOnForwardFailure=yes", "-R", bind + ":" + port + ":localhost:" + echo}
-		if ready, stderr := startLine(t, cmd(args, "echo ready; exec sleep 600")); ready != "ready" {
+		if ready, stderr := startLine(t, cmd(args, "echo ready; exec cat >/dev/null")); ready != "ready" {
 			t.Fatalf("%s: %q; stderr: %s", args, ready, stderr)
 		}
 		return reached(port)
@@ -447,7 +447,7 @@ func forwardedConn(t *testing.T, cmd func(args []string, command ...string) *exe
 		t.Fatal(err)
 	}
 	args := []string{"-o", "ExitOnForwardFailure=yes", flag, listen + ":127.0.0.1:" + strconv.Itoa(int(port))}
-	if ready, stderr := startLine(t, cmd(args, "echo ready; exec sleep 600")); ready != "ready" {
+	if ready, stderr := startLine(t, cmd(args, "echo ready; exec cat >/dev/null")); ready != "ready" {
 		t.Fatalf("%s: %q; stderr: %s", args, ready, stderr)
 	}
 	conn, err := net.Dial("tcp", "127.0.0.1:"+listen)
