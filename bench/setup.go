@@ -113,7 +113,11 @@ func (e *env) startBox(args ...string) (func(), error) {
 	if err := os.MkdirAll(home, 0o711); err != nil {
 		return nil, err
 	}
-	e.boxEnv = []string{"HOME=" + home, "PATH=" + e.bin + ":" + os.Getenv("PATH")}
+	// A claims directory of its own unless given one, as make demo's: a
+	// local box serving on this machine keeps its claim of the box user,
+	// and the run makes no Unix user that outlives it (served by root,
+	// a second claimant of `user` gets one made for it).
+	e.boxEnv = []string{"HOME=" + home, "PATH=" + e.bin + ":" + os.Getenv("PATH"), "COCOONBOX_CLAIMS_DIR=" + filepath.Join(e.work, "claims")}
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); k == "LANG" || k == "TERM" || k == "COCOONBOX_CONTROL_LOG" || k == "COCOONBOX_CLAIMS_DIR" {
 			e.boxEnv = append(e.boxEnv, kv)
