@@ -133,7 +133,12 @@ func codeHint(dir, name string) string {
 			ca = " --ca FILE (FILE a copy of " + ri.CA + ", the self-signed certificate)"
 		}
 	}
-	return fmt.Sprintf("give %s the code above: it works once, for 24 hours; they run cocoonbox login --endpoint %s%s and type it on the sign-in page (docs/self-hosting.md \"Accounts\")", name, ep, ca)
+	hint := fmt.Sprintf("give %s the code above: it works once, for 24 hours; they run cocoonbox login --endpoint %s%s and type it on the sign-in page (docs/self-hosting.md \"Accounts\")", name, ep, ca)
+	if ep == "https://THIS-SERVER:PORT" {
+		// Served on its unix socket, or not at all: no laptop reaches it.
+		hint += "; the local box must listen where they reach it first: cocoonbox localbox start --listen 0.0.0.0:7300 --tls self-signed (docs/self-hosting.md)"
+	}
+	return hint
 }
 
 func runAccountCode(env Env, s Streams, name string) error {
