@@ -227,6 +227,14 @@ func (oe *offloadEnv) interruptible() (context.Context, func(), func() int) {
 	return ctx, func() { stop(); oe.client.Close() }, code
 }
 
+// laptop is the offload.Laptop of a command on oe's repository that
+// reaches the box through c and logs to logf, with the box half's
+// progress, the notices and the test hook's kill points on s and env.
+func (oe *offloadEnv) laptop(env Env, s Streams, c offload.Client, logf func(string, ...any)) offload.Laptop {
+	return offload.Laptop{Repo: oe.repo, Store: oe.store, Client: c, Environ: env.Environ, Shim: oe.shim,
+		Logf: logf, Progress: progressWriter(s), Notice: notice(s), AtStep: killAt(env)}
+}
+
 // connect opens the repository, finds cocoonbox-ssh and dials.
 func connect(env Env) (*offloadEnv, error) {
 	oe, err := openOffload(env)
@@ -338,13 +346,8 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		Spell:     commandLine,
 	}
 	client, logf := timed(oe.client, s, o.Verbose)
-	off := &offload.Offloader{
-		Repo: oe.repo, Store: oe.store, Client: client, Box: o.Box, Kind: kind, Yes: o.Yes,
-		Environ: env.Environ, Home: env.Getenv("HOME"), Shim: oe.shim, Preflight: pf,
-		Logf: logf, Progress: progressWriter(s),
-		NoCompress: onThisMachine(oe.client.Endpoint()),
-		Notice:     notice(s), AtStep: killAt(env), AgentEnv: agentEnv(env),
-	}
+	off := &offload.Offloader{Laptop: oe.laptop(env, s, client, logf), Box: o.Box, Kind: kind, Yes: o.Yes,
+		Home: env.Getenv("HOME"), Preflight: pf, NoCompress: onThisMachine(oe.client.Endpoint()), AgentEnv: agentEnv(env)}
 	res, err := off.Run(ctx)
 	if err != nil {
 		return stoppedExit(err, sigCode())
@@ -832,11 +835,10 @@ func runOffloadAbandon(env Env, s Streams, o offloadOptions) error {
 	}
 	ctx, done, sigCode := oe.interruptible()
 	defer done()
-	a := &offload.Abandoner{
-		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Yes: o.Yes,
-		Environ: env.Environ, Shim: oe.shim, Logf: progress(s),
-		Notice: notice(s), AtStep: killAt(env),
-	}
+	l := oe.laptop(env, s, oe.client, progress(s))
+	// Abandon shows no progress of the box half's verbs.
+	l.Progress = nil
+	a := &offload.Abandoner{Laptop: l, Box: o.Box, Yes: o.Yes}
 	res, err := a.Run(ctx)
 	if err != nil {
 		return stoppedExit(err, sigCode())
