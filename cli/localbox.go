@@ -107,30 +107,16 @@ no account.`,
 	start := noArgsCommand("start", "Start the local box in the background and make it the current endpoint",
 		func() error { return runLocalboxStart(env, s, o) })
 	listen(start)
-	localBoxes := onlyFirst(boxNamesAt(func() (*box.Client, error) { return running(env) }))
+	dial := func() (*box.Client, error) { return running(env) }
+	sleep := boxCommand(s, dial, "sleep BOX", "Hibernate a box of the local box; the next command wakes it", sleepBox)
+	wake := boxCommand(s, dial, "wake BOX", "Wake a box of the local box", wakeBox)
+	sleep.ValidArgsFunction = onlyFirst(boxNamesAt(dial))
+	wake.ValidArgsFunction = sleep.ValidArgsFunction
 	lb.AddCommand(serve, start, newLocalboxAccount(env, s),
 		noArgsCommand("stop", "Stop the local box", func() error { return runLocalboxStop(env, s) }),
 		noArgsCommand("status", "Say whether the local box runs, which Unix user box commands run as, and list its boxes (exit 1 when it does not run)",
 			func() error { return runLocalboxStatus(env, s) }),
-		&cobra.Command{
-			Use:               "sleep BOX",
-			ValidArgsFunction: localBoxes,
-			Short:             "Hibernate a box of the local box; the next command wakes it",
-			Args:              usageArgs(cobra.ExactArgs(1)),
-			RunE: func(_ *cobra.Command, a []string) error {
-				return withClient(running(env))(func(c *box.Client) error { return sleepBox(c, s, a[0]) })
-			},
-		},
-		&cobra.Command{
-			Use:               "wake BOX",
-			ValidArgsFunction: localBoxes,
-			Short:             "Wake a box of the local box",
-			Args:              usageArgs(cobra.ExactArgs(1)),
-			RunE: func(_ *cobra.Command, a []string) error {
-				return withClient(running(env))(func(c *box.Client) error { return wakeBox(c, s, a[0]) })
-			},
-		},
-	)
+		sleep, wake)
 	return lb
 }
 
