@@ -505,15 +505,15 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	if bx == "" {
 		bx = defaultBox
 	}
-	c, ctx, done, code, err := env.dialCurrent()
+	var ss []agentwire.Session
+	err := env.withCurrent(func(ctx context.Context, c *box.Client, code func() int) error {
+		a := &offload.Agent{Exec: c, Box: bx, Progress: progressWriter(s)}
+		var err error
+		ss, err = a.Status(ctx, key)
+		return signalled(code, err, "interrupted before box "+bx+" answered")
+	})
 	if err != nil {
 		return err
-	}
-	defer done()
-	a := &offload.Agent{Exec: c, Box: bx, Progress: progressWriter(s)}
-	ss, err := a.Status(ctx, key)
-	if err != nil {
-		return signalled(code, err, "interrupted before box "+bx+" answered")
 	}
 	defer interrupted()
 	if o.JSON {
@@ -718,48 +718,45 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, done, code, err := env.dialCurrent()
-	if err != nil {
-		return err
-	}
-	defer done()
-	run := func(ctx context.Context, line string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-		// A login shell, as the box CLI runs in: the user's profile may put
-		// npm (nvm) and ~/.local/bin on PATH.
-		st, err := c.Exec(ctx, &box.Command{Box: o.Box, Line: `exec "${SHELL:-/bin/sh}" -lc ` + shellquote.Word(line),
-			Stdin: stdin, Stdout: stdout, Stderr: stderr, Progress: s.Err})
-		switch {
-		case err != nil:
-			return 0, err
-		case st.Error != "" || st.Signal != "":
-			return 0, errors.New(st.Text())
+	return env.withCurrent(func(ctx context.Context, c *box.Client, code func() int) error {
+		run := func(ctx context.Context, line string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+			// A login shell, as the box CLI runs in: the user's profile may put
+			// npm (nvm) and ~/.local/bin on PATH.
+			st, err := c.Exec(ctx, &box.Command{Box: o.Box, Line: `exec "${SHELL:-/bin/sh}" -lc ` + shellquote.Word(line),
+				Stdin: stdin, Stdout: stdout, Stderr: stderr, Progress: s.Err})
+			switch {
+			case err != nil:
+				return 0, err
+			case st.Error != "" || st.Signal != "":
+				return 0, errors.New(st.Text())
+			}
+			return st.Code, nil
 		}
-		return st.Code, nil
-	}
-	in := &offload.Installer{Kind: kind, Run: run, Box: o.Box, Log: s.Err, Output: s.Err, Force: o.Force}
-	var logPath string
-	if !o.Verbose {
-		// npm's upgrade notices and install-script warnings, and the vendor
-		// installer's progress, are for a look afterwards, not for here.
-		f, path, err := installLog(env)
+		in := &offload.Installer{Kind: kind, Run: run, Box: o.Box, Log: s.Err, Output: s.Err, Force: o.Force}
+		var logPath string
+		if !o.Verbose {
+			// npm's upgrade notices and install-script warnings, and the vendor
+			// installer's progress, are for a look afterwards, not for here.
+			f, path, err := installLog(env)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			in.Output, in.EchoErrors, logPath = f, true, path
+			fmt.Fprintf(s.Err, "cocoonbox: the installers' own output goes to %s (-v shows it here)\n", path)
+		}
+		res, err := in.Install(ctx)
+		err = signalled(code, err, "interrupted; what install-cli began in box "+o.Box+" may be half done: run it again")
+		if oe, ok := errors.AsType[*offload.Error](err); ok && logPath != "" {
+			oe.Next = append(oe.Next, offload.Step{"the installers' whole output is in " + logPath})
+		}
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		in.Output, in.EchoErrors, logPath = f, true, path
-		fmt.Fprintf(s.Err, "cocoonbox: the installers' own output goes to %s (-v shows it here)\n", path)
-	}
-	res, err := in.Install(ctx)
-	err = signalled(code, err, "interrupted; what install-cli began in box "+o.Box+" may be half done: run it again")
-	if oe, ok := errors.AsType[*offload.Error](err); ok && logPath != "" {
-		oe.Next = append(oe.Next, offload.Step{"the installers' whole output is in " + logPath})
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(s.Out, "installed %s in box %s (%s); now sign in: cocoonbox offload sign-in --kind %s --box %s\n",
-		agentwire.Named(kind, res.Version), o.Box, map[string]string{"npm": "from npm", "installer": "with its installer"}[res.Via], kind.Name(), o.Box)
-	return nil
+		fmt.Fprintf(s.Out, "installed %s in box %s (%s); now sign in: cocoonbox offload sign-in --kind %s --box %s\n",
+			agentwire.Named(kind, res.Version), o.Box, map[string]string{"npm": "from npm", "installer": "with its installer"}[res.Via], kind.Name(), o.Box)
+		return nil
+	})
 }
 
 // installLog is a new, empty STATE/install-cli.log (0600, in a 0700
@@ -785,19 +782,16 @@ func runOffloadRestart(env Env, s Streams) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, done, code, err := env.dialCurrent()
-	if err != nil {
-		return err
-	}
-	defer done()
-	rec, err := offload.Restart(ctx, oe.store, oe.repo.Key, c)
-	if err != nil {
-		return signalled(code, err, "interrupted before the box answered; it may have restarted the session: cocoonbox offload status shows it")
-	}
-	fmt.Fprintf(s.Out, "restarted the box CLI session in box %s from its last hand-over\n", rec.BoxName)
-	fmt.Fprintf(s.Out, "watch:  cocoonbox offload inbox --wait 60\n")
-	fmt.Fprintf(s.Out, "home:   cocoonbox back\n")
-	return nil
+	return env.withCurrent(func(ctx context.Context, c *box.Client, code func() int) error {
+		rec, err := offload.Restart(ctx, oe.store, oe.repo.Key, c)
+		if err != nil {
+			return signalled(code, err, "interrupted before the box answered; it may have restarted the session: cocoonbox offload status shows it")
+		}
+		fmt.Fprintf(s.Out, "restarted the box CLI session in box %s from its last hand-over\n", rec.BoxName)
+		fmt.Fprintf(s.Out, "watch:  cocoonbox offload inbox --wait 60\n")
+		fmt.Fprintf(s.Out, "home:   cocoonbox back\n")
+		return nil
+	})
 }
 
 func runOffloadPrune(env Env, s Streams, dryRun bool) error {
