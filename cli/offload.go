@@ -403,11 +403,7 @@ func resolveIPs(ctx context.Context, host string) ([]net.IP, error) {
 }
 
 func runHandoverPath(env Env, s Streams) error {
-	oe, err := openOffload(env)
-	if err != nil {
-		return err
-	}
-	p, err := ensureHandover(oe)
+	p, err := ensureHandover(env)
 	if err != nil {
 		return err
 	}
@@ -415,9 +411,14 @@ func runHandoverPath(env Env, s Streams) error {
 	return nil
 }
 
-// ensureHandover makes the repo's directory and a template hand-over in
-// it when there is none, and returns the hand-over's path.
-func ensureHandover(oe *offloadEnv) (string, error) {
+// ensureHandover opens this repository, makes its directory and a
+// template hand-over in it when there is none, and returns the
+// hand-over's path.
+func ensureHandover(env Env) (string, error) {
+	oe, err := openOffload(env)
+	if err != nil {
+		return "", err
+	}
 	if _, err := oe.store.EnsureRepoDir(oe.repo.Key); err != nil {
 		return "", err
 	}
@@ -437,11 +438,7 @@ func runHandoverPrompt(env Env, s Streams, o offloadOptions) error {
 			return &UsageError{err}
 		}
 	}
-	oe, err := openOffload(env)
-	if err != nil {
-		return err
-	}
-	p, err := ensureHandover(oe)
+	p, err := ensureHandover(env)
 	if err != nil {
 		return err
 	}
