@@ -294,11 +294,8 @@ func usage(msg string) error {
 // failed, each failure with one line on stderr.
 func newAgentRelay(a *agentRun) *cobra.Command {
 	var ready, check bool
-	c := &cobra.Command{
-		Use:   "relay [--ready] HOST PORT",
-		Short: "Connect stdin and stdout to HOST:PORT (port forwarding)",
-		Args:  cobra.ArbitraryArgs,
-		RunE: streamVerb(a, func(args []string) (int, error) {
+	c := streamVerb(a, "relay [--ready] HOST PORT", "Connect stdin and stdout to HOST:PORT (port forwarding)",
+		func(args []string) (int, error) {
 			if check {
 				if len(args) != 0 {
 					return ExitUsage, errors.New("relay --check takes no arguments")
@@ -317,26 +314,26 @@ func newAgentRelay(a *agentRun) *cobra.Command {
 			}
 			// No signal handler: INT, TERM and HUP end the relay at once.
 			return relayExit(relay.Serve(context.Background(), args[0], uint32(port), a.s.In, a.s.Out, ready, a.relayEOF()))
-		}),
-	}
+		})
 	c.Flags().BoolVar(&ready, "ready", false, "write one byte (0x06) on stdout once connected")
 	c.Flags().BoolVar(&check, "check", false, "exit 0: this agent has the relay verb")
 	return c
 }
 
-// streamVerb runs a verb whose stdout is a stream, not a JSON line
-// (relay, listen, take): run's error is one line on stderr and its exit
-// status.
-func streamVerb(a *agentRun, run func(args []string) (int, error)) func(*cobra.Command, []string) error {
-	return func(_ *cobra.Command, args []string) error {
-		a.printed = true
-		code, err := run(args)
-		if err != nil {
-			fmt.Fprintf(a.s.Err, "cocoonbox-agent: %v\n", err)
-		}
-		a.code = code
-		return nil
-	}
+// streamVerb is the command use of a verb whose stdout is a stream, not
+// a JSON line (relay, listen, take): run checks its arguments, and its
+// error is one line on stderr and its exit status.
+func streamVerb(a *agentRun, use, short string, run func(args []string) (int, error)) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			a.printed = true
+			code, err := run(args)
+			if err != nil {
+				fmt.Fprintf(a.s.Err, "cocoonbox-agent: %v\n", err)
+			}
+			a.code = code
+			return nil
+		}}
 }
 
 // newAgentListen is `cocoonbox-agent listen (tcp HOST PORT | unix PATH |
@@ -346,11 +343,8 @@ func streamVerb(a *agentRun, run func(args []string) (int, error)) func(*cobra.C
 // when ended so, 1 on a failure after listening, 2 usage, 4
 // (relay.ExitListen) when it could not listen.
 func newAgentListen(a *agentRun) *cobra.Command {
-	return &cobra.Command{
-		Use:   "listen (tcp HOST PORT | unix PATH | agent)",
-		Short: "Listen in the box and announce each connection for take (remote and agent forwarding)",
-		Args:  cobra.ArbitraryArgs,
-		RunE: streamVerb(a, func(args []string) (int, error) {
+	return streamVerb(a, "listen (tcp HOST PORT | unix PATH | agent)", "Listen in the box and announce each connection for take (remote and agent forwarding)",
+		func(args []string) (int, error) {
 			spec, err := listenSpec(args)
 			if err != nil {
 				return ExitUsage, err
@@ -368,8 +362,7 @@ func newAgentListen(a *agentRun) *cobra.Command {
 				return ExitFailure, err
 			}
 			return ExitOK, nil
-		}),
-	}
+		})
 }
 
 // listenSpec reads listen's arguments.
@@ -396,11 +389,8 @@ func listenSpec(args []string) (relay.ListenSpec, error) {
 // connection closed, 1 on an I/O failure, 2 usage, 3 (relay.ExitConnect)
 // when the connection has gone.
 func newAgentTake(a *agentRun) *cobra.Command {
-	return &cobra.Command{
-		Use:   "take CONTROL ID",
-		Short: "Relay stdin and stdout to a connection a listener accepted",
-		Args:  cobra.ArbitraryArgs,
-		RunE: streamVerb(a, func(args []string) (int, error) {
+	return streamVerb(a, "take CONTROL ID", "Relay stdin and stdout to a connection a listener accepted",
+		func(args []string) (int, error) {
 			if len(args) != 2 {
 				return ExitUsage, errors.New("take takes CONTROL ID; see: cocoonbox-agent take --help")
 			}
@@ -409,8 +399,7 @@ func newAgentTake(a *agentRun) *cobra.Command {
 				return ExitUsage, fmt.Errorf("bad connection id %q", args[1])
 			}
 			return relayExit(relay.Take(args[0], id, a.s.In, a.s.Out, a.relayEOF()))
-		}),
-	}
+		})
 }
 
 // relayEOF is where relay and take write their eof line: stderr when

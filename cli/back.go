@@ -67,11 +67,7 @@ func runBack(env Env, s Streams, verbose bool) error {
 	ctx, stop, sigCode := signalExitContext()
 	defer stop()
 	client, logf := timed(oe.client, s, verbose)
-	b := &offload.Backer{
-		Repo: oe.repo, Store: oe.store, Exec: client, Environ: env.Environ, Shim: oe.shim,
-		Logf: logf, Progress: progressWriter(s),
-		Notice: notice(s), AtStep: killAt(env),
-	}
+	b := &offload.Backer{Laptop: oe.laptop(env, s, client, logf)}
 	res, err := b.Run(ctx)
 	if res != nil && res.Merge != nil {
 		printBack(s, res)

@@ -13,20 +13,11 @@ import (
 
 func newBoxes(env Env, s Streams) *cobra.Command {
 	var o listOptions
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List your boxes and their states",
-		Args:  usageArgs(cobra.NoArgs),
-		RunE:  func(*cobra.Command, []string) error { return runBoxesList(env, s, o) },
-	}
+	listBoxes := func() error { return runBoxesList(env, s, o) }
+	list := noArgsCommand("list", "List your boxes and their states", listBoxes)
 	addEndpointFlag(list, &o.Endpoint)
 	list.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per box")
-	boxes := &cobra.Command{
-		Use:   "boxes",
-		Short: "List and manage boxes",
-		Args:  usageArgs(cobra.NoArgs),
-		RunE:  list.RunE,
-	}
+	boxes := noArgsCommand("boxes", "List and manage boxes", listBoxes)
 	boxes.Flags().AddFlagSet(list.Flags())
 	dial := func() (*box.Client, error) { return env.dial(o.Endpoint) }
 	sleep := boxCommand(s, dial, "sleep BOX", "Hibernate a box; the next command wakes it", sleepBox)

@@ -95,6 +95,13 @@ func usageArgs(a cobra.PositionalArgs) cobra.PositionalArgs {
 	}
 }
 
+// noArgsCommand is the command use, which takes no arguments (usageArgs)
+// and runs run.
+func noArgsCommand(use, short string, run func() error) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error { return run() }}
+}
+
 // groupsRefuseUnknown makes every command that only groups others (offload
 // secrets, localbox, ...) print its help when called alone and exit 2 on
 // an unknown subcommand; cobra would show the help and exit 0.

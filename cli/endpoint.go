@@ -41,17 +41,18 @@ func (e Env) withEndpoint(endpoint string, f func(ctx context.Context, c *box.Cl
 	return f(ctx, c)
 }
 
-// dialCurrent dials the current endpoint and returns the client, a
-// context that Ctrl-C or SIGTERM ends (signalExitContext), the func that
-// closes the client and stops the context, and the one that tells the
-// exit status the signal calls for (0 before any).
-func (e Env) dialCurrent() (*box.Client, context.Context, func(), func() int, error) {
+// withCurrent dials the current endpoint and runs f with the client, a
+// context that Ctrl-C or SIGTERM ends (signalExitContext), and the func
+// that tells the exit status the signal calls for (0 before any); then it
+// stops the context and closes the client.
+func (e Env) withCurrent(f func(ctx context.Context, c *box.Client, code func() int) error) error {
 	c, err := e.dial("")
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return err
 	}
 	ctx, stop, code := signalExitContext()
-	return c, ctx, func() { stop(); c.Close() }, code, nil
+	defer func() { stop(); c.Close() }()
+	return f(ctx, c, code)
 }
 
 // listFrom is a list command's work: it dials endpoint, fetches the

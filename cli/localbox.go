@@ -102,53 +102,21 @@ no account.`,
 		c.Flags().StringSliceVar(&o.TLSNames, "tls-name", nil, "another DNS name or IP address for the self-signed certificate (repeatable)")
 		c.Flags().StringVar(&o.UserPrefix, "user-prefix", localbox.DefaultUserPrefix, "served by root while another local box holds the Unix user `user`: what the user made for the owner's boxes is named with, before owner_HASH")
 	}
-	serve := &cobra.Command{
-		Use:   "serve",
-		Short: "Run the local box in the foreground",
-		Args:  usageArgs(cobra.NoArgs),
-		RunE:  func(*cobra.Command, []string) error { return runLocalboxServe(env, s, o) },
-	}
+	serve := noArgsCommand("serve", "Run the local box in the foreground", func() error { return runLocalboxServe(env, s, o) })
 	listen(serve)
-	start := &cobra.Command{
-		Use:   "start",
-		Short: "Start the local box in the background and make it the current endpoint",
-		Args:  usageArgs(cobra.NoArgs),
-		RunE:  func(*cobra.Command, []string) error { return runLocalboxStart(env, s, o) },
-	}
+	start := noArgsCommand("start", "Start the local box in the background and make it the current endpoint",
+		func() error { return runLocalboxStart(env, s, o) })
 	listen(start)
-	localBoxes := onlyFirst(boxNamesAt(func() (*box.Client, error) { return running(env) }))
+	dial := func() (*box.Client, error) { return running(env) }
+	sleep := boxCommand(s, dial, "sleep BOX", "Hibernate a box of the local box; the next command wakes it", sleepBox)
+	wake := boxCommand(s, dial, "wake BOX", "Wake a box of the local box", wakeBox)
+	sleep.ValidArgsFunction = onlyFirst(boxNamesAt(dial))
+	wake.ValidArgsFunction = sleep.ValidArgsFunction
 	lb.AddCommand(serve, start, newLocalboxAccount(env, s),
-		&cobra.Command{
-			Use:   "stop",
-			Short: "Stop the local box",
-			Args:  usageArgs(cobra.NoArgs),
-			RunE:  func(*cobra.Command, []string) error { return runLocalboxStop(env, s) },
-		},
-		&cobra.Command{
-			Use:   "status",
-			Short: "Say whether the local box runs, which Unix user box commands run as, and list its boxes (exit 1 when it does not run)",
-			Args:  usageArgs(cobra.NoArgs),
-			RunE:  func(*cobra.Command, []string) error { return runLocalboxStatus(env, s) },
-		},
-		&cobra.Command{
-			Use:               "sleep BOX",
-			ValidArgsFunction: localBoxes,
-			Short:             "Hibernate a box of the local box; the next command wakes it",
-			Args:              usageArgs(cobra.ExactArgs(1)),
-			RunE: func(_ *cobra.Command, a []string) error {
-				return withClient(running(env))(func(c *box.Client) error { return sleepBox(c, s, a[0]) })
-			},
-		},
-		&cobra.Command{
-			Use:               "wake BOX",
-			ValidArgsFunction: localBoxes,
-			Short:             "Wake a box of the local box",
-			Args:              usageArgs(cobra.ExactArgs(1)),
-			RunE: func(_ *cobra.Command, a []string) error {
-				return withClient(running(env))(func(c *box.Client) error { return wakeBox(c, s, a[0]) })
-			},
-		},
-	)
+		noArgsCommand("stop", "Stop the local box", func() error { return runLocalboxStop(env, s) }),
+		noArgsCommand("status", "Say whether the local box runs, which Unix user box commands run as, and list its boxes (exit 1 when it does not run)",
+			func() error { return runLocalboxStatus(env, s) }),
+		sleep, wake)
 	return lb
 }
 

@@ -51,12 +51,7 @@ account, its user's.`,
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE:  func(_ *cobra.Command, a []string) error { return runAccountCode(env, s, a[0]) },
 	}
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List the accounts: name, Unix user, boxes, devices",
-		Args:  usageArgs(cobra.NoArgs),
-		RunE:  func(*cobra.Command, []string) error { return runAccountList(env, s, o) },
-	}
+	list := noArgsCommand("list", "List the accounts: name, Unix user, boxes, devices", func() error { return runAccountList(env, s, o) })
 	list.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per account")
 	remove := &cobra.Command{
 		Use:   "remove NAME --yes",

@@ -227,6 +227,14 @@ func (oe *offloadEnv) interruptible() (context.Context, func(), func() int) {
 	return ctx, func() { stop(); oe.client.Close() }, code
 }
 
+// laptop is the offload.Laptop of a command on oe's repository that
+// reaches the box through c and logs to logf, with the box half's
+// progress, the notices and the test hook's kill points on s and env.
+func (oe *offloadEnv) laptop(env Env, s Streams, c offload.Client, logf func(string, ...any)) offload.Laptop {
+	return offload.Laptop{Repo: oe.repo, Store: oe.store, Client: c, Environ: env.Environ, Shim: oe.shim,
+		Logf: logf, Progress: progressWriter(s), Notice: notice(s), AtStep: killAt(env)}
+}
+
 // connect opens the repository, finds cocoonbox-ssh and dials.
 func connect(env Env) (*offloadEnv, error) {
 	oe, err := openOffload(env)
@@ -338,13 +346,8 @@ func runOffload(env Env, s Streams, o offloadOptions) error {
 		Spell:     commandLine,
 	}
 	client, logf := timed(oe.client, s, o.Verbose)
-	off := &offload.Offloader{
-		Repo: oe.repo, Store: oe.store, Client: client, Box: o.Box, Kind: kind, Yes: o.Yes,
-		Environ: env.Environ, Home: env.Getenv("HOME"), Shim: oe.shim, Preflight: pf,
-		Logf: logf, Progress: progressWriter(s),
-		NoCompress: onThisMachine(oe.client.Endpoint()),
-		Notice:     notice(s), AtStep: killAt(env), AgentEnv: agentEnv(env),
-	}
+	off := &offload.Offloader{Laptop: oe.laptop(env, s, client, logf), Box: o.Box, Kind: kind, Yes: o.Yes,
+		Home: env.Getenv("HOME"), Preflight: pf, NoCompress: onThisMachine(oe.client.Endpoint()), AgentEnv: agentEnv(env)}
 	res, err := off.Run(ctx)
 	if err != nil {
 		return stoppedExit(err, sigCode())
@@ -400,11 +403,7 @@ func resolveIPs(ctx context.Context, host string) ([]net.IP, error) {
 }
 
 func runHandoverPath(env Env, s Streams) error {
-	oe, err := openOffload(env)
-	if err != nil {
-		return err
-	}
-	p, err := ensureHandover(oe)
+	p, err := ensureHandover(env)
 	if err != nil {
 		return err
 	}
@@ -412,9 +411,14 @@ func runHandoverPath(env Env, s Streams) error {
 	return nil
 }
 
-// ensureHandover makes the repo's directory and a template hand-over in
-// it when there is none, and returns the hand-over's path.
-func ensureHandover(oe *offloadEnv) (string, error) {
+// ensureHandover opens this repository, makes its directory and a
+// template hand-over in it when there is none, and returns the
+// hand-over's path.
+func ensureHandover(env Env) (string, error) {
+	oe, err := openOffload(env)
+	if err != nil {
+		return "", err
+	}
 	if _, err := oe.store.EnsureRepoDir(oe.repo.Key); err != nil {
 		return "", err
 	}
@@ -434,11 +438,7 @@ func runHandoverPrompt(env Env, s Streams, o offloadOptions) error {
 			return &UsageError{err}
 		}
 	}
-	oe, err := openOffload(env)
-	if err != nil {
-		return err
-	}
-	p, err := ensureHandover(oe)
+	p, err := ensureHandover(env)
 	if err != nil {
 		return err
 	}
@@ -502,15 +502,15 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	if bx == "" {
 		bx = defaultBox
 	}
-	c, ctx, done, code, err := env.dialCurrent()
+	var ss []agentwire.Session
+	err := env.withCurrent(func(ctx context.Context, c *box.Client, code func() int) error {
+		a := &offload.Agent{Exec: c, Box: bx, Progress: progressWriter(s)}
+		var err error
+		ss, err = a.Status(ctx, key)
+		return signalled(code, err, "interrupted before box "+bx+" answered")
+	})
 	if err != nil {
 		return err
-	}
-	defer done()
-	a := &offload.Agent{Exec: c, Box: bx, Progress: progressWriter(s)}
-	ss, err := a.Status(ctx, key)
-	if err != nil {
-		return signalled(code, err, "interrupted before box "+bx+" answered")
 	}
 	defer interrupted()
 	if o.JSON {
@@ -715,48 +715,45 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, done, code, err := env.dialCurrent()
-	if err != nil {
-		return err
-	}
-	defer done()
-	run := func(ctx context.Context, line string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-		// A login shell, as the box CLI runs in: the user's profile may put
-		// npm (nvm) and ~/.local/bin on PATH.
-		st, err := c.Exec(ctx, &box.Command{Box: o.Box, Line: `exec "${SHELL:-/bin/sh}" -lc ` + shellquote.Word(line),
-			Stdin: stdin, Stdout: stdout, Stderr: stderr, Progress: s.Err})
-		switch {
-		case err != nil:
-			return 0, err
-		case st.Error != "" || st.Signal != "":
-			return 0, errors.New(st.Text())
+	return env.withCurrent(func(ctx context.Context, c *box.Client, code func() int) error {
+		run := func(ctx context.Context, line string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+			// A login shell, as the box CLI runs in: the user's profile may put
+			// npm (nvm) and ~/.local/bin on PATH.
+			st, err := c.Exec(ctx, &box.Command{Box: o.Box, Line: `exec "${SHELL:-/bin/sh}" -lc ` + shellquote.Word(line),
+				Stdin: stdin, Stdout: stdout, Stderr: stderr, Progress: s.Err})
+			switch {
+			case err != nil:
+				return 0, err
+			case st.Error != "" || st.Signal != "":
+				return 0, errors.New(st.Text())
+			}
+			return st.Code, nil
 		}
-		return st.Code, nil
-	}
-	in := &offload.Installer{Kind: kind, Run: run, Box: o.Box, Log: s.Err, Output: s.Err, Force: o.Force}
-	var logPath string
-	if !o.Verbose {
-		// npm's upgrade notices and install-script warnings, and the vendor
-		// installer's progress, are for a look afterwards, not for here.
-		f, path, err := installLog(env)
+		in := &offload.Installer{Kind: kind, Run: run, Box: o.Box, Log: s.Err, Output: s.Err, Force: o.Force}
+		var logPath string
+		if !o.Verbose {
+			// npm's upgrade notices and install-script warnings, and the vendor
+			// installer's progress, are for a look afterwards, not for here.
+			f, path, err := installLog(env)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			in.Output, in.EchoErrors, logPath = f, true, path
+			fmt.Fprintf(s.Err, "cocoonbox: the installers' own output goes to %s (-v shows it here)\n", path)
+		}
+		res, err := in.Install(ctx)
+		err = signalled(code, err, "interrupted; what install-cli began in box "+o.Box+" may be half done: run it again")
+		if oe, ok := errors.AsType[*offload.Error](err); ok && logPath != "" {
+			oe.Next = append(oe.Next, offload.Step{"the installers' whole output is in " + logPath})
+		}
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		in.Output, in.EchoErrors, logPath = f, true, path
-		fmt.Fprintf(s.Err, "cocoonbox: the installers' own output goes to %s (-v shows it here)\n", path)
-	}
-	res, err := in.Install(ctx)
-	err = signalled(code, err, "interrupted; what install-cli began in box "+o.Box+" may be half done: run it again")
-	if oe, ok := errors.AsType[*offload.Error](err); ok && logPath != "" {
-		oe.Next = append(oe.Next, offload.Step{"the installers' whole output is in " + logPath})
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(s.Out, "installed %s in box %s (%s); now sign in: cocoonbox offload sign-in --kind %s --box %s\n",
-		agentwire.Named(kind, res.Version), o.Box, map[string]string{"npm": "from npm", "installer": "with its installer"}[res.Via], kind.Name(), o.Box)
-	return nil
+		fmt.Fprintf(s.Out, "installed %s in box %s (%s); now sign in: cocoonbox offload sign-in --kind %s --box %s\n",
+			agentwire.Named(kind, res.Version), o.Box, map[string]string{"npm": "from npm", "installer": "with its installer"}[res.Via], kind.Name(), o.Box)
+		return nil
+	})
 }
 
 // installLog is a new, empty STATE/install-cli.log (0600, in a 0700
@@ -782,19 +779,16 @@ func runOffloadRestart(env Env, s Streams) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, done, code, err := env.dialCurrent()
-	if err != nil {
-		return err
-	}
-	defer done()
-	rec, err := offload.Restart(ctx, oe.store, oe.repo.Key, c)
-	if err != nil {
-		return signalled(code, err, "interrupted before the box answered; it may have restarted the session: cocoonbox offload status shows it")
-	}
-	fmt.Fprintf(s.Out, "restarted the box CLI session in box %s from its last hand-over\n", rec.BoxName)
-	fmt.Fprintf(s.Out, "watch:  cocoonbox offload inbox --wait 60\n")
-	fmt.Fprintf(s.Out, "home:   cocoonbox back\n")
-	return nil
+	return env.withCurrent(func(ctx context.Context, c *box.Client, code func() int) error {
+		rec, err := offload.Restart(ctx, oe.store, oe.repo.Key, c)
+		if err != nil {
+			return signalled(code, err, "interrupted before the box answered; it may have restarted the session: cocoonbox offload status shows it")
+		}
+		fmt.Fprintf(s.Out, "restarted the box CLI session in box %s from its last hand-over\n", rec.BoxName)
+		fmt.Fprintf(s.Out, "watch:  cocoonbox offload inbox --wait 60\n")
+		fmt.Fprintf(s.Out, "home:   cocoonbox back\n")
+		return nil
+	})
 }
 
 func runOffloadPrune(env Env, s Streams, dryRun bool) error {
@@ -832,11 +826,10 @@ func runOffloadAbandon(env Env, s Streams, o offloadOptions) error {
 	}
 	ctx, done, sigCode := oe.interruptible()
 	defer done()
-	a := &offload.Abandoner{
-		Repo: oe.repo, Store: oe.store, Client: oe.client, Box: o.Box, Yes: o.Yes,
-		Environ: env.Environ, Shim: oe.shim, Logf: progress(s),
-		Notice: notice(s), AtStep: killAt(env),
-	}
+	l := oe.laptop(env, s, oe.client, progress(s))
+	// Abandon shows no progress of the box half's verbs.
+	l.Progress = nil
+	a := &offload.Abandoner{Laptop: l, Box: o.Box, Yes: o.Yes}
 	res, err := a.Run(ctx)
 	if err != nil {
 		return stoppedExit(err, sigCode())

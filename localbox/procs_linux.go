@@ -15,21 +15,28 @@ import (
 // startToken is pid's start time in clock ticks since boot (field 22 of
 // /proc/PID/stat), or "" when pid is gone.
 func startToken(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	// The command name, field 2, is in parentheses and may hold spaces.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
+	f, err := statFields(strconv.Itoa(pid))
+	if err != nil || len(f) < 20 {
 		return ""
 	}
 	return f[19]
+}
+
+// statFields is /proc/PID/stat's fields from the third (state) on: f[0]
+// is field 3. The command name, field 2, is in parentheses and may hold
+// spaces, so they start after the last ')'; none when it has none. The
+// error is the read's: pid is gone.
+func statFields(pid string) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, nil
+	}
+	return strings.Fields(s[i+1:]), nil
 }
 
 // exited reports whether pid is gone, or a zombie whose threads have all
@@ -38,17 +45,11 @@ func startToken(pid int) string {
 // threads still exit and hold the process's descriptors (a listening
 // socket answers): only with one thread left are they closed.
 func exited(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := statFields(strconv.Itoa(pid))
 	if err != nil {
 		return true
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return false
-	}
-	// Fields from 3 on: state is field 3, num_threads field 20.
-	f := strings.Fields(s[i+1:])
+	// State is field 3, num_threads field 20.
 	return len(f) >= 18 && f[0] == "Z" && f[17] == "1"
 }
 
@@ -166,17 +167,11 @@ func groupOfUIDs(pgid int, uids []uint32) bool {
 // inGroup reports whether process pid (a name of /proc) lives, not a
 // zombie, in group pgid.
 func inGroup(pid string, pgid int) bool {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	f, err := statFields(pid)
 	if err != nil {
 		return false
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return false
-	}
-	// Fields from 3 on: state, ppid, pgrp.
-	f := strings.Fields(s[i+1:])
+	// Fields 3 on: state, ppid, pgrp.
 	return len(f) >= 3 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X"
 }
 

@@ -23,27 +23,14 @@ const RefAbandoned = "refs/cocoonbox/abandoned/"
 // box CLI session stopped, without touching the work tree here: the box
 // session ends, and the box copy's work comes home as refs only, so
 // nothing of it is lost. It also ends an offload the box holds but this
-// laptop has no record of. Set every field but Logf.
+// laptop has no record of. Set the Laptop as it says; Box is needed only
+// when this laptop has no record.
 type Abandoner struct {
-	Repo  *Repo
-	Store Store
-	// Client is the box service.
-	Client Client
+	Laptop
 	// Box is the box to look in when this laptop has no record.
 	Box string
 	// Yes ends a box session that is still running.
 	Yes bool
-	// Environ is the laptop's environment; git fetch over the shim
-	// inherits it.
-	Environ []string
-	// Shim is the ssh-like program for GIT_SSH_COMMAND, quoted as one word.
-	Shim string
-	Logf func(format string, args ...any)
-	// Notice, when set, gets the one line that says what became of an
-	// offload, back or abandon of the repository that was interrupted.
-	Notice func(line string)
-	// AtStep, when set, is called before each step runs (StepFunc).
-	AtStep StepFunc
 }
 
 // AbandonResult is a finished abandon.
@@ -64,12 +51,6 @@ type AbandonResult struct {
 	// Nothing says there was no offload left to abandon once the one
 	// that was interrupted was finished or undone (Notice said which).
 	Nothing bool
-}
-
-func (a *Abandoner) logf(format string, args ...any) {
-	if a.Logf != nil {
-		a.Logf(format, args...)
-	}
 }
 
 // Run abandons the offload: the repo's lock; the offload (the record, else
@@ -123,18 +104,6 @@ func (a *Abandoner) run(ctx context.Context) (*AbandonResult, error) {
 		rec = rz.Rec
 	}
 	return a.abandon(ctx, rec)
-}
-
-func (a *Abandoner) notice(line string) {
-	if a.Notice != nil {
-		a.Notice(line)
-	}
-}
-
-// resumer finishes or undoes what an offload or back of the repository
-// that died left.
-func (a *Abandoner) resumer() *resumer {
-	return &resumer{repo: a.Repo, store: a.Store, exec: a.Client, environ: a.Environ, shim: a.Shim, logf: a.Logf, at: a.AtStep}
 }
 
 // abandon is Run past the lock, for rec (nil: none here).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -27,27 +26,9 @@ const (
 )
 
 // Backer brings an offload's work home (contract "Back, Mac side"). Set
-// every field but Now, Logf and Progress.
+// the Laptop as it says.
 type Backer struct {
-	Repo  *Repo
-	Store Store
-	// Exec runs the box half's verbs.
-	Exec Execer
-	// Environ is the laptop's environment; git fetch over the shim
-	// inherits it.
-	Environ []string
-	// Shim is the ssh-like program for GIT_SSH_COMMAND, quoted as one word.
-	Shim string
-	Logf func(format string, args ...any)
-	// Notice, when set, gets the one line back says before it waits for
-	// the hand-over, whether or not stderr is a terminal, and the one
-	// that says what became of an offload, back or abandon of the
-	// repository that was interrupted.
-	Notice   func(line string)
-	Progress io.Writer
-	Now      func() time.Time
-	// AtStep, when set, is called before each step runs (StepFunc).
-	AtStep StepFunc
+	Laptop
 }
 
 // ErrWaitStopped is the error of a back whose context ended while it
@@ -66,19 +47,6 @@ type BackResult struct {
 	Body string
 	// Resent is true when BACK was sent again with --interrupt.
 	Resent bool
-}
-
-func (b *Backer) now() time.Time {
-	if b.Now != nil {
-		return b.Now()
-	}
-	return time.Now()
-}
-
-func (b *Backer) logf(format string, args ...any) {
-	if b.Logf != nil {
-		b.Logf(format, args...)
-	}
 }
 
 // Run brings the work home: BACK, the wait for the back entry, git fetch,
@@ -124,7 +92,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	if err := gitAtLeast(ctx, r.git, 2, 38); err != nil {
 		return nil, refused(err, Step{"install git 2.38 or later (back uses git merge-tree --write-tree)"})
 	}
-	agent := &Agent{Exec: b.Exec, Box: rec.BoxName, Progress: b.Progress}
+	agent := &Agent{Exec: b.Client, Box: rec.BoxName, Progress: b.Progress}
 	res := &BackResult{Record: rec}
 	// stopped is the failure of step, which a signal may have cut short
 	// (then nothing changed here); the journal no longer names it.
@@ -147,7 +115,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	entry, bundled, err := b.waitBack(ctx, agent, rec, res, ask)
 	if err != nil {
 		b.Store.settle(rec)
-		return nil, GoneError(ctx, b.Exec, rec, err)
+		return nil, GoneError(ctx, b.Client, rec, err)
 	}
 	res.Body = entry.Body
 
@@ -314,13 +282,6 @@ func (r *Repo) fetchBox(ctx context.Context, environ []string, shim, src string,
 // journal writes rec as the journal of the back's step before it runs.
 func (b *Backer) journal(rec *Record, step string) error {
 	return b.Store.journal(rec, OpBack, step, b.AtStep)
-}
-
-// resumer finishes or undoes what an offload, back or abandon of the
-// repository that died left.
-func (b *Backer) resumer() *resumer {
-	return &resumer{repo: b.Repo, store: b.Store, exec: b.Exec, environ: b.Environ, shim: b.Shim,
-		progress: b.Progress, logf: b.Logf, at: b.AtStep}
 }
 
 // backAgent is what waitBack needs of the box half.

@@ -179,7 +179,7 @@ func TestWaitBack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := tc.agent
 			a.now = t0
-			b := &Backer{Now: func() time.Time { return a.now }}
+			b := &Backer{Laptop: Laptop{Now: func() time.Time { return a.now }}}
 			res := &BackResult{}
 			e, bundled, err := b.waitBack(context.Background(), &a, &Record{ID: testID, Repo: "k"}, res, nil)
 			if tc.wantErr {
@@ -230,7 +230,7 @@ func TestWaitBackStopped(t *testing.T) {
 	defer cancel()
 	a := &stoppingAgent{scriptedAgent: scriptedAgent{delivery: "queued"}, cancel: cancel}
 	var notices []string
-	b := &Backer{Now: func() time.Time { return a.now }, Notice: func(l string) { notices = append(notices, l) }}
+	b := &Backer{Laptop: Laptop{Now: func() time.Time { return a.now }, Notice: func(l string) { notices = append(notices, l) }}}
 	_, _, err := b.waitBack(ctx, a, &Record{ID: testID, Repo: "k"}, &BackResult{}, nil)
 	var oe *Error
 	if !errors.As(err, &oe) || !errors.Is(oe.Err, ErrWaitStopped) || len(oe.Next) != 1 || !hasCommand(oe.Next[0], cmdBack) || !hasCommand(oe.Next[0], cmdAbandon) {

@@ -74,7 +74,7 @@ func TestWaitBackFault(t *testing.T) {
 				a.postAt = t0.Add(tt.postAt)
 			}
 			var notices []string
-			b := &Backer{Store: Store{Dir: "/offload"}, Now: func() time.Time { return a.now }, Notice: func(l string) { notices = append(notices, l) }}
+			b := &Backer{Laptop: Laptop{Store: Store{Dir: "/offload"}, Now: func() time.Time { return a.now }, Notice: func(l string) { notices = append(notices, l) }}}
 			rec := &Record{ID: testID, Repo: "k", BoxName: "main", Dir: "/w/app", Kind: "claude"}
 			start := a.now
 			e, _, err := b.waitBack(context.Background(), a, rec, &BackResult{}, nil)

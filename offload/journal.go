@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -156,16 +155,9 @@ func (s Store) settle(rec *Record) error {
 // (the record's Op and Step). The command that finds it runs it under the
 // repository's lock, before its own work.
 type resumer struct {
-	repo  *Repo
-	store Store
-	// exec runs the box half; when it also lists boxes (a Client), a box
-	// that is gone is told from one that does not answer.
-	exec     Execer
-	environ  []string
-	shim     string
-	progress io.Writer
-	logf     func(format string, args ...any)
-	at       StepFunc
+	// Laptop is the command's; when its Client is nil, a box that is gone
+	// cannot be told from one that does not answer.
+	Laptop
 }
 
 // resumed is what resume did.
@@ -188,9 +180,9 @@ type resumed struct {
 // became of it. A bundle left by a send or a back that died goes in any
 // case: only a send or a back, under the repository's lock, has one.
 func (rs *resumer) load(ctx context.Context, notice func(string)) (*resumed, error) {
-	os.Remove(filepath.Join(rs.store.RepoDir(rs.repo.Key), "offload.bundle"))
-	os.Remove(filepath.Join(rs.store.RepoDir(rs.repo.Key), backBundle))
-	rec, err := rs.store.LoadRecord(rs.repo.Key)
+	os.Remove(filepath.Join(rs.Store.RepoDir(rs.Repo.Key), "offload.bundle"))
+	os.Remove(filepath.Join(rs.Store.RepoDir(rs.Repo.Key), backBundle))
+	rec, err := rs.Store.LoadRecord(rs.Repo.Key)
 	if errors.Is(err, ErrNoRecord) {
 		return &resumed{}, nil
 	}
@@ -221,7 +213,7 @@ func (rs *resumer) resume(ctx context.Context, rec *Record) (*resumed, error) {
 	case OpAbandon:
 		return rs.abandon(ctx, rec)
 	}
-	return nil, refused(fmt.Errorf("%s names a command %q that this cocoonbox does not know", rs.store.recordPath(rec.Repo), rec.Op),
+	return nil, refused(fmt.Errorf("%s names a command %q that this cocoonbox does not know", rs.Store.recordPath(rec.Repo), rec.Op),
 		Step{"run the cocoonbox that wrote it, or a newer one"})
 }
 
@@ -235,11 +227,13 @@ func opName(rec *Record) string {
 }
 
 func (rs *resumer) agent(rec *Record) *Agent {
-	return &Agent{Exec: rs.exec, Box: rec.BoxName, Progress: rs.progress}
+	return &Agent{Exec: rs.Client, Box: rec.BoxName, Progress: rs.Progress}
 }
 
 // boxGone reports whether the box service says it has no box named name.
-func (rs *resumer) boxGone(ctx context.Context, name string) bool { return boxGone(ctx, rs.exec, name) }
+func (rs *resumer) boxGone(ctx context.Context, name string) bool {
+	return boxGone(ctx, rs.Client, name)
+}
 
 // boxGone reports whether x, when it lists boxes (a Client), has no box
 // named name.
@@ -269,8 +263,8 @@ func GoneError(ctx context.Context, x Execer, rec *Record, err error) error {
 // back, and removes it when this offload made it), or finishes one whose
 // session started (it is in flight).
 func (rs *resumer) offload(ctx context.Context, rec *Record) (*resumed, error) {
-	r := rs.repo
-	dir := rs.store.RepoDir(rec.Repo)
+	r := rs.Repo
+	dir := rs.Store.RepoDir(rec.Repo)
 	os.Remove(filepath.Join(dir, "offload.bundle"))
 	os.Remove(filepath.Join(dir, "excludes"))
 	r.clearStale()
@@ -280,14 +274,14 @@ func (rs *resumer) offload(ctx context.Context, rec *Record) (*resumed, error) {
 	if err != nil {
 		if rs.boxGone(ctx, rec.BoxName) {
 			r.dropRefs(ctx, rec.ID)
-			return &resumed{Line: what + "; nothing changed here; box " + rec.BoxName + " no longer exists"}, rs.store.removeRecordOf(rec.Repo, rec.ID)
+			return &resumed{Line: what + "; nothing changed here; box " + rec.BoxName + " no longer exists"}, rs.Store.removeRecordOf(rec.Repo, rec.ID)
 		}
 		return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("%s, and box %s does not answer: %w", what, rec.BoxName, err),
 			Next: []Step{{"nothing changed here; run the command again when the box answers"}}}
 	}
 	for _, s := range ss {
 		if s.Repo == rec.Repo && s.OffloadID == rec.ID && (s.Copy == "busy" || s.Copy == "unreturned") {
-			if err := rs.store.settle(rec); err != nil {
+			if err := rs.Store.settle(rec); err != nil {
 				return nil, err
 			}
 			return &resumed{Line: what + ", but its box CLI session had started: it is in flight", Rec: rec}, nil
@@ -295,7 +289,7 @@ func (rs *resumer) offload(ctx context.Context, rec *Record) (*resumed, error) {
 	}
 	gave := giveBack(ctx, a, rec.Repo, rec.ID, rec.Dir, rec.Name, rec.Copy)
 	r.dropRefs(ctx, rec.ID)
-	if err := rs.store.removeRecordOf(rec.Repo, rec.ID); err != nil {
+	if err := rs.Store.removeRecordOf(rec.Repo, rec.ID); err != nil {
 		return nil, err
 	}
 	return &resumed{Line: what + "; nothing changed here; " + gave}, nil
@@ -306,7 +300,7 @@ func (rs *resumer) offload(ctx context.Context, rec *Record) (*resumed, error) {
 // work tree update it left partway (resumeApply), and finishes one that
 // died after its merge (end, then the record goes).
 func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
-	r := rs.repo
+	r := rs.Repo
 	what := interruptedLine(rec)
 	// Whatever the step, its temporary indexes and ref locks are ours.
 	r.clearStale()
@@ -314,7 +308,7 @@ func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
 	case StepEnd:
 	case StepApply:
 		if rec.Merge == nil {
-			return nil, fmt.Errorf("%s, and %s does not say what it changed", what, rs.store.recordPath(rec.Repo))
+			return nil, fmt.Errorf("%s, and %s does not say what it changed", what, rs.Store.recordPath(rec.Repo))
 		}
 		finished, err := r.resumeApply(ctx, what, rec.ID, rec.Merge)
 		if err != nil {
@@ -322,18 +316,18 @@ func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
 		}
 		if !finished {
 			rec.Merge = nil
-			if err := rs.store.settle(rec); err != nil {
+			if err := rs.Store.settle(rec); err != nil {
 				return nil, err
 			}
 			return &resumed{Line: what + "; undone: your files, index and HEAD are as they were before it", Rec: rec}, nil
 		}
-		if err := rs.store.journal(rec, OpBack, StepEnd, nil); err != nil {
+		if err := rs.Store.journal(rec, OpBack, StepEnd, nil); err != nil {
 			return nil, err
 		}
 	default:
 		staleLock(filepath.Join(r.GitDir, "index.lock"))
 		rec.Merge = nil
-		if err := rs.store.settle(rec); err != nil {
+		if err := rs.Store.settle(rec); err != nil {
 			return nil, err
 		}
 		return &resumed{Line: what + "; nothing changed here", Rec: rec}, nil
@@ -347,7 +341,7 @@ func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
 		return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("%s; the box's work is here%s, but ending the box session failed: %w", what, outcome, err),
 			Next: []Step{{"run ", cmdBack, " again to end it"}}}
 	}
-	if err := rs.store.removeRecordOf(rec.Repo, rec.ID); err != nil {
+	if err := rs.Store.removeRecordOf(rec.Repo, rec.ID); err != nil {
 		return nil, err
 	}
 	return &resumed{Line: what + "; finished: the box's work was here already" + outcome + ", and the box session has ended", Back: rec.Merge}, nil
@@ -356,12 +350,10 @@ func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
 // abandon finishes an abandon: it runs again, as asked, --yes included.
 func (rs *resumer) abandon(ctx context.Context, rec *Record) (*resumed, error) {
 	what := interruptedLine(rec)
-	c, ok := rs.exec.(Client)
-	if !ok {
+	if rs.Client == nil {
 		return nil, &Error{Code: ExitFailed, Err: errors.New(what), Next: []Step{{"finish it with: ", cmdAbandon}}}
 	}
-	a := &Abandoner{Repo: rs.repo, Store: rs.store, Client: c, Box: rec.BoxName, Yes: true,
-		Environ: rs.environ, Shim: rs.shim, Logf: rs.logf, AtStep: rs.at}
+	a := &Abandoner{Laptop: rs.Laptop, Box: rec.BoxName, Yes: true}
 	res, err := a.abandon(ctx, rec)
 	if err != nil {
 		var e *Error

@@ -48,7 +48,7 @@ func TestLookAhead(t *testing.T) {
 	} {
 		t.Run(string(tt.state), func(t *testing.T) {
 			b := &listingBox{state: tt.state}
-			o := &Offloader{Client: b, Box: "main"}
+			o := &Offloader{Laptop: Laptop{Client: b}, Box: "main"}
 			a := &Agent{Exec: b, Box: "main"}
 			ctx := context.Background()
 			l := o.lookAhead(ctx, a)

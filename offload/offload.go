@@ -67,45 +67,25 @@ func refused(err error, next ...Step) *Error {
 }
 
 // Offloader moves one repository's work into a box and starts the box
-// CLI there (contract "Offload, Mac side"). Set every field but Now,
-// Logf and Preflight, which may be nil.
+// CLI there (contract "Offload, Mac side"). Set the Laptop as it says,
+// and every field here but Preflight, which may be nil.
 type Offloader struct {
-	Repo  *Repo
-	Store Store
-	// Client is the box service: its boxes and Exec.
-	Client Client
+	Laptop
 	// Box is the box's name or id.
 	Box string
 	// Kind is the box CLI's kind.
 	Kind agentwire.Kind
 	// Yes is the user's go-ahead for warnings.
 	Yes bool
-	// Environ is the laptop's environment: rsync and git over the shim
-	// inherit it (token included), local git and probes without the token.
-	Environ []string
 	// Home is the laptop user's home, for the aws, kube, gcloud and ssh
 	// secret entries.
 	Home string
-	// Shim is the ssh-like program rsync and git run to reach the box,
-	// quoted as one word (QuoteCommand): cocoonbox-ssh.
-	Shim string
 	// Preflight holds the laptop checks' probes; nil runs none.
 	Preflight *Preflight
-	// Logf receives progress lines; nil discards them.
-	Logf func(format string, args ...any)
-	// Progress receives the box half's progress; nil discards it.
-	Progress io.Writer
-	// Now is the clock; nil is time.Now.
-	Now func() time.Time
 	// NoCompress drops rsync's -z: for a box on this machine (a unix
 	// socket or loopback endpoint), where compressing costs CPU for
 	// nothing.
 	NoCompress bool
-	// Notice, when set, gets the one line that says what became of an
-	// offload, back or abandon of the repository that was interrupted.
-	Notice func(line string)
-	// AtStep, when set, is called before each step runs (StepFunc).
-	AtStep StepFunc
 	// AgentEnv is added to the environment of the box half's verbs: the
 	// box half's own test hook (docs/cli.md).
 	AgentEnv map[string]string
@@ -131,19 +111,6 @@ type Result struct {
 type Timing struct {
 	Step string
 	D    time.Duration
-}
-
-func (o *Offloader) logf(format string, args ...any) {
-	if o.Logf != nil {
-		o.Logf(format, args...)
-	}
-}
-
-func (o *Offloader) now() time.Time {
-	if o.Now != nil {
-		return o.Now()
-	}
-	return time.Now()
 }
 
 // ReadHandover reads and checks the repo's hand-over: present, not the
@@ -539,13 +506,6 @@ func (o *Offloader) sync(ctx context.Context, rs *Rsync, exFile, dest string, op
 // journal writes rec as the journal of the offload's step before it runs.
 func (o *Offloader) journal(rec *Record, step string) error {
 	return o.Store.journal(rec, OpOffload, step, o.AtStep)
-}
-
-// resumer finishes or undoes what an offload, back or abandon of the
-// repository that died left.
-func (o *Offloader) resumer() *resumer {
-	return &resumer{repo: o.Repo, store: o.Store, exec: o.Client, environ: o.Environ, shim: o.Shim,
-		progress: o.Progress, logf: o.Logf, at: o.AtStep}
 }
 
 // exitedError reports a box CLI that exited before it took its first

@@ -71,7 +71,7 @@ func TestRsyncExcludes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := localRsync(t, env)
-	if err := (&Offloader{Repo: r, Environ: env, Shim: "false"}).sync(ctx, rs, ex, dest, syncOpts{compress: true}); err != nil {
+	if err := (&Offloader{Laptop: Laptop{Repo: r, Environ: env, Shim: "false"}}).sync(ctx, rs, ex, dest, syncOpts{compress: true}); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]bool{}
@@ -128,7 +128,7 @@ func TestRsyncGitLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := localRsync(t, env)
-	if err := (&Offloader{Repo: r, Environ: env, Shim: "false"}).sync(ctx, rs, ex, dest, syncOpts{compress: true}); err != nil {
+	if err := (&Offloader{Laptop: Laptop{Repo: r, Environ: env, Shim: "false"}}).sync(ctx, rs, ex, dest, syncOpts{compress: true}); err != nil {
 		t.Fatal(err)
 	}
 	var locks []string
@@ -166,7 +166,7 @@ func TestRsyncObjects(t *testing.T) {
 	if err := writeExcludes(ex, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&Offloader{Repo: r, Environ: env, Shim: "false"}).sync(ctx, localRsync(t, env), ex, dest, syncOpts{objects: true}); err != nil {
+	if err := (&Offloader{Laptop: Laptop{Repo: r, Environ: env, Shim: "false"}}).sync(ctx, localRsync(t, env), ex, dest, syncOpts{objects: true}); err != nil {
 		t.Fatal(err)
 	}
 	packs, _ := filepath.Glob(filepath.Join(dest, ".git", "objects", "pack", "pack-*.pack"))

@@ -161,19 +161,10 @@ func (o *Options) configLine(line string) error {
 		if err := validName("box", w); err != nil {
 			return err
 		}
-		if o.first(key) {
-			o.HostName = w
-		}
+		byConfig(o, key, &o.HostName, w)
 		return nil
 	case "requesttty":
-		m, ok := map[string]TTYMode{"no": TTYNever, "false": TTYNever, "yes": TTYWanted, "true": TTYWanted, "force": TTYForced, "auto": TTYAuto}[strings.ToLower(v)]
-		if !ok {
-			return bad()
-		}
-		if o.first(key) {
-			o.TTY = m
-		}
-		return nil
+		return oneOf(o, key, &o.TTY, map[string]TTYMode{"no": TTYNever, "false": TTYNever, "yes": TTYWanted, "true": TTYWanted, "force": TTYForced, "auto": TTYAuto}, strings.ToLower(v), bad)
 	case "stdinnull":
 		b, ok := parseBool(v)
 		if !ok {
@@ -184,31 +175,15 @@ func (o *Options) configLine(line string) error {
 		}
 		return nil
 	case "sessiontype":
-		m, ok := map[string]SessionType{"default": SessionDefault, "none": SessionNone, "subsystem": SessionSubsystem}[strings.ToLower(v)]
-		if !ok {
-			return bad()
-		}
-		if o.first(key) {
-			o.Session = m
-		}
-		return nil
+		return oneOf(o, key, &o.Session, map[string]SessionType{"default": SessionDefault, "none": SessionNone, "subsystem": SessionSubsystem}, strings.ToLower(v), bad)
 	case "loglevel":
-		l, ok := logNames[strings.ToUpper(v)]
-		if !ok {
-			return bad()
-		}
-		if o.first(key) {
-			o.LogLevel = l
-		}
-		return nil
+		return oneOf(o, key, &o.LogLevel, logNames, strings.ToUpper(v), bad)
 	case "escapechar":
 		e, err := parseEscape(v)
 		if err != nil {
 			return err
 		}
-		if o.first(key) {
-			o.EscapeChar = e
-		}
+		byConfig(o, key, &o.EscapeChar, e)
 		return nil
 	case "remotecommand":
 		if o.first(key) && v != "none" {

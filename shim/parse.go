@@ -294,31 +294,37 @@ var unsupportedFlags = map[byte]string{
 	'w': "-w (tunnel device forwarding) is not supported",
 }
 
+// keywordSwitches are the flags without a value that only set keywords,
+// each to its value in order, as -o KEYWORD=VALUE would (ssh(1)).
+var keywordSwitches = map[byte][][2]string{
+	'4': {{"addressfamily", "inet"}},
+	'6': {{"addressfamily", "inet6"}},
+	'A': {{"forwardagent", "yes"}},
+	'a': {{"forwardagent", "no"}},
+	'C': {{"compression", "yes"}},
+	'K': {{"gssapiauthentication", "yes"}, {"gssapidelegatecredentials", "yes"}},
+	'k': {{"gssapidelegatecredentials", "no"}},
+	'X': {{"forwardx11", "yes"}, {"forwardx11trusted", "no"}},
+	'x': {{"forwardx11", "no"}},
+	'Y': {{"forwardx11", "yes"}, {"forwardx11trusted", "yes"}},
+}
+
 func (o *Options) flag(c byte) error {
 	if msg, ok := unsupportedFlags[c]; ok {
 		return &UsageError{Msg: msg}
 	}
+	if kvs, ok := keywordSwitches[c]; ok {
+		for _, kv := range kvs {
+			o.other(kv[0], kv[1], true)
+		}
+		return nil
+	}
 	switch c {
-	case '4':
-		o.other("addressfamily", "inet", true)
-	case '6':
-		o.other("addressfamily", "inet6", true)
-	case 'A':
-		o.other("forwardagent", "yes", true)
-	case 'a':
-		o.other("forwardagent", "no", true)
-	case 'C':
-		o.other("compression", "yes", true)
 	case 'G':
 		o.DumpConfig = true
 	case 'g':
 		byFlag(o, "gatewayports", &o.GatewayPorts, true)
 		o.other("gatewayports", "yes", true)
-	case 'K':
-		o.other("gssapiauthentication", "yes", true)
-		o.other("gssapidelegatecredentials", "yes", true)
-	case 'k':
-		o.other("gssapidelegatecredentials", "no", true)
 	case 'M':
 		v := "yes"
 		if o.otherValue("controlmaster") == "yes" {
@@ -352,16 +358,15 @@ func (o *Options) flag(c byte) error {
 		} else if o.LogLevel < LogDebug3 {
 			o.LogLevel++
 		}
-	case 'X':
-		o.other("forwardx11", "yes", true)
-		o.other("forwardx11trusted", "no", true)
-	case 'x':
-		o.other("forwardx11", "no", true)
-	case 'Y':
-		o.other("forwardx11", "yes", true)
-		o.other("forwardx11trusted", "yes", true)
 	}
 	return nil
+}
+
+// keywordFlags are the flags that only give a keyword its value, as -o
+// KEYWORD=VALUE would (ssh(1)).
+var keywordFlags = map[byte]string{
+	'B': "bindinterface", 'b': "bindaddress", 'c': "ciphers", 'I': "pkcs11provider",
+	'i': "identityfile", 'm': "macs", 'P': "tag", 'S': "controlpath",
 }
 
 func (o *Options) flagArg(c byte, v string) error {
@@ -371,20 +376,16 @@ func (o *Options) flagArg(c byte, v string) error {
 	if err := checkValue(string(c), v); err != nil {
 		return err
 	}
-	if strings.IndexByte("BbcIimPS", c) >= 0 {
+	if k, ok := keywordFlags[c]; ok {
 		// These print back through -G as an ssh_config line would read.
 		v = strings.Trim(v, " \t")
 		if v == "" || v[0] == '=' {
 			return usagef("-%c: bad value %q", c, printable(v))
 		}
+		o.other(k, v, true)
+		return nil
 	}
 	switch c {
-	case 'B':
-		o.other("bindinterface", v, true)
-	case 'b':
-		o.other("bindaddress", v, true)
-	case 'c':
-		o.other("ciphers", v, true)
 	case 'D':
 		return o.addForward(v, true)
 	case 'E':
@@ -397,26 +398,16 @@ func (o *Options) flagArg(c byte, v string) error {
 		byFlag(o, "escapechar", &o.EscapeChar, e)
 	case 'F':
 		// ssh_config files are not read: options come from the command line.
-	case 'I':
-		o.other("pkcs11provider", v, true)
-	case 'i':
-		o.other("identityfile", v, true)
 	case 'L':
 		return o.addForward(v, false)
 	case 'l':
 		return o.setUser(v)
-	case 'm':
-		o.other("macs", v, true)
 	case 'o':
 		return o.configLine(v)
-	case 'P':
-		o.other("tag", v, true)
 	case 'p':
 		return o.setPort(v)
 	case 'R':
 		return o.addRemoteForward(v)
-	case 'S':
-		o.other("controlpath", v, true)
 	case 'W':
 		return o.setStdioForward(v)
 	}
@@ -429,6 +420,25 @@ func (o *Options) flagArg(c byte, v string) error {
 func byFlag[T any](o *Options, k string, field *T, v T) {
 	*field = v
 	o.set[k] = true
+}
+
+// byConfig sets *field, the option of keyword k, to v as -o k=v does: the
+// first value given, by -o or a flag, wins (first).
+func byConfig[T any](o *Options, k string, field *T, v T) {
+	if o.first(k) {
+		*field = v
+	}
+}
+
+// oneOf sets, as byConfig, *field to the value names gives word, and is
+// bad() when it gives none.
+func oneOf[T any](o *Options, k string, field *T, names map[string]T, word string, bad func() error) error {
+	v, ok := names[word]
+	if !ok {
+		return bad()
+	}
+	byConfig(o, k, field, v)
+	return nil
 }
 
 // first reports whether keyword k has not been set yet, and marks it set.
