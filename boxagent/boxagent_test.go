@@ -331,4 +331,3 @@ func TestInboxWatchAndPost(t *testing.T) {
 		}
 	}
 }
-
