@@ -310,9 +310,14 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		args = append(args, "--user-prefix", o.UserPrefix)
 	}
 	var certErr *box.CertError
+	var pinned string
 	ri, err := localbox.Start(dir, &exec.Cmd{Path: exe, Args: args, Env: env.Environ}, func(ri localbox.Runtime) bool {
 		err := adopt(env, dir, ri)
 		certErr, _ = errors.AsType[*box.CertError](err)
+		if certErr != nil && o.TLSCert != "" && env.Getenv("COCOONBOX_CA_FILE") == "" {
+			pinned, err = adoptPinned(env, dir, ri, o.TLSCert)
+			certErr, _ = errors.AsType[*box.CertError](err)
+		}
 		return err == nil || certErr != nil
 	})
 	switch {
@@ -324,6 +329,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		return nil
 	}
 	fmt.Fprintf(s.Err, "local box running at %s (pid %d); it is now the current endpoint\n", ri.Endpoint, ri.PID)
+	if pinned != "" {
+		fmt.Fprintf(s.Err, "this computer does not trust its certificate's CA, so the certificate given is pinned for this endpoint in %s, as `cocoonbox login --ca` would; laptops pin their copy of the CA (docs/self-hosting.md)\n", pinned)
+	}
 	fmt.Fprintln(s.Err, runAsLine(ri))
 	if ri.Fingerprint != "" {
 		fmt.Fprintf(s.Err, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
@@ -377,6 +385,45 @@ func adopt(env Env, dir string, ri localbox.Runtime) error {
 		return err
 	}
 	return box.SaveConfig(cfgDir, box.Config{Endpoint: ep.URL})
+}
+
+// adoptPinned adopts the local box ri, served with the certificate file
+// cert that this computer's roots do not vouch for, with cert pinned as the
+// endpoint's CA: the owner named the file, and the server is the one just
+// started. It returns the pin's path. When adopt still fails, the endpoint's
+// earlier pin (or none) is put back and the error returned.
+func adoptPinned(env Env, dir string, ri localbox.Runtime, cert string) (string, error) {
+	ep, err := box.ParseEndpoint(ri.Endpoint)
+	if err != nil {
+		return "", err
+	}
+	cfgDir, err := env.configDir()
+	if err != nil {
+		return "", err
+	}
+	pem, err := os.ReadFile(cert)
+	if err != nil {
+		return "", err
+	}
+	var before []byte
+	if p := box.WithCA(ep, env.Getenv).CAFile; p != "" {
+		if before, err = os.ReadFile(p); err != nil {
+			return "", err
+		}
+	}
+	p, err := box.PinCA(cfgDir, ep, pem)
+	if err != nil {
+		return "", err
+	}
+	if err := adopt(env, dir, ri); err != nil {
+		if before != nil {
+			box.PinCA(cfgDir, ep, before)
+		} else {
+			os.Remove(p)
+		}
+		return "", err
+	}
+	return p, nil
 }
 
 // localEndpoint is the endpoint of the local box ri, with its self-signed
