@@ -117,11 +117,17 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 		res.Via = "npm"
 	}
 	in.logf("checking: %s --version on the box's login PATH", k.Binary())
-	var out bytes.Buffer
-	code, err := in.Run(ctx, k.Binary()+" --version", nil, &out, &out)
+	// The version is stdout's: a CLI's warnings go to stderr (Codex's about
+	// PATH aliases under a /tmp home came first and read as its version).
+	var out, errOut bytes.Buffer
+	code, err := in.Run(ctx, k.Binary()+" --version", nil, &out, &errOut)
 	if err != nil || code != 0 {
+		out.Write(errOut.Bytes())
 		return nil, in.failed("check "+k.Binary()+" --version", exitErr(code, err, &out),
 			[]Step{{"the installer put " + k.Binary() + " where the box's login shell does not look: add its directory (often ~/.local/bin) to PATH in the box's ~/.profile"}})
+	}
+	if out.Len() == 0 {
+		out = errOut
 	}
 	res.Version, _, _ = strings.Cut(strings.TrimSpace(out.String()), "\n")
 	return res, nil

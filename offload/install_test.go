@@ -31,8 +31,9 @@ func (f *fakeBox) run(_ context.Context, line string, stdin io.Reader, stdout, s
 	if !ok {
 		return 127, nil
 	}
-	io.WriteString(stdout, a.stdout)
+	// stderr first, as the real Codex's warning came before its version.
 	io.WriteString(stderr, a.stderr)
+	io.WriteString(stdout, a.stdout)
 	return a.code, nil
 }
 
@@ -59,6 +60,9 @@ func TestInstaller(t *testing.T) {
 		{"unreachable, npm TLS", claude, map[string]fakeAnswer{"curl": unreachable,
 			"npm": {code: 1, stderr: "npm ERR! code SELF_SIGNED_CERT_IN_CHAIN\nnpm ERR! request to https://registry/ failed, reason: self-signed certificate in certificate chain\n"}},
 			"", "install-cli: npm install @anthropic-ai/claude-code failed: exit status 1: npm ERR! code SELF_SIGNED_CERT_IN_CHAIN", "NODE_EXTRA_CA_CERTS"},
+		// Codex 0.171.0's stderr with a box home under /tmp (met in the
+		// README trial): its version is still stdout's line.
+		{"codex warns", codex, map[string]fakeAnswer{"npm": {}, "codex": {stdout: "codex-cli 0.171.0\n", stderr: "WARNING: proceeding, even though we could not create PATH aliases: Refusing to create helper binaries under temporary dir \"/tmp\"\n"}}, "npm", "", ""},
 		{"no npm", codex, map[string]fakeAnswer{}, "", "install-cli: npm install @openai/codex failed: command not found", "npm is not on the box's login PATH"},
 		{"not on PATH after", codex, map[string]fakeAnswer{"npm": {}}, "", "install-cli: check codex --version failed: command not found", "~/.profile"},
 	} {
@@ -68,8 +72,9 @@ func TestInstaller(t *testing.T) {
 			in := &Installer{Kind: tt.kind, Run: f.run, Log: &log}
 			res, err := in.Install(context.Background())
 			if tt.err == "" {
-				if err != nil || res.Via != tt.via || res.Version == "" {
-					t.Fatalf("Install = %+v, %v; ran %q", res, err, f.ran)
+				want, _, _ := strings.Cut(tt.answers[tt.kind.Binary()].stdout, "\n")
+				if err != nil || res.Via != tt.via || res.Version != want {
+					t.Fatalf("Install = %+v, %v, want version %q; ran %q", res, err, want, f.ran)
 				}
 				return
 			}
