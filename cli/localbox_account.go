@@ -199,7 +199,7 @@ func runAccountRemove(env Env, s Streams, o accountOptions, name string) error {
 		}
 		for _, a := range as[1:] {
 			if a.Name == name {
-				return &ExitError{Code: ExitNeedsYes, Err: fmt.Errorf("removing account %s revokes its %d tokens, ends its commands and deletes its boxes (%s) for good; to do it: cocoonbox localbox account remove %s --yes", name, len(a.Devices), strings.Join(a.Boxes, ", "), name)}
+				return &ExitError{Code: ExitNeedsYes, Err: fmt.Errorf("removing account %s revokes its %s, ends its commands and deletes its boxes (%s) for good; to do it: cocoonbox localbox account remove %s --yes", name, count(len(a.Devices), "token"), strings.Join(a.Boxes, ", "), name)}
 			}
 		}
 		if name == localbox.OwnerAccount {
@@ -222,14 +222,19 @@ func runAccountRemove(env Env, s Streams, o accountOptions, name string) error {
 	if r.UserDeleted {
 		user = "deleted"
 	}
-	tokens := fmt.Sprintf("%d tokens revoked", r.Tokens)
-	if r.Tokens == 1 {
-		tokens = "1 token revoked"
-	}
+	tokens := count(r.Tokens, "token") + " revoked"
 	boxes := "no boxes"
 	if bs := nonNil(r.Boxes); len(bs) > 0 {
 		boxes = "boxes deleted: " + strings.Join(bs, ", ")
 	}
 	fmt.Fprintf(s.Err, "account %s removed: %s, %s; the Unix user `%s` %s\n", name, tokens, boxes, r.Account.UnixUser, user)
 	return nil
+}
+
+// count is n and noun, plural but for one: "1 token", "2 tokens".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -1,5 +1,5 @@
-// The consent page of the local box: sign in as the machine's owner with
-// the one-time sign-in code, then Allow or Deny the request in the URL.
+// The consent page of the local box: sign in to an account with its
+// one-time sign-in code, then Allow or Deny the request in the URL.
 // Text from the request is only ever set as textContent.
 'use strict';
 
