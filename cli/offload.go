@@ -729,6 +729,11 @@ func runInstallCLI(env Env, s Streams, o offloadOptions) error {
 			}
 			return st.Code, nil
 		}
+		// A box that is not there is said before any line of the install's
+		// (and a sleeping one wakes here, its lines first).
+		if _, err := run(ctx, "true", nil, io.Discard, io.Discard); err != nil {
+			return signalled(code, err, "interrupted before install-cli began in box "+o.Box+"; nothing changed")
+		}
 		in := &offload.Installer{Kind: kind, Run: run, Box: o.Box, Log: s.Err, Output: s.Err, Force: o.Force}
 		var logPath string
 		if !o.Verbose {
