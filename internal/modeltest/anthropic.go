@@ -50,8 +50,14 @@ func userText(bs []block) string {
 // claude 2.1.197 sends the prompts of turns that failed (an API error)
 // with the next one as one message (cli/testdata/realcli/README).
 func userPrompts(bs []block) []string {
-	if slices.ContainsFunc(bs, func(b block) bool { return b.Type == "tool_result" }) {
-		return nil
+	// A tool's result carries no prompt, but claude puts the prompt of
+	// the turn after a failed one behind the failed turn's last result,
+	// in the same message (cli/testdata/realcli/claude_midturn.txtar).
+	for i, b := range slices.Backward(bs) {
+		if b.Type == "tool_result" {
+			bs = bs[i+1:]
+			break
+		}
 	}
 	var ps []string
 	for _, b := range bs {
@@ -114,7 +120,11 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte) {
 		// A side request (a title, a topic, a quota probe): text only.
 		answer = "side"
 		content = []map[string]any{{"type": "text", "text": `{"title": "Scripted task"}`}}
-	} else if cmd := anthropicTurn(&req).next(); cmd != "" {
+	} else if cmd := anthropicTurn(&req).next(); failAt(cmd) != NoFault {
+		s.record(r, body, "fault:"+failAt(cmd).String())
+		s.writeFault(w, r, failAt(cmd))
+		return
+	} else if cmd != "" {
 		answer, stop = "tool:"+cmd, "tool_use"
 		content = []map[string]any{{"type": "tool_use", "id": s.id("toolu"), "name": "Bash",
 			"input": map[string]any{"command": cmd, "description": "scripted step"}}}

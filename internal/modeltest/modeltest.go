@@ -15,6 +15,11 @@
 //	model: bash CMD      run CMD through the CLI's shell tool
 //	model: progress      write a complete hand-over to the path the first
 //	                     prompt names and post it with --progress
+//	model: fail STATUS   answer the request that would call this step
+//	                     with HTTP status STATUS (400-599) in the vendor's
+//	                     error body, as SetFault does: the turn fails
+//	                     after the steps before it ran (every retry of
+//	                     that request fails too)
 //
 // and a prompt that starts "BACK:" (cocoonbox-agent's BACK instruction)
 // commits what is left, writes the hand-over to the path it names and
@@ -185,6 +190,24 @@ type turn struct {
 	done int
 }
 
+// failStep starts a plan step that fails its request ("model: fail
+// STATUS"); no shell command starts with a NUL.
+const failStep = "\x00fail "
+
+// failAt is the fault that plan step cmd asks for, or NoFault when it is
+// a command (or names no status that ParseFault takes).
+func failAt(cmd string) Fault {
+	st, ok := strings.CutPrefix(cmd, failStep)
+	if !ok {
+		return NoFault
+	}
+	f, err := ParseFault(st)
+	if err != nil || f <= 0 {
+		return NoFault
+	}
+	return f
+}
+
 // next is the command to call next, or "" when the turn is over.
 func (t turn) next() string {
 	if t.done < len(t.plan) {
@@ -238,6 +261,8 @@ func planOf(text string, prompts []string) []string {
 		switch {
 		case strings.HasPrefix(rest, "bash "):
 			plan = append(plan, strings.TrimSpace(rest[len("bash "):]))
+		case strings.HasPrefix(rest, "fail "):
+			plan = append(plan, failStep+strings.TrimSpace(rest[len("fail "):]))
 		case rest == "progress":
 			for _, p := range prompts {
 				if m := progressRE.FindStringSubmatch(p); m != nil {

@@ -82,6 +82,14 @@ func TestMergedPrompts(t *testing.T) {
 	if plan := anthropicTurn(req).plan; len(plan) != 2 || !strings.HasPrefix(plan[0], "git add -A") || plan[1] != "echo back" {
 		t.Errorf("plan %q, want BACK's", plan)
 	}
+	// After a turn that failed past a tool call, claude sends the next
+	// prompt behind that call's result, in one message (recorded from
+	// Claude Code in claude_midturn.txtar): the turn is that prompt's.
+	req = &messagesRequest{}
+	json.Unmarshal([]byte(`{"messages":[{"role":"user","content":"model: bash echo a\nmodel: fail 529"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"a"},{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"BACK: the user is taking this task back now.\nmodel: bash echo back"}]}]}`), req)
+	if tu := anthropicTurn(req); len(tu.plan) != 2 || tu.done != 0 || tu.plan[1] != "echo back" {
+		t.Errorf("turn %+v, want BACK's, none done", tu)
+	}
 }
 
 // The faults: a refused connection, then each status in the vendor's
@@ -135,5 +143,47 @@ func TestFaults(t *testing.T) {
 	}
 	if _, err := ParseFault("200"); err == nil {
 		t.Error("ParseFault(200) took a status that is no error")
+	}
+}
+
+// "model: fail STATUS": the first request calls the step before it; the
+// one with that step's result is answered with STATUS in the vendor's
+// body, on both APIs; a later prompt without the step is served again.
+func TestFailStep(t *testing.T) {
+	s, err := Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	first := `{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"model: bash echo hi\nmodel: fail 529"}]}`
+	if out := post(t, s.URL+"/v1/messages", first); !strings.Contains(out, `"partial_json":"{\"command\":\"echo hi\"`) {
+		t.Errorf("the step before the fail is not called:\n%s", out)
+	}
+	after := `{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"model: bash echo hi\nmodel: fail 529"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"hi"}]}]}`
+	resp, err := http.Post(s.URL+"/v1/messages", "application/json", strings.NewReader(after))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 529 || !strings.Contains(string(b), `"type":"overloaded_error"`) {
+		t.Errorf("after the step's result: %d %s, want 529 overloaded_error", resp.StatusCode, b)
+	}
+	oa := `{"model":"m","stream":true,"tools":[{"type":"function","name":"exec_command"}],"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"model: fail 500"}]}]}`
+	resp, err = http.Post(s.URL+"/v1/responses", "application/json", strings.NewReader(oa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 500 || !strings.Contains(string(b), `"type":"server_error"`) {
+		t.Errorf("responses: %d %s, want 500 server_error", resp.StatusCode, b)
+	}
+	later := `{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"model: bash echo hi\nmodel: fail 529"},{"role":"user","content":"model: bash echo again"}]}`
+	if out := post(t, s.URL+"/v1/messages", later); !strings.Contains(out, `echo again`) {
+		t.Errorf("a later prompt without the step:\n%s", out)
+	}
+	if reqs := s.Requests(); len(reqs) != 4 || reqs[1].Answer != "fault:529" || reqs[2].Answer != "fault:500" {
+		t.Errorf("requests: %+v", reqs)
 	}
 }

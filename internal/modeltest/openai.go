@@ -75,7 +75,13 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, body []byte) 
 	}
 	var item map[string]any
 	answer := "text"
-	if cmd := responsesTurn(&req).next(); cmd != "" && len(req.Tools) > 0 {
+	cmd := responsesTurn(&req).next()
+	if f := failAt(cmd); f != NoFault && len(req.Tools) > 0 {
+		s.record(r, body, "fault:"+f.String())
+		s.writeFault(w, r, f)
+		return
+	}
+	if cmd != "" && len(req.Tools) > 0 {
 		answer = "tool:" + cmd
 		name, args := shellCall(&req, cmd)
 		a, _ := json.Marshal(args)
