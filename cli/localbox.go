@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log"
@@ -315,7 +317,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		err := adopt(env, dir, ri)
 		certErr, _ = errors.AsType[*box.CertError](err)
 		if certErr != nil && o.TLSCert != "" && env.Getenv("COCOONBOX_CA_FILE") == "" {
-			pinned, err = adoptPinned(env, dir, ri, o.TLSCert)
+			pinned, err = adoptPinned(env, dir, ri, o.TLSCert, err)
 			certErr, _ = errors.AsType[*box.CertError](err)
 		}
 		return err == nil || certErr != nil
@@ -388,11 +390,16 @@ func adopt(env Env, dir string, ri localbox.Runtime) error {
 }
 
 // adoptPinned adopts the local box ri, served with the certificate file
-// cert that this computer's roots do not vouch for, with cert pinned as the
-// endpoint's CA: the owner named the file, and the server is the one just
-// started. It returns the pin's path. When adopt still fails, the endpoint's
-// earlier pin (or none) is put back and the error returned.
-func adoptPinned(env Env, dir string, ri localbox.Runtime, cert string) (string, error) {
+// cert that this computer's roots do not vouch for (certErr), with the
+// certificate pinned as the endpoint's CA: the owner named the file, and
+// the server is the one just started. What is pinned is the file's first
+// certificate alone, and only when it is the one the server presents in a
+// handshake (what the file says now may not be what the server loaded);
+// no other block of the file (a key, another CA) is copied. It returns
+// the pin's path. When that cannot be, or adopt still fails, the
+// endpoint's earlier pin (or none) stays or is put back, and the error is
+// certErr or adopt's.
+func adoptPinned(env Env, dir string, ri localbox.Runtime, cert string, certErr error) (string, error) {
 	ep, err := box.ParseEndpoint(ri.Endpoint)
 	if err != nil {
 		return "", err
@@ -401,9 +408,9 @@ func adoptPinned(env Env, dir string, ri localbox.Runtime, cert string) (string,
 	if err != nil {
 		return "", err
 	}
-	pem, err := os.ReadFile(cert)
+	leaf, err := servedLeaf(ep, cert)
 	if err != nil {
-		return "", err
+		return "", certErr
 	}
 	var before []byte
 	if p := box.WithCA(ep, env.Getenv).CAFile; p != "" {
@@ -411,7 +418,7 @@ func adoptPinned(env Env, dir string, ri localbox.Runtime, cert string) (string,
 			return "", err
 		}
 	}
-	p, err := box.PinCA(cfgDir, ep, pem)
+	p, err := box.PinCA(cfgDir, ep, leaf)
 	if err != nil {
 		return "", err
 	}
@@ -424,6 +431,36 @@ func adoptPinned(env Env, dir string, ri localbox.Runtime, cert string) (string,
 		return "", err
 	}
 	return p, nil
+}
+
+// servedLeaf is the first certificate of the PEM file cert, PEM-encoded,
+// when the server at ep presents it in a handshake, and an error
+// otherwise. The handshake checks nothing else: it only reads what is
+// served.
+func servedLeaf(ep box.Endpoint, cert string) ([]byte, error) {
+	b, err := os.ReadFile(cert)
+	if err != nil {
+		return nil, err
+	}
+	var first *pem.Block
+	for rest := b; first == nil; {
+		var blk *pem.Block
+		if blk, rest = pem.Decode(rest); blk == nil {
+			return nil, fmt.Errorf("%s holds no certificate", cert)
+		}
+		if blk.Type == "CERTIFICATE" {
+			first = blk
+		}
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ep.Target, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if pc := c.ConnectionState().PeerCertificates; len(pc) == 0 || !bytes.Equal(pc[0].Raw, first.Bytes) {
+		return nil, fmt.Errorf("the server at %s presents another certificate than %s", ep.URL, cert)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: first.Bytes}), nil
 }
 
 // localEndpoint is the endpoint of the local box ri, with its self-signed
