@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -57,21 +58,33 @@ func fileExists(p string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// PinCA checks that pem holds at least one PEM certificate and saves it as
-// the CA of ep under the configuration directory dir (0600), so that
-// WithCA finds it. It returns the path written.
-func PinCA(dir string, ep Endpoint, pem []byte) (string, error) {
+// PinCA checks that the PEM data b holds at least one certificate and
+// saves its CERTIFICATE blocks, and nothing else of it (a key that came
+// in the same file), as the CA of ep under the configuration directory
+// dir (0600), so that WithCA finds it. It returns the path written.
+func PinCA(dir string, ep Endpoint, b []byte) (string, error) {
 	if !ep.TLS {
 		return "", fmt.Errorf("%s is not an https endpoint; only those take a CA", ep.URL)
 	}
-	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
 		return "", errors.New("the CA file holds no PEM certificate (want -----BEGIN CERTIFICATE-----)")
 	}
+	var certs []byte
+	for rest := b; ; {
+		var blk *pem.Block
+		if blk, rest = pem.Decode(rest); blk == nil {
+			break
+		}
+		if blk.Type == "CERTIFICATE" {
+			certs = append(certs, pem.EncodeToMemory(&pem.Block{Type: blk.Type, Bytes: blk.Bytes})...)
+		}
+	}
+	b = certs
 	p := caPath(dir, ep)
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return "", err
 	}
-	return p, atomicfile.WriteFile(p, pem, 0o600)
+	return p, atomicfile.WriteFile(p, b, 0o600)
 }
 
 // TLSConfig is the client TLS configuration for ep: TLS 1.2 or later,

@@ -1,6 +1,7 @@
 package box
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -40,12 +41,18 @@ func TestWithCA(t *testing.T) {
 	if _, err := PinCA(filepath.Join(cfg, "cocoonbox"), ep, []byte("not a certificate")); err == nil {
 		t.Error("PinCA took a file with no certificate")
 	}
-	p, err := PinCA(filepath.Join(cfg, "cocoonbox"), ep, testPEM(t))
+	// A file that holds a key beside the certificate: the key is not copied.
+	ca := testPEM(t)
+	withKey := append(append([]byte{}, ca...), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte("secret")})...)
+	p, err := PinCA(filepath.Join(cfg, "cocoonbox"), ep, withKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("pin %s: %v, %v", p, fi, err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, ca) {
+		t.Errorf("pin holds %q, want the certificate alone", b)
 	}
 	if got := WithCA(ep, getenv).CAFile; got != p {
 		t.Errorf("pinned: CAFile %q, want %q", got, p)
