@@ -170,7 +170,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	if tc != nil {
 		host := "localhost"
 		if ri.CA == "" {
-			host = localbox.CertNames(tc)[0]
+			host = localbox.LocalName(tc)
 		}
 		lis, ri.Endpoint, err = localbox.ListenTLS(o.Listen, host)
 	} else {

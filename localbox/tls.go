@@ -220,6 +220,34 @@ func CertNames(c *tls.Config) []string {
 	return out
 }
 
+// LocalName is the name this machine's own clients reach a server of c
+// by when it listens on every address: the first of localhost, 127.0.0.1,
+// ::1 and this machine's host name that c's first certificate is for
+// (a wildcard may cover the host name), else its first name that is not a
+// wildcard, else its first name. A certificate's first name may be one
+// that does not resolve here (a public name, "*.example.com").
+func LocalName(c *tls.Config) string {
+	cands := []string{"localhost", "127.0.0.1", "::1"}
+	if h, err := os.Hostname(); err == nil {
+		cands = append(cands, h)
+	}
+	for _, h := range cands {
+		if certFor(c, h) {
+			return h
+		}
+	}
+	names := CertNames(c)
+	for _, n := range names {
+		if !strings.HasPrefix(n, "*") {
+			return n
+		}
+	}
+	if len(names) > 0 {
+		return names[0]
+	}
+	return "localhost"
+}
+
 // certFor reports whether c's first certificate is valid for host.
 func certFor(c *tls.Config, host string) bool {
 	return len(c.Certificates) > 0 && c.Certificates[0].Leaf != nil && c.Certificates[0].Leaf.VerifyHostname(host) == nil

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -139,4 +140,41 @@ func TestSelfSignedKept(t *testing.T) {
 	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the key's mode: %v, %v; want 0600", fi.Mode(), err)
 	}
+}
+
+// The name this machine's clients use for a server on every address: a
+// loopback name the certificate is for comes before its first name, which
+// may be a wildcard or a public name that does not resolve here (the break
+// test: start waited 15 s on https://*.example.test:PORT and gave up).
+func TestLocalName(t *testing.T) {
+	host, _ := os.Hostname()
+	for _, tt := range []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"*.example.test", "localhost", "127.0.0.1"}, "localhost"},
+		{[]string{"box.invalid", "127.0.0.1"}, "127.0.0.1"},
+		{[]string{"*." + host, host}, host},
+		{[]string{"*.example.test", "box.example.test"}, "box.example.test"},
+		{[]string{"*.example.test"}, "*.example.test"},
+	} {
+		tc := &tls.Config{Certificates: []tls.Certificate{{Leaf: leafFor(tt.names)}}}
+		if got := localbox.LocalName(tc); got != tt.want {
+			t.Errorf("LocalName(%q) = %q, want %q", tt.names, got, tt.want)
+		}
+	}
+}
+
+// leafFor is a certificate for names (DNS names and IP addresses), as
+// LocalName reads it: its subject alternative names alone.
+func leafFor(names []string) *x509.Certificate {
+	c := &x509.Certificate{}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			c.IPAddresses = append(c.IPAddresses, ip)
+		} else {
+			c.DNSNames = append(c.DNSNames, n)
+		}
+	}
+	return c
 }
