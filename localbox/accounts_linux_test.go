@@ -598,3 +598,64 @@ func TestRemoveAccountResumes(t *testing.T) {
 		t.Errorf("a third remove: %v, want no such account", err)
 	}
 }
+
+// A claim whose state directory is gone is stale, and the next local box
+// takes its user over; what the gone one's boxes left running as that
+// user ends first. The break test planted such a process (its
+// environment cleared, so stop's sweep passed it over) under `user`, and
+// it read the next local box's 0600 files.
+func TestStaleClaimTakeover(t *testing.T) {
+	dir1, claims, prefix := rootState(t)
+	dir2 := filepath.Join(filepath.Dir(dir1), "state2")
+	for _, d := range []string{dir1, dir2} {
+		if err := localbox.MkdirState(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := prefix + "own"
+	if out, err := exec.Command("useradd", "-M", "-s", "/usr/sbin/nologin", own).CombinedOutput(); err != nil {
+		t.Fatalf("useradd %s: %v %s", own, err, out)
+	}
+	u, err := user.Lookup(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := localbox.ClaimOwnerUser(claims, dir1, own); err != nil {
+		t.Fatal(err)
+	}
+	left := exec.Command("sleep", "600")
+	left.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	if err := left.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { left.Process.Kill(); left.Wait() })
+	done := make(chan struct{})
+	go func() { left.Wait(); close(done) }()
+
+	if err := os.RemoveAll(dir1); err != nil {
+		t.Fatal(err)
+	}
+	if err := localbox.ClaimOwnerUser(claims, dir2, own); err != nil {
+		t.Fatalf("the next local box takes the stale claim: %v", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("the gone local box's process %d still runs as %s after the next took it over", left.Process.Pid, own)
+	}
+	// A live claim's processes are not ended by a claim that is refused.
+	again := exec.Command("sleep", "600")
+	again.SysProcAttr = left.SysProcAttr
+	if err := again.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Process.Kill(); again.Wait() })
+	if err := localbox.ClaimOwnerUser(claims, dir1+"x", own); err == nil {
+		t.Fatal("a third local box took a live claim")
+	}
+	if err := again.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("a refused claim ended the live claim's process: %v", err)
+	}
+}

@@ -111,8 +111,9 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser,
 		return nil, false, fmt.Errorf("bad unix user name %q: use 1 to 32 of a-z, 0-9, _ and -, not starting with -", unix)
 	}
 	err = withClaims(claims, func() error {
-		if c, ok := readClaim(claims, unix); ok && c.live() && (c.StateDir != stateDir || c.Account != account) {
-			return fmt.Errorf("unix user %s belongs to %s; %s", unix, c.holder(stateDir), other)
+		prev, had := readClaim(claims, unix)
+		if had && prev.live() && (prev.StateDir != stateDir || prev.Account != account) {
+			return fmt.Errorf("unix user %s belongs to %s; %s", unix, prev.holder(stateDir), other)
 		}
 		pw, lerr := user.Lookup(unix)
 		switch {
@@ -154,6 +155,15 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser,
 					deleteUnixUser(unix)
 				}
 				return fmt.Errorf("unix user %s has uid %d, as unix user %s of %s; no two accounts share a uid: %s", unix, u.uid, e.Name(), c.holder(stateDir), other)
+			}
+		}
+		// A stale claim's state directory is gone, but what its boxes left
+		// running as the user (a command that cleared its environment
+		// escapes stop's sweep) would read this local box's files: it ends
+		// before the user is this one's.
+		if had && (prev.StateDir != stateDir || prev.Account != account) && prev.UID == u.uid {
+			if err := killUser(u.uid, 5*time.Second); err != nil {
+				return fmt.Errorf("unix user %s was the box user of the local box at %s, which is gone, and its processes did not end (%v); end them (pkill -KILL -u %s) and start again", unix, prev.StateDir, err, unix)
 			}
 		}
 		b, _ := json.Marshal(claim{StateDir: stateDir, Account: account, UID: u.uid})
