@@ -72,6 +72,23 @@ func TestParse(t *testing.T) {
 		{[]string{"-e", "a", "-o", "EscapeChar=b", "main"}, opts(func(o *Options) { o.EscapeChar = 'a' })},
 		{[]string{"-e", "a", "-e", "b", "main"}, opts(func(o *Options) { o.EscapeChar = 'b' })},
 		{[]string{"-N", "main"}, opts(func(o *Options) { o.Session = SessionNone })},
+		// -f is -n too, as in ssh.c; ForkAfterAuthentication alone is not.
+		{[]string{"-fN", "main"}, opts(func(o *Options) {
+			o.ForkAfterAuthentication, o.StdinNull, o.Session = true, true, SessionNone
+			o.Other = []Setting{{"forkafterauthentication", "yes"}}
+		})},
+		{[]string{"-o", "ForkAfterAuthentication=no", "-f", "main", "true"}, opts(func(o *Options) {
+			o.ForkAfterAuthentication, o.StdinNull, o.Command = true, true, []string{"true"}
+			o.Other = []Setting{{"forkafterauthentication", "yes"}}
+		})},
+		{[]string{"-f", "-o", "ForkAfterAuthentication=no", "main", "true"}, opts(func(o *Options) {
+			o.ForkAfterAuthentication, o.StdinNull, o.Command = true, true, []string{"true"}
+			o.Other = []Setting{{"forkafterauthentication", "yes"}}
+		})},
+		{[]string{"-o", "ForkAfterAuthentication=yes", "-o", "RemoteCommand=true", "main"}, opts(func(o *Options) {
+			o.ForkAfterAuthentication, o.RemoteCommand = true, "true"
+			o.Other = []Setting{{"forkafterauthentication", "yes"}}
+		})},
 		{[]string{"-s", "main", "sftp"}, opts(func(o *Options) { o.Session, o.Command = SessionSubsystem, []string{"sftp"} })},
 		{[]string{"-o", "HostName=other", "main"}, opts(func(o *Options) { o.HostName = "other" })},
 		{[]string{"-o", "RemoteCommand=none", "main"}, opts(func(o *Options) {})},
@@ -152,7 +169,9 @@ func TestParseErrors(t *testing.T) {
 		{"-w", "0", "main"},
 		{"-O", "check", "main"},
 		{"-Q", "cipher"},
-		{"-f", "main", "true"},
+		{"-f", "main"},
+		{"-f", "-T", "main"},
+		{"-o", "ForkAfterAuthentication=maybe", "main", "true"},
 		{"-1", "main"},
 		{"-p", "0", "main"},
 		{"-p", "x", "main"},
