@@ -89,6 +89,37 @@ func TestSSHForkCommand(t *testing.T) {
 	}
 }
 
+// TestSSHForkKeepsStdin: -o ForkAfterAuthentication=yes, unlike -f, is
+// not -n, through each client as with sshd: the background command reads
+// the call's stdin to its end.
+func TestSSHForkKeepsStdin(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	d := startSSHD(t)
+	for _, c := range forkClients(t, b, d) {
+		dir := t.TempDir()
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		in, got := filepath.Join(dir, "stdin"), filepath.Join(dir, "got")
+		write(t, in, "from stdin\n")
+		stdin, err := os.Open(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stdin.Close()
+		cmd := c.cmd([]string{"-o", "ForkAfterAuthentication=yes"}, "cat > "+got+".tmp && mv "+got+".tmp "+got)
+		cmd.Stdin = stdin
+		if r := runFiles(t, cmd); r != (result{}) {
+			t.Fatalf("%s: got %+v, want exit 0 and no output", c.name, r)
+		}
+		waitFor(t, nil, func() bool { _, err := os.Stat(got); return err == nil })
+		if s := readFile(t, got); s != "from stdin\n" {
+			t.Errorf("%s: the command read %q", c.name, s)
+		}
+	}
+}
+
 // TestSSHForkFailures: what ssh -f refuses or fails at, it says in the
 // foreground, with 255, through each client as with sshd: no command and
 // no -N (OpenSSH's line, ours with our prefix), and, with
