@@ -13,10 +13,13 @@ import (
 	"time"
 )
 
-// forkClients are the three ways to run ssh -f side by side: OpenSSH's
-// ssh with a real sshd (the reference), OpenSSH's ssh through
-// cocoonbox-ssh --stdio, and cocoonbox-ssh itself.
-func forkClients(t *testing.T, b *testBox, d *sshd) []boxClient {
+// forkClients are the three ways to run ssh -f side by side, each
+// test's own: OpenSSH's ssh with a real sshd (the reference), OpenSSH's
+// ssh through cocoonbox-ssh --stdio, and cocoonbox-ssh itself, the last
+// two with a local box.
+func forkClients(t *testing.T) []boxClient {
+	b := startBox(t)
+	d := startSSHD(t)
 	return append([]boxClient{{"ssh with sshd", func(args []string, command ...string) *exec.Cmd {
 		return exec.Command("ssh", append(append(append([]string{"-F", d.Config, "-p", d.Port}, args...), d.User+"@127.0.0.1"), command...)...)
 	}, func(l string) string { return l + "\r\n" }}}, boxClients(t, b)...)
@@ -31,10 +34,8 @@ func forkClients(t *testing.T, b *testBox, d *sshd) []boxClient {
 // stderr for as long as it runs.
 func TestSSHForkForward(t *testing.T) {
 	t.Parallel()
-	b := startBox(t)
-	d := startSSHD(t)
 	echo := echoTarget(t)
-	for _, c := range forkClients(t, b, d) {
+	for _, c := range forkClients(t) {
 		lp, err := freePort()
 		if err != nil {
 			t.Fatal(err)
@@ -58,13 +59,8 @@ func TestSSHForkForward(t *testing.T) {
 // /dev/null, as ssh's.
 func TestSSHForkCommand(t *testing.T) {
 	t.Parallel()
-	b := startBox(t)
-	d := startSSHD(t)
-	for _, c := range forkClients(t, b, d) {
-		dir := t.TempDir()
-		if err := os.Chmod(dir, 0o777); err != nil {
-			t.Fatal(err)
-		}
+	for _, c := range forkClients(t) {
+		dir := openDir(t)
 		gate, done := filepath.Join(dir, "go"), filepath.Join(dir, "done")
 		line := "while [ ! -e " + gate + " ]; do sleep 0.1; done; echo done > " + done + "; echo out; echo err >&2"
 		stdout, stderr := createFile(t, filepath.Join(dir, "stdout")), createFile(t, filepath.Join(dir, "stderr"))
@@ -94,13 +90,8 @@ func TestSSHForkCommand(t *testing.T) {
 // the call's stdin to its end.
 func TestSSHForkKeepsStdin(t *testing.T) {
 	t.Parallel()
-	b := startBox(t)
-	d := startSSHD(t)
-	for _, c := range forkClients(t, b, d) {
-		dir := t.TempDir()
-		if err := os.Chmod(dir, 0o777); err != nil {
-			t.Fatal(err)
-		}
+	for _, c := range forkClients(t) {
+		dir := openDir(t)
 		in, got := filepath.Join(dir, "stdin"), filepath.Join(dir, "got")
 		write(t, in, "from stdin\n")
 		stdin, err := os.Open(in)
@@ -128,12 +119,10 @@ func TestSSHForkKeepsStdin(t *testing.T) {
 // is left behind.
 func TestSSHForkFailures(t *testing.T) {
 	t.Parallel()
-	b := startBox(t)
-	d := startSSHD(t)
 	port := usedPort(t)
 	const noCommand = "Cannot fork into background without a command to execute."
 	reason := "listen on 127.0.0.1:" + port + " in box main: address already in use"
-	for _, c := range forkClients(t, b, d) {
+	for _, c := range forkClients(t) {
 		ours := c.name == "cocoonbox-ssh"
 		for _, args := range [][]string{{"-f"}, {"-o", "ForkAfterAuthentication=yes"}, {"-f", "-n", "-T"}} {
 			want := result{Code: 255, Stderr: noCommand + "\r\n"}
@@ -175,6 +164,16 @@ func TestSSHForkFailures(t *testing.T) {
 			t.Errorf("%s -f -L %s: processes %v are left", c.name, spec, pids)
 		}
 	}
+}
+
+// openDir is a temporary directory every user may write to, for the
+// commands of sshd's user and the box's.
+func openDir(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // runFiles runs c with stdout and stderr to files, and returns what it did.
