@@ -3,7 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/cocoonbox/cocoonbox/box"
@@ -26,6 +28,19 @@ func SSH(args []string, env Env, s Streams) int {
 	return runShim("cocoonbox-ssh", args, env, s)
 }
 
+// shimArgv is the command line that runs prog with args again, for -f;
+// nil when this executable cannot be found.
+func shimArgv(prog string, args []string) []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	if sub, ok := strings.CutPrefix(prog, "cocoonbox "); ok {
+		return append([]string{exe, sub}, args...)
+	}
+	return append([]string{exe}, args...)
+}
+
 func runShim(prog string, args []string, env Env, s Streams) int {
 	// A closed stdout must be an EPIPE error we can answer with 255, not a
 	// death by SIGPIPE.
@@ -44,6 +59,7 @@ func runShim(prog string, args []string, env Env, s Streams) int {
 		return shim.ExitFailure
 	}
 	return shim.Run(o, shim.Env{
+		Argv:    shimArgv(prog, args),
 		Prog:    prog,
 		Version: fmt.Sprintf("%s %s, OpenSSH_9.2 command line", prog, version.String()),
 		Stdin:   s.In,

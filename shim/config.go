@@ -134,9 +134,7 @@ func (o *Options) configLine(line string) error {
 			return usagef("-o tunnel: tunnel device forwarding is not supported")
 		}
 	case "forkafterauthentication":
-		if !isNo(v) {
-			return usagef("-o forkafterauthentication: going to background is not supported")
-		}
+		return o.boolOption(key, v, &o.ForkAfterAuthentication)
 	case "permitlocalcommand":
 		if !isNo(v) {
 			return usagef("-o permitlocalcommand: a local command is not supported")

@@ -211,6 +211,7 @@ func (r *runner) stdioForward(c *box.Client) int {
 		return r.fail(fmt.Errorf("stdio forwarding failed: %w", err))
 	}
 	defer rc.Close()
+	r.markReady()
 	if r.env.Stdin != nil && !r.o.StdinNull {
 		go halfclose.Copy(rc, r.env.Stdin)
 	} else {

@@ -112,8 +112,12 @@ type Options struct {
 	RemoteCommand string
 	// TTY is -T, -t, -tt or -o RequestTTY.
 	TTY TTYMode
-	// StdinNull is -n or -o StdinNull=yes: stdin is /dev/null.
+	// StdinNull is -n, -f or -o StdinNull=yes: stdin is /dev/null.
 	StdinNull bool
+	// ForkAfterAuthentication is -f or -o ForkAfterAuthentication: the run
+	// goes to the background once its forwards listen and its command has
+	// started (background.go).
+	ForkAfterAuthentication bool
 	// Session is -N, -s or -o SessionType.
 	Session SessionType
 	// LogLevel is -q, -v or -o LogLevel; zero is INFO.
@@ -228,6 +232,10 @@ func Parse(args []string) (*Options, error) {
 	if o.RemoteCommand != "" && len(o.Command) > 0 {
 		return nil, usagef("cannot execute command-line and remote command")
 	}
+	if o.ForkAfterAuthentication && len(o.Command) == 0 && o.RemoteCommand == "" && o.Session != SessionNone {
+		// ssh.c's words; like ssh, -G says it too.
+		return nil, usagef("Cannot fork into background without a command to execute.")
+	}
 	if o.Session == SessionSubsystem && len(o.Command) == 0 && o.RemoteCommand == "" {
 		return nil, usagef("-s: no subsystem named; usage: cocoonbox-ssh -s BOX SUBSYSTEM")
 	}
@@ -287,7 +295,6 @@ func (o *Options) options(args []string) (rest []string, terminated bool, err er
 // a box cannot do yet.
 var unsupportedFlags = map[byte]string{
 	'1': "-1: SSH protocol v.1 is no longer supported",
-	'f': "-f (go to background) is not supported",
 	'J': "-J (jump host) is not supported: a box is reached through the cocoonbox API",
 	'O': "-O (control a multiplexing master) is not supported; cocoonbox-ssh shares its connections by itself: COCOONBOX_CONTROL_PERSIST=no turns that off, cocoonbox logout stops the masters",
 	'Q': "-Q (query ssh algorithms) is not supported: a box is reached through the cocoonbox API",
@@ -320,6 +327,11 @@ func (o *Options) flag(c byte) error {
 		return nil
 	}
 	switch c {
+	case 'f':
+		// As ssh.c: -f also means -n, -o ForkAfterAuthentication does not.
+		byFlag(o, "forkafterauthentication", &o.ForkAfterAuthentication, true)
+		o.other("forkafterauthentication", "yes", true)
+		byFlag(o, "stdinnull", &o.StdinNull, true)
 	case 'G':
 		o.DumpConfig = true
 	case 'g':

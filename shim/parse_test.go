@@ -2,6 +2,8 @@ package shim
 
 import (
 	"errors"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,6 +74,23 @@ func TestParse(t *testing.T) {
 		{[]string{"-e", "a", "-o", "EscapeChar=b", "main"}, opts(func(o *Options) { o.EscapeChar = 'a' })},
 		{[]string{"-e", "a", "-e", "b", "main"}, opts(func(o *Options) { o.EscapeChar = 'b' })},
 		{[]string{"-N", "main"}, opts(func(o *Options) { o.Session = SessionNone })},
+		// -f is -n too, as in ssh.c; ForkAfterAuthentication alone is not.
+		{[]string{"-fN", "main"}, opts(func(o *Options) {
+			o.ForkAfterAuthentication, o.StdinNull, o.Session = true, true, SessionNone
+			o.Other = []Setting{{"forkafterauthentication", "yes"}}
+		})},
+		{[]string{"-o", "ForkAfterAuthentication=no", "-f", "main", "true"}, opts(func(o *Options) {
+			o.ForkAfterAuthentication, o.StdinNull, o.Command = true, true, []string{"true"}
+			o.Other = []Setting{{"forkafterauthentication", "yes"}}
+		})},
+		{[]string{"-f", "-o", "ForkAfterAuthentication=no", "main", "true"}, opts(func(o *Options) {
+			o.ForkAfterAuthentication, o.StdinNull, o.Command = true, true, []string{"true"}
+			o.Other = []Setting{{"forkafterauthentication", "yes"}}
+		})},
+		{[]string{"-o", "ForkAfterAuthentication=yes", "-o", "RemoteCommand=true", "main"}, opts(func(o *Options) {
+			o.ForkAfterAuthentication, o.RemoteCommand = true, "true"
+			o.Other = []Setting{{"forkafterauthentication", "yes"}}
+		})},
 		{[]string{"-s", "main", "sftp"}, opts(func(o *Options) { o.Session, o.Command = SessionSubsystem, []string{"sftp"} })},
 		{[]string{"-o", "HostName=other", "main"}, opts(func(o *Options) { o.HostName = "other" })},
 		{[]string{"-o", "RemoteCommand=none", "main"}, opts(func(o *Options) {})},
@@ -152,7 +171,9 @@ func TestParseErrors(t *testing.T) {
 		{"-w", "0", "main"},
 		{"-O", "check", "main"},
 		{"-Q", "cipher"},
-		{"-f", "main", "true"},
+		{"-f", "main"},
+		{"-f", "-T", "main"},
+		{"-o", "ForkAfterAuthentication=maybe", "main", "true"},
 		{"-1", "main"},
 		{"-p", "0", "main"},
 		{"-p", "x", "main"},
@@ -240,6 +261,60 @@ func TestSplitWords(t *testing.T) {
 			if err != nil || len(back) != 1 || back[0] != w {
 				t.Errorf("splitWords(quoteWord(%q)) = %q, %v", w, back, err)
 			}
+		}
+	}
+}
+
+// TestForkMatchesOpenSSH: -f and -o ForkAfterAuthentication are accepted
+// or refused as OpenSSH's ssh -G (ssh -F /dev/null) accepts or refuses
+// them, and -G prints the same forkafterauthentication, stdinnull and
+// sessiontype lines.
+func TestForkMatchesOpenSSH(t *testing.T) {
+	for _, args := range [][]string{
+		{"-f", "x", "true"},
+		{"-f", "x"},
+		{"-fN", "x"},
+		{"-f", "-T", "x"},
+		{"-f", "-s", "x", "sftp"},
+		{"-f", "-W", "h:22", "x"},
+		{"-f", "-o", "RemoteCommand=true", "x"},
+		{"-o", "ForkAfterAuthentication=yes", "x", "true"},
+		{"-o", "ForkAfterAuthentication=yes", "x"},
+		{"-o", "ForkAfterAuthentication=no", "-f", "x", "true"},
+		{"-f", "-o", "ForkAfterAuthentication=no", "x", "true"},
+		{"-o", "ForkAfterAuthentication=no", "x"},
+		{"-o", "StdinNull=no", "-f", "x", "true"},
+	} {
+		out, err := exec.Command("ssh", append([]string{"-F", "/dev/null", "-G"}, args...)...).Output()
+		theirsOK := err == nil
+		keep := func(s string) []string {
+			var lines []string
+			for _, l := range strings.Split(s, "\n") {
+				if k, _, _ := strings.Cut(l, " "); k == "forkafterauthentication" || k == "stdinnull" || k == "sessiontype" {
+					lines = append(lines, l)
+				}
+			}
+			slices.Sort(lines)
+			return lines
+		}
+		o, perr := Parse(append([]string{"-G"}, args...))
+		if oursOK := perr == nil; oursOK != theirsOK {
+			t.Errorf("%q: ours %v, OpenSSH's ok=%v", args, perr, theirsOK)
+			continue
+		}
+		if perr != nil {
+			continue
+		}
+		var b strings.Builder
+		o.WriteConfig(&b)
+		ours, theirs := keep(b.String()), keep(string(out))
+		if !strings.Contains(b.String(), "forkafterauthentication") {
+			// -G prints only what was given; OpenSSH's default is no.
+			ours = append(ours, "forkafterauthentication no")
+			slices.Sort(ours)
+		}
+		if !slices.Equal(ours, theirs) {
+			t.Errorf("%q: -G prints %q, OpenSSH %q", args, ours, theirs)
 		}
 	}
 }

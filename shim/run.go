@@ -35,6 +35,10 @@ type Env struct {
 	// Dial makes the client; it is called once, after the command line is
 	// known to be good, and never for -G or -V.
 	Dial func() (*box.Client, error)
+	// Argv is this run's own command line, the program's path first, which
+	// -f runs again in the background (background.go); -f fails in one
+	// line when it is empty.
+	Argv []string
 }
 
 // Run runs the command o describes and returns the exit status ssh would:
@@ -61,6 +65,9 @@ func Run(o *Options, env Env) int {
 		defer f.Close()
 		r.log = f
 	}
+	if o.ForkAfterAuthentication && !r.inBackground() {
+		return r.fork()
+	}
 	return r.run()
 }
 
@@ -73,6 +80,17 @@ type runner struct {
 	// raw is set while the local terminal is in raw mode, when our lines
 	// need "\r\n".
 	raw bool
+	// ready, when not nil, tells the foreground process of -f that this
+	// one is ready (background.go); it is safe to call more than once.
+	ready func()
+}
+
+// markReady is where ssh -f would go to the background: the forwards
+// listen, and the command has started (or, with -N, the box is up).
+func (r *runner) markReady() {
+	if r.ready != nil {
+		r.ready()
+	}
 }
 
 func (r *runner) run() int {
@@ -131,6 +149,7 @@ func (r *runner) run() int {
 	if o.StdinNull {
 		cmd.Stdin = nil
 	}
+	cmd.Started = r.markReady
 	if line == "" {
 		r.debugf(LogDebug1, "Requesting a login shell")
 	} else {
@@ -170,7 +189,13 @@ func (r *runner) plain(c *box.Client, cmd *box.Command) int {
 	signals := make(chan string, 1)
 	cmd.Signals = signals
 	var started atomic.Bool
-	cmd.Started = func() { started.Store(true) }
+	then := cmd.Started
+	cmd.Started = func() {
+		started.Store(true)
+		if then != nil {
+			then()
+		}
+	}
 	done := make(chan int, 1)
 	// Registered before the call starts, so that a signal while connecting
 	// is ours to answer (255), not a death by the signal.
@@ -240,6 +265,7 @@ func (r *runner) none(c *box.Client, lost <-chan struct{}) int {
 		return r.fail(err)
 	}
 	r.debugf(LogDebug1, "Box %s is running; waiting for a signal (-N)", r.o.Box())
+	r.markReady()
 	select {
 	case s := <-ch:
 		if s != syscall.SIGTERM {
