@@ -36,6 +36,9 @@ type Group struct {
 // returns the group; the error is the anchor's start.
 func StartGroup() (*Group, error) {
 	c := exec.Command("/bin/sh", "-c", "read line")
+	// Nothing of ours it does not need: no environment (a token), and
+	// no working directory it would keep busy.
+	c.Env, c.Dir = []string{}, "/"
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	w, err := c.StdinPipe()
 	if err != nil {
