@@ -63,12 +63,16 @@ func (g *Group) Join(cmd *exec.Cmd) {
 	cmd.SysProcAttr.Pgid = g.Pgid
 }
 
-// Close ends the anchor (its pipe closes) and waits for it. Children
-// still running stay in the group; a nil g does nothing.
+// Close ends what is left in the group with SIGKILL (a child's own
+// child that outlived it, as after a Ctrl-C that ended only the child
+// that the command waited for; a daemon that left the group with setsid
+// is not in it), then the anchor, and waits for the anchor. A nil g does
+// nothing.
 func (g *Group) Close() {
 	if g == nil {
 		return
 	}
+	SignalGroup(g.Pgid, syscall.SIGKILL)
 	g.hold.Close()
 	g.anchor.Wait()
 }
