@@ -1,22 +1,16 @@
 package localbox
 
 import (
-	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
 // startToken is pid's start time from the kernel's process table, or ""
 // when pid is gone.
-func startToken(pid int) string {
-	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
-	if err != nil || kp.Proc.P_pid != int32(pid) {
-		return ""
-	}
-	t := kp.Proc.P_starttime
-	return fmt.Sprintf("%d.%06d", t.Sec, t.Usec)
-}
+func startToken(pid int) string { return proc.StartToken(pid) }
 
 // exited reports whether pid is gone or a zombie.
 func exited(pid int) bool {

@@ -10,34 +10,12 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
-// startToken is pid's start time in clock ticks since boot (field 22 of
-// /proc/PID/stat), or "" when pid is gone.
-func startToken(pid int) string {
-	f, err := statFields(strconv.Itoa(pid))
-	if err != nil || len(f) < 20 {
-		return ""
-	}
-	return f[19]
-}
-
-// statFields is /proc/PID/stat's fields from the third (state) on: f[0]
-// is field 3. The command name, field 2, is in parentheses and may hold
-// spaces, so they start after the last ')'; none when it has none. The
-// error is the read's: pid is gone.
-func statFields(pid string) ([]string, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return nil, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil, nil
-	}
-	return strings.Fields(s[i+1:]), nil
-}
+// startToken is pid's start time, or "" when pid is gone.
+func startToken(pid int) string { return proc.StartToken(pid) }
 
 // exited reports whether pid is gone, or a zombie whose threads have all
 // exited (an orphan's reaper may be slow, or absent in a container). The
@@ -45,7 +23,7 @@ func statFields(pid string) ([]string, error) {
 // threads still exit and hold the process's descriptors (a listening
 // socket answers): only with one thread left are they closed.
 func exited(pid int) bool {
-	f, err := statFields(strconv.Itoa(pid))
+	f, err := proc.StatFields(strconv.Itoa(pid))
 	if err != nil {
 		return true
 	}
@@ -167,7 +145,7 @@ func groupOfUIDs(pgid int, uids []uint32) bool {
 // inGroup reports whether process pid (a name of /proc) lives, not a
 // zombie, in group pgid.
 func inGroup(pid string, pgid int) bool {
-	f, err := statFields(pid)
+	f, err := proc.StatFields(pid)
 	if err != nil {
 		return false
 	}
@@ -193,13 +171,5 @@ func realUID(pid string) (uint32, bool) {
 }
 
 // groupHasLive reports whether a process of group pgid lives that is not
-// a zombie, from /proc/PID/stat.
-func groupHasLive(pgid int) bool {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err == nil && inGroup(e.Name(), pgid) {
-			return true
-		}
-	}
-	return false
-}
+// a zombie.
+func groupHasLive(pgid int) bool { return proc.GroupLive(pgid) }

@@ -66,7 +66,7 @@ func (a *Abandoner) Run(ctx context.Context) (*AbandonResult, error) {
 
 func (a *Abandoner) run(ctx context.Context) (*AbandonResult, error) {
 	r := a.Repo
-	unlock, err := a.Store.Lock(r.Key)
+	unlock, err := a.Store.lockRepo(r)
 	if err != nil {
 		return nil, err
 	}

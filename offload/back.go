@@ -62,7 +62,7 @@ func (b *Backer) Run(ctx context.Context) (*BackResult, error) {
 func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	r := b.Repo
 	// One of offload, back and abandon at a time for a repo.
-	unlock, err := b.Store.Lock(r.Key)
+	unlock, err := b.Store.lockRepo(r)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +274,7 @@ func (r *Repo) boxBranches(ctx context.Context, branches map[string]string) erro
 // fetchBox fetches specs from the box copy at src (BOX:PATH) with git
 // over the shim, as the contract's back does ("Back, Mac side" 3).
 func (r *Repo) fetchBox(ctx context.Context, environ []string, shim, src string, specs []string) error {
-	fetch := git{dir: r.Top, env: append(HostEnv(environ, true), "GIT_SSH_COMMAND="+shim, "GIT_SSH_VARIANT=simple")}
+	fetch := git{dir: r.Top, env: append(HostEnv(environ, true), "GIT_SSH_COMMAND="+shim, "GIT_SSH_VARIANT=simple"), prep: r.git.prep}
 	_, err := fetch.run(ctx, nil, append([]string{"fetch", "-q", "--no-tags", "--no-write-fetch-head", src}, specs...)...)
 	return err
 }

@@ -928,13 +928,16 @@ func (r *Repo) apply(ctx context.Context, p *backPlan, lock *indexLock, applying
 	return nil
 }
 
-// detached returns g running each git in a process group of its own,
-// out of reach of the terminal's Ctrl-C, and never prompting: a git that
-// would ask for credentials (a smudge filter fetching a file) fails
-// rather than stop in the background.
+// detached returns g running each git in a process group of its own
+// (the command's children's, when g has one), out of reach of the
+// terminal's Ctrl-C, and never prompting: a git that would ask for
+// credentials (a smudge filter fetching a file) fails rather than stop
+// in the background.
 func (g git) detached() git {
 	d := g.with("GIT_TERMINAL_PROMPT=0")
-	d.prep = proc.NewGroup
+	if d.prep == nil {
+		d.prep = proc.NewGroup
+	}
 	return d
 }
 

@@ -209,7 +209,7 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, o.withSecretsNeeded(err, handover)
 	}
-	unlock, err := o.Store.Lock(r.Key)
+	unlock, err := o.Store.lockRepo(r)
 	if err != nil {
 		return nil, err
 	}
@@ -485,7 +485,7 @@ func (o *Offloader) sync(ctx context.Context, rs *Rsync, exFile, dest string, op
 	opts.noGit = r.Linked || gitPass
 	errs := make(chan error, 2)
 	run := func(args []string) {
-		_, err := rs.run(ctx, env, args)
+		_, err := rs.run(ctx, r.git.prep, env, args)
 		errs <- err
 	}
 	passes := 1

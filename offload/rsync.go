@@ -330,11 +330,15 @@ func (r *Rsync) measureArgs() []string {
 	return nil
 }
 
-// run runs r and returns its error with its last stderr line.
-func (r *Rsync) run(ctx context.Context, env []string, args []string) (string, error) {
+// run runs r and returns its error with its last stderr line; prep, when
+// set, adjusts the command before it starts.
+func (r *Rsync) run(ctx context.Context, prep func(*exec.Cmd), env []string, args []string) (string, error) {
 	var out, errb bytes.Buffer
 	c := exec.CommandContext(ctx, r.Path, args...)
 	c.Env = env
+	if prep != nil {
+		prep(c)
+	}
 	c.Stdout = &out
 	c.Stderr = &errb
 	if err := c.Run(); err != nil {
@@ -394,7 +398,7 @@ func (r *Repo) rsyncMeasure(ctx context.Context, rs *Rsync, env []string, exclud
 	}
 	dest := filepath.Join(tmp, "dest")
 	args := append(append(rs.syncArgs(ex, syncOpts{noGit: r.Linked}), rs.measureArgs()...), r.Top+"/", dest+"/")
-	out, err := rs.run(ctx, env, args)
+	out, err := rs.run(ctx, r.git.prep, env, args)
 	if err != nil {
 		return 0, err
 	}

@@ -247,6 +247,8 @@ func (s Store) LockPath(key string) string { return filepath.Join(s.RepoDir(key)
 // abandon: an exclusive flock of LockPath, released by the returned func
 // or when the process ends. It never waits: a lock another process holds
 // is an *Error with ExitRefused naming the lock, and nothing changes.
+// Before it returns, the children a killed holder left running are ended
+// (children.go).
 func (s Store) Lock(key string) (func(), error) {
 	if _, err := s.EnsureRepoDir(key); err != nil {
 		return nil, err
@@ -256,7 +258,14 @@ func (s Store) Lock(key string) (func(), error) {
 	if errors.Is(err, flock.ErrLocked) {
 		return nil, refused(fmt.Errorf("another cocoonbox offload, back or abandon of this repository is running (it holds %s); wait for it to end", p))
 	}
-	return unlock, err
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.endChildren(key); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
 }
 
 // RepoSettings are one repo's entry in repos.json.
