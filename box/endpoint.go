@@ -31,6 +31,18 @@ type Endpoint struct {
 	// CAFile, if not empty, is a PEM file of the CAs an https endpoint's
 	// certificate must chain to, in place of the system's roots (WithCA).
 	CAFile string
+	// CAFromEnv says CAFile is $COCOONBOX_CA_FILE's, not a pin, for the
+	// messages that name it.
+	CAFromEnv bool
+}
+
+// caName names where ep's CA file comes from, for a message: "the CA in
+// FILE", with "(COCOONBOX_CA_FILE)" when the variable named it.
+func (ep Endpoint) caName() string {
+	if ep.CAFromEnv {
+		return "the CA in " + ep.CAFile + " (COCOONBOX_CA_FILE)"
+	}
+	return "the CA in " + ep.CAFile
 }
 
 // ParseEndpoint parses s into an Endpoint. Plaintext to an address that is

@@ -42,7 +42,7 @@ func WithCA(ep Endpoint, getenv func(string) string) Endpoint {
 		return ep
 	}
 	if f := getenv("COCOONBOX_CA_FILE"); f != "" {
-		ep.CAFile = f
+		ep.CAFile, ep.CAFromEnv = f, true
 		return ep
 	}
 	if dir, err := ConfigDir(getenv); err == nil {
@@ -94,11 +94,14 @@ func TLSConfig(ep Endpoint) (*tls.Config, error) {
 	if ep.CAFile != "" {
 		b, err := os.ReadFile(ep.CAFile)
 		if err != nil {
+			if ep.CAFromEnv {
+				return nil, fmt.Errorf("the CA for %s, COCOONBOX_CA_FILE: %w; point the variable at the server's CA, or unset it", ep.URL, err)
+			}
 			return nil, fmt.Errorf("the CA for %s: %w", ep.URL, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("the CA for %s: %s holds no PEM certificate", ep.URL, ep.CAFile)
+			return nil, fmt.Errorf("the CA for %s: %s holds no PEM certificate", ep.URL, ep.caName())
 		}
 		c.RootCAs = pool
 	}
@@ -144,8 +147,11 @@ func TLSError(ep Endpoint, err error) error {
 		hn  x509.HostnameError
 	)
 	fix := "trust its CA with `cocoonbox login --endpoint " + ep.URL + " --ca FILE` or COCOONBOX_CA_FILE=FILE (docs/self-hosting.md)"
-	if ep.CAFile != "" {
-		fix = "this computer trusts only the CA in " + ep.CAFile + " for it; if the server's certificate changed (a self-signed one made anew), pin the new one: `cocoonbox login --endpoint " + ep.URL + " --ca FILE` (docs/self-hosting.md)"
+	switch {
+	case ep.CAFromEnv:
+		fix = "this computer trusts only " + ep.caName() + " for it; point the variable at the server's CA, or unset it (docs/self-hosting.md)"
+	case ep.CAFile != "":
+		fix = "this computer trusts only " + ep.caName() + " for it; if the server's certificate changed (a self-signed one made anew), pin the new one: `cocoonbox login --endpoint " + ep.URL + " --ca FILE` (docs/self-hosting.md)"
 	}
 	switch {
 	case errors.As(err, &ua):
