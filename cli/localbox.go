@@ -313,7 +313,11 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	}
 	var certErr *box.CertError
 	var pinned string
+	var nameErr error
 	ri, err := localbox.Start(dir, &exec.Cmd{Path: exe, Args: args, Env: env.Environ}, func(ri localbox.Runtime) bool {
+		if nameErr = unresolved(ri.Endpoint); nameErr != nil {
+			return true
+		}
 		err := adopt(env, dir, ri)
 		certErr, _ = errors.AsType[*box.CertError](err)
 		if certErr != nil && o.TLSCert != "" && env.Getenv("COCOONBOX_CA_FILE") == "" {
@@ -325,6 +329,10 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	switch {
 	case err != nil:
 		return err
+	case nameErr != nil:
+		// It serves; this computer only cannot name it.
+		fmt.Fprintf(s.Err, "local box running at %s (pid %d), but %v, so the current endpoint is unchanged; laptops that resolve the name use it, and this computer can with --listen 127.0.0.1:PORT and a certificate for 127.0.0.1 or localhost\n", ri.Endpoint, ri.PID, nameErr)
+		return nil
 	case certErr != nil:
 		// It serves; this computer only does not trust it.
 		fmt.Fprintf(s.Err, "local box running at %s (pid %d), but this computer does not trust its certificate, so the current endpoint is unchanged: %v\n", ri.Endpoint, ri.PID, certErr)
@@ -431,6 +439,30 @@ func adoptPinned(env Env, dir string, ri localbox.Runtime, cert string, certErr 
 		return "", err
 	}
 	return p, nil
+}
+
+// unresolved is the reason this computer cannot reach the https
+// endpoint ep by its host name (a wildcard, or a public name that does not
+// resolve here: the first name of a certificate of one's own on every
+// address), or nil.
+func unresolved(endpoint string) error {
+	ep, err := box.ParseEndpoint(endpoint)
+	if err != nil || !ep.TLS {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(ep.Target)
+	if err != nil || net.ParseIP(host) != nil {
+		return nil
+	}
+	if strings.Contains(host, "*") {
+		return fmt.Errorf("its certificate names no host of this computer (%s is a wildcard)", host)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
+		return fmt.Errorf("this computer cannot resolve %s, the name its certificate gives it (%v)", host, err)
+	}
+	return nil
 }
 
 // servedLeaf is the first certificate of the PEM file cert, PEM-encoded,
