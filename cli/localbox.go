@@ -692,10 +692,13 @@ func running(env Env) (*box.Client, error) {
 
 func runLocalboxStatus(env Env, s Streams) error {
 	c, err := running(env)
-	if err != nil {
+	certErr, _ := errors.AsType[*box.CertError](err)
+	if err != nil && certErr == nil {
 		return err
 	}
-	defer c.Close()
+	if c != nil {
+		defer c.Close()
+	}
 	dir, _ := localboxDir(env)
 	ri, _ := localbox.ReadRuntime(dir)
 	fmt.Fprintf(s.Out, "running at %s (pid %d), state in %s\n", ri.Endpoint, ri.PID, dir)
@@ -707,9 +710,18 @@ func runLocalboxStatus(env Env, s Streams) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	boxes, err := c.List(ctx)
-	if err != nil {
-		return err
+	var boxes []box.Box
+	if certErr == nil {
+		boxes, err = c.List(ctx)
+		certErr, _ = errors.AsType[*box.CertError](err)
+		if err != nil && certErr == nil {
+			return err
+		}
+	}
+	if certErr != nil {
+		// It runs; this computer only does not trust it.
+		fmt.Fprintf(s.Err, "cocoonbox: its boxes are not listed: %v\n", certErr)
+		return nil
 	}
 	for _, b := range boxes {
 		fmt.Fprintf(s.Out, "box %s: %s\n", b.Name, b.State)
