@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -386,8 +387,14 @@ func (e *env) countProcs(repo, row string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The box's gits run as the box user (a local box served by root runs
+	// them as `user`): it searches dir and writes in boxTrace, whatever
+	// the umask made of their modes.
 	boxTrace := filepath.Join(dir, "box")
 	if err := os.Mkdir(boxTrace, 0o777); err != nil {
+		return "", err
+	}
+	if err := errors.Join(os.Chmod(dir, 0o711), os.Chmod(boxTrace, 0o777)); err != nil {
 		return "", err
 	}
 	gc := filepath.Join(e.boxHome(), ".gitconfig")
@@ -410,6 +417,11 @@ func (e *env) countProcs(repo, row string) (string, error) {
 		return "", err
 	}
 	files, _ := os.ReadDir(boxTrace)
+	if len(files) == 0 {
+		// Every step runs gits in the box; none counted is a trace that
+		// could not be written, not a count.
+		return "", fmt.Errorf("%s: no git in the box wrote its trace2 events to %s", row, boxTrace)
+	}
 	return countExecs(here) + fmt.Sprintf(" / %d", len(files)), nil
 }
 
