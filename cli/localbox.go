@@ -173,6 +173,9 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 			host = localbox.LocalName(tc)
 		}
 		lis, ri.Endpoint, err = localbox.ListenTLS(o.Listen, host)
+		if err == nil {
+			ri.Laptop = laptopEndpoint(ri.Endpoint, o.Listen, tc, ri.CA != "")
+		}
 	} else {
 		lis, ri.Endpoint, err = localbox.Listen(dir, o.Listen)
 	}
@@ -536,6 +539,38 @@ func laptopURL(u, listen string) string {
 		return u
 	}
 	return "https://" + net.JoinHostPort(name, p)
+}
+
+// laptopEndpoint is Runtime.Laptop for a server of tc at endpoint u,
+// listening on listen: "" unless listen is every address; then, for a
+// self-signed certificate, laptopURL's; for one of the owner's, the first
+// of its names that is neither a loopback name nor a wildcard, when u's
+// host is not that name already.
+func laptopEndpoint(u, listen string, tc *tls.Config, selfSigned bool) string {
+	lh, _, err := net.SplitHostPort(listen)
+	if ip := net.ParseIP(lh); err != nil || lh != "" && (ip == nil || !ip.IsUnspecified()) {
+		return ""
+	}
+	if selfSigned {
+		if l := laptopURL(u, listen); l != u {
+			return l
+		}
+		return ""
+	}
+	ep, err := box.ParseEndpoint(u)
+	h, p, err2 := net.SplitHostPort(ep.Target)
+	if err != nil || err2 != nil {
+		return ""
+	}
+	for _, n := range localbox.CertNames(tc) {
+		if !isLoopbackName(n) && !strings.HasPrefix(n, "*") {
+			if n == h {
+				return ""
+			}
+			return "https://" + net.JoinHostPort(n, p)
+		}
+	}
+	return ""
 }
 
 func isLoopbackName(h string) bool {

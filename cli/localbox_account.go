@@ -124,6 +124,9 @@ func codeHint(dir, name string) string {
 	ep, ca := "https://THIS-SERVER:PORT", ""
 	if ri, ok := localbox.ReadRuntime(dir); ok && !strings.HasPrefix(ri.Endpoint, "unix://") {
 		ep = ri.Endpoint
+		if ri.Laptop != "" {
+			ep = ri.Laptop
+		}
 		if ri.CA != "" {
 			ca = " --ca FILE (FILE a copy of " + ri.CA + ", the self-signed certificate)"
 		}

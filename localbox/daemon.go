@@ -41,6 +41,11 @@ type Runtime struct {
 	// RunAsNote what start and status add to its name.
 	RunAs     string `json:"run_as,omitempty"`
 	RunAsNote string `json:"run_as_note,omitempty"`
+	// Laptop is the endpoint other computers use, when it is not Endpoint
+	// (this machine's): for a server on every address, the name of its
+	// certificate's that is not a loopback one or a wildcard, or this
+	// machine's host name for a self-signed one; empty otherwise.
+	Laptop string `json:"laptop,omitempty"`
 }
 
 // startTimeout is how long Start waits for the server it started to serve.
