@@ -599,9 +599,9 @@ func TestRemoveAccountResumes(t *testing.T) {
 	}
 }
 
-// A claim whose state directory is gone is stale, and the next local box
-// takes its user over; what the gone one's boxes left running as that
-// user ends first. The break test planted such a process (its
+// A claim whose state directory is gone (or was made again at its path)
+// is stale, and the next local box takes its user over; what the gone
+// one's boxes left running as that user ends first. The break test planted such a process (its
 // environment cleared, so stop's sweep passed it over) under `user`, and
 // it read the next local box's 0600 files.
 func TestStaleClaimTakeover(t *testing.T) {
@@ -644,6 +644,30 @@ func TestStaleClaimTakeover(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Errorf("the gone local box's process %d still runs as %s after the next took it over", left.Process.Pid, own)
+	}
+	// The same path, removed and made again: the claim is the old
+	// directory's, and the old one's processes end too.
+	remade := exec.Command("sleep", "600")
+	remade.SysProcAttr = left.SysProcAttr
+	if err := remade.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { remade.Process.Kill(); remade.Wait() })
+	remadeDone := make(chan struct{})
+	go func() { remade.Wait(); close(remadeDone) }()
+	if err := os.RemoveAll(dir2); err != nil {
+		t.Fatal(err)
+	}
+	if err := localbox.MkdirState(dir2); err != nil {
+		t.Fatal(err)
+	}
+	if err := localbox.ClaimOwnerUser(claims, dir2, own); err != nil {
+		t.Fatalf("the remade state directory takes its path's claim: %v", err)
+	}
+	select {
+	case <-remadeDone:
+	case <-time.After(10 * time.Second):
+		t.Errorf("the removed state directory's process %d still runs as %s after one made again at its path took the claim", remade.Process.Pid, own)
 	}
 	// A live claim's processes are not ended by a claim that is refused.
 	again := exec.Command("sleep", "600")

@@ -4,6 +4,7 @@ package localbox
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -38,6 +39,40 @@ type claim struct {
 	StateDir string `json:"state_dir"`
 	Account  string `json:"account"`
 	UID      uint32 `json:"uid"`
+	// Dir is the state directory's identity when the claim was made
+	// (its claim-id file), so that one removed and made again at the same
+	// path is told from the one that claimed (an inode number is reused at
+	// once); empty in older claims.
+	Dir string `json:"dir,omitempty"`
+}
+
+// claimIDFile is the file in a state directory that names it for its
+// claims: 32 random hex digits, made by the first claim (docs/cocoonbox.md).
+const claimIDFile = "claim-id"
+
+// dirID is the identity of state directory dir (its claim-id file), or ""
+// when it has none that reads.
+func dirID(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, claimIDFile))
+	if s := strings.TrimSpace(string(b)); err == nil && len(s) == 32 {
+		return s
+	}
+	return ""
+}
+
+// makeDirID is dirID of dir, made first when dir has none: run by root
+// in a state directory only root changes (checked before it is made).
+func makeDirID(dir string) string {
+	if id := dirID(dir); id != "" {
+		return id
+	}
+	b := make([]byte, 16)
+	rand.Read(b)
+	id := hex.EncodeToString(b)
+	if err := atomicfile.WriteFile(filepath.Join(dir, claimIDFile), []byte(id+"\n"), 0o600); err != nil {
+		return ""
+	}
+	return id
 }
 
 var unixNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
@@ -84,10 +119,11 @@ func readClaim(claims, name string) (claim, bool) {
 }
 
 // live reports whether c's local box still has its state: a claim whose
-// state directory is gone is stale, and the next claimant takes it.
+// state directory is gone (or was made again since, at the same path) is
+// stale, and the next claimant takes it.
 func (c claim) live() bool {
 	fi, err := os.Stat(c.StateDir)
-	return err == nil && fi.IsDir()
+	return err == nil && fi.IsDir() && (c.Dir == "" || dirID(c.StateDir) == c.Dir)
 }
 
 // holderOf says who holds a claim, for a message.
@@ -161,12 +197,13 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser,
 		// running as the user (a command that cleared its environment
 		// escapes stop's sweep) would read this local box's files: it ends
 		// before the user is this one's.
-		if had && (prev.StateDir != stateDir || prev.Account != account) && prev.UID == u.uid {
+		cur := makeDirID(stateDir)
+		if had && (prev.StateDir != stateDir || prev.Account != account || prev.Dir != "" && prev.Dir != cur) && prev.UID == u.uid {
 			if err := killUser(u.uid, 5*time.Second); err != nil {
 				return fmt.Errorf("unix user %s was the box user of the local box at %s, which is gone, and its processes did not end (%v); end them (pkill -KILL -u %s) and start again", unix, prev.StateDir, err, unix)
 			}
 		}
-		b, _ := json.Marshal(claim{StateDir: stateDir, Account: account, UID: u.uid})
+		b, _ := json.Marshal(claim{StateDir: stateDir, Account: account, UID: u.uid, Dir: cur})
 		if err := atomicfile.WriteFile(filepath.Join(claims, unix), append(b, '\n'), 0o600); err != nil {
 			if created {
 				deleteUnixUser(unix)
