@@ -79,9 +79,13 @@ func (s Store) lockRepo(r *Repo) (func(), error) {
 		unlock()
 		return nil, err
 	}
+	// Out of the terminal's group, a git that asked on the terminal would
+	// stop (SIGTTIN); it fails in one line instead, as detached ones do.
+	saved := r.git
+	r.git = r.git.with("GIT_TERMINAL_PROMPT=0")
 	r.git.prep = g.Join
 	return func() {
-		r.git.prep = nil
+		r.git = saved
 		g.Close()
 		os.Remove(s.childrenPath(r.Key))
 		unlock()
