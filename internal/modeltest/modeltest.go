@@ -262,7 +262,13 @@ func planOf(text string, prompts []string) []string {
 		case strings.HasPrefix(rest, "bash "):
 			plan = append(plan, strings.TrimSpace(rest[len("bash "):]))
 		case strings.HasPrefix(rest, "fail "):
-			plan = append(plan, failStep+strings.TrimSpace(rest[len("fail "):]))
+			st := strings.TrimSpace(rest[len("fail "):])
+			if f, err := ParseFault(st); err != nil || f <= 0 {
+				// A script's mistake shows in the turn, never as a NUL command.
+				plan = append(plan, "echo "+shellquote.Quote("modeltest: bad step: model: fail "+st+" (want an HTTP status 400-599)")+" >&2; exit 97")
+				continue
+			}
+			plan = append(plan, failStep+st)
 		case rest == "progress":
 			for _, p := range prompts {
 				if m := progressRE.FindStringSubmatch(p); m != nil {

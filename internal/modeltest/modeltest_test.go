@@ -22,6 +22,9 @@ func TestPlanOf(t *testing.T) {
 		!strings.HasSuffix(plan[2], "> '/h/handover.md'") || plan[3] != "cocoonbox-agent offload post --back < '/h/handover.md'" {
 		t.Errorf("BACK's plan: %q", plan)
 	}
+	if p := planOf("model: fail abc", nil); len(p) != 1 || !strings.Contains(p[0], "bad step") || failAt(p[0]) != NoFault {
+		t.Errorf("a bad fail step: %q", p)
+	}
 	if p := planOf("hello", nil); !slices.Equal(p, nil) {
 		t.Errorf("a prompt without steps: %q", p)
 	}
