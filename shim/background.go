@@ -37,6 +37,13 @@ func (r *runner) fork() int {
 	if len(r.env.Argv) == 0 {
 		return r.fail(errors.New("-f: this program cannot run itself again in the background"))
 	}
+	// The background process gets the streams themselves: a pipe's copy
+	// would end with this process.
+	_, outFile := r.env.Stdout.(*os.File)
+	_, errFile := r.env.Stderr.(*os.File)
+	if !outFile || !errFile {
+		return r.fail(errors.New("-f: stdout and stderr must be files, which the background process keeps"))
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return r.fail(fmt.Errorf("-f: %w", err))
