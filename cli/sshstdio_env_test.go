@@ -89,3 +89,27 @@ func TestSSHStdioTerminalModes(t *testing.T) {
 		p.wantExit(0)
 	}
 }
+
+// ssh -tt with no terminal here asks for a 0×0 terminal, and sshd leaves
+// it so (`stty size` says "0 0"); through --stdio and cocoonbox-ssh the
+// box's terminal is the same, not a made-up 24×80.
+func TestSSHZeroSizeTerminal(t *testing.T) {
+	d := startSSHD(t)
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	for _, args := range [][]string{
+		{"ssh", "-F", d.Config, "-p", d.Port, "-tt", d.User + "@127.0.0.1", "stty size"},
+		{"ssh", "-F", s.Config, "-tt", "main.cocoonbox", "stty size"},
+		{"cocoonbox-ssh", "-tt", "main", "stty size"},
+	} {
+		c := exec.Command(args[0], args[1:]...)
+		c.Env = append(append(cleanEnv(t), b.Env...), "TERM=xterm")
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if got := strings.TrimSpace(string(out)); got != "0 0" {
+			t.Errorf("%q: stty size %q, want \"0 0\" as sshd", args, got)
+		}
+	}
+}

@@ -416,10 +416,9 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 	p := &process{cmd: cmd}
 	if t := start.GetTty(); t != nil {
 		s.installTerminfo(b, t)
+		// 0×0 stays 0×0, as sshd leaves it (ssh -tt from no terminal asks
+		// for it); programs then take their own defaults.
 		ws := &pty.Winsize{Rows: uint16(t.GetRows()), Cols: uint16(t.GetCols())}
-		if ws.Rows == 0 || ws.Cols == 0 {
-			ws = &pty.Winsize{Rows: 24, Cols: 80}
-		}
 		f, err := startPTY(cmd, ws, t.GetModes())
 		if err != nil {
 			return nil, startError(b, start, s.shell, err)
