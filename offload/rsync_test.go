@@ -64,7 +64,7 @@ func TestRsyncExcludes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dest := filepath.Join(t.TempDir(), "copy")
+	dest := copyDest(t)
 	writeFiles(t, dest, map[string]string{"target/debug/app": "the box's own build", "stale.txt": "deleted by --delete"})
 	ex := filepath.Join(t.TempDir(), "excludes")
 	if err := writeExcludes(ex, append(ignored, "target/")); err != nil {
@@ -120,7 +120,7 @@ func TestRsyncGitLocks(t *testing.T) {
 	env := testEnv(t)
 	r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
 	writeFiles(t, r.GitDir, map[string]string{"index.lock": "held", "refs/heads/main.lock": "held", "HEAD.lock": "held"})
-	dest := filepath.Join(t.TempDir(), "copy")
+	dest := copyDest(t)
 	writeFiles(t, dest, map[string]string{".git/packed-refs.lock": "the box's", ".git/refs/heads/gone": "a branch deleted here",
 		".git/objects/ab/cdef": "the box's object", "stale.txt": "deleted here"})
 	ex := filepath.Join(t.TempDir(), "excludes")
@@ -161,7 +161,7 @@ func TestRsyncObjects(t *testing.T) {
 	r := newRepo(t, env, map[string]string{"a.txt": "a\n"})
 	run(t, r.Top, env, "git", "gc", "-q")
 	writeFiles(t, r.GitDir, map[string]string{"objects/pack/tmp_pack_x": "being written", "objects/incoming-x/y": "a push's quarantine"})
-	dest := filepath.Join(t.TempDir(), "copy")
+	dest := copyDest(t)
 	ex := filepath.Join(t.TempDir(), "excludes")
 	if err := writeExcludes(ex, nil); err != nil {
 		t.Fatal(err)
@@ -306,4 +306,16 @@ func TestRsyncChoices(t *testing.T) {
 	if sums, zips := rsyncLists(version("rsync-3.5.0-debian12.txt")); !slices.Equal(sums, []string{"xxh128", "xxh3", "xxh64", "md5", "md4", "sha1", "none"}) || !slices.Equal(zips, []string{"zstd", "lz4", "zlibx", "zlib", "none"}) {
 		t.Errorf("lists %q %q", sums, zips)
 	}
+}
+
+// copyDest is a box copy's directory, made as begin makes it before the
+// passes run: two passes side by side into one that does not exist both
+// try to make it, and the loser's rsync fails (code 11, mkdir failed).
+func copyDest(t *testing.T) string {
+	t.Helper()
+	dest := filepath.Join(t.TempDir(), "copy")
+	if err := os.Mkdir(dest, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dest
 }
