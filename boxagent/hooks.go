@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
 // event applies a hook's report: the status, a failed turn's fault, then
@@ -157,13 +158,14 @@ func (ib *Inbox) sessionThread(r *record, thread string, inputs []string) bool {
 // order they came; the inbox applies them when it is back.
 const pendingEvents = "events.pending"
 
-// spoolEvent appends req to its repo's pendingEvents.
+// spoolEvent appends req to its repo's pendingEvents, never through a
+// link there (one could point the append at any file its user may write).
 func (c *Config) spoolEvent(req Request) error {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(c.repoDir(req.Repo), pendingEvents), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(filepath.Join(c.repoDir(req.Repo), pendingEvents), os.O_WRONLY|os.O_APPEND|os.O_CREATE|safefile.NoFollow, 0o600)
 	if err != nil {
 		return err
 	}
@@ -187,7 +189,7 @@ func (ib *Inbox) replayEvents(k string) {
 		return
 	}
 	defer os.Remove(taken)
-	f, err := os.Open(taken)
+	f, err := os.OpenFile(taken, os.O_RDONLY|safefile.NoFollow, 0)
 	if err != nil {
 		ib.cfg.logf("replay the events of %s: %v", k, err)
 		return

@@ -125,18 +125,26 @@ func (c *Config) resumeSend(k string) error {
 // uses, the lock files and temporary packs a git killed in send left:
 // index.lock, HEAD.lock, packed-refs.lock, refs/**.lock and
 // objects/pack/tmp_*. The laptop's rsync never brings them (it leaves out
-// git's locks), and one left would fail every later send.
+// git's locks), and one left would fail every later send. Everything goes
+// through an os.Root of gd: a link in the copy (refs, objects/pack) leads
+// nothing out of it.
 func clearGitLocks(gd string) {
+	root, err := os.OpenRoot(gd)
+	if err != nil {
+		return
+	}
+	defer root.Close()
 	for _, f := range []string{"index.lock", "HEAD.lock", "packed-refs.lock"} {
-		os.Remove(filepath.Join(gd, f))
+		root.Remove(f)
 	}
-	tmp, _ := filepath.Glob(filepath.Join(gd, "objects", "pack", "tmp_*"))
+	fsys := root.FS()
+	tmp, _ := fs.Glob(fsys, "objects/pack/tmp_*")
 	for _, p := range tmp {
-		os.Remove(p)
+		root.Remove(p)
 	}
-	filepath.WalkDir(filepath.Join(gd, "refs"), func(p string, d fs.DirEntry, err error) error {
+	fs.WalkDir(fsys, "refs", func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".lock") {
-			os.Remove(p)
+			root.Remove(p)
 		}
 		return nil
 	})

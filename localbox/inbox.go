@@ -15,6 +15,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -108,7 +109,7 @@ type inboxLog struct {
 // openInboxLog opens path (in the box's root-owned directory) to append
 // to, never through a link.
 func openInboxLog(path string) (*inboxLog, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|oNoFollow, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|safefile.NoFollow, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func (l *inboxLog) write(line string) {
 		if err := os.Rename(l.path, l.path+".1"); err != nil {
 			return
 		}
-		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND|oNoFollow, 0o600)
+		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND|safefile.NoFollow, 0o600)
 		if err != nil {
 			return
 		}

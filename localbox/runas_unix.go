@@ -456,9 +456,6 @@ func mkdirPrivate(dir string, perm os.FileMode) error {
 	return nil
 }
 
-// oNoFollow makes an open fail on a symbolic link as its last component.
-const oNoFollow = syscall.O_NOFOLLOW
-
 // boxUIDs are the uids box commands of s run as, whose processes alone
 // endMarked looks at: served by root, the owner's box user's (root's own
 // when it has none, as in-process tests serve) and each account's,

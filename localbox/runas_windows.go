@@ -40,9 +40,6 @@ func (s *Server) asUser(b *box, stdin []byte, script string, args ...string) err
 	return errors.New("a box user is not supported on Windows")
 }
 
-// oNoFollow is 0: Windows has no O_NOFOLLOW, and serves no boxes.
-const oNoFollow = 0
-
 // StateRecipe is the next step for a state directory out of a box user's
 // reach; unused on Windows.
 const StateRecipe = ""

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
 // Member is one regular file of the send stream (contract "Send stream").
@@ -76,7 +78,7 @@ func writeMember(tw *tar.Writer, m Member) error {
 // refuses anything but a regular file (a FIFO would block the open
 // otherwise, hence O_NONBLOCK).
 func openRegular(p string) (*os.File, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|oNoFollow|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(p, os.O_RDONLY|safefile.NoFollow|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if pe, ok := err.(*os.PathError); ok && pe.Err == syscall.ELOOP {
 			return nil, fmt.Errorf("%s is a symlink; only regular files are sent", p)

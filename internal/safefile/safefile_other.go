@@ -11,6 +11,10 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
+// NoFollow is 0: Windows has no O_NOFOLLOW. Nothing there opens a path
+// a box user controls: Windows serves no boxes and runs no offload.
+const NoFollow = 0
+
 // sys is nothing here: without openat, the file is reached by its path
 // each time, and no other user's links are in question.
 type sys struct{}

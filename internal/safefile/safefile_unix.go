@@ -16,6 +16,10 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
+// NoFollow is the open flag that makes an open fail (ELOOP) on a
+// symbolic link as the path's last component: O_NOFOLLOW.
+const NoFollow = unix.O_NOFOLLOW
+
 // guard is the one user whose links are followed when links are checked:
 // root, when root runs us (a user's own links are theirs to follow); -1
 // checks none. Tests set it.
