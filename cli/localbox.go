@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/pem"
@@ -248,7 +249,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	if ri.Fingerprint != "" {
 		logger.Printf("TLS certificate for %s, SHA-256 fingerprint %s", strings.Join(localbox.CertNames(tc), ", "), ri.Fingerprint)
 		if ri.CA != "" {
-			logger.Printf("a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s", laptopURL(url, o.Listen), ri.CA)
+			logger.Printf("a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s", cmp.Or(ri.Laptop, url), ri.CA)
 		}
 	}
 	if !strings.HasPrefix(url, "unix://") {
@@ -353,7 +354,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		fmt.Fprintln(s.Err, newCertLine(ri.CA, ri.ReplacedCA))
 	}
 	if ri.CA != "" {
-		fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", laptopURL(ri.Endpoint, o.Listen), ri.CA)
+		fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", cmp.Or(ri.Laptop, ri.Endpoint), ri.CA)
 	}
 	return nil
 }
@@ -364,7 +365,7 @@ func listenURL(dir string, o localboxOptions) string {
 	listen := o.Listen
 	if on, _ := o.tls(); on {
 		h, p, err := net.SplitHostPort(listen)
-		if ip := net.ParseIP(h); err != nil || p == "0" || h == "" || (ip != nil && ip.IsUnspecified()) {
+		if err != nil || p == "0" || localbox.EveryAddress(h) {
 			return ""
 		}
 		return "https://" + listen
@@ -522,39 +523,16 @@ func localEndpoint(env Env, ri localbox.Runtime) (box.Endpoint, error) {
 	return box.WithCA(ep, env.Getenv), nil
 }
 
-// laptopURL is the endpoint u of this machine as a client elsewhere names
-// it: for an unspecified listen address (0.0.0.0:PORT, [::]:PORT, :PORT),
-// whose endpoint here is named localhost, this machine's host name;
-// otherwise u itself, which a loopback listen leaves the only one that
-// answers (from another machine, through a forwarded port).
-func laptopURL(u, listen string) string {
-	lh, _, err := net.SplitHostPort(listen)
-	if ip := net.ParseIP(lh); err != nil || lh != "" && (ip == nil || !ip.IsUnspecified()) {
-		return u
-	}
-	ep, err := box.ParseEndpoint(u)
-	h, p, err2 := net.SplitHostPort(ep.Target)
-	name, err3 := os.Hostname()
-	if err != nil || err2 != nil || err3 != nil || name == "" || !isLoopbackName(h) {
-		return u
-	}
-	return "https://" + net.JoinHostPort(name, p)
-}
-
 // laptopEndpoint is Runtime.Laptop for a server of tc at endpoint u,
-// listening on listen: "" unless listen is every address; then, for a
-// self-signed certificate, laptopURL's; for one of the owner's, the first
-// of its names that is neither a loopback name nor a wildcard, when u's
-// host is not that name already.
+// listening on listen: the endpoint other computers name it by, when it
+// is not u. Only a server on every address has one: for a self-signed
+// certificate (named localhost here), this machine's host name; for one
+// of the owner's, the first of its names that is neither a loopback name
+// nor a wildcard. A loopback listen leaves u the only one that answers
+// (from another machine, through a forwarded port).
 func laptopEndpoint(u, listen string, tc *tls.Config, selfSigned bool) string {
 	lh, _, err := net.SplitHostPort(listen)
-	if ip := net.ParseIP(lh); err != nil || lh != "" && (ip == nil || !ip.IsUnspecified()) {
-		return ""
-	}
-	if selfSigned {
-		if l := laptopURL(u, listen); l != u {
-			return l
-		}
+	if err != nil || !localbox.EveryAddress(lh) {
 		return ""
 	}
 	ep, err := box.ParseEndpoint(u)
@@ -562,15 +540,23 @@ func laptopEndpoint(u, listen string, tc *tls.Config, selfSigned bool) string {
 	if err != nil || err2 != nil {
 		return ""
 	}
-	for _, n := range localbox.CertNames(tc) {
-		if !isLoopbackName(n) && !strings.HasPrefix(n, "*") {
-			if n == h {
-				return ""
+	name := ""
+	if selfSigned {
+		if n, err := os.Hostname(); err == nil && isLoopbackName(h) {
+			name = n
+		}
+	} else {
+		for _, n := range localbox.CertNames(tc) {
+			if !isLoopbackName(n) && !strings.HasPrefix(n, "*") {
+				name = n
+				break
 			}
-			return "https://" + net.JoinHostPort(n, p)
 		}
 	}
-	return ""
+	if name == "" || name == h {
+		return ""
+	}
+	return "https://" + net.JoinHostPort(name, p)
 }
 
 func isLoopbackName(h string) bool {

@@ -142,7 +142,7 @@ func SelfSignedNames(listenHost string, extra []string) []string {
 	names = append(names, "127.0.0.1", "::1")
 	ip := net.ParseIP(listenHost)
 	switch {
-	case listenHost == "" || (ip != nil && ip.IsUnspecified()):
+	case EveryAddress(listenHost):
 		if addrs, err := net.InterfaceAddrs(); err == nil {
 			for _, a := range addrs {
 				if n, ok := a.(*net.IPNet); ok && !n.IP.IsLinkLocalUnicast() {
@@ -220,6 +220,13 @@ func CertNames(c *tls.Config) []string {
 	return out
 }
 
+// EveryAddress reports whether host, a listen address's HOST, means every
+// address of the machine: "", 0.0.0.0 or ::.
+func EveryAddress(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || ip != nil && ip.IsUnspecified()
+}
+
 // LocalName is the name this machine's own clients reach a server of c
 // by when it listens on every address: the first of localhost, 127.0.0.1,
 // ::1 and this machine's host name that c's first certificate is for
@@ -282,7 +289,7 @@ func ListenTLS(addr, urlHost string) (net.Listener, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+	if EveryAddress(host) {
 		if urlHost == "" {
 			urlHost = "localhost"
 		}
