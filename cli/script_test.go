@@ -240,8 +240,19 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 		t.Fatal(err)
 	}
 	ca := newTestCA(t)
+	// The scripts' work directories go under a root of our own, removed
+	// whole when the test and all its scripts are done: testscript removes
+	// its own root only with the last script's work directory, and left
+	// one behind on every full run (empty, or holding what a CLI wrote
+	// after its script ended).
+	root, err := os.MkdirTemp(os.Getenv("GOTMPDIR"), "go-test-script")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
 	return testscript.Params{
 		Dir:                 dir,
+		WorkdirRoot:         root,
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		Condition: func(cond string) (bool, error) {
