@@ -125,7 +125,7 @@ func newRoot(env Env, s Streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "cocoonbox",
 		Short: "Work in a cocoonbox box with the tools you already use",
-		Long: `cocoonbox signs you in, runs commands in your box (rsh), and runs a
+		Long: `cocoonbox signs you in, runs commands in your box (ssh, rsh), and runs a
 local box on this machine (localbox). git reaches boxes through
 git-remote-cocoonbox (cocoonbox::BOX/PATH), and ssh-expecting tools through
 cocoonbox-ssh.`,
@@ -138,6 +138,7 @@ cocoonbox-ssh.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{err} })
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return refusePlatform(env.platform(), c) }
 	root.AddCommand(
+		newSSH(env, s),
 		newRsh(env, s),
 		newBoxes(env, s),
 		newLocalbox(env, s),
