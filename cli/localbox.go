@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -111,15 +112,17 @@ no account.`,
 		func() error { return runLocalboxStart(env, s, o) })
 	listen(start)
 	dial := func() (*box.Client, error) { return running(env) }
+	var statusJSON bool
+	status := noArgsCommand("status", "Say whether the local box runs, which Unix user box commands run as, and list its boxes (exit 1 when it does not run)",
+		func() error { return runLocalboxStatus(env, s, statusJSON) })
+	status.Flags().BoolVar(&statusJSON, "json", false, "print one JSON object: running, endpoint, pid, state_dir, fingerprint, run_as, boxes")
 	sleep := boxCommand(s, dial, "sleep BOX", "Hibernate a box of the local box; the next command wakes it", sleepBox)
 	wake := boxCommand(s, dial, "wake BOX", "Wake a box of the local box", wakeBox)
 	sleep.ValidArgsFunction = onlyFirst(boxNamesAt(dial))
 	wake.ValidArgsFunction = sleep.ValidArgsFunction
 	lb.AddCommand(serve, start, newLocalboxAccount(env, s),
 		noArgsCommand("stop", "Stop the local box", func() error { return runLocalboxStop(env, s) }),
-		noArgsCommand("status", "Say whether the local box runs, which Unix user box commands run as, and list its boxes (exit 1 when it does not run)",
-			func() error { return runLocalboxStatus(env, s) }),
-		sleep, wake)
+		status, sleep, wake)
 	return lb
 }
 
@@ -711,17 +714,23 @@ func running(env Env) (*box.Client, error) {
 	return localClient(env, dir, ep)
 }
 
-func runLocalboxStatus(env Env, s Streams) error {
+func runLocalboxStatus(env Env, s Streams, asJSON bool) error {
 	c, err := running(env)
 	certErr, _ := errors.AsType[*box.CertError](err)
+	dir, _ := localboxDir(env)
 	if err != nil && certErr == nil {
+		if asJSON {
+			json.NewEncoder(s.Out).Encode(map[string]any{"running": false, "state_dir": dir})
+		}
 		return err
 	}
 	if c != nil {
 		defer c.Close()
 	}
-	dir, _ := localboxDir(env)
 	ri, _ := localbox.ReadRuntime(dir)
+	if asJSON {
+		return localboxStatusJSON(s, c, dir, ri, certErr)
+	}
 	fmt.Fprintf(s.Out, "running at %s (pid %d), state in %s\n", ri.Endpoint, ri.PID, dir)
 	if ri.Fingerprint != "" {
 		fmt.Fprintf(s.Out, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
@@ -748,4 +757,29 @@ func runLocalboxStatus(env Env, s Streams) error {
 		fmt.Fprintf(s.Out, "box %s: %s\n", b.Name, b.State)
 	}
 	return nil
+}
+
+// localboxStatusJSON is status --json: one object, its boxes those of
+// one List (none when this computer does not trust the certificate,
+// which stderr says).
+func localboxStatusJSON(s Streams, c *box.Client, dir string, ri localbox.Runtime, certErr *box.CertError) error {
+	boxes := []map[string]any{}
+	if certErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		bs, err := c.List(ctx)
+		if certErr, _ = errors.AsType[*box.CertError](err); err != nil && certErr == nil {
+			return err
+		}
+		for _, b := range bs {
+			boxes = append(boxes, boxObject(b))
+		}
+	}
+	if certErr != nil {
+		fmt.Fprintf(s.Err, "cocoonbox: its boxes are not listed: %v\n", certErr)
+	}
+	return json.NewEncoder(s.Out).Encode(map[string]any{
+		"running": true, "endpoint": ri.Endpoint, "pid": ri.PID, "state_dir": dir,
+		"fingerprint": ri.Fingerprint, "run_as": ri.RunAs, "boxes": boxes,
+	})
 }
