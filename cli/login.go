@@ -204,6 +204,9 @@ func browserLogin(ctx context.Context, env Env, s Streams, ep box.Endpoint, name
 		if ce, ok := errors.AsType[*box.CertError](err); ok {
 			return "", ce
 		}
+		if tls := box.PlainToTLS(ep); tls != "" {
+			return "", fmt.Errorf("%s; nothing was opened", tls)
+		}
 		return "", fmt.Errorf("%v; nothing was opened: check --endpoint or $COCOONBOX_ENDPOINT, or your network", err)
 	}
 	f, err := auth.Start(ep.URL, name, auth.FlowOptions{Invite: o.Invite, HTTPClient: hc})
