@@ -25,6 +25,7 @@ import (
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
@@ -289,6 +290,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if err := localbox.MkdirState(dir); err != nil {
 		return err
 	}
+	if o, err = o.remembered(dir, s); err != nil {
+		return err
+	}
 	if _, err := o.tls(); err != nil {
 		return err
 	}
@@ -333,6 +337,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		}
 		return err == nil || certErr != nil
 	})
+	if err == nil {
+		err = localbox.SaveListening(dir, o.listening())
+	}
 	switch {
 	case err != nil:
 		return err
@@ -360,6 +367,58 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", cmp.Or(ri.Laptop, ri.Endpoint), ri.CA)
 	}
 	return nil
+}
+
+// listening is o's --listen and TLS flags, the files' paths absolute;
+// "unix:" (the default socket) is the default's zero value.
+func (o localboxOptions) listening() localbox.Listening {
+	if o.Listen == "unix:" || o.Listen == "unix://" {
+		o.Listen = ""
+	}
+	abs := func(f string) string {
+		if a, err := filepath.Abs(f); f != "" && err == nil {
+			return a
+		}
+		return f
+	}
+	return localbox.Listening{Listen: o.Listen, TLS: o.TLS, TLSCert: abs(o.TLSCert), TLSKey: abs(o.TLSKey), TLSNames: o.TLSNames}
+}
+
+// remembered is o for a start: as given when it names a listener or TLS;
+// else with the --listen and TLS flags of the last start that gave them
+// (localbox.Listening), said in one line on s.Err with how to change
+// them, so that a plain start after a TLS one does not cut the laptops
+// off in silence.
+func (o localboxOptions) remembered(dir string, s Streams) (localboxOptions, error) {
+	if o.Listen != "" || o.TLS != "" || o.TLSCert != "" || o.TLSKey != "" || len(o.TLSNames) > 0 {
+		return o, nil
+	}
+	l, err := localbox.ReadListening(dir)
+	if err != nil || l.Listen == "" {
+		return o, err
+	}
+	o.Listen, o.TLS, o.TLSCert, o.TLSKey, o.TLSNames = l.Listen, l.TLS, l.TLSCert, l.TLSKey, l.TLSNames
+	fmt.Fprintf(s.Err, "listening as the last start did: %s (%s); to change it, give --listen and --tls yourself (--listen unix: for the socket alone)\n",
+		strings.Join(o.flags(), " "), localbox.ListeningPath(dir))
+	return o, nil
+}
+
+// flags is o's --listen and TLS flags as they are typed.
+func (o localboxOptions) flags() []string {
+	var f []string
+	add := func(flag, v string) {
+		if v != "" {
+			f = append(f, flag, shellquote.Word(v))
+		}
+	}
+	add("--listen", o.Listen)
+	add("--tls", o.TLS)
+	add("--tls-cert", o.TLSCert)
+	add("--tls-key", o.TLSKey)
+	for _, n := range o.TLSNames {
+		add("--tls-name", n)
+	}
+	return f
 }
 
 // listenURL is the endpoint --listen asks for, or "" when it cannot be
