@@ -349,6 +349,11 @@ func (c *Client) wrap(op string, err error) error {
 		if why != "" {
 			return fmt.Errorf("%s: %w: %s: %s; the link stopped answering for %s; check the network and retry", op, ErrUnavailable, c.endpoint.URL, printable.Line(why, 4*maxEcho), c.linkTimeout)
 		}
+		if strings.Contains(msg, "EOF") {
+			if tls := PlainToTLS(c.endpoint); tls != "" {
+				return fmt.Errorf("%s: %w: %s", op, ErrUnavailable, tls)
+			}
+		}
 		hint := ""
 		if strings.HasPrefix(c.endpoint.URL, "unix://") {
 			hint = "; is the local box running? (cocoonbox localbox start)"

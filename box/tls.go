@@ -232,3 +232,34 @@ func (c corkCreds) ClientHandshake(ctx context.Context, authority string, conn n
 func (c corkCreds) Clone() credentials.TransportCredentials {
 	return corkCreds{c.TransportCredentials.Clone()}
 }
+
+// tlsProbeTimeout bounds PlainToTLS's handshake: it runs only after a
+// plaintext call has already failed.
+const tlsProbeTimeout = 2 * time.Second
+
+// PlainToTLS is, for an http:// endpoint, the line that says it serves
+// TLS, when a TLS handshake with its host:port gets as far as the
+// server's certificate (trusted or not): a plaintext HTTP/2 client reads
+// only EOF from a TLS server, which would otherwise be all it says. ""
+// for any other endpoint, or when no TLS server answers there. No token
+// or request is sent.
+func PlainToTLS(ep Endpoint) string {
+	if ep.TLS || !strings.HasPrefix(ep.URL, "http://") {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tlsProbeTimeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", ep.Target)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close()
+	host, _, _ := net.SplitHostPort(ep.Target)
+	tc := tls.Client(conn, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
+	err = tc.HandshakeContext(ctx)
+	var verr *tls.CertificateVerificationError
+	if err != nil && !errors.As(err, &verr) {
+		return ""
+	}
+	return fmt.Sprintf("%s serves TLS (https), not plain http: use https://%s", ep.URL, strings.TrimPrefix(ep.URL, "http://"))
+}

@@ -15,9 +15,11 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 	var o listOptions
 	listBoxes := func() error { return runBoxesList(env, s, o) }
 	list := noArgsCommand("list", "List your boxes and their states", listBoxes)
+	list.Aliases = []string{"ls"}
 	addEndpointFlag(list, &o.Endpoint)
 	list.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per box")
 	boxes := noArgsCommand("boxes", "List and manage boxes", listBoxes)
+	boxes.SuggestFor = []string{"box", "list", "ls"}
 	boxes.Flags().AddFlagSet(list.Flags())
 	dial := func() (*box.Client, error) { return env.dial(o.Endpoint) }
 	sleep := boxCommand(s, dial, "sleep BOX", "Hibernate a box; the next command wakes it", sleepBox)
@@ -25,9 +27,10 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 	create := boxCommand(s, dial, "create NAME", "Create a box of yours", createBox)
 	var yes bool
 	del := &cobra.Command{
-		Use:   "delete BOX --yes",
-		Short: "Delete a box and everything in it: its commands end, its home and workspace are removed",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Use:     "delete BOX --yes",
+		Aliases: []string{"rm"},
+		Short:   "Delete a box and everything in it: its commands end, its home and workspace are removed",
+		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, a []string) error {
 			if !yes {
 				return &ExitError{Code: ExitNeedsYes, Err: fmt.Errorf("deleting box %s ends its commands and removes its home and workspace for good; to do it: cocoonbox boxes delete %s --yes", printable.Line(a[0], 80), printable.Line(a[0], 80))}
@@ -109,12 +112,15 @@ func wakeBox(c *box.Client, s Streams, name string) error {
 }
 
 func runBoxesList(env Env, s Streams, o listOptions) error {
-	return listFrom(env, s, o.Endpoint, o.JSON, (*box.Client).List, func(b box.Box) map[string]any {
-		return map[string]any{
-			"box_id": b.ID, "name": b.Name, "state": b.State, "image": b.Image,
-			"latest_image": b.LatestImage, "last_saved_at_ms": b.LastSavedAtMS,
-		}
-	}, "NAME\tSTATE\tIMAGE\tID", func(b box.Box) string {
+	return listFrom(env, s, o.Endpoint, o.JSON, (*box.Client).List, boxObject, "NAME\tSTATE\tIMAGE\tID", func(b box.Box) string {
 		return fmt.Sprintf("%s\t%s\t%s\t%s", b.Name, b.State, b.Image, b.ID)
 	})
+}
+
+// boxObject is a box as --json prints it: the contract's field names.
+func boxObject(b box.Box) map[string]any {
+	return map[string]any{
+		"box_id": b.ID, "name": b.Name, "state": b.State, "image": b.Image,
+		"latest_image": b.LatestImage, "last_saved_at_ms": b.LastSavedAtMS,
+	}
 }

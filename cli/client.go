@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -58,6 +59,10 @@ func (e Env) token(ep box.Endpoint) (string, error) {
 	}
 	c, err := st.Get(ep.URL)
 	if errors.Is(err, auth.ErrNoToken) {
+		// Where nothing answers, a sign-in is not what is missing.
+		if why := e.nothingThere(ep); why != "" {
+			return "", errors.New(why)
+		}
 		return "", fmt.Errorf("%w at %s; %s", errNoToken, ep.URL, e.signInHint(ep))
 	}
 	if err != nil {
@@ -148,12 +153,45 @@ func (e Env) tokenSource(ep box.Endpoint, tok string) (func() string, error) {
 	}, nil
 }
 
+// unixDialTimeout bounds nothingThere's connect to a unix socket, which
+// answers at once or not at all.
+const unixDialTimeout = 2 * time.Second
+
+// nothingThere is the line for an endpoint with no token whose server is
+// not what the endpoint says: a unix socket nothing listens on (your local
+// box, stopped: start it; another path: where a local box would listen),
+// or an http:// port that serves TLS (box.PlainToTLS); "" otherwise.
+func (e Env) nothingThere(ep box.Endpoint) string {
+	path, ok := strings.CutPrefix(ep.URL, "unix://")
+	if !ok {
+		return box.PlainToTLS(ep)
+	}
+	c, err := net.DialTimeout("unix", path, unixDialTimeout)
+	if err == nil {
+		c.Close()
+		return ""
+	}
+	why := err.Error()
+	if se, ok := errors.AsType[*os.SyscallError](err); ok {
+		why = se.Err.Error()
+	}
+	line := fmt.Sprintf("nothing listens at %s (%s)", ep.URL, why)
+	if dir, err := localboxDir(e); err == nil && path == localbox.SocketPath(dir) {
+		return line + ": your local box is not running; start it with `cocoonbox localbox start`"
+	}
+	return line + fmt.Sprintf(": is the endpoint right (--endpoint, COCOONBOX_ENDPOINT)? a local box listens there after `cocoonbox localbox start --listen unix:%s`", path)
+}
+
 // signInHint names the command that gets a token for ep from where this
 // user stands: a local box this user runs, or could run there, is entered
 // by localbox start, which saves a token for it; a unix socket cannot take
 // a browser sign-in; any other endpoint takes cocoonbox login.
 func (e Env) signInHint(ep box.Endpoint) string {
 	login := "sign in with `cocoonbox login`"
+	if ep.URL == box.DefaultEndpoint {
+		// The README starts with a local box; a fresh HOME lands here.
+		return "sign in to the hosted service with `cocoonbox login`, or run a local box on this machine, no account needed: `cocoonbox localbox start`"
+	}
 	if e.Getenv("COCOONBOX_ENDPOINT") != "" {
 		login = "sign in with `cocoonbox login` (COCOONBOX_ENDPOINT names the endpoint)"
 	}

@@ -84,10 +84,14 @@ func isCobraUsage(err error) bool {
 }
 
 // usageArgs wraps a cobra.PositionalArgs so that its errors exit 2 and
-// name the command.
+// name the command; on a command with subcommands, an argument it does
+// not take is an unknown subcommand (unknownCommand).
 func usageArgs(a cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := a(cmd, args); err != nil {
+			if cmd.HasAvailableSubCommands() && len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
 			name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 			return &UsageError{fmt.Errorf("%s: wrong arguments (%v)", name, err)}
 		}
@@ -115,17 +119,47 @@ func groupsRefuseUnknown(c *cobra.Command) {
 	c.Args = cobra.ArbitraryArgs
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return &UsageError{fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath())}
+			return unknownCommand(c, args[0])
 		}
 		return c.Help()
 	}
+}
+
+// flagError is the usage error for a flag c does not take. Where c has
+// subcommands and a word before the flag is none of them, that word is
+// the mistake (`cocoonbox offlaod --kind claude` left cobra at the root,
+// which has no --kind): unknownCommand.
+func flagError(c *cobra.Command, err error) error {
+	if a := c.Flags().Args(); c.HasAvailableSubCommands() && len(a) > 0 {
+		return unknownCommand(c, a[0])
+	}
+	return &UsageError{err}
+}
+
+// unknownCommand is the usage error for name, which is not a subcommand
+// of c, with the subcommands it may be a typo of (cobra's SuggestionsFor:
+// at most two edits away, a prefix, or a command's SuggestFor) on a line
+// of its own: `boxs`, `localbox strat` and `boxes lst` get the command
+// meant.
+func unknownCommand(c *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, c.CommandPath())
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's default, set only where cobra suggests itself
+	}
+	if s := c.SuggestionsFor(name); len(s) > 0 {
+		for i := range s {
+			s[i] = c.CommandPath() + " " + s[i]
+		}
+		msg += "\ndid you mean: " + strings.Join(s, ", ")
+	}
+	return &UsageError{errors.New(msg)}
 }
 
 func newRoot(env Env, s Streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "cocoonbox",
 		Short: "Work in a cocoonbox box with the tools you already use",
-		Long: `cocoonbox signs you in, runs commands in your box (rsh), and runs a
+		Long: `cocoonbox signs you in, runs commands in your box (ssh, rsh), and runs a
 local box on this machine (localbox). git reaches boxes through
 git-remote-cocoonbox (cocoonbox::BOX/PATH), and ssh-expecting tools through
 cocoonbox-ssh.`,
@@ -135,9 +169,10 @@ cocoonbox-ssh.`,
 	root.SetIn(s.In)
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return refusePlatform(env.platform(), c) }
 	root.AddCommand(
+		newSSH(env, s),
 		newRsh(env, s),
 		newBoxes(env, s),
 		newLocalbox(env, s),
@@ -148,6 +183,7 @@ cocoonbox-ssh.`,
 		newBack(env, s),
 		newSSHConfig(env, s),
 		newControlMaster(env, s),
+		newVersion(s),
 		newMan(),
 	)
 	groupsRefuseUnknown(root)

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
@@ -111,15 +113,17 @@ no account.`,
 		func() error { return runLocalboxStart(env, s, o) })
 	listen(start)
 	dial := func() (*box.Client, error) { return running(env) }
+	var statusJSON bool
+	status := noArgsCommand("status", "Say whether the local box runs, which Unix user box commands run as, and list its boxes (exit 1 when it does not run)",
+		func() error { return runLocalboxStatus(env, s, statusJSON) })
+	status.Flags().BoolVar(&statusJSON, "json", false, "print one JSON object: running, endpoint, pid, state_dir, fingerprint, run_as, boxes")
 	sleep := boxCommand(s, dial, "sleep BOX", "Hibernate a box of the local box; the next command wakes it", sleepBox)
 	wake := boxCommand(s, dial, "wake BOX", "Wake a box of the local box", wakeBox)
 	sleep.ValidArgsFunction = onlyFirst(boxNamesAt(dial))
 	wake.ValidArgsFunction = sleep.ValidArgsFunction
 	lb.AddCommand(serve, start, newLocalboxAccount(env, s),
 		noArgsCommand("stop", "Stop the local box", func() error { return runLocalboxStop(env, s) }),
-		noArgsCommand("status", "Say whether the local box runs, which Unix user box commands run as, and list its boxes (exit 1 when it does not run)",
-			func() error { return runLocalboxStatus(env, s) }),
-		sleep, wake)
+		status, sleep, wake)
 	return lb
 }
 
@@ -286,6 +290,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if err := localbox.MkdirState(dir); err != nil {
 		return err
 	}
+	if o, err = o.remembered(dir, s); err != nil {
+		return err
+	}
 	if _, err := o.tls(); err != nil {
 		return err
 	}
@@ -330,6 +337,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		}
 		return err == nil || certErr != nil
 	})
+	if err == nil {
+		err = localbox.SaveListening(dir, o.listening())
+	}
 	switch {
 	case err != nil:
 		return err
@@ -357,6 +367,58 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", cmp.Or(ri.Laptop, ri.Endpoint), ri.CA)
 	}
 	return nil
+}
+
+// listening is o's --listen and TLS flags, the files' paths absolute;
+// "unix:" (the default socket) is the default's zero value.
+func (o localboxOptions) listening() localbox.Listening {
+	if o.Listen == "unix:" || o.Listen == "unix://" {
+		o.Listen = ""
+	}
+	abs := func(f string) string {
+		if a, err := filepath.Abs(f); f != "" && err == nil {
+			return a
+		}
+		return f
+	}
+	return localbox.Listening{Listen: o.Listen, TLS: o.TLS, TLSCert: abs(o.TLSCert), TLSKey: abs(o.TLSKey), TLSNames: o.TLSNames}
+}
+
+// remembered is o for a start: as given when it names a listener or TLS;
+// else with the --listen and TLS flags of the last start that gave them
+// (localbox.Listening), said in one line on s.Err with how to change
+// them, so that a plain start after a TLS one does not cut the laptops
+// off in silence.
+func (o localboxOptions) remembered(dir string, s Streams) (localboxOptions, error) {
+	if o.Listen != "" || o.TLS != "" || o.TLSCert != "" || o.TLSKey != "" || len(o.TLSNames) > 0 {
+		return o, nil
+	}
+	l, err := localbox.ReadListening(dir)
+	if err != nil || l.Listen == "" {
+		return o, err
+	}
+	o.Listen, o.TLS, o.TLSCert, o.TLSKey, o.TLSNames = l.Listen, l.TLS, l.TLSCert, l.TLSKey, l.TLSNames
+	fmt.Fprintf(s.Err, "listening as the last start did: %s (%s); to change it, give --listen and --tls yourself (--listen unix: for the socket alone)\n",
+		strings.Join(o.flags(), " "), localbox.ListeningPath(dir))
+	return o, nil
+}
+
+// flags is o's --listen and TLS flags as they are typed.
+func (o localboxOptions) flags() []string {
+	var f []string
+	add := func(flag, v string) {
+		if v != "" {
+			f = append(f, flag, shellquote.Word(v))
+		}
+	}
+	add("--listen", o.Listen)
+	add("--tls", o.TLS)
+	add("--tls-cert", o.TLSCert)
+	add("--tls-key", o.TLSKey)
+	for _, n := range o.TLSNames {
+		add("--tls-name", n)
+	}
+	return f
 }
 
 // listenURL is the endpoint --listen asks for, or "" when it cannot be
@@ -711,17 +773,23 @@ func running(env Env) (*box.Client, error) {
 	return localClient(env, dir, ep)
 }
 
-func runLocalboxStatus(env Env, s Streams) error {
+func runLocalboxStatus(env Env, s Streams, asJSON bool) error {
 	c, err := running(env)
 	certErr, _ := errors.AsType[*box.CertError](err)
+	dir, _ := localboxDir(env)
 	if err != nil && certErr == nil {
+		if asJSON {
+			json.NewEncoder(s.Out).Encode(map[string]any{"running": false, "state_dir": dir})
+		}
 		return err
 	}
 	if c != nil {
 		defer c.Close()
 	}
-	dir, _ := localboxDir(env)
 	ri, _ := localbox.ReadRuntime(dir)
+	if asJSON {
+		return localboxStatusJSON(s, c, dir, ri, certErr)
+	}
 	fmt.Fprintf(s.Out, "running at %s (pid %d), state in %s\n", ri.Endpoint, ri.PID, dir)
 	if ri.Fingerprint != "" {
 		fmt.Fprintf(s.Out, "TLS certificate SHA-256 fingerprint %s\n", ri.Fingerprint)
@@ -748,4 +816,29 @@ func runLocalboxStatus(env Env, s Streams) error {
 		fmt.Fprintf(s.Out, "box %s: %s\n", b.Name, b.State)
 	}
 	return nil
+}
+
+// localboxStatusJSON is status --json: one object, its boxes those of
+// one List (none when this computer does not trust the certificate,
+// which stderr says).
+func localboxStatusJSON(s Streams, c *box.Client, dir string, ri localbox.Runtime, certErr *box.CertError) error {
+	boxes := []map[string]any{}
+	if certErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		bs, err := c.List(ctx)
+		if certErr, _ = errors.AsType[*box.CertError](err); err != nil && certErr == nil {
+			return err
+		}
+		for _, b := range bs {
+			boxes = append(boxes, boxObject(b))
+		}
+	}
+	if certErr != nil {
+		fmt.Fprintf(s.Err, "cocoonbox: its boxes are not listed: %v\n", certErr)
+	}
+	return json.NewEncoder(s.Out).Encode(map[string]any{
+		"running": true, "endpoint": ri.Endpoint, "pid": ri.PID, "state_dir": dir,
+		"fingerprint": ri.Fingerprint, "run_as": ri.RunAs, "boxes": boxes,
+	})
 }

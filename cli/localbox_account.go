@@ -52,12 +52,14 @@ account, its user's.`,
 		RunE:  func(_ *cobra.Command, a []string) error { return runAccountCode(env, s, a[0]) },
 	}
 	list := noArgsCommand("list", "List the accounts: name, Unix user, boxes, devices", func() error { return runAccountList(env, s, o) })
+	list.Aliases = []string{"ls"}
 	list.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object per account")
 	remove := &cobra.Command{
-		Use:   "remove NAME --yes",
-		Short: "Remove an account: revoke its tokens, end its commands, delete its boxes and the Unix user made for it",
-		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE:  func(_ *cobra.Command, a []string) error { return runAccountRemove(env, s, o, a[0]) },
+		Use:     "remove NAME --yes",
+		Aliases: []string{"rm"},
+		Short:   "Remove an account: revoke its tokens, end its commands, delete its boxes and the Unix user made for it",
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE:    func(_ *cobra.Command, a []string) error { return runAccountRemove(env, s, o, a[0]) },
 	}
 	remove.Flags().BoolVar(&o.Yes, "yes", false, "confirm: the account's boxes are deleted for good")
 	acct.AddCommand(add, code, list, remove)

@@ -41,8 +41,9 @@ type loginOptions struct {
 func newLogin(env Env, s Streams) *cobra.Command {
 	var o loginOptions
 	c := &cobra.Command{
-		Use:   "login",
-		Short: "Sign in through the browser, or with a personal key (--token -)",
+		Use:        "login",
+		SuggestFor: []string{"signin", "auth"},
+		Short:      "Sign in through the browser, or with a personal key (--token -)",
 		Long: `login signs this computer in at the endpoint. It checks first that the
 endpoint answers (5 s), then opens the endpoint's consent page in your
 browser; after you click Allow there, the CLI gets a device token of its
@@ -202,6 +203,9 @@ func browserLogin(ctx context.Context, env Env, s Streams, ep box.Endpoint, name
 		// browser shows its own warning.
 		if ce, ok := errors.AsType[*box.CertError](err); ok {
 			return "", ce
+		}
+		if tls := box.PlainToTLS(ep); tls != "" {
+			return "", fmt.Errorf("%s; nothing was opened", tls)
 		}
 		return "", fmt.Errorf("%v; nothing was opened: check --endpoint or $COCOONBOX_ENDPOINT, or your network", err)
 	}

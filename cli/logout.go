@@ -21,8 +21,9 @@ type logoutOptions struct {
 func newLogout(env Env, s Streams) *cobra.Command {
 	var o logoutOptions
 	c := &cobra.Command{
-		Use:   "logout",
-		Short: "Sign out: revoke the browser sign-in's token and delete the saved one",
+		Use:        "logout",
+		SuggestFor: []string{"signout"},
+		Short:      "Sign out: revoke the browser sign-in's token and delete the saved one",
 		Long: `logout deletes the token saved for the endpoint. A token the CLI got
 through the browser is revoked first, so it stops working everywhere; a
 personal key given with --token - is only deleted here. --everywhere signs

@@ -30,7 +30,9 @@ func newMan() *cobra.Command {
 // manPages writes the section-1 man pages of the four binaries into dir:
 // cocoonbox's and cocoonbox-agent's from their cobra trees (one page per
 // command, as cobra/doc's GenManTree makes them), cocoonbox-ssh's and
-// git-remote-cocoonbox's from the text their --help prints.
+// git-remote-cocoonbox's from the text their --help prints. `cocoonbox
+// ssh`'s page would be cocoonbox-ssh.1 too: the binary's, written last,
+// is the one, as git-commit(1) serves `git commit`.
 func manPages(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

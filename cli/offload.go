@@ -469,7 +469,7 @@ func inFlight(env Env, s Streams) (*flight, context.Context, func(), error) {
 	}
 	rec, err := oe.store.LoadRecord(oe.repo.Key)
 	if errors.Is(err, offload.ErrNoRecord) {
-		return nil, nil, nil, &offload.Error{Code: offload.ExitFailed, Err: err, Next: []offload.Step{{"offload it first: ", offload.Command{Verb: offload.VerbOffload, Kind: "KIND"}}}}
+		return nil, nil, nil, &offload.Error{Code: offload.ExitRefused, Err: err, Next: []offload.Step{{"offload it first: ", offload.Command{Verb: offload.VerbOffload, Kind: "KIND"}}}}
 	}
 	if err != nil {
 		return nil, nil, nil, err

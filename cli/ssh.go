@@ -19,13 +19,19 @@ import (
 // With --stdio first it is instead an SSH server on its stdio, for ssh's
 // ProxyCommand (sshStdio).
 func SSH(args []string, env Env, s Streams) int {
+	return sshAs("cocoonbox-ssh", args, env, s)
+}
+
+// sshAs is SSH under the name prog, which its own lines carry: the
+// binary cocoonbox-ssh, or `cocoonbox ssh`, the same command line.
+func sshAs(prog string, args []string, env Env, s Streams) int {
 	if isVersion(args, false) {
-		return printVersion(s.Out, "cocoonbox-ssh")
+		return printVersion(s.Out, prog)
 	}
 	if len(args) > 0 && args[0] == "--stdio" {
-		return sshStdio(args[1:], env, s)
+		return sshStdio(prog, args[1:], env, s)
 	}
-	return runShim("cocoonbox-ssh", args, env, s)
+	return runShim(prog, args, env, s)
 }
 
 // shimArgv is the command line that runs prog with args again, for -f;

@@ -27,9 +27,11 @@ import (
 	"github.com/cocoonbox/cocoonbox/sshserve"
 )
 
-// stdioUsage is the synopsis of cocoonbox-ssh's protocol mode.
-const stdioUsage = "usage: cocoonbox-ssh --stdio [--suffix SUFFIX] [-q] [-v] HOST\n" +
-	"   as ssh_config's ProxyCommand: ProxyCommand cocoonbox-ssh --stdio %n\n"
+// stdioUsage is the synopsis of prog's protocol mode.
+func stdioUsage(prog string) string {
+	return "usage: " + prog + " --stdio [--suffix SUFFIX] [-q] [-v] HOST\n" +
+		"   as ssh_config's ProxyCommand: ProxyCommand " + prog + " --stdio %n\n"
+}
 
 // stdioOptions is cocoonbox-ssh --stdio's command line.
 type stdioOptions struct {
@@ -70,22 +72,21 @@ func parseStdio(args []string) (*stdioOptions, error) {
 	return o, nil
 }
 
-// sshStdio is cocoonbox-ssh --stdio: an SSH-2 server on stdin and stdout
+// sshStdio is cocoonbox-ssh --stdio (prog names it): an SSH-2 server on stdin and stdout
 // for the user's own ssh, which runs it as its ProxyCommand. It returns 0
 // once the client has disconnected, 255 with one line on stderr otherwise.
-func sshStdio(args []string, env Env, s Streams) int {
-	const prog = "cocoonbox-ssh"
+func sshStdio(prog string, args []string, env Env, s Streams) int {
 	fail := func(err error) int {
 		fmt.Fprintf(s.Err, "%s: %v\n", prog, err)
 		return shim.ExitFailure
 	}
 	o, err := parseStdio(args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(s.Out, stdioUsage)
+		fmt.Fprint(s.Out, stdioUsage(prog))
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(s.Err, "%s: %v\n%s", prog, err, stdioUsage)
+		fmt.Fprintf(s.Err, "%s: %v\n%s", prog, err, stdioUsage(prog))
 		return shim.ExitFailure
 	}
 	// Our stdio is ssh's pipe: a closed one must be an error, not SIGPIPE.

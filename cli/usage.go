@@ -23,7 +23,7 @@ func sshPage(prog string) help.Page {
 				"with ssh's semantics: the words are joined with single spaces and run by the box user's shell in the " +
 				"workspace, stdout and stderr stay apart, a terminal is allocated as ssh would (-t, -T), and ~. disconnects. " +
 				"It is for tools that run ssh: rsync -e cocoonbox-ssh, GIT_SSH=cocoonbox-ssh, scp -S cocoonbox-ssh, " +
-				"sftp -S cocoonbox-ssh, BORG_RSH=cocoonbox-ssh. cocoonbox rsh is the same program.",
+				"sftp -S cocoonbox-ssh, BORG_RSH=cocoonbox-ssh. cocoonbox ssh takes the same command line (and so does cocoonbox rsh).",
 			"The host word is [user@]BOX, BOX.cocoonbox or ssh://[user@]BOX[:port][/]; the user and the port are accepted " +
 				"and shown by -G. Options may follow the host word up to the first command word, unless -- came first. " +
 				"-o takes ssh_config keywords; those a box cannot honour are accepted and ignored as ssh ignores them " +

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cocoonbox/cocoonbox/internal/version"
 )
 
@@ -23,6 +25,15 @@ func printVersion(w io.Writer, prog string) int {
 // when short (cocoonbox-ssh's -V is ssh's, answered by the shim).
 func isVersion(args []string, short bool) bool {
 	return len(args) == 1 && (args[0] == "--version" || short && args[0] == "-V")
+}
+
+// newVersion is `cocoonbox version`, which people type for --version
+// (gh, kubectl, docker have it): the same line.
+func newVersion(s Streams) *cobra.Command {
+	return noArgsCommand("version", versionUsage, func() error {
+		printVersion(s.Out, "cocoonbox")
+		return nil
+	})
 }
 
 // versionUsage is the help line of the --version/-V flag of the cobra

@@ -260,11 +260,13 @@ func TestAccountClaims(t *testing.T) {
 		t.Errorf("sign-in code %q, want XXXXX-XXXXX", a1.Code)
 	}
 	_, err = localbox.AddAccount(dir2, "al", localbox.AddAccountOptions{UnixUser: prefix + "alice", ClaimsDir: claims})
-	if err == nil || !strings.Contains(err.Error(), "unix user "+prefix+"alice belongs to the local box at "+dir1+" (account alice); choose another with --unix-user NAME") {
+	if err == nil || !strings.Contains(err.Error(), "unix user "+prefix+"alice belongs to the local box at "+dir1+" (account alice); map another existing Unix user with --unix-user NAME, or leave out --unix-user: the local box makes cocoonbox-al, or Pal with --user-prefix P") {
 		t.Errorf("mapping the other local box's user: %v", err)
 	}
+	// The name the local box would make is taken: the way out is another
+	// prefix, not --unix-user, whose refusal would send back here.
 	_, err = localbox.AddAccount(dir2, "alice", localbox.AddAccountOptions{UserPrefix: prefix, ClaimsDir: claims})
-	if err == nil || !strings.Contains(err.Error(), "belongs to the local box at "+dir1) {
+	if err == nil || !strings.Contains(err.Error(), "belongs to the local box at "+dir1+" (account alice); choose another prefix with --user-prefix P (the local box makes Palice instead), or map an existing Unix user with --unix-user NAME") {
 		t.Errorf("the same default name on another local box: %v", err)
 	}
 	// The same uid under another name.
@@ -281,7 +283,7 @@ func TestAccountClaims(t *testing.T) {
 	if _, err := localbox.AddAccount(dir2, "r", localbox.AddAccountOptions{UnixUser: "root", ClaimsDir: claims}); err == nil || !strings.Contains(err.Error(), "never root") {
 		t.Errorf("mapping root: %v", err)
 	}
-	if _, err := localbox.AddAccount(dir2, "n", localbox.AddAccountOptions{UnixUser: prefix + "none", ClaimsDir: claims}); err == nil || !strings.Contains(err.Error(), "no unix user") {
+	if _, err := localbox.AddAccount(dir2, "n", localbox.AddAccountOptions{UnixUser: prefix + "none", ClaimsDir: claims}); err == nil || !strings.Contains(err.Error(), "no unix user "+prefix+"none; create it (useradd -M -s /usr/sbin/nologin "+prefix+"none), or leave out --unix-user: the local box makes cocoonbox-n, or Pn with --user-prefix P") {
 		t.Errorf("mapping a missing user: %v", err)
 	}
 	other := prefix[:len(prefix)-1] + "b-"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/flock"
+	"github.com/cocoonbox/cocoonbox/internal/jsonfile"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
@@ -122,6 +123,44 @@ func WriteRuntime(dir string, ri Runtime) error {
 
 // RemoveRuntime removes dir's Runtime file.
 func RemoveRuntime(dir string) error { return os.Remove(RuntimePath(dir)) }
+
+// Listening is how `localbox start` was last told to listen: its --listen
+// and TLS flags, which a start given none of them reuses, so that a plain
+// start after a TLS one does not move the local box off the address its
+// laptops use. The zero value is the default, the unix socket alone.
+type Listening struct {
+	// Listen is --listen: "unix:PATH" or HOST:PORT.
+	Listen string `json:"listen,omitempty"`
+	// TLS is --tls ("self-signed"); TLSCert and TLSKey are --tls-cert and
+	// --tls-key as absolute paths; TLSNames the --tls-name values.
+	TLS      string   `json:"tls,omitempty"`
+	TLSCert  string   `json:"tls_cert,omitempty"`
+	TLSKey   string   `json:"tls_key,omitempty"`
+	TLSNames []string `json:"tls_names,omitempty"`
+}
+
+// ListeningPath is the Listening file of the state directory dir.
+func ListeningPath(dir string) string { return filepath.Join(dir, "listen.json") }
+
+// ReadListening returns the Listening saved in dir, the zero value when
+// there is none; a file that does not decode is an error naming it.
+func ReadListening(dir string) (Listening, error) {
+	var l Listening
+	_, err := jsonfile.Read(ListeningPath(dir), &l)
+	return l, err
+}
+
+// SaveListening saves l in dir (0600, replaced atomically); the zero
+// value removes the file.
+func SaveListening(dir string, l Listening) error {
+	if l.Listen == "" && l.TLS == "" && l.TLSCert == "" && l.TLSKey == "" && len(l.TLSNames) == 0 {
+		if err := os.Remove(ListeningPath(dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return jsonfile.Write(ListeningPath(dir), l, 0o600)
+}
 
 // Start runs cmd, a command that serves dir (`cocoonbox localbox serve`
 // with its flags: Path, Args and Env set), detached: in a session of its

@@ -189,9 +189,9 @@ func CheckStateOwner(dir string) error {
 // directory d on the way to it.
 func stateOwnerError(abs, d string) error {
 	if d == abs {
-		return fmt.Errorf("the state directory %s (%s) is a directory which a user other than root can change: run by root, the local box keeps its state where only root writes; next: %s", abs, describe(d), StateRecipe)
+		return fmt.Errorf("the state directory %s (%s) is a directory which a user other than root can change: run by root, the local box keeps its state where only root writes; next: %s", abs, describe(d), startRecipe)
 	}
-	return fmt.Errorf("the state directory %s is under %s (%s), which a user other than root can change: run by root, the local box keeps its state where only root writes; next: %s", abs, d, describe(d), StateRecipe)
+	return fmt.Errorf("the state directory %s is under %s (%s), which a user other than root can change: run by root, the local box keeps its state where only root writes; next: %s", abs, d, describe(d), startRecipe)
 }
 
 // CheckBinOwner refuses, when run by root, binaries that a user other
@@ -323,9 +323,12 @@ const DefaultUser = "user"
 
 // StateRecipe and BinRecipe are the tested next steps (docs/cocoonbox.md
 // "Served by root") for a state directory and binaries out of the box
-// user's reach.
+// user's reach. StateRecipe moves a local box that runs; startRecipe is
+// its tail, for the refusals of start, serve and stop, where none runs
+// there to stop.
 const (
-	StateRecipe = "cocoonbox localbox stop; export XDG_STATE_HOME=/srv/cocoonbox; cocoonbox localbox start"
+	StateRecipe = "cocoonbox localbox stop; " + startRecipe
+	startRecipe = "export XDG_STATE_HOME=/srv/cocoonbox; cocoonbox localbox start"
 	BinRecipe   = "GOBIN=/usr/local/bin make install PREFIX=/usr/local (in the source tree), then run /usr/local/bin/cocoonbox"
 )
 
@@ -337,7 +340,7 @@ func unreachable(u *boxUser, dir, bin string) string {
 	var closed, next, open []string
 	if d := closedAbove(dir, u); d != "" {
 		closed = append(closed, fmt.Sprintf("%s (%s) above the state directory %s", d, describe(d), dir))
-		next, open = append(next, StateRecipe), append(open, d)
+		next, open = append(next, startRecipe), append(open, d)
 	}
 	if d := closedAbove(filepath.Join(bin, "cocoonbox-agent"), u); d != "" {
 		closed = append(closed, fmt.Sprintf("%s (%s) above the binaries' directory %s", d, describe(d), bin))
@@ -432,7 +435,7 @@ func mkdirPrivate(dir string, perm os.FileMode) error {
 		unix.Close(fd)
 		if err != nil {
 			// ELOOP or ENOTDIR: someone else's link or file took the name.
-			return fmt.Errorf("the state directory %s: %s appeared as no directory of root's (%v): run by root, the local box keeps its state where only root writes; next: %s", abs, d, err, StateRecipe)
+			return fmt.Errorf("the state directory %s: %s appeared as no directory of root's (%v): run by root, the local box keeps its state where only root writes; next: %s", abs, d, err, startRecipe)
 		}
 		fd = next
 		var st unix.Stat_t

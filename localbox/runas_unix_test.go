@@ -99,7 +99,7 @@ func TestMkdirStateAsRoot(t *testing.T) {
 		t.Errorf("closedAbove = %q, want %s (0700, not ours to open)", d, mine)
 	}
 	why := unreachable(u, state, top)
-	if !strings.Contains(why, "cannot search "+mine+" (0700, root's) above the state directory "+state) || !strings.Contains(why, StateRecipe) {
+	if !strings.Contains(why, "cannot search "+mine+" (0700, root's) above the state directory "+state) || !strings.Contains(why, "\nnext: "+startRecipe+"\n") {
 		t.Errorf("unreachable = %q; want a line naming %s and the recipe", why, mine)
 	}
 	os.Chmod(mine, 0o711)

@@ -139,7 +139,13 @@ func (c claim) holder(stateDir string) string {
 // that no other local box or account holds it or its uid, and records the
 // claim. created says it made the user.
 func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser, created bool, err error) {
-	other := "choose another with --unix-user NAME"
+	// Each way out names the other flag: --unix-user and "leave it out"
+	// alone sent a user back and forth between two refusals.
+	made := "the local box makes " + DefaultUserPrefix + account + ", or P" + account + " with --user-prefix P"
+	other := "choose another prefix with --user-prefix P (the local box makes P" + account + " instead), or map an existing Unix user with --unix-user NAME"
+	if mapped {
+		other = "map another existing Unix user with --unix-user NAME, or leave out --unix-user: " + made
+	}
 	if account == OwnerAccount {
 		other = "serve this local box as a user who is not root (its boxes then run as that user), or remove that account there first"
 	}
@@ -154,7 +160,7 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser,
 		pw, lerr := user.Lookup(unix)
 		switch {
 		case lerr != nil && mapped:
-			return fmt.Errorf("no unix user %s; create it (useradd -M -s /usr/sbin/nologin %s), or leave out --unix-user and the local box makes %s%s", unix, unix, DefaultUserPrefix, account)
+			return fmt.Errorf("no unix user %s; create it (useradd -M -s /usr/sbin/nologin %s), or leave out --unix-user: %s", unix, unix, made)
 		case lerr != nil:
 			if err := addUnixUser(unix, gecosMark(stateDir, account), aboveRetired(claims)); err != nil {
 				return err
@@ -163,7 +169,7 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser,
 		case strings.HasPrefix(pw.Name, "cocoonbox localbox ") && pw.Name != gecosMark(stateDir, account):
 			return fmt.Errorf("unix user %s was made for another local box or account (%q); %s", unix, pw.Name, other)
 		case !mapped && pw.Name != gecosMark(stateDir, account):
-			return fmt.Errorf("unix user %s exists and the local box did not make it; to run account %s as it, map it: --unix-user %s; else choose another prefix (--user-prefix)", unix, account, unix)
+			return fmt.Errorf("unix user %s exists and the local box did not make it; to run account %s as it, map it: --unix-user %s; else choose another prefix with --user-prefix P (the local box makes P%s)", unix, account, unix, account)
 		}
 		var err error
 		if u, err = lookupBoxUser(unix); err != nil {

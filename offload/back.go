@@ -79,7 +79,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		return &BackResult{Record: rz.Was, Merge: m, Body: string(body)}, nil
 	}
 	if rec == nil {
-		e := &Error{Code: ExitFailed, Err: ErrNoRecord}
+		e := &Error{Code: ExitRefused, Err: ErrNoRecord}
 		if rz.Line != "" {
 			e.Next = []Step{{"offload it again: ", Command{Verb: VerbOffload, Kind: "KIND"}}}
 		} else if _, err := os.Stat(b.Store.BackPath(r.Key)); err == nil {
