@@ -115,7 +115,7 @@ no account.`,
 	wake := boxCommand(s, dial, "wake BOX", "Wake a box of the local box", wakeBox)
 	sleep.ValidArgsFunction = onlyFirst(boxNamesAt(dial))
 	wake.ValidArgsFunction = sleep.ValidArgsFunction
-	lb.AddCommand(serve, start, newLocalboxAccount(env, s),
+	lb.AddCommand(serve, start, newLocalboxAccount(env, s), newLocalboxPurge(env, s),
 		noArgsCommand("stop", "Stop the local box", func() error { return runLocalboxStop(env, s) }),
 		noArgsCommand("status", "Say whether the local box runs, which Unix user box commands run as, and list its boxes (exit 1 when it does not run)",
 			func() error { return runLocalboxStatus(env, s) }),
