@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cocoonbox/cocoonbox/auth"
 )
 
 // purgeSetup is a local box served by root with a claims directory of its
@@ -192,6 +195,9 @@ func TestLocalboxPurge(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(victim, "keep")); err != nil || string(b) != "root's\n" {
 		t.Errorf("the link's target: %q, %v", b, err)
 	}
+	if fi, err := os.Stat(filepath.Join(victim, "keep")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the link's target was changed: %v %v", fi.Mode(), err)
+	}
 	if b, _ := os.ReadFile(filepath.Join(o.home, ".config", "cocoonbox", "credentials.json")); strings.Contains(string(b), "cb_") {
 		t.Errorf("the token is still saved:\n%s", b)
 	}
@@ -307,5 +313,46 @@ func TestLocalboxPurgeOrphans(t *testing.T) {
 	out, code = a.purge(t, nil, "--orphans", "--yes")
 	if code != 0 || !strings.HasPrefix(out, "no local box whose state is gone") {
 		t.Errorf("a second --orphans: exit %d\n%s", code, out)
+	}
+}
+
+// What `localbox start` saved for its local box goes with it: the token,
+// the current endpoint and the self-signed certificate pinned for it.
+// Another endpoint's token stays.
+func TestLocalboxPurgeForgetsEndpoint(t *testing.T) {
+	p := newPurgeSetup(t, filepath.Join(t.TempDir(), "claims"))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	p.run("cocoonbox", "localbox", "start", "--listen", addr, "--tls", "self-signed")
+	stopAtCleanup(t, p.env)
+	cfg := filepath.Join(p.home, ".config", "cocoonbox")
+	pin := filepath.Join(cfg, "ca", strings.ReplaceAll(addr, ":", "_")+".pem")
+	if _, err := os.Stat(pin); err != nil {
+		t.Fatalf("start pinned nothing: %v", err)
+	}
+	// Another local box's token, saved as start saves one.
+	store := auth.FileStore{Dir: cfg}
+	if err := store.Put("http://127.0.0.1:1", auth.Credential{Token: "cb_" + strings.Repeat("ab", 32), Source: auth.SourceLocalbox}); err != nil {
+		t.Fatal(err)
+	}
+	p.run("cocoonbox", "localbox", "stop")
+	if out, code := p.purge(t, nil, "--yes"); code != 0 || !strings.Contains(out, "forgot the saved endpoint https://"+addr) {
+		t.Fatalf("purge: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(pin); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the pinned certificate stays: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(cfg, "config.json")); strings.Contains(string(b), addr) {
+		t.Errorf("config.json still names it:\n%s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(cfg, "credentials.json")); strings.Contains(string(b), addr) {
+		t.Errorf("credentials.json still has it:\n%s", b)
+	}
+	if _, err := store.Get("http://127.0.0.1:1"); err != nil {
+		t.Errorf("another local box's token is gone: %v", err)
 	}
 }
