@@ -356,3 +356,70 @@ func TestLocalboxPurgeForgetsEndpoint(t *testing.T) {
 		t.Errorf("another local box's token is gone: %v", err)
 	}
 }
+
+// Not served by root, a local box made no Unix user and no claim: purge
+// ends what a kill -9 of it left, removes its boxes and state, and
+// --orphans is refused (exit 3).
+func TestLocalboxPurgeNotRoot(t *testing.T) {
+	env := []string{"PATH=" + os.Getenv("PATH"), "COCOONBOX_CONTROL_PERSIST=no", "COCOONBOX_CLAIMS_DIR=" + filepath.Join(t.TempDir(), "claims")}
+	var cred *syscall.Credential
+	home := shortHome(t)
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("user")
+		if err != nil {
+			t.Fatalf("%v (scripts/deps.sh test makes the account)", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(home, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env = append(env, "HOME="+home)
+	state := filepath.Join(home, ".local", "state", "cocoonbox", "localbox")
+	cmd := func(args ...string) *exec.Cmd {
+		c := exec.Command(args[0], args[1:]...)
+		c.Env = env
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		return c
+	}
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		out, err := cmd(args...).CombinedOutput()
+		if _, ok := errors.AsType[*exec.ExitError](err); err != nil && !ok {
+			t.Fatal(err)
+		}
+		code := 0
+		if err != nil {
+			code = err.(*exec.ExitError).ExitCode()
+		}
+		return string(out), code
+	}
+	t.Cleanup(func() { cmd("cocoonbox", "localbox", "stop").Run() })
+	if out, code := run("cocoonbox", "localbox", "start"); code != 0 {
+		t.Fatalf("start: %s", out)
+	}
+	run("cocoonbox-ssh", "main", "setsid sleep 600 </dev/null >/dev/null 2>&1 &")
+	syscall.Kill(serverPID(t, state), syscall.SIGKILL)
+	waitUntil(t, "the server's death", func() bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(serverPID(t, state)))
+		return err != nil
+	})
+	if len(markedLive(state)) == 0 {
+		t.Fatal("no box process left after kill -9")
+	}
+	if out, code := run("cocoonbox", "localbox", "purge", "--orphans", "--yes"); code != 3 || !strings.Contains(out, "purge --orphans needs root") {
+		t.Errorf("--orphans: exit %d\n%s", code, out)
+	}
+	out, code := run("cocoonbox", "localbox", "purge", "--yes")
+	if code != 0 || !strings.Contains(out, "purged the local box at "+state+": boxes deleted: main; forgot the saved endpoint unix://") {
+		t.Errorf("purge: exit %d\n%s", code, out)
+	}
+	if ps := markedLive(state); len(ps) != 0 {
+		t.Errorf("box processes left: %v", ps)
+	}
+	if _, err := os.Lstat(state); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the state directory is left: %v", err)
+	}
+}
