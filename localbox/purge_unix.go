@@ -221,7 +221,7 @@ func (w *purgeWork) run(o PurgeOptions) error {
 		if err != nil {
 			continue // deleted by a purge cut short
 		}
-		if cur.uid != u.uid || gecosOf(u.name) != gecosMarkOf(u) {
+		if dir, _, ok := parseMark(gecosOf(u.name)); cur.uid != u.uid || !ok || dir != u.dir {
 			return fmt.Errorf("unix user %s changed while it was purged (uid %d, comment %q); look at it, then purge again", u.name, cur.uid, gecosOf(u.name))
 		}
 		// Files of the user may remain outside the state directory (in
@@ -258,12 +258,6 @@ func (w *purgeWork) run(o PurgeOptions) error {
 		return removeState(abs)
 	}
 	return nil
-}
-
-// gecosMarkOf is the comment u was made with.
-func gecosMarkOf(u machineUser) string {
-	_, account, _ := parseMark(gecosOf(u.name))
-	return gecosMark(u.dir, account)
 }
 
 // stateBoxes names the boxes of the state directory abs, as PurgePlan
@@ -305,8 +299,8 @@ func stateBoxDirs(abs string) []string {
 }
 
 // removeBoxAsOwner removes box directory dir (removeBoxDir) as the user
-// who owns its parts, whoever the records say its user is: after a
-// records were lost, the files still tell. Parts of two users, or of
+// who owns its parts, whoever the records say its user is: when the
+// records are lost, the files still tell. Parts of two users, or of
 // root's when served by root, are refused.
 func removeBoxAsOwner(dir string) error {
 	var u *boxUser
