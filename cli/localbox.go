@@ -121,7 +121,7 @@ no account.`,
 	wake := boxCommand(s, dial, "wake BOX", "Wake a box of the local box", wakeBox)
 	sleep.ValidArgsFunction = onlyFirst(boxNamesAt(dial))
 	wake.ValidArgsFunction = sleep.ValidArgsFunction
-	lb.AddCommand(serve, start, newLocalboxAccount(env, s),
+	lb.AddCommand(serve, start, newLocalboxAccount(env, s), newLocalboxPurge(env, s),
 		noArgsCommand("stop", "Stop the local box", func() error { return runLocalboxStop(env, s) }),
 		status, sleep, wake)
 	return lb

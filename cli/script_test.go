@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 		"killmaster":           killmaster,
 		"masterfds":            masterfds,
 		"browse":               browse,
+		"formbrowse":           formbrowse,
 		"mktree":               mktree,
 		"blackhole":            blackhole,
 		"pasteback":            pasteback,

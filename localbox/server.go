@@ -169,7 +169,7 @@ func (s *Server) init() error {
 			s.err = fmt.Errorf("write the sign-in code: %w", s.err)
 			return
 		}
-		s.oauth = &oauthServer{s: s}
+		s.oauth = newOAuthServer(s)
 		s.shell = loginShell()
 		s.path = os.Getenv("PATH")
 		if s.BinDir != "" && !slices.Contains(filepath.SplitList(s.path), s.BinDir) {
