@@ -22,7 +22,9 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 	dial := func() (*box.Client, error) { return env.dial(o.Endpoint) }
 	sleep := boxCommand(s, dial, "sleep BOX", "Hibernate a box; the next command wakes it", sleepBox)
 	wake := boxCommand(s, dial, "wake BOX", "Wake a box, or start a stopped one", wakeBox)
-	create := boxCommand(s, dial, "create NAME", "Create a box of yours", createBox)
+	var image string
+	create := boxCommand(s, dial, "create NAME [--image IMAGE]", "Create a box of yours", func(c *box.Client, s Streams, name string) error { return createBox(c, s, name, image) })
+	create.Flags().StringVar(&image, "image", "", "the image the box runs (default: the server's latest)")
 	var yes bool
 	del := &cobra.Command{
 		Use:   "delete BOX --yes",
@@ -78,15 +80,15 @@ func sleepBox(c *box.Client, s Streams, name string) error {
 	return nil
 }
 
-func createBox(c *box.Client, s Streams, name string) error {
-	b, err := c.Create(context.Background(), name)
+func createBox(c *box.Client, s Streams, name, image string) error {
+	b, err := c.Create(context.Background(), name, image)
 	if errors.Is(err, box.ErrInvalidArgument) {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Err, "box %s created (%s): %s\n", b.Name, b.ID, b.State)
+	fmt.Fprintf(s.Err, "box %s created (%s, %s): %s\n", b.Name, b.ID, b.Image, b.State)
 	return nil
 }
 
