@@ -46,6 +46,9 @@ type boxMeta struct {
 	Image string `json:"image,omitempty"`
 	// SavedBytes is what the last save measured; 0 after a hibernate.
 	SavedBytes int64 `json:"saved_bytes,omitempty"`
+	// CreatedAtMS is when the box was made, in Unix milliseconds; 0 for a
+	// box made before it was recorded, which counts as the oldest.
+	CreatedAtMS int64 `json:"created_at_ms,omitempty"`
 }
 
 // box is one box: a directory with home/ and workspace/.
@@ -232,7 +235,7 @@ func (r *registry) addImage(account, name, image string) (b *box, created bool, 
 	b = &box{
 		dir:     filepath.Join(r.boxesDir(account), name),
 		account: account,
-		boxMeta: boxMeta{ID: "box_" + hex.EncodeToString(id), Name: name, Image: image},
+		boxMeta: boxMeta{ID: "box_" + hex.EncodeToString(id), Name: name, Image: image, CreatedAtMS: time.Now().UnixMilli()},
 		execs:   map[*context.CancelFunc]struct{}{},
 		fresh:   true,
 		active:  time.Now(),

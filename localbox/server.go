@@ -237,15 +237,22 @@ func (s *Server) Serve(lis net.Listener) error {
 		g := newGate(cmp.Or(s.AnonConns, DefaultAnonConns), cmp.Or(s.AnonConnsPerSource, DefaultAnonConnsPerSource),
 			cmp.Or(s.AnonIdle, DefaultAnonIdle), s.logf)
 		m := newSniffer(lis, tc, g)
-		hs := &http.Server{
-			Handler:           s.oauth.handler(),
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          log.New(io.Discard, "", 0),
-		}
+		hs := s.httpServer(s.oauth.handler())
 		s.mu.Lock()
 		s.http, s.port, s.gate = hs, a.Port, g
+		s.mu.Unlock()
+		go m.serve()
+		go hs.Serve(m.http)
+		lis = m.grpc
+	} else {
+		// A unix socket serves the control MCP beside gRPC, and no
+		// sign-in pages: who can open the socket holds its token already.
+		m := newSniffer(lis, nil, nil)
+		mux := http.NewServeMux()
+		mux.Handle(ControlMCPPath, s.mcpHandler())
+		hs := s.httpServer(mux)
+		s.mu.Lock()
+		s.http = hs
 		s.mu.Unlock()
 		go m.serve()
 		go hs.Serve(m.http)
@@ -262,6 +269,18 @@ func (s *Server) Serve(lis net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// httpServer serves h on the HTTP side of a listener.
+func (s *Server) httpServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnContext:       withConn,
+	}
 }
 
 // httpPort is the port of the TCP listener being served, or 0.
