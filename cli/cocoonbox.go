@@ -149,6 +149,7 @@ cocoonbox-ssh.`,
 		newSSHConfig(env, s),
 		newControlMaster(env, s),
 		newMan(),
+		newMCP(env, s),
 	)
 	groupsRefuseUnknown(root)
 	bashWithoutPackage(root)
