@@ -79,6 +79,11 @@ type Server struct {
 	// A unix socket's connections are not bounded (docs/self-hosting.md).
 	AnonConns, AnonConnsPerSource int
 	AnonIdle                      time.Duration
+	// IdleHibernate, if not zero, hibernates a running box once no
+	// client call has held, begun or ended on it for that long and no
+	// offloaded session in it is working (idle.go); IdleCheck is how
+	// often that is looked at (zero: DefaultIdleCheck).
+	IdleHibernate, IdleCheck time.Duration
 
 	once  sync.Once
 	err   error
@@ -103,6 +108,8 @@ type Server struct {
 	port  int          // the TCP listener's port
 	gate  *gate        // the TCP listener's anonymous connections
 	inbox inboxes
+	// idleStop ends the idle loop, when one runs.
+	idleStop chan struct{}
 }
 
 // logf logs one line, escaped: a box names files, repositories and
@@ -259,6 +266,14 @@ func (s *Server) Serve(lis net.Listener) error {
 		lis = m.grpc
 	}
 	s.serving.Store(true)
+	if s.IdleHibernate > 0 {
+		s.mu.Lock()
+		if s.idleStop == nil {
+			s.idleStop = make(chan struct{})
+			go s.idleLoop(s.idleStop)
+		}
+		s.mu.Unlock()
+	}
 	for _, b := range s.reg.all() {
 		if b.proto().GetState() == controlv1.BoxState_BOX_STATE_RUNNING {
 			s.startInbox(b)
@@ -296,6 +311,10 @@ func (s *Server) Stop() {
 		s.grpc.Stop()
 		s.mu.Lock()
 		hs := s.http
+		if s.idleStop != nil {
+			close(s.idleStop)
+			s.idleStop = nil
+		}
 		s.mu.Unlock()
 		if hs != nil {
 			hs.Close()
