@@ -126,6 +126,9 @@ func checkOffloads(c *box.Client, name, verb string, force, sleep bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b, err := c.Status(ctx, name)
+	if errors.Is(err, box.ErrNotFound) {
+		return nil // the verb itself says so
+	}
 	if err != nil {
 		return err
 	}
