@@ -220,6 +220,8 @@ type Box struct {
 	Image         string
 	LatestImage   string
 	LastSavedAtMS int64
+	// UpgradeAvailable is true when Image is not LatestImage.
+	UpgradeAvailable bool
 }
 
 func fromProto(b *controlv1.Box) Box {
@@ -233,6 +235,8 @@ func fromProto(b *controlv1.Box) Box {
 		Image:         b.GetImage(),
 		LatestImage:   b.GetLatestImage(),
 		LastSavedAtMS: b.GetLastSavedAtMs(),
+
+		UpgradeAvailable: b.GetUpgradeAvailable(),
 	}
 }
 
@@ -261,26 +265,102 @@ func (c *Client) Ensure(ctx context.Context, box string, progress io.Writer) (Bo
 	if err != nil {
 		return Box{}, c.wrap("wake "+box, err)
 	}
-	last := ""
+	r, err := c.follow(st, "wake "+box, box, progress)
+	return r.Box, err
+}
+
+// OperationResult is how an operation ended.
+type OperationResult struct {
+	// Box is the box as the last event left it.
+	Box Box
+	// OperationID is "" when there was nothing to do.
+	OperationID string
+	// Bytes is the last total_bytes the operation reported (a save's size).
+	Bytes int64
+}
+
+// PhaseName is an operation phase as a lower-case word ("waking",
+// "restoring_files").
+func PhaseName(p controlv1.Phase) string {
+	return strings.ToLower(strings.TrimPrefix(p.String(), "PHASE_"))
+}
+
+// follow reads an operation's events to its end, writing one line per
+// new phase to progress (if not nil).
+func (c *Client) follow(st interface {
+	Recv() (*controlv1.OperationEvent, error)
+}, op, box string, progress io.Writer) (OperationResult, error) {
+	var last controlv1.Phase
+	var r OperationResult
 	for {
 		ev, err := st.Recv()
 		if err == io.EOF {
-			return Box{}, fmt.Errorf("wake %s: the server ended the operation without a result", box)
+			return OperationResult{}, fmt.Errorf("%s: the server ended the operation without a result", op)
 		}
 		if err != nil {
-			return Box{}, c.wrap("wake "+box, err)
+			return OperationResult{}, c.wrap(op, err)
+		}
+		if ev.GetTotalBytes() > 0 {
+			r.Bytes = ev.GetTotalBytes()
 		}
 		if progress != nil && ev.GetPhase() != last && ev.GetOutcome() == controlv1.Outcome_OUTCOME_RUNNING {
 			last = ev.GetPhase()
-			fmt.Fprintf(progress, "box %s: %s...\n", box, last)
+			fmt.Fprintf(progress, "box %s: %s...\n", printable.Line(box, maxEcho), PhaseName(last))
 		}
 		switch ev.GetOutcome() {
 		case controlv1.Outcome_OUTCOME_DONE:
-			return fromProto(ev.GetBox()), nil
+			r.Box, r.OperationID = fromProto(ev.GetBox()), ev.GetOperationId()
+			return r, nil
 		case controlv1.Outcome_OUTCOME_FAILED:
-			return Box{}, fmt.Errorf("wake %s: %s", box, ev.GetError())
+			return OperationResult{}, fmt.Errorf("%s: %s", op, printable.Line(ev.GetError(), 4*maxEcho))
 		}
 	}
+}
+
+// Status returns box as it stands, without waking it.
+func (c *Client) Status(ctx context.Context, box string) (Box, error) {
+	r, err := c.boxes.Status(ctx, &controlv1.StatusRequest{Box: box})
+	if err != nil {
+		return Box{}, c.wrap("status of "+box, err)
+	}
+	return fromProto(r.GetBox()), nil
+}
+
+// Save saves box; progress as Ensure's.
+func (c *Client) Save(ctx context.Context, box string, progress io.Writer) (OperationResult, error) {
+	st, err := c.boxes.Save(ctx, &controlv1.SaveRequest{Box: box})
+	if err != nil {
+		return OperationResult{}, c.wrap("save "+box, err)
+	}
+	return c.follow(st, "save "+box, box, progress)
+}
+
+// Upgrade moves box to its latest image, restarting what runs in it;
+// progress as Ensure's.
+func (c *Client) Upgrade(ctx context.Context, box string, progress io.Writer) (OperationResult, error) {
+	st, err := c.boxes.Upgrade(ctx, &controlv1.UpgradeRequest{Box: box, Confirm: true})
+	if err != nil {
+		return OperationResult{}, c.wrap("upgrade "+box, err)
+	}
+	return c.follow(st, "upgrade "+box, box, progress)
+}
+
+// Usage is the account's model usage (boxes.proto UsageResponse).
+type Usage struct {
+	Today, Month, DailyCapMicros, RemainingTodayMicros int64
+	DefaultCap                                         bool
+	// Unmeasured names the fields the server cannot measure.
+	Unmeasured []string
+}
+
+// Usage returns the account's model usage.
+func (c *Client) Usage(ctx context.Context) (Usage, error) {
+	r, err := c.boxes.Usage(ctx, &controlv1.UsageRequest{})
+	if err != nil {
+		return Usage{}, c.wrap("usage", err)
+	}
+	return Usage{Today: r.GetToday(), Month: r.GetMonth(), DailyCapMicros: r.GetDailyCapMicros(), DefaultCap: r.GetDefaultCap(),
+		RemainingTodayMicros: r.GetRemainingTodayMicros(), Unmeasured: r.GetUnmeasured()}, nil
 }
 
 // Hibernate puts box to sleep.
@@ -292,11 +372,12 @@ func (c *Client) Hibernate(ctx context.Context, box string) (Box, error) {
 	return fromProto(r.GetBox()), nil
 }
 
-// Create makes a new box named name with the server's default image and
-// returns it; a name the caller has already is an error (ALREADY_EXISTS)
-// with the server's one line.
-func (c *Client) Create(ctx context.Context, name string) (Box, error) {
-	r, err := c.boxes.Create(ctx, &controlv1.CreateRequest{Name: name})
+// Create makes a new box named name on image ("" for the server's
+// default) and returns it; a name the caller has already is an error
+// (ALREADY_EXISTS) with the server's one line, a bad name or image
+// ErrInvalidArgument.
+func (c *Client) Create(ctx context.Context, name, image string) (Box, error) {
+	r, err := c.boxes.Create(ctx, &controlv1.CreateRequest{Name: name, Image: image})
 	if err != nil {
 		return Box{}, c.wrap("create "+name, err)
 	}

@@ -185,6 +185,7 @@ cocoonbox-ssh.`,
 		newControlMaster(env, s),
 		newVersion(s),
 		newMan(),
+		newMCP(env, s),
 	)
 	groupsRefuseUnknown(root)
 	bashWithoutPackage(root)

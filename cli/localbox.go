@@ -44,6 +44,8 @@ type localboxOptions struct {
 	// UserPrefix names the Unix user made for the owner's boxes when
 	// another local box on the machine holds `user` (localbox.OwnerUser).
 	UserPrefix string
+	// IdleHibernate is localbox.Server.IdleHibernate; 0 is off.
+	IdleHibernate time.Duration
 }
 
 // tls reports whether the options ask for TLS, and checks them.
@@ -105,6 +107,7 @@ no account.`,
 		c.Flags().StringVar(&o.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
 		c.Flags().StringVar(&o.TLS, "tls", "", "self-signed: serve TLS with a certificate made (or kept) in the state directory")
 		c.Flags().StringSliceVar(&o.TLSNames, "tls-name", nil, "another DNS name or IP address for the self-signed certificate (repeatable)")
+		c.Flags().DurationVar(&o.IdleHibernate, "idle-hibernate", 0, "hibernate a running box after this long without a client call, unless an offloaded session in it works (0: never)")
 		c.Flags().StringVar(&o.UserPrefix, "user-prefix", localbox.DefaultUserPrefix, "served by root while another local box holds the Unix user `user`: what the user made for the owner's boxes is named with, before owner_HASH")
 	}
 	serve := noArgsCommand("serve", "Run the local box in the foreground", func() error { return runLocalboxServe(env, s, o) })
@@ -212,7 +215,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 			ri.RunAs, ri.RunAsNote = me.Username, nonRootNote
 		}
 	}
-	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser}
+	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser, IdleHibernate: o.IdleHibernate}
 	if err := localbox.WriteRuntime(dir, ri); err != nil {
 		lis.Close()
 		return err
@@ -321,6 +324,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	}
 	if o.UserPrefix != localbox.DefaultUserPrefix {
 		args = append(args, "--user-prefix", o.UserPrefix)
+	}
+	if o.IdleHibernate > 0 {
+		args = append(args, "--idle-hibernate", o.IdleHibernate.String())
 	}
 	var certErr *box.CertError
 	var pinned string

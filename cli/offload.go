@@ -503,7 +503,15 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 		bx = defaultBox
 	}
 	var ss []agentwire.Session
+	asleep := ""
 	err := env.withCurrent(func(ctx context.Context, c *box.Client, code func() int) error {
+		// A status read never wakes a box (boxes_ops.go).
+		if b, err := c.Status(ctx, bx); err != nil {
+			return signalled(code, err, "interrupted before box "+bx+" answered")
+		} else if b.State != "running" {
+			asleep = string(b.State)
+			return nil
+		}
 		a := &offload.Agent{Exec: c, Box: bx, Progress: progressWriter(s)}
 		var err error
 		ss, err = a.Status(ctx, key)
@@ -511,6 +519,13 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	})
 	if err != nil {
 		return err
+	}
+	if asleep != "" {
+		if o.JSON {
+			return json.NewEncoder(s.Out).Encode(map[string]any{"box": bx, "state": asleep, "sessions": []agentwire.Session{}})
+		}
+		fmt.Fprintf(s.Out, "box %s is %s: not woken to look; its sessions are paused until it wakes (cocoonbox boxes wake %s)\n", printable.Line(bx, 80), asleep, printable.Line(bx, 80))
+		return nil
 	}
 	defer interrupted()
 	if o.JSON {

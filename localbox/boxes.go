@@ -19,8 +19,15 @@ import (
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
-// Image is the image name the local box reports for every box.
-const Image = "localbox"
+// The process engine's images: a box runs on this machine's own system,
+// so its image is a label of the box environment's version (what the local
+// box prepares in its home), which the local box records per box. Images
+// lists those it offers, oldest first; LatestImage is the last of them,
+// the default of a new box and where Upgrade takes a box.
+const LatestImage = "localbox:v2"
+
+// Images are the image labels the local box offers, oldest first.
+var Images = []string{"localbox:v1", LatestImage}
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
@@ -34,6 +41,14 @@ type boxMeta struct {
 	Name          string `json:"name"`
 	Hibernated    bool   `json:"hibernated"`
 	LastSavedAtMS int64  `json:"last_saved_at_ms"`
+	// Image is the box's image label; empty (a box made before labels)
+	// reads as LatestImage.
+	Image string `json:"image,omitempty"`
+	// SavedBytes is what the last save measured; 0 after a hibernate.
+	SavedBytes int64 `json:"saved_bytes,omitempty"`
+	// CreatedAtMS is when the box was made, in Unix milliseconds; 0 for a
+	// box made before it was recorded, which counts as the oldest.
+	CreatedAtMS int64 `json:"created_at_ms,omitempty"`
 }
 
 // box is one box: a directory with home/ and workspace/.
@@ -50,6 +65,24 @@ type box struct {
 	// fresh is set when create made the box, until prepareHome gave its
 	// home the skeleton's files.
 	fresh bool
+	// active is when a client call on the box last began or ended, or
+	// the box woke: the idle clock (idle.go) runs from it.
+	active time.Time
+}
+
+// image is the box's image label.
+func (b *box) image() string {
+	if b.Image == "" {
+		return LatestImage
+	}
+	return b.Image
+}
+
+// touch restarts the box's idle clock.
+func (b *box) touch() {
+	b.mu.Lock()
+	b.active = time.Now()
+	b.mu.Unlock()
 }
 
 func (b *box) home() string      { return filepath.Join(b.dir, "home") }
@@ -62,7 +95,9 @@ func (b *box) proto() *controlv1.Box {
 	if b.Hibernated {
 		st = controlv1.BoxState_BOX_STATE_HIBERNATED
 	}
-	return &controlv1.Box{BoxId: b.ID, Name: b.Name, State: st, Image: Image, LatestImage: Image, LastSavedAtMs: b.LastSavedAtMS}
+	img := b.image()
+	return &controlv1.Box{BoxId: b.ID, Name: b.Name, State: st, Image: img, LatestImage: LatestImage,
+		LastSavedAtMs: b.LastSavedAtMS, UpgradeAvailable: img != LatestImage}
 }
 
 func (b *box) saveLocked() error {
@@ -81,17 +116,24 @@ func (b *box) setHibernated(h bool) error {
 		return nil
 	}
 	b.Hibernated = h
+	b.active = time.Now()
 	if h {
 		b.LastSavedAtMS = time.Now().UnixMilli()
-		for c := range b.execs {
-			(*c)()
-		}
+		b.SavedBytes = 0
+		b.cancelExecsLocked()
 	}
 	return b.saveLocked()
 }
 
+// cancelExecsLocked ends the Execs running in the box.
+func (b *box) cancelExecsLocked() {
+	for c := range b.execs {
+		(*c)()
+	}
+}
+
 // register records cancel as an Exec running in the box; it fails if the
-// box sleeps. The returned func unregisters it.
+// box sleeps. The returned func unregisters it. Both restart the idle clock.
 func (b *box) register(cancel *context.CancelFunc) (func(), bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -99,9 +141,11 @@ func (b *box) register(cancel *context.CancelFunc) (func(), bool) {
 		return nil, false
 	}
 	b.execs[cancel] = struct{}{}
+	b.active = time.Now()
 	return func() {
 		b.mu.Lock()
 		delete(b.execs, cancel)
+		b.active = time.Now()
 		b.mu.Unlock()
 	}, true
 }
@@ -145,7 +189,7 @@ func (r *registry) loadAccount(account string) error {
 		if !e.IsDir() || !ValidName(e.Name()) {
 			continue
 		}
-		b := &box{dir: filepath.Join(root, e.Name()), account: account, execs: map[*context.CancelFunc]struct{}{}}
+		b := &box{dir: filepath.Join(root, e.Name()), account: account, execs: map[*context.CancelFunc]struct{}{}, active: time.Now()}
 		data, err := os.ReadFile(filepath.Join(b.dir, "box.json"))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // not a box (yet): create makes it one
@@ -173,6 +217,11 @@ func (r *registry) create(name string) (*box, error) {
 // add makes account's box name, or returns the existing one with created
 // false.
 func (r *registry) add(account, name string) (b *box, created bool, err error) {
+	return r.addImage(account, name, LatestImage)
+}
+
+// addImage is add with the new box's image label.
+func (r *registry) addImage(account, name, image string) (b *box, created bool, err error) {
 	if !ValidName(name) {
 		return nil, false, fmt.Errorf("bad box name %q: use 1 to 63 of a-z, 0-9 and -", name)
 	}
@@ -186,9 +235,10 @@ func (r *registry) add(account, name string) (b *box, created bool, err error) {
 	b = &box{
 		dir:     filepath.Join(r.boxesDir(account), name),
 		account: account,
-		boxMeta: boxMeta{ID: "box_" + hex.EncodeToString(id), Name: name},
+		boxMeta: boxMeta{ID: "box_" + hex.EncodeToString(id), Name: name, Image: image, CreatedAtMS: time.Now().UnixMilli()},
 		execs:   map[*context.CancelFunc]struct{}{},
 		fresh:   true,
+		active:  time.Now(),
 	}
 	if account != "" {
 		// The way down to an account's boxes is root's and 0711, made
@@ -317,9 +367,7 @@ func (r *registry) remove(b *box) {
 	r.mu.Unlock()
 	b.mu.Lock()
 	b.deleted = true
-	for c := range b.execs {
-		(*c)()
-	}
+	b.cancelExecsLocked()
 	b.mu.Unlock()
 }
 

@@ -106,6 +106,7 @@ func (o *oauthServer) handler() http.Handler {
 	m.HandleFunc("POST /cb/api/me/sign-out-everywhere", o.console(o.signOutEverywhere))
 	m.HandleFunc("POST /cocoonbox.oauth/token", o.token)
 	m.HandleFunc("POST /cocoonbox.oauth/revoke", o.revoke)
+	m.Handle(ControlMCPPath, o.s.mcpHandler())
 	return o.guard(m)
 }
 

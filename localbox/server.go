@@ -79,6 +79,11 @@ type Server struct {
 	// A unix socket's connections are not bounded (docs/self-hosting.md).
 	AnonConns, AnonConnsPerSource int
 	AnonIdle                      time.Duration
+	// IdleHibernate, if not zero, hibernates a running box once no
+	// client call has held, begun or ended on it for that long and no
+	// offloaded session in it is working (idle.go); IdleCheck is how
+	// often that is looked at (zero: DefaultIdleCheck).
+	IdleHibernate, IdleCheck time.Duration
 
 	once  sync.Once
 	err   error
@@ -103,6 +108,8 @@ type Server struct {
 	port  int          // the TCP listener's port
 	gate  *gate        // the TCP listener's anonymous connections
 	inbox inboxes
+	// idleStop ends the idle loop, when one runs.
+	idleStop chan struct{}
 }
 
 // logf logs one line, escaped: a box names files, repositories and
@@ -237,21 +244,36 @@ func (s *Server) Serve(lis net.Listener) error {
 		g := newGate(cmp.Or(s.AnonConns, DefaultAnonConns), cmp.Or(s.AnonConnsPerSource, DefaultAnonConnsPerSource),
 			cmp.Or(s.AnonIdle, DefaultAnonIdle), s.logf)
 		m := newSniffer(lis, tc, g)
-		hs := &http.Server{
-			Handler:           s.oauth.handler(),
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          log.New(io.Discard, "", 0),
-		}
+		hs := s.httpServer(s.oauth.handler())
 		s.mu.Lock()
 		s.http, s.port, s.gate = hs, a.Port, g
 		s.mu.Unlock()
 		go m.serve()
 		go hs.Serve(m.http)
 		lis = m.grpc
+	} else {
+		// A unix socket serves the control MCP beside gRPC, and no
+		// sign-in pages: who can open the socket holds its token already.
+		m := newSniffer(lis, nil, nil)
+		mux := http.NewServeMux()
+		mux.Handle(ControlMCPPath, s.mcpHandler())
+		hs := s.httpServer(mux)
+		s.mu.Lock()
+		s.http = hs
+		s.mu.Unlock()
+		go m.serve()
+		go hs.Serve(m.http)
+		lis = m.grpc
 	}
 	s.serving.Store(true)
+	if s.IdleHibernate > 0 {
+		s.mu.Lock()
+		if s.idleStop == nil {
+			s.idleStop = make(chan struct{})
+			go s.idleLoop(s.idleStop)
+		}
+		s.mu.Unlock()
+	}
 	for _, b := range s.reg.all() {
 		if b.proto().GetState() == controlv1.BoxState_BOX_STATE_RUNNING {
 			s.startInbox(b)
@@ -262,6 +284,18 @@ func (s *Server) Serve(lis net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// httpServer serves h on the HTTP side of a listener.
+func (s *Server) httpServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnContext:       withConn,
+	}
 }
 
 // httpPort is the port of the TCP listener being served, or 0.
@@ -277,6 +311,10 @@ func (s *Server) Stop() {
 		s.grpc.Stop()
 		s.mu.Lock()
 		hs := s.http
+		if s.idleStop != nil {
+			close(s.idleStop)
+			s.idleStop = nil
+		}
 		s.mu.Unlock()
 		if hs != nil {
 			hs.Close()
@@ -468,24 +506,23 @@ func (x *boxesService) List(ctx context.Context, _ *controlv1.ListRequest) (*con
 	return &r, nil
 }
 
-func (x *boxesService) Ensure(req *controlv1.EnsureRequest, st grpc.ServerStreamingServer[controlv1.EnsureEvent]) error {
+// streamEmit sends each event on st; after a failed send it sends no more.
+func streamEmit(st grpc.ServerStreamingServer[controlv1.OperationEvent]) emitFunc {
+	var sendErr error
+	return func(ev *controlv1.OperationEvent) error {
+		if sendErr == nil {
+			sendErr = st.Send(ev)
+		}
+		return sendErr
+	}
+}
+
+func (x *boxesService) Ensure(req *controlv1.EnsureRequest, st grpc.ServerStreamingServer[controlv1.OperationEvent]) error {
 	b, err := x.s.lookup(st.Context(), req.GetBox())
 	if err != nil {
 		return err
 	}
-	op := ""
-	if b.proto().GetState() != controlv1.BoxState_BOX_STATE_RUNNING {
-		op = "op_" + b.ID[len("box_"):]
-		if err := st.Send(&controlv1.EnsureEvent{OperationId: op, Phase: "waking", Progress: 0, Outcome: controlv1.Outcome_OUTCOME_RUNNING, Box: b.proto()}); err != nil {
-			return err
-		}
-		if err := b.setHibernated(false); err != nil {
-			return st.Send(&controlv1.EnsureEvent{OperationId: op, Outcome: controlv1.Outcome_OUTCOME_FAILED, Error: err.Error(), Box: b.proto()})
-		}
-		x.s.logf("box %s woken", b.Name)
-	}
-	x.s.startInbox(b)
-	return st.Send(&controlv1.EnsureEvent{OperationId: op, Phase: "running", Progress: 100, Outcome: controlv1.Outcome_OUTCOME_DONE, Box: b.proto()})
+	return x.s.ensureBox(b, streamEmit(st))
 }
 
 func (x *boxesService) Hibernate(ctx context.Context, req *controlv1.HibernateRequest) (*controlv1.HibernateResponse, error) {
@@ -493,38 +530,20 @@ func (x *boxesService) Hibernate(ctx context.Context, req *controlv1.HibernateRe
 	if err != nil {
 		return nil, err
 	}
-	if err := b.setHibernated(true); err != nil {
-		return nil, status.Errorf(codes.Internal, "hibernate %s: %v", b.Name, err)
+	var last *controlv1.OperationEvent
+	x.s.hibernateBox(b, func(ev *controlv1.OperationEvent) error { last = ev; return nil })
+	if last.GetOutcome() == controlv1.Outcome_OUTCOME_FAILED {
+		return nil, status.Error(codes.Internal, last.GetError())
 	}
-	x.s.stopInbox(b)
-	x.s.logf("box %s hibernated", b.Name)
 	return &controlv1.HibernateResponse{Box: b.proto()}, nil
 }
 
 func (x *boxesService) Create(ctx context.Context, req *controlv1.CreateRequest) (*controlv1.CreateResponse, error) {
-	name := req.GetName()
-	if !ValidName(name) {
-		return nil, status.Errorf(codes.InvalidArgument, "bad box name %q: use 1 to 63 of a-z, 0-9 and -, not starting with -", name)
-	}
-	if img := req.GetImage(); img != "" && img != Image {
-		return nil, status.Errorf(codes.InvalidArgument, "no image %q here: the local box offers only %s", img, Image)
-	}
-	account := caller(ctx).Account
-	b, created, err := x.s.reg.add(account, name)
+	b, _, err := x.s.createBox(caller(ctx).Account, req.GetName(), req.GetImage(), func(*controlv1.OperationEvent) error { return nil })
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "create box %s: %v", name, err)
+		return nil, err
 	}
-	if !created {
-		return nil, status.Errorf(codes.AlreadyExists, "you have a box %s already; list them with `cocoonbox boxes list`", name)
-	}
-	if err := x.s.chownBox(b); err != nil {
-		return nil, status.Errorf(codes.Internal, "give box %s to its user: %v", name, err)
-	}
-	x.s.prepareHome(b)
-	if x.s.serving.Load() {
-		x.s.startInbox(b)
-	}
-	x.s.logf("box %s of %s created", b.Name, accountLabel(account))
+	// The box was made at once: no operation to follow.
 	return &controlv1.CreateResponse{Box: b.proto()}, nil
 }
 
@@ -540,6 +559,37 @@ func (x *boxesService) Delete(ctx context.Context, req *controlv1.DeleteRequest)
 		return nil, status.Errorf(codes.Internal, "delete box %s: %v", b.Name, err)
 	}
 	return &controlv1.DeleteResponse{BoxId: b.ID}, nil
+}
+
+func (x *boxesService) Status(ctx context.Context, req *controlv1.StatusRequest) (*controlv1.StatusResponse, error) {
+	b, err := x.s.lookup(ctx, req.GetBox())
+	if err != nil {
+		return nil, err
+	}
+	return &controlv1.StatusResponse{Box: b.proto()}, nil
+}
+
+func (x *boxesService) Save(req *controlv1.SaveRequest, st grpc.ServerStreamingServer[controlv1.OperationEvent]) error {
+	b, err := x.s.lookup(st.Context(), req.GetBox())
+	if err != nil {
+		return err
+	}
+	return x.s.saveBox(b, streamEmit(st))
+}
+
+func (x *boxesService) Upgrade(req *controlv1.UpgradeRequest, st grpc.ServerStreamingServer[controlv1.OperationEvent]) error {
+	if !req.GetConfirm() {
+		return status.Errorf(codes.InvalidArgument, "upgrading box %s restarts what runs in it: confirm it", req.GetBox())
+	}
+	b, err := x.s.lookup(st.Context(), req.GetBox())
+	if err != nil {
+		return err
+	}
+	return x.s.upgradeBox(b, streamEmit(st))
+}
+
+func (x *boxesService) Usage(context.Context, *controlv1.UsageRequest) (*controlv1.UsageResponse, error) {
+	return x.s.usage(), nil
 }
 
 // deleteBox takes b out of the registry, ends its commands, inbox and
