@@ -72,9 +72,10 @@ type Server struct {
 	// connections of a TCP listener, those on which no call has carried
 	// a valid token yet (the sign-in pages' always are): at most
 	// AnonConns in all and AnonConnsPerSource from one source (an IPv4
-	// address or an IPv6 /64), an old one closed to make room for a new
-	// one (the source's oldest, or the oldest of the source that holds
-	// the most), and each closed once it has sent nothing for AnonIdle. Zero
+	// address or an IPv6 /64), another closed to make room for a new one
+	// (of its source, or of the source that holds the most: one whose
+	// peer has gone, else one that has sent nothing, else the one silent
+	// longest), and each closed once it has sent nothing for AnonIdle. Zero
 	// means DefaultAnonConns, DefaultAnonConnsPerSource, DefaultAnonIdle.
 	// A unix socket's connections are not bounded (docs/self-hosting.md).
 	AnonConns, AnonConnsPerSource int
