@@ -23,71 +23,140 @@ import (
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
-// takeFDsEnv makes this test binary, started with it, the hostile box
+// takeEnv makes this test binary, started with it, the hostile box
 // user's program of TestHostileHeldHelperPipe instead of the tests: it
-// takes the stderr of every process of its uid whose environment holds
-// the value of takeFDsEnv (a box's COCOONBOX_RUN_DIR=…) and holds it.
-const takeFDsEnv = "LOCALBOX_TEST_TAKE_FDS"
+// takes the stderr of every helper with a variable that begins with the
+// value of takeEnv (takePipes).
+const takeEnv = "LOCALBOX_TEST_TAKE_PIPES"
 
 func init() {
-	if mark := os.Getenv(takeFDsEnv); mark != "" {
-		takeFDs(mark)
+	if mark := os.Getenv(takeEnv); mark != "" {
+		takePipes(mark)
 		os.Exit(0)
 	}
 }
 
-// takeFDs is the box user's program: it looks through /proc without
-// pause for processes of its own uid that carry mark in their
-// environment, and no local box's marker, and whose stderr is a pipe, takes that pipe with
+// takePipes is the box user's program: it watches each new process
+// without pause, for those of its own uid with a variable in their
+// environment that begins with mark, and no local box's marker (the
+// inbox's pipe goes to root's log copier, whose wait was bounded
+// already); when such a one's stderr is a pipe, it takes that with
 // pidfd_getfd (a process may take another's descriptors when it may
 // ptrace it: the same uid, nothing more), keeps it open for good, and
-// says "took pipe:[N]" on stdout for each.
-func takeFDs(mark string) {
-	want := []byte("\x00" + mark + "\x00")
+// says "took pipe:[N]". It says "ready" once it watches.
+func takePipes(mark string) {
 	taken := map[string]bool{}
 	var held []int
-	// Processes seen on the last pass that were not a helper's stay
-	// so: /proc is looked through faster for the new ones.
-	skip := map[string]bool{}
-	for {
-		ents, _ := os.ReadDir("/proc")
-		seen := make(map[string]bool, len(ents))
-		for _, e := range ents {
-			name := e.Name()
-			if skip[name] {
-				seen[name] = true
-				continue
-			}
-			pid, err := strconv.Atoi(name)
-			if err != nil || pid == os.Getpid() {
-				continue
-			}
-			env, err := os.ReadFile("/proc/" + name + "/environ")
-			// Not the inbox (its stderr goes to root's log copier, whose
-			// wait is bounded): the helper's environment has no marker.
-			if err != nil || !bytes.Contains(append([]byte{0}, env...), want) || bytes.Contains(env, []byte(markerVar+"=")) {
-				seen[name] = true
-				continue
-			}
-			what, err := os.Readlink("/proc/" + name + "/fd/2")
-			if err != nil || !strings.HasPrefix(what, "pipe:") || taken[what] {
-				continue
-			}
-			pfd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				continue
-			}
-			fd, err := unix.PidfdGetfd(pfd, 2, 0)
-			unix.Close(pfd)
-			if err != nil {
-				continue
-			}
-			taken[what] = true
-			held = append(held, fd)
-			fmt.Printf("took %s\n", what)
+	// act does verb to pid, and reports whether pid is done with: gone,
+	// not a helper, or acted on.
+	act := func(pid int) bool {
+		name := strconv.Itoa(pid)
+		env, err := os.ReadFile("/proc/" + name + "/environ")
+		if err != nil {
+			// Not there, or not ours yet: root's child before its
+			// setuid and exec.
+			_, serr := os.Stat("/proc/" + name)
+			return serr != nil
 		}
-		skip = seen
+		var marked string
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if strings.HasPrefix(kv, mark) {
+				marked = kv
+			}
+		}
+		if marked == "" || bytes.Contains(env, []byte(markerVar+"=")) {
+			return true
+		}
+		what, err := os.Readlink("/proc/" + name + "/fd/2")
+		if err != nil || !strings.HasPrefix(what, "pipe:") || taken[what] {
+			return err == nil
+		}
+		pfd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			return true
+		}
+		fd, err := unix.PidfdGetfd(pfd, 2, 0)
+		unix.Close(pfd)
+		if err != nil {
+			return false
+		}
+		taken[what] = true
+		held = append(held, fd)
+		fmt.Printf("took %s\n", what)
+		return true
 	}
+	// New processes are watched from the moment their pid is handed out
+	// (pids are handed out in turn, and ns_last_pid says the last), each
+	// for a while: a helper lives a few ms.
+	lastPid := func() int {
+		b, _ := os.ReadFile("/proc/sys/kernel/ns_last_pid")
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return n
+	}
+	watch := map[int]time.Time{}
+	prev := lastPid()
+	fmt.Println("ready")
+	for {
+		now := time.Now()
+		if last := lastPid(); last != prev {
+			if last < prev {
+				// The numbers came round: from the top of the range.
+				prev = 300
+			}
+			for p := prev + 1; p <= last; p++ {
+				watch[p] = now
+			}
+			prev = last
+		}
+		for p, since := range watch {
+			if now.Sub(since) > time.Second || act(p) {
+				delete(watch, p)
+			}
+		}
+	}
+}
+
+// startHostile starts this test binary, copied where the box user may
+// run it, as the box user's program takePipes with mark,
+// waits until it watches, ends it when the test does, and returns its
+// lines.
+func (h *hostile) startHostile(mark string) <-chan string {
+	h.t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	prog := filepath.Join(h.bin, "take-pipes")
+	if err := copyFile(exe, prog, 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	cmd := exec.Command(prog)
+	cmd.Env = []string{takeEnv + "=" + mark}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: h.u.uid, Gid: h.u.gid}}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	if l := <-lines; l != "ready" {
+		h.t.Fatalf("the box user's program said %q; want ready", l)
+	}
+	return lines
 }
 
 // A box user keeps a process of its own after a stop (the local box
@@ -100,36 +169,7 @@ func takeFDs(mark string) {
 func TestHostileHeldHelperPipe(t *testing.T) {
 	h := newHostile(t, listeningAgent)
 	h.start()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog := filepath.Join(h.bin, "take-fds")
-	if err := copyFile(exe, prog, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	taker := exec.Command(prog)
-	taker.Env = []string{takeFDsEnv + "=COCOONBOX_RUN_DIR=" + h.run()}
-	taker.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: h.u.uid, Gid: h.u.gid}}
-	out, err := taker.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	taker.Stderr = os.Stderr
-	if err := taker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		taker.Process.Kill()
-		taker.Wait()
-	})
-	took := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			took <- sc.Text()
-		}
-	}()
+	took := h.startHostile("COCOONBOX_RUN_DIR=" + h.run())
 
 	// The taker has to find the helper while it runs (a few ms): a start
 	// at a time until it has, each of which must end.
@@ -263,5 +303,65 @@ func TestHeldOutputCallEnds(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A box user may hold up each helper that prepares a home of its at a
+// start: stop it with SIGSTOP (the helper is the box user's), or take its
+// pipe. Each was killed after asUserTimeout, one box after another, so
+// that with two boxes a start took past the 15 s `localbox start` waits,
+// which then gave up: no start served. Now a start prepares every home
+// at once and waits for them together. Here each helper waits for the
+// test, which lets them go once the helpers of all three boxes run at
+// the same time; before, they ran one at a time, each killed in turn.
+func TestHostileHeldHelpersAtOnce(t *testing.T) {
+	h := newHostile(t, listeningAgent)
+	names := []string{DefaultBox, "two", "three"}
+	srv := &Server{Dir: h.state, BinDir: h.bin, User: DefaultUser, Logf: t.Logf}
+	for _, n := range names {
+		if err := srv.CreateBox(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Stop()
+
+	let := filepath.Join(h.rootDir, "go")
+	done := make(chan error, 1)
+	go func() {
+		srv := &Server{Dir: h.state, BinDir: h.bin, User: DefaultUser, Logf: t.Logf,
+			homeScript: "until [ -e '" + let + "' ]; do sleep 0.05; done"}
+		err := srv.init()
+		srv.Stop()
+		done <- err
+	}()
+	most := 0
+	for waiting := true; waiting; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			waiting = false
+		case <-time.After(20 * time.Millisecond):
+			at := 0
+			for _, n := range names {
+				ps := markedProcs([]uint32{h.u.uid}, "COCOONBOX_RUN_DIR="+filepath.Join(h.state, "boxes", n, "run"))
+				if len(ps) > 0 {
+					at++
+				}
+				for _, p := range ps {
+					p.Release()
+				}
+			}
+			most = max(most, at)
+			if at == len(names) {
+				if err := os.WriteFile(let, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if most < len(names) {
+		t.Errorf("the helpers of at most %d boxes ran at the same time; want all %d, the homes prepared at once", most, len(names))
 	}
 }

@@ -81,6 +81,10 @@ type Server struct {
 	AnonConns, AnonConnsPerSource int
 	AnonIdle                      time.Duration
 
+	// homeScript, when not empty, is run in prepareScript's place: a
+	// test's, to hold a start up.
+	homeScript string
+
 	once  sync.Once
 	err   error
 	reg   *registry
@@ -142,12 +146,12 @@ func (s *Server) init() error {
 			s.err = err
 			return
 		}
-		for _, b := range s.reg.list("") {
+		homes := s.reg.list("")
+		for _, b := range homes {
 			if err := s.chownBox(b); err != nil {
 				s.err = fmt.Errorf("give box %s to its user: %w", b.Name, err)
 				return
 			}
-			s.prepareHome(b)
 		}
 		s.accts = &accountSet{dir: s.Dir}
 		if _, err := s.accts.load(); err != nil {
@@ -157,10 +161,15 @@ func (s *Server) init() error {
 		for _, name := range s.accts.names() {
 			// An account that cannot be served (its user gone, a server
 			// not run by root) leaves the others served: its calls say why.
-			if err := s.openAccount(name); err != nil {
+			// Its homes are prepared below, with the owner's.
+			if err := s.openAccountThen(name, func(bs []*box) { homes = append(homes, bs...) }); err != nil {
 				s.logf("account %s: %v", name, err)
 			}
 		}
+		// A box user may hold its helper up (SIGSTOP; it is the box
+		// user's) until asUserTimeout: the start waits that long once,
+		// not once a box.
+		s.prepareHomes(homes)
 		s.toks = &tokens{path: filepath.Join(s.Dir, "tokens.json")}
 		if err := s.toks.load(); err != nil {
 			s.err = fmt.Errorf("read tokens: %w", err)
