@@ -43,7 +43,7 @@ func TestSignInGuessLimitByUser(t *testing.T) {
 	// box user's, and returns the status.
 	asBoxUser := func(code string) int {
 		t.Helper()
-		cmd := exec.Command(curl, "-sS", "--noproxy", "*", "-o", "/dev/null", "-w", "%{http_code}",
+		cmd := exec.Command(curl, "-sS", "--max-time", "60", "--noproxy", "*", "-o", "/dev/null", "-w", "%{http_code}",
 			"-H", "Content-Type: application/json", "--data", `{"code":"`+code+`"}`, base+"/cb/api/session")
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
