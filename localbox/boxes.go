@@ -1,6 +1,7 @@
 package localbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -309,11 +310,21 @@ func (s *Server) prepareHome(b *box) {
 	if b.fresh {
 		skel = skelFiles
 	}
-	if err := s.asUser(b, nil, prepareScript, append([]string{agent, skelDir}, skel...)...); err != nil {
+	if err := s.asUser(b, nil, cmp.Or(s.homeScript, prepareScript), append([]string{agent, skelDir}, skel...)...); err != nil {
 		s.logf("box %s: prepare its home (skeleton files, cocoonbox-agent on the login PATH): %v", b.Name, err)
 		return
 	}
 	b.fresh = false
+}
+
+// prepareHomes prepares the homes of bs (prepareHome) all at once, and
+// waits for them.
+func (s *Server) prepareHomes(bs []*box) {
+	var wg sync.WaitGroup
+	for _, b := range bs {
+		wg.Go(func() { s.prepareHome(b) })
+	}
+	wg.Wait()
 }
 
 // get finds a box of account by name or id.

@@ -251,18 +251,28 @@ func (o *oauthServer) signInCode(r *http.Request, code string) (string, error) {
 }
 
 // requestSource is the source r came from, for the guess limit: as
-// sourceOfIP has it, but every loopback address is one source, "loopback":
-// a user of this machine (a box's, too) can connect from any of the 16
-// million addresses of 127/8, and would otherwise have as many limits.
+// sourceOfIP has it, but loopback is counted by user, not by address: a
+// user of this machine (a box's, too) can connect from any of the 16
+// million addresses of 127/8, and would otherwise have as many limits;
+// and by user, the wrong codes a box user brings use up its own limit,
+// never the owner's (Linux names the user of a socket of this machine:
+// peerUID). Where no user is known, loopback is one source, "loopback".
 func requestSource(r *http.Request) string {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
-	if ap.Addr().Unmap().IsLoopback() {
-		return "loopback"
+	if !ap.Addr().Unmap().IsLoopback() {
+		return sourceOfIP(ap.Addr())
 	}
-	return sourceOfIP(ap.Addr())
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if local, err := netip.ParseAddrPort(la.String()); err == nil {
+			if uid, ok := peerUID(local, ap); ok {
+				return "loopback uid " + strconv.FormatUint(uint64(uid), 10)
+			}
+		}
+	}
+	return "loopback"
 }
 
 // parseRequest checks an authorization request's raw query.

@@ -119,7 +119,8 @@ const asUserTimeout = 10 * time.Second
 
 // asUser runs script with /bin/sh -c as box b's user (its credentials;
 // HOME, COCOONBOX_RUN_DIR and a plain PATH; args as $1…), with stdin, and
-// waits for it at most asUserTimeout. It is the one way the server
+// waits for it at most asUserTimeout, and for the end of its stdin and
+// stderr pipes at most pipeDelay after it exits. It is the one way the server
 // creates, links or removes anything under a box's home or run directory:
 // the child can do only what the box user can, so a symlink or hard link
 // the box user planted there reaches nothing of root's. The error carries
@@ -136,7 +137,17 @@ func (s *Server) asUser(b *box, stdin []byte, script string, args ...string) err
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
+	// The child is the box user's, so a process of that user may take
+	// its pipes (pidfd_getfd) and hold them open: the copies of stdin
+	// and stderr end pipeDelay after the child does, not at the pipes'
+	// end. Its exit status says whether its work was done.
+	cmd.WaitDelay = pipeDelay
+	err := cmd.Run()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		s.logf("box %s: a process of its user held the pipes of a helper of the server's", b.Name)
+		err = nil
+	}
+	if err != nil {
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
 			return fmt.Errorf("%v: %s", err, printable.Line(msg, 300))
 		}

@@ -72,9 +72,10 @@ type Server struct {
 	// connections of a TCP listener, those on which no call has carried
 	// a valid token yet (the sign-in pages' always are): at most
 	// AnonConns in all and AnonConnsPerSource from one source (an IPv4
-	// address or an IPv6 /64), an old one closed to make room for a new
-	// one (the source's oldest, or the oldest of the source that holds
-	// the most), and each closed once it has sent nothing for AnonIdle. Zero
+	// address or an IPv6 /64), another closed to make room for a new one
+	// (of its source, or of the source that holds the most: one whose
+	// peer has gone, else one that has sent nothing, else the one silent
+	// longest), and each closed once it has sent nothing for AnonIdle. Zero
 	// means DefaultAnonConns, DefaultAnonConnsPerSource, DefaultAnonIdle.
 	// A unix socket's connections are not bounded (docs/self-hosting.md).
 	AnonConns, AnonConnsPerSource int
@@ -84,6 +85,10 @@ type Server struct {
 	// offloaded session in it is working (idle.go); IdleCheck is how
 	// often that is looked at (zero: DefaultIdleCheck).
 	IdleHibernate, IdleCheck time.Duration
+
+	// homeScript, when not empty, is run in prepareScript's place: a
+	// test's, to hold a start up.
+	homeScript string
 
 	once  sync.Once
 	err   error
@@ -148,12 +153,12 @@ func (s *Server) init() error {
 			s.err = err
 			return
 		}
-		for _, b := range s.reg.list("") {
+		homes := s.reg.list("")
+		for _, b := range homes {
 			if err := s.chownBox(b); err != nil {
 				s.err = fmt.Errorf("give box %s to its user: %w", b.Name, err)
 				return
 			}
-			s.prepareHome(b)
 		}
 		s.accts = &accountSet{dir: s.Dir}
 		if _, err := s.accts.load(); err != nil {
@@ -163,10 +168,15 @@ func (s *Server) init() error {
 		for _, name := range s.accts.names() {
 			// An account that cannot be served (its user gone, a server
 			// not run by root) leaves the others served: its calls say why.
-			if err := s.openAccount(name); err != nil {
+			// Its homes are prepared below, with the owner's.
+			if err := s.openAccountThen(name, func(bs []*box) { homes = append(homes, bs...) }); err != nil {
 				s.logf("account %s: %v", name, err)
 			}
 		}
+		// A box user may hold its helper up (SIGSTOP; it is the box
+		// user's) until asUserTimeout: the start waits that long once,
+		// not once a box.
+		s.prepareHomes(homes)
 		s.toks = &tokens{path: filepath.Join(s.Dir, "tokens.json")}
 		if err := s.toks.load(); err != nil {
 			s.err = fmt.Errorf("read tokens: %w", err)
