@@ -66,9 +66,6 @@ func (c *Codex) Install() error {
 	}
 	if st == nil {
 		st = &state{Existed: existed, Before: cur}
-		if err := st.mkdirs(c.Dir, 0o700); err != nil {
-			return err
-		}
 	}
 	base := cur
 	if st.Appended != "" {
@@ -94,6 +91,9 @@ func (c *Codex) Install() error {
 	next := append(bytes.Clone(base), add...)
 	if ok, err := hasServer(next); err != nil || !ok {
 		return fmt.Errorf("%s: the MCP server's table cannot be added at its end (%v): add it with codex mcp add %s -- %s", c.configPath(), err, Name, strings.Join(c.MCP, " "))
+	}
+	if err := st.mkdirs(c.Dir, 0o700); err != nil {
+		return err
 	}
 	if err := st.mkdirs(filepath.Join(c.Home, "prompts"), 0o755); err != nil {
 		return err
