@@ -186,6 +186,7 @@ cocoonbox-ssh.`,
 		newVersion(s),
 		newMan(),
 		newMCP(env, s),
+		newSetup(env, s),
 	)
 	groupsRefuseUnknown(root)
 	bashWithoutPackage(root)

@@ -57,8 +57,10 @@ your local agent wrote. Nothing of your local work changes. Bring the work
 home with cocoonbox back.
 
 Write the hand-over first: offload handover-path prints where (and puts a
-template there); offload --handover-prompt prints a request to paste into a
-coding agent that has no cocoonbox plugin.
+template there). In Claude Code, /cocoonbox:offload does both (cocoonbox
+setup claude installs it; setup codex gives Codex /prompts:cocoonbox-offload);
+offload --handover-prompt prints the same request to paste into another
+coding agent.
 
 A kill at any point leaves a journal in the record: the next offload, back
 or abandon finishes or undoes what was started, and says which.

@@ -121,6 +121,7 @@ func TestRealCLIScripts(t *testing.T) {
 		e.Setenv("BOX_RUN", filepath.Join(srv.Dir, "boxes", localbox.DefaultBox, "run"))
 		for k, c := range clis {
 			e.Setenv(strings.ToUpper(k)+"_VERSION", c.version)
+			e.Setenv(strings.ToUpper(k)+"_BIN", filepath.Join(c.dir, "bin"))
 		}
 		return nil
 	})

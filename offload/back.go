@@ -23,6 +23,11 @@ const (
 	// ResendAfter is how long a pasted BACK may draw no hook while the
 	// session says working before BACK is sent again with --interrupt.
 	ResendAfter = 60 * time.Second
+	// RetryBound is how long the box CLI may retry a failed model request
+	// (a retrying fault's age) before back takes it as a failure: longer
+	// than a blip of the network or an overloaded API, shorter than the
+	// CLIs' own retries (Claude Code's last about 3 minutes).
+	RetryBound = 60 * time.Second
 )
 
 // Backer brings an offload's work home (contract "Back, Mac side"). Set
@@ -361,9 +366,12 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	}
 	// A CLI held at a dialog, a sign-in or the network takes no BACK: the
 	// box skipped the first wait for it (BackStart), and back ends here.
-	if bs.Outbox.Fault.Waits() {
+	if f := bs.Outbox.Fault; f.Waits() || retriedOut(f) {
 		return nil, nil, b.backFault(rec, bs.Outbox, sent.Seq)
 	}
+	// The last fault read and when: a retrying one ends the next read
+	// when it reaches RetryBound.
+	fault, faultAt := bs.Outbox.Fault, b.now()
 	status := bs.Outbox.Status
 	checked := false // the one resend check is done
 	// The bundle came after the first wait, and only with it.
@@ -377,6 +385,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 				return e, bundled, nil
 			}
 			bundled = nil
+			fault, faultAt = rd.Fault, b.now()
 			// No CLI is left to answer BACK, or none that will.
 			if e := b.backFault(rec, rd, sent.Seq); e != nil {
 				return nil, nil, e
@@ -406,6 +415,9 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 				}
 				checked = true
 			}
+		}
+		if fault != nil && fault.Kind == agentwire.FaultRetrying {
+			wait = min(wait, RetryBound-time.Duration(fault.AgeMS)*time.Millisecond-now.Sub(faultAt))
 		}
 		wait = max(wait, time.Second)
 		if rd, err = a.Read(ctx, rec.Repo, since, wait); err != nil {
