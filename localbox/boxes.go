@@ -198,7 +198,8 @@ func (r *registry) add(account, name string) (b *box, created bool, err error) {
 			return nil, false, err
 		}
 	}
-	for _, d := range []string{b.home(), b.workspace(), b.run()} {
+	// The run directory is chownBox's to make: it goes at every stop.
+	for _, d := range []string{b.home(), b.workspace()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, false, err
 		}
