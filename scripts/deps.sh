@@ -51,6 +51,9 @@ if [ "$profile" = test ]; then
 	# and mosh-server in the tests' local boxes, which run on this machine.
 	check mosh mosh
 	check mosh-server mosh
+	# cocoonbox-ssh --stdio run by socat's EXEC, as rclone's docs run a custom
+	# ssh (cli/sshstdio_socat_test.go).
+	check socat socat
 fi
 need+=("$@")
 mise=$(command -v mise >/dev/null 2>&1 && echo yes || echo no)
