@@ -128,11 +128,12 @@ func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			line, ok = ss.commandLine(r)
 			if ok {
 				ss.started = true
-				// Reply before any output: the client expects the answer
-				// to its request first.
+				// The global requests sent before this one first (remote
+				// forwards), as sshd answers them; then this reply, before
+				// any output: the client expects the answer to its request
+				// first.
+				c.settled()
 				r.Reply(true, nil)
-				c.forwarding.RLock()
-				c.forwarding.RUnlock()
 				wg.Go(func() { ss.run(ctx, line) })
 				continue
 			}
