@@ -1,3 +1,5 @@
+//go:build unix
+
 package cli_test
 
 import (
@@ -125,5 +127,20 @@ func TestSSHStdioForwardBeforeExec(t *testing.T) {
 			t.Errorf("%s: through -R: %q", side.name, body)
 		}
 		c.Close()
+	}
+}
+
+// SSH_CONNECTION and SSH_CLIENT in a box reached through cocoonbox-ssh
+// --stdio read as sshd -i sets them, its peer being no socket: UNKNOWN
+// addresses and port 65535. Before, they read 127.0.0.1 and port 0.
+func TestSSHStdioConnectionEnv(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	s := newStdioSSH(t, b)
+	theirs := sshdInetd(t)
+	line := `echo "$SSH_CONNECTION|$SSH_CLIENT"`
+	want := runOK(t, theirs("sshd-i", line))
+	if got := runOK(t, s.cmd("main.cocoonbox", line)); got != want {
+		t.Errorf("through --stdio: %q; sshd -i: %q", got, want)
 	}
 }
