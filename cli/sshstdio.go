@@ -29,7 +29,7 @@ import (
 
 // stdioUsage is the synopsis of cocoonbox-ssh's protocol mode.
 const stdioUsage = "usage: cocoonbox-ssh --stdio [--suffix SUFFIX] [-q] [-v] HOST\n" +
-	"   as ssh_config's ProxyCommand: ProxyCommand cocoonbox-ssh --stdio %n\n"
+	"   as ssh_config's ProxyCommand: ProxyCommand cocoonbox-ssh --stdio %h\n"
 
 // stdioOptions is cocoonbox-ssh --stdio's command line.
 type stdioOptions struct {
@@ -57,7 +57,7 @@ func parseStdio(args []string) (*stdioOptions, error) {
 		return nil, err
 	}
 	if fs.NArg() != 1 {
-		return nil, errors.New("--stdio takes one HOST, the box's name (ssh_config's %n)")
+		return nil, errors.New("--stdio takes one HOST, the box's name (ssh_config's %h)")
 	}
 	host := fs.Arg(0)
 	if o.Suffix != "" && !strings.HasPrefix(o.Suffix, ".") {
