@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 	"github.com/cocoonbox/cocoonbox/internal/wire"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 	"github.com/cocoonbox/cocoonbox/share"
@@ -170,6 +171,11 @@ func dialDirect(ep Endpoint, token string, do dialOptions, near bool, certErr *a
 	)
 	if do.noIdleTimeout {
 		opts = append(opts, grpc.WithIdleTimeout(0))
+	}
+	if p, ok := strings.CutPrefix(ep.Target, "unix://"); ok {
+		// A socket deeper than an address holds (a deep state directory's
+		// localbox.sock) is reached through a short link.
+		opts = append(opts, grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return unixsock.Dial(p) }))
 	}
 	opts = append(opts, do.creds(token)...)
 	conn, err := grpc.NewClient(ep.Target, opts...)

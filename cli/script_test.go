@@ -357,6 +357,7 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			e.Setenv("BOX_STATE", state)
 			e.Setenv("BOX_WORKSPACE", filepath.Join(state, "boxes", localbox.DefaultBox, "workspace"))
 			e.Setenv("BOX_HOME", filepath.Join(state, "boxes", localbox.DefaultBox, "home"))
+			e.Setenv("BOX_RUN", localbox.RunDir(filepath.Join(state, "boxes", localbox.DefaultBox)))
 			e.Setenv("STANDIN", standin)
 			// Each script claims Unix users in a claims directory of its own
 			// (root's, 0700), so scripts in parallel never see each other's.

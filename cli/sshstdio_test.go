@@ -716,7 +716,7 @@ func TestSSHStdioSuffix(t *testing.T) {
 	s := newStdioSSH(t, b)
 	cfg := readFile(t, s.Config)
 	cfg = strings.Replace(cfg, "Host *.cocoonbox", "Host *.box", 1)
-	cfg = strings.Replace(cfg, " --stdio %n", " --stdio -v --suffix .box %n", 1)
+	cfg = strings.Replace(cfg, " --stdio %h", " --stdio -v --suffix .box %h", 1)
 	write(t, s.Config, cfg)
 	write(t, filepath.Join(s.Dir, "known_hosts"), sshserve.KnownHostsLine("*.box", s.Key)+"\n")
 	c := s.cmd("main.box", "echo ok")

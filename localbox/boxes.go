@@ -249,7 +249,8 @@ func (r *registry) addImage(account, name, image string) (b *box, created bool, 
 			return nil, false, err
 		}
 	}
-	for _, d := range []string{b.home(), b.workspace(), b.run()} {
+	// The run directory is chownBox's to make: it goes at every stop.
+	for _, d := range []string{b.home(), b.workspace()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, false, err
 		}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 	"github.com/cocoonbox/cocoonbox/internal/window"
 	"github.com/cocoonbox/cocoonbox/internal/wire"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
@@ -365,12 +366,12 @@ func Listen(dir, addr string) (net.Listener, string, error) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return nil, "", err
 		}
-		if c, err := net.Dial("unix", p); err == nil {
+		if c, err := unixsock.Dial(p); err == nil {
 			c.Close()
 			return nil, "", fmt.Errorf("%s: a local box is already listening there", p)
 		}
 		os.Remove(p)
-		lis, err := net.Listen("unix", p)
+		lis, err := unixsock.Listen(p)
 		if err != nil {
 			return nil, "", err
 		}

@@ -118,9 +118,10 @@ func Block(o Options) string {
 		"# Written by `cocoonbox ssh-config`: run it again to change this block,",
 		"# or `cocoonbox ssh-config --remove` to take it out (docs/ssh-config.md).",
 		"Host *" + o.suffix(),
-		// %n is the host as typed, main.cocoonbox: cocoonbox-ssh takes the
-		// suffix off to name the box.
-		"  ProxyCommand " + proxy + " %n",
+		// %h is the host, main.cocoonbox (no HostName changes it):
+		// cocoonbox-ssh takes the suffix off to name the box. Not %n, the
+		// host as typed, which Paramiko (so Fabric) does not expand.
+		"  ProxyCommand " + proxy + " %h",
 		"  User user",
 		// One host key for every box, pinned under one name.
 		"  UserKnownHostsFile " + configQuote(percent(o.KnownHosts)),

@@ -148,7 +148,7 @@ func TestBlockAsOpenSSHReadsIt(t *testing.T) {
 		"userknownhostsfile":    o.KnownHosts,
 		"hostkeyalias":          "cocoonbox",
 		"stricthostkeychecking": "true",
-		"proxycommand":          `'/opt/my tools/100%%/it'\''s/${X}~/cocoonbox-ssh' --stdio --suffix .box %n`,
+		"proxycommand":          `'/opt/my tools/100%%/it'\''s/${X}~/cocoonbox-ssh' --stdio --suffix .box %h`,
 	}
 	for _, l := range strings.Split(string(out), "\n") {
 		k, v, _ := strings.Cut(l, " ")
@@ -249,7 +249,7 @@ func TestBlockWinsOverGlobals(t *testing.T) {
 		"stricthostkeychecking": "true",
 		"hostkeyalias":          HostKeyAlias,
 		"user":                  "user",
-		"proxycommand":          "/opt/cb/cocoonbox-ssh --stdio %n",
+		"proxycommand":          "/opt/cb/cocoonbox-ssh --stdio %h",
 		// What the block does not set stays the user's, global.
 		"serveraliveinterval": "17",
 	})
@@ -272,10 +272,10 @@ func TestBlockWinsOverGlobals(t *testing.T) {
 // POSIX single quotes, which CreateProcessW does not strip, never appear.
 func TestWindowsQuoting(t *testing.T) {
 	for path, want := range map[string]string{
-		`C:\Users\me\bin\cocoonbox-ssh.exe`:            `  ProxyCommand C:\Users\me\bin\cocoonbox-ssh.exe --stdio %n`,
-		`C:\Program Files\cocoonbox\cocoonbox-ssh.exe`: `  ProxyCommand "C:\Program Files\cocoonbox\cocoonbox-ssh.exe" --stdio %n`,
-		`C:\Users\100%\it's here\cocoonbox-ssh.exe`:    `  ProxyCommand "C:\Users\100%%\it's here\cocoonbox-ssh.exe" --stdio %n`,
-		`D:/tools/cocoonbox-ssh.exe`:                   `  ProxyCommand D:/tools/cocoonbox-ssh.exe --stdio %n`,
+		`C:\Users\me\bin\cocoonbox-ssh.exe`:            `  ProxyCommand C:\Users\me\bin\cocoonbox-ssh.exe --stdio %h`,
+		`C:\Program Files\cocoonbox\cocoonbox-ssh.exe`: `  ProxyCommand "C:\Program Files\cocoonbox\cocoonbox-ssh.exe" --stdio %h`,
+		`C:\Users\100%\it's here\cocoonbox-ssh.exe`:    `  ProxyCommand "C:\Users\100%%\it's here\cocoonbox-ssh.exe" --stdio %h`,
+		`D:/tools/cocoonbox-ssh.exe`:                   `  ProxyCommand D:/tools/cocoonbox-ssh.exe --stdio %h`,
 	} {
 		o := Options{SSHPath: path, KnownHosts: `C:\Users\me\state\ssh_known_hosts`, GOOS: "windows"}
 		if err := o.Check(); err != nil {
@@ -318,7 +318,7 @@ func TestWritten(t *testing.T) {
 	for _, text := range []string{
 		"Host x\n",
 		BeginMarker + "\nHost *.cocoonbox\n  ProxyCommand nc %h %p\n" + EndMarker + "\n",
-		BeginMarker + "\nHost *.cocoonbox\n  ProxyCommand '/unclosed --stdio %n\n" + EndMarker + "\n",
+		BeginMarker + "\nHost *.cocoonbox\n  ProxyCommand '/unclosed --stdio %h\n" + EndMarker + "\n",
 	} {
 		f, err := Parse(text)
 		if err != nil {
