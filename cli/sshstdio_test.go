@@ -412,8 +412,8 @@ func (s *stdioSSH) startMaster(t *testing.T) (starts string) {
 	dir := t.TempDir()
 	starts = filepath.Join(dir, "starts")
 	cfg := readFile(t, s.Config)
-	cfg = strings.Replace(cfg, fmt.Sprintf("  ProxyCommand %q --stdio %%n", s.Shim),
-		fmt.Sprintf("  ProxyCommand sh -c 'echo start >>%s; exec %s --stdio %%n'", starts, s.Shim), 1)
+	cfg = strings.Replace(cfg, fmt.Sprintf("  ProxyCommand %q --stdio %%h", s.Shim),
+		fmt.Sprintf("  ProxyCommand sh -c 'echo start >>%s; exec %s --stdio %%h'", starts, s.Shim), 1)
 	cfg = strings.Replace(cfg, "  ControlMaster no\n", fmt.Sprintf("  ControlMaster auto\n  ControlPath %s/cm-%%C\n  ControlPersist yes\n", dir), 1)
 	write(t, s.Config, cfg)
 	runOK(t, s.cmd("-fN", "main.cocoonbox"))
