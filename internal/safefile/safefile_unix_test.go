@@ -5,6 +5,7 @@ package safefile
 import (
 	"bytes"
 	"errors"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -317,4 +318,44 @@ func TestRootRefusesOthersLinks(t *testing.T) {
 		t.Fatalf("root's link: %v", err)
 	}
 	f.Close()
+}
+
+// TestOpenLarge: past MaxSize, OpenLarge checks what Open checks, reads
+// nothing, and ReplaceFrom streams the new content in its place.
+func TestOpenLarge(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "big")
+	big := bytes.Repeat([]byte("0123456789abcde\n"), MaxSize/16+1)
+	if err := os.WriteFile(p, big, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(p); !isType[*TooLargeError](err) {
+		t.Fatalf("Open: %v, want a TooLargeError", err)
+	}
+	f, err := OpenLarge(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Data != nil || f.Body == nil || f.Info.Size() != int64(len(big)) {
+		t.Fatalf("OpenLarge: data %d bytes, body %v, info %v", len(f.Data), f.Body, f.Info)
+	}
+	if err := f.ReplaceFrom(io.LimitReader(f.Body, int64(len(big)-16)), 0o640, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, big[:len(big)-16]) {
+		t.Errorf("after ReplaceFrom: %d bytes, %v", len(b), err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("temporary files left: %v", entries)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{fifo, "/dev/zero"} {
+		if _, err := OpenLarge(q); !isType[*NotRegularError](err) {
+			t.Errorf("OpenLarge(%s): %v, want a NotRegularError", q, err)
+		}
+	}
 }
