@@ -484,10 +484,12 @@ func inFlight(env Env, s Streams) (*flight, context.Context, func(), error) {
 func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	bx, key := o.Box, ""
 	// interrupted says, after the table, that this repository's offload
-	// in the box shown is left by a command that died.
+	// in the box shown is left by a command that died, or that its record
+	// cannot be read, and the way on.
 	interrupted := func() {}
 	if oe, err := openOffload(env); err == nil {
-		if rec, err := oe.store.LoadRecord(oe.repo.Key); err == nil && (bx == "" || bx == rec.BoxName) {
+		rec, err := oe.store.LoadRecord(oe.repo.Key)
+		if err == nil && (bx == "" || bx == rec.BoxName) {
 			bx = rec.BoxName
 			interrupted = func() {
 				if line, next := oe.store.Interrupted(rec.Repo); line != "" {
@@ -497,6 +499,8 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 					}
 				}
 			}
+		} else if errors.Is(err, offload.ErrBadRecord) {
+			interrupted = func() { offloadExit(s, err) }
 		}
 	}
 	if bx == "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
 // Back's bounds (contract "Back, Mac side" 2, and seeds/000).
@@ -75,7 +76,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	if rec == nil && rz.Back != nil {
 		// The back that was interrupted is finished now.
 		m := &MergeResult{Outcome: rz.Back.Outcome, Head: rz.Back.MoveTo, Branch: rz.Back.Branch, Reason: rz.Back.Reason}
-		body, _ := os.ReadFile(b.Store.BackPath(r.Key))
+		body, _, _ := safefile.ReadRegular(b.Store.BackPath(r.Key), safefile.MaxSize)
 		return &BackResult{Record: rz.Was, Merge: m, Body: string(body)}, nil
 	}
 	if rec == nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/flock"
 	"github.com/cocoonbox/cocoonbox/internal/jsonfile"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
 // DataDir is cocoonbox's per-user data directory for goos: on macOS
@@ -288,17 +289,12 @@ func (s Store) settingsPath() string { return filepath.Join(s.Dir, "repos.json")
 // can read is refused with the fix.
 func (s Store) LoadSettings() (Settings, error) {
 	p := s.settingsPath()
-	f, err := os.Open(p)
+	b, fi, err := safefile.ReadRegular(p, jsonfile.MaxSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Settings{}, nil
 	}
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+		return nil, badFile(err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%s is readable by others (mode %04o); fix it with: chmod 600 '%s'", p, fi.Mode().Perm(), p)
@@ -306,13 +302,28 @@ func (s Store) LoadSettings() (Settings, error) {
 	var v struct {
 		Repos Settings `json:"repos"`
 	}
-	if err := json.NewDecoder(f).Decode(&v); err != nil {
+	if err := json.Unmarshal(b, &v); err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	if v.Repos == nil {
 		v.Repos = Settings{}
 	}
 	return v.Repos, nil
+}
+
+// badFile is err, safefile's for a file of ours in the offload directory
+// that is no regular file or too large (planted, or a slip), with the
+// fix: only its removal gives it back to us. Other errors are err.
+func badFile(err error) error {
+	nr, notRegular := errors.AsType[*safefile.NotRegularError](err)
+	tl, tooLarge := errors.AsType[*safefile.TooLargeError](err)
+	switch {
+	case notRegular:
+		return refused(err, Step{"cocoonbox writes none such; remove it (rm '" + nr.Path + "') and run the command again"})
+	case tooLarge:
+		return refused(err, Step{"cocoonbox writes none such; remove it (rm '" + tl.Path + "') and run the command again"})
+	}
+	return err
 }
 
 // UpdateSettings applies f to the repo's settings and writes repos.json

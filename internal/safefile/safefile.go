@@ -197,6 +197,24 @@ func (e *LinkError) Error() string {
 	return fmt.Sprintf("%s is a symbolic link in a directory of user %d", e.Path, e.UID)
 }
 
+// ReadRegular reads the file at path as os.ReadFile does, links
+// followed, but only a regular file of at most max bytes: it opens the
+// file without waiting for a FIFO's writer (O_NONBLOCK) and refuses
+// anything else with a *NotRegularError, one larger with a
+// *TooLargeError. It is for the files a program keeps in its own
+// directories, such as records and locks: they hold no link another
+// user controls, but a FIFO or a link to a device there (a planted one,
+// a slip) must neither block nor run a read on until memory runs out.
+// A missing file's error satisfies errors.Is(err, fs.ErrNotExist).
+func ReadRegular(path string, max int64) ([]byte, fs.FileInfo, error) {
+	h, err := os.OpenFile(path, os.O_RDONLY|nonBlock, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer h.Close()
+	return readAtMost(h, path, max)
+}
+
 // read takes what h, opened on path, holds: a regular file of at most
 // MaxSize bytes, checked on the open descriptor itself.
 func read(h *os.File, path string) (fs.FileInfo, []byte, error) {
