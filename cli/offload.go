@@ -206,7 +206,9 @@ func offloadExit(s Streams, err error) error {
 
 func printFindings(w io.Writer, fs []agentwire.Finding) {
 	for _, f := range fs {
-		fmt.Fprintf(w, "  %-7s %s: %s\n", f.Outcome, f.Check, f.Detail)
+		// Findings come from the box too: what is in it must not reach the
+		// terminal as control characters.
+		fmt.Fprintf(w, "  %-7s %s: %s\n", printable.Line(string(f.Outcome), 0), printable.Line(f.Check, 0), printable.Line(f.Detail, 0))
 	}
 }
 
