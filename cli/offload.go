@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -520,7 +519,7 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	}
 	defer interrupted()
 	if o.JSON {
-		return json.NewEncoder(s.Out).Encode(map[string]any{"box": bx, "sessions": ss})
+		return writeJSON(s.Out, map[string]any{"box": bx, "sessions": ss})
 	}
 	if len(ss) == 0 {
 		fmt.Fprintf(s.Out, "no box CLI session in box %s\n", bx)
@@ -626,7 +625,7 @@ func runOffloadSend(env Env, s Streams, text string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(s.Out, "message #%d %s\n", m.Seq, m.Delivery)
+	fmt.Fprintf(s.Out, "message #%d %s\n", m.Seq, printable.Line(m.Delivery, 0))
 	return nil
 }
 
