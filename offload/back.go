@@ -103,8 +103,9 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		}
 		return err
 	}
-	if err := b.journal(rec, StepWait); err != nil {
-		return nil, err
+	if err := b.journal(ctx, rec, StepWait); err != nil {
+		// A signal while it waited for record.lock.
+		return nil, stopped(StepWait, err)
 	}
 	// The box's history comes with its back as a bundle when it can
 	// (BundleAsk), else by git fetch below.
@@ -120,7 +121,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	}
 	res.Body = entry.Body
 
-	if err := b.journal(rec, StepFetch); err != nil {
+	if err := b.journal(ctx, rec, StepFetch); err != nil {
 		return nil, err
 	}
 	// end runs beside the fetch and the merge, so that its round trip
@@ -174,7 +175,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		b.Store.settle(rec)
 		return nil, stopped(StepFetch, &Error{Code: ExitFailed, Err: fmt.Errorf("the box has no %s: %w", backRef, err)})
 	}
-	if err := b.journal(rec, StepMerge); err != nil {
+	if err := b.journal(ctx, rec, StepMerge); err != nil {
 		waitEnd()
 		return nil, err
 	}
@@ -184,7 +185,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		locked: startEnd,
 		applying: func(j *MergeJournal) error {
 			rec.Merge = j
-			return b.journal(rec, StepApply)
+			return b.journal(ctx, rec, StepApply)
 		},
 	})
 	endErr := waitEnd()
@@ -222,7 +223,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		j.MoveTo = m.Head
 	}
 	rec.Merge = j
-	if err := b.journal(rec, StepEnd); err != nil {
+	if err := b.journal(ctx, rec, StepEnd); err != nil {
 		return res, err
 	}
 	if ctx.Err() != nil {
@@ -281,8 +282,8 @@ func (r *Repo) fetchBox(ctx context.Context, environ []string, shim, src string,
 }
 
 // journal writes rec as the journal of the back's step before it runs.
-func (b *Backer) journal(rec *Record, step string) error {
-	return b.Store.journal(rec, OpBack, step, b.AtStep)
+func (b *Backer) journal(ctx context.Context, rec *Record, step string) error {
+	return b.Store.journal(ctx, rec, OpBack, step, b.AtStep)
 }
 
 // backAgent is what waitBack needs of the box half.

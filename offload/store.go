@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -171,8 +172,11 @@ func (s Store) MoveRecordAside(key string) (string, error) {
 // entry must outlive a power loss). The Seen of the record on disk, when
 // it is the same offload's, is kept if larger: `offload inbox` updates it
 // while a back runs.
-func (s Store) SaveRecord(r *Record) error {
-	return s.updateRecord(r.Repo, func(old *Record) (*Record, error) {
+func (s Store) SaveRecord(r *Record) error { return s.saveRecord(context.Background(), r) }
+
+// saveRecord is SaveRecord whose wait for record.lock ctx ends.
+func (s Store) saveRecord(ctx context.Context, r *Record) error {
+	return s.updateRecord(ctx, r.Repo, func(old *Record) (*Record, error) {
 		if old != nil && old.ID == r.ID {
 			r.Seen = max(r.Seen, old.Seen)
 		}
@@ -183,7 +187,7 @@ func (s Store) SaveRecord(r *Record) error {
 // UpdateSeen raises the Seen of offload id's record to seen; another
 // offload's record, or none, is left alone.
 func (s Store) UpdateSeen(key, id string, seen int64) error {
-	return s.updateRecord(key, func(old *Record) (*Record, error) {
+	return s.updateRecord(context.Background(), key, func(old *Record) (*Record, error) {
 		if old == nil || old.ID != id || old.Seen >= seen {
 			return nil, nil
 		}
@@ -194,12 +198,13 @@ func (s Store) UpdateSeen(key, id string, seen int64) error {
 
 // updateRecord writes f's record (none when f returns nil) under an flock
 // of record.lock, with the record on disk (nil when none) as f's argument.
-func (s Store) updateRecord(key string, f func(old *Record) (*Record, error)) error {
+// ctx ends the wait for the lock.
+func (s Store) updateRecord(ctx context.Context, key string, f func(old *Record) (*Record, error)) error {
 	dir, err := s.EnsureRepoDir(key)
 	if err != nil {
 		return err
 	}
-	r, err := jsonfile.Update(s.recordPath(key), filepath.Join(dir, "record.lock"), 0o600, f)
+	r, err := jsonfile.UpdateContext(ctx, s.recordPath(key), filepath.Join(dir, "record.lock"), 0o600, f)
 	if err != nil || r == nil {
 		return err
 	}

@@ -9,6 +9,7 @@
 package jsonfile
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,7 +65,14 @@ func Write(path string, v any, perm os.FileMode) error {
 // there is no such file), and writes what f returns with mode perm,
 // unless f fails or returns nil. It returns what f returned.
 func Update[T any](path, lock string, perm os.FileMode, f func(old *T) (*T, error)) (*T, error) {
-	release, err := flock.Hold(lock, flock.Exclusive)
+	return UpdateContext(context.Background(), path, lock, perm, f)
+}
+
+// UpdateContext is Update whose wait for the lock ctx ends
+// (flock.HoldContext): the error then wraps ctx's, and nothing is
+// written.
+func UpdateContext[T any](ctx context.Context, path, lock string, perm os.FileMode, f func(old *T) (*T, error)) (*T, error) {
+	release, err := flock.HoldContext(ctx, lock, flock.Exclusive)
 	if err != nil {
 		return nil, err
 	}
