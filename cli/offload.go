@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -208,7 +207,9 @@ func offloadExit(s Streams, err error) error {
 
 func printFindings(w io.Writer, fs []agentwire.Finding) {
 	for _, f := range fs {
-		fmt.Fprintf(w, "  %-7s %s: %s\n", f.Outcome, f.Check, f.Detail)
+		// Findings come from the box too: what is in it must not reach the
+		// terminal as control characters.
+		fmt.Fprintf(w, "  %-7s %s: %s\n", printable.Line(string(f.Outcome), 0), printable.Line(f.Check, 0), printable.Line(f.Detail, 0))
 	}
 }
 
@@ -486,10 +487,12 @@ func inFlight(env Env, s Streams) (*flight, context.Context, func(), error) {
 func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	bx, key := o.Box, ""
 	// interrupted says, after the table, that this repository's offload
-	// in the box shown is left by a command that died.
+	// in the box shown is left by a command that died, or that its record
+	// cannot be read, and the way on.
 	interrupted := func() {}
 	if oe, err := openOffload(env); err == nil {
-		if rec, err := oe.store.LoadRecord(oe.repo.Key); err == nil && (bx == "" || bx == rec.BoxName) {
+		rec, err := oe.store.LoadRecord(oe.repo.Key)
+		if err == nil && (bx == "" || bx == rec.BoxName) {
 			bx = rec.BoxName
 			interrupted = func() {
 				if line, next := oe.store.Interrupted(rec.Repo); line != "" {
@@ -499,6 +502,8 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 					}
 				}
 			}
+		} else if errors.Is(err, offload.ErrBadRecord) {
+			interrupted = func() { offloadExit(s, err) }
 		}
 	}
 	if bx == "" {
@@ -531,7 +536,7 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	}
 	defer interrupted()
 	if o.JSON {
-		return json.NewEncoder(s.Out).Encode(map[string]any{"box": bx, "sessions": ss})
+		return writeJSON(s.Out, map[string]any{"box": bx, "sessions": ss})
 	}
 	if len(ss) == 0 {
 		fmt.Fprintf(s.Out, "no box CLI session in box %s\n", bx)
@@ -637,7 +642,7 @@ func runOffloadSend(env Env, s Streams, text string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(s.Out, "message #%d %s\n", m.Seq, m.Delivery)
+	fmt.Fprintf(s.Out, "message #%d %s\n", m.Seq, printable.Line(m.Delivery, 0))
 	return nil
 }
 

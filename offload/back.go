@@ -14,6 +14,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
 // Back's bounds (contract "Back, Mac side" 2, and seeds/000).
@@ -80,7 +81,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	if rec == nil && rz.Back != nil {
 		// The back that was interrupted is finished now.
 		m := &MergeResult{Outcome: rz.Back.Outcome, Head: rz.Back.MoveTo, Branch: rz.Back.Branch, Reason: rz.Back.Reason}
-		body, _ := os.ReadFile(b.Store.BackPath(r.Key))
+		body, _, _ := safefile.ReadRegular(b.Store.BackPath(r.Key), safefile.MaxSize)
 		return &BackResult{Record: rz.Was, Merge: m, Body: string(body)}, nil
 	}
 	if rec == nil {
@@ -107,8 +108,9 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		}
 		return err
 	}
-	if err := b.journal(rec, StepWait); err != nil {
-		return nil, err
+	if err := b.journal(ctx, rec, StepWait); err != nil {
+		// A signal while it waited for record.lock.
+		return nil, stopped(StepWait, err)
 	}
 	// The box's history comes with its back as a bundle when it can
 	// (BundleAsk), else by git fetch below.
@@ -124,7 +126,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	}
 	res.Body = entry.Body
 
-	if err := b.journal(rec, StepFetch); err != nil {
+	if err := b.journal(ctx, rec, StepFetch); err != nil {
 		return nil, err
 	}
 	// end runs beside the fetch and the merge, so that its round trip
@@ -178,7 +180,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		b.Store.settle(rec)
 		return nil, stopped(StepFetch, &Error{Code: ExitFailed, Err: fmt.Errorf("the box has no %s: %w", backRef, err)})
 	}
-	if err := b.journal(rec, StepMerge); err != nil {
+	if err := b.journal(ctx, rec, StepMerge); err != nil {
 		waitEnd()
 		return nil, err
 	}
@@ -188,7 +190,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		locked: startEnd,
 		applying: func(j *MergeJournal) error {
 			rec.Merge = j
-			return b.journal(rec, StepApply)
+			return b.journal(ctx, rec, StepApply)
 		},
 	})
 	endErr := waitEnd()
@@ -226,7 +228,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		j.MoveTo = m.Head
 	}
 	rec.Merge = j
-	if err := b.journal(rec, StepEnd); err != nil {
+	if err := b.journal(ctx, rec, StepEnd); err != nil {
 		return res, err
 	}
 	if ctx.Err() != nil {
@@ -285,8 +287,8 @@ func (r *Repo) fetchBox(ctx context.Context, environ []string, shim, src string,
 }
 
 // journal writes rec as the journal of the back's step before it runs.
-func (b *Backer) journal(rec *Record, step string) error {
-	return b.Store.journal(rec, OpBack, step, b.AtStep)
+func (b *Backer) journal(ctx context.Context, rec *Record, step string) error {
+	return b.Store.journal(ctx, rec, OpBack, step, b.AtStep)
 }
 
 // backAgent is what waitBack needs of the box half.
