@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -35,7 +34,7 @@ func boxesOps(env Env, s Streams, boxes *cobra.Command, endpoint *string) {
 					return err
 				}
 				if jsonOut {
-					return json.NewEncoder(s.Out).Encode(map[string]any{"box_id": b.ID, "name": b.Name, "state": b.State, "image": b.Image,
+					return writeJSON(s.Out, map[string]any{"box_id": b.ID, "name": b.Name, "state": b.State, "image": b.Image,
 						"latest_image": b.LatestImage, "upgrade_available": b.UpgradeAvailable, "last_saved_at_ms": b.LastSavedAtMS})
 				}
 				saved := "never"
@@ -83,7 +82,7 @@ func boxesOps(env Env, s Streams, boxes *cobra.Command, endpoint *string) {
 				return err
 			}
 			if jsonOut {
-				return json.NewEncoder(s.Out).Encode(map[string]any{"today": u.Today, "month": u.Month, "daily_cap_micros": u.DailyCapMicros,
+				return writeJSON(s.Out, map[string]any{"today": u.Today, "month": u.Month, "daily_cap_micros": u.DailyCapMicros,
 					"default_cap": u.DefaultCap, "remaining_today_micros": u.RemainingTodayMicros, "unmeasured": u.Unmeasured})
 			}
 			if len(u.Unmeasured) > 0 {

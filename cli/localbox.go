@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -785,7 +784,7 @@ func runLocalboxStatus(env Env, s Streams, asJSON bool) error {
 	dir, _ := localboxDir(env)
 	if err != nil && certErr == nil {
 		if asJSON {
-			json.NewEncoder(s.Out).Encode(map[string]any{"running": false, "state_dir": dir})
+			writeJSON(s.Out, map[string]any{"running": false, "state_dir": dir})
 		}
 		return err
 	}
@@ -843,7 +842,7 @@ func localboxStatusJSON(s Streams, c *box.Client, dir string, ri localbox.Runtim
 	if certErr != nil {
 		fmt.Fprintf(s.Err, "cocoonbox: its boxes are not listed: %v\n", certErr)
 	}
-	return json.NewEncoder(s.Out).Encode(map[string]any{
+	return writeJSON(s.Out, map[string]any{
 		"running": true, "endpoint": ri.Endpoint, "pid": ri.PID, "state_dir": dir,
 		"fingerprint": ri.Fingerprint, "run_as": ri.RunAs, "boxes": boxes,
 	})

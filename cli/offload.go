@@ -529,7 +529,7 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	}
 	if asleep != "" {
 		if o.JSON {
-			return json.NewEncoder(s.Out).Encode(map[string]any{"box": bx, "state": asleep, "sessions": []agentwire.Session{}})
+			return writeJSON(s.Out, map[string]any{"box": bx, "state": asleep, "sessions": []agentwire.Session{}})
 		}
 		fmt.Fprintf(s.Out, "box %s is %s: not woken to look; its sessions are paused until it wakes (cocoonbox boxes wake %s)\n", printable.Line(bx, 80), asleep, printable.Line(bx, 80))
 		return nil
