@@ -345,7 +345,7 @@ func TestHostileHeldHelpersAtOnce(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 			at := 0
 			for _, n := range names {
-				ps := markedProcs([]uint32{h.u.uid}, "COCOONBOX_RUN_DIR="+filepath.Join(h.state, "boxes", n, "run"))
+				ps := markedProcs([]uint32{h.u.uid}, "COCOONBOX_RUN_DIR="+RunDir(filepath.Join(h.state, "boxes", n)))
 				if len(ps) > 0 {
 					at++
 				}
