@@ -130,7 +130,9 @@ func (h *Holder) serveConn(c net.Conn) {
 	h.mu.Lock()
 	s := h.sessions[req.ID]
 	h.mu.Unlock()
+	fresh := false
 	if s == nil && req.Op == "open" {
+		fresh = true
 		if s, err = h.start(&req); err != nil {
 			fail(c, fmt.Sprintf("start %s: %v", req.Line, err))
 			return
@@ -144,7 +146,7 @@ func (h *Holder) serveConn(c net.Conn) {
 		fail(c, "no session "+req.ID+" in this box: its command has ended")
 		return
 	}
-	s.attach(c, r)
+	s.attach(c, r, req.Op != "open" || !fresh)
 }
 
 func fail(c net.Conn, why string) {

@@ -65,7 +65,6 @@ func (c *client) send(f sessionwire.Frame) {
 func TestResume(t *testing.T) {
 	dir := holderIn(t)
 	c := open(t, dir, "open", "s1", "cat; echo done >&2; exit 7")
-	c.send(sessionwire.Frame{Type: sessionwire.Resume})
 	c.send(sessionwire.Frame{Type: sessionwire.Data, Stream: sessionwire.Stdin, Off: 0, Data: []byte("hello ")})
 	var out bytes.Buffer
 	for out.Len() < 6 {

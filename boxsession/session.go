@@ -57,6 +57,9 @@ type outBuf struct {
 	eof  bool
 }
 
+// exitedWindow bounds how long an exited session waits for its client.
+const exitedWindow = 2 * time.Minute
+
 // killDelay is how long a command's group has between SIGHUP and SIGKILL.
 const killDelay = 2 * time.Second
 
@@ -209,7 +212,11 @@ func (s *session) feed() {
 
 // attach serves the client on c until c ends: what it sends is applied,
 // the output it lacks is sent. The previous attachment, if any, is closed.
-func (s *session) attach(c net.Conn, r *bufio.Reader) {
+//
+// On an open the client sends no Resume (it has nothing yet), so that its
+// first stdin goes with the Exec's start; on an attach its first frame is
+// the Resume that says where its output stands.
+func (s *session) attach(c net.Conn, r *bufio.Reader, resume bool) {
 	s.mu.Lock()
 	if s.conn != nil {
 		s.conn.Close()
@@ -225,8 +232,11 @@ func (s *session) attach(c net.Conn, r *bufio.Reader) {
 	s.mu.Unlock()
 	w := &connWriter{c: c}
 	w.write(hello)
-	// The client's first frame is where its output stands.
-	f, err := sessionwire.Read(r)
+	f := sessionwire.Frame{Type: sessionwire.Resume}
+	var err error
+	if resume {
+		f, err = sessionwire.Read(r)
+	}
 	if err == nil && f.Type == sessionwire.Resume {
 		s.mu.Lock()
 		s.ack(0, f.Off)
@@ -249,7 +259,13 @@ func (s *session) attach(c net.Conn, r *bufio.Reader) {
 	s.conn = nil
 	s.cond.Broadcast()
 	if !s.done {
-		s.timer = time.AfterFunc(s.window, func() { s.expire(gen) })
+		// An exited command whose client went without its bye is kept
+		// less long: only a client cut as the exit went out comes back.
+		window := s.window
+		if s.exit != nil {
+			window = min(window, exitedWindow)
+		}
+		s.timer = time.AfterFunc(window, func() { s.expire(gen) })
 	}
 }
 
