@@ -239,12 +239,14 @@ func (e Env) stateDir() (string, error) {
 }
 
 // resume is how commands outlive their stream (box.Resume), from
-// COCOONBOX_RESUME (off: not at all) and COCOONBOX_RESUME_WINDOW (a
-// duration); nil when off. Its lines go to stderr.
+// COCOONBOX_RESUME (on; off, the default, not at all: the session path
+// still costs startup and throughput, docs/benchmarks.md) and
+// COCOONBOX_RESUME_WINDOW (a duration); nil when off. Its lines go to
+// stderr.
 func (e Env) resume() (*box.Resume, error) {
 	switch v := e.Getenv("COCOONBOX_RESUME"); v {
-	case "", "on":
-	case "off":
+	case "on":
+	case "", "off":
 		return nil, nil
 	default:
 		return nil, &UsageError{fmt.Errorf("COCOONBOX_RESUME=%q: want on or off", v)}
