@@ -67,6 +67,8 @@ type Client struct {
 	// linkTimeout is how long the kernel waits for an acknowledgement
 	// before it gives up on the connection: the keepalive's timeout.
 	linkTimeout time.Duration
+	// resume, if not nil, makes Execs without a terminal resumable.
+	resume *Resume
 }
 
 // DialOption changes how Dial connects.
@@ -80,6 +82,7 @@ type dialOptions struct {
 	// (DialUpstream).
 	noIdleTimeout bool
 	tokenSource   func() string
+	resume        *Resume
 }
 
 // WithSignIn replaces the next step an UNAUTHENTICATED error names, "sign
@@ -132,7 +135,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	// path's round trip below Sharing.MinRTT) gives it the small windows
 	// of a local hop, enough for that path (window.LocalStream).
 	direct := func(near bool) (*grpc.ClientConn, error) { return dialDirect(ep, token, do, near, certErr, ioErr) }
-	c := &Client{endpoint: ep, signIn: do.signIn, certErr: certErr, ioErr: ioErr, linkTimeout: do.keepaliveTimeout}
+	c := &Client{endpoint: ep, signIn: do.signIn, certErr: certErr, ioErr: ioErr, linkTimeout: do.keepaliveTimeout, resume: do.resume}
 	var err error
 	if do.sharing != nil {
 		c.conn, err = do.sharing.Connect(ep.Target, ep.URL, ep.CAFile, append(transportOptions(true), do.creds(token)...), direct)

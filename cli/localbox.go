@@ -45,11 +45,16 @@ type localboxOptions struct {
 	UserPrefix string
 	// IdleHibernate is localbox.Server.IdleHibernate; 0 is off.
 	IdleHibernate time.Duration
+	// MaxStream, if not zero, resets each call's stream that old, as the
+	// hosted service's front end does at an hour (localbox.Server.MaxStream).
+	MaxStream time.Duration
 }
 
 // tls reports whether the options ask for TLS, and checks them.
 func (o localboxOptions) tls() (bool, error) {
 	switch {
+	case o.MaxStream < 0:
+		return false, &UsageError{fmt.Errorf("--max-stream %s: give a positive duration such as 1h, or 0 for no cap", o.MaxStream)}
 	case o.TLS != "" && o.TLS != "self-signed":
 		return false, &UsageError{fmt.Errorf("--tls %q: the only value is self-signed; for your own certificate give --tls-cert FILE --tls-key FILE", o.TLS)}
 	case o.TLS != "" && (o.TLSCert != "" || o.TLSKey != ""):
@@ -108,6 +113,7 @@ no account.`,
 		c.Flags().StringSliceVar(&o.TLSNames, "tls-name", nil, "another DNS name or IP address for the self-signed certificate (repeatable)")
 		c.Flags().DurationVar(&o.IdleHibernate, "idle-hibernate", 0, "hibernate a running box after this long without a client call, unless an offloaded session in it works (0: never)")
 		c.Flags().StringVar(&o.UserPrefix, "user-prefix", localbox.DefaultUserPrefix, "served by root while another local box holds the Unix user `user`: what the user made for the owner's boxes is named with, before owner_HASH")
+		c.Flags().DurationVar(&o.MaxStream, "max-stream", 0, "reset each call's stream this old (e.g. 1h, as the hosted service's front end does; 0: never), both ways, as a load balancer does")
 	}
 	serve := noArgsCommand("serve", "Run the local box in the foreground", func() error { return runLocalboxServe(env, s, o) })
 	listen(serve)
@@ -214,7 +220,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 			ri.RunAs, ri.RunAsNote = me.Username, nonRootNote
 		}
 	}
-	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser, IdleHibernate: o.IdleHibernate}
+	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser, IdleHibernate: o.IdleHibernate, MaxStream: o.MaxStream}
 	if err := localbox.WriteRuntime(dir, ri); err != nil {
 		lis.Close()
 		return err
@@ -326,6 +332,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	}
 	if o.IdleHibernate > 0 {
 		args = append(args, "--idle-hibernate", o.IdleHibernate.String())
+	}
+	if o.MaxStream != 0 {
+		args = append(args, "--max-stream", o.MaxStream.String())
 	}
 	var certErr *box.CertError
 	var pinned string

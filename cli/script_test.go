@@ -270,11 +270,12 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
-			"mkcert":    ca.mkcert,
-			"tlsbox":    tlsbox,
-			"private":   private,
-			"stdoutvar": stdoutvar,
-			"boxown":    boxown,
+			"mkcert":     ca.mkcert,
+			"tlsbox":     tlsbox,
+			"private":    private,
+			"stdoutvar":  stdoutvar,
+			"boxown":     boxown,
+			"faultproxy": faultproxyCmd,
 		},
 		Setup: func(e *testscript.Env) error {
 			home := filepath.Join(e.WorkDir, "home")

@@ -300,8 +300,9 @@ type gateConn struct {
 
 // gateCreds is gRPC's handshake for the local box's connections: TLS, if
 // any, is done before gRPC sees a connection (sniff.go), so it only passes
-// each call's anonConn up as the peer's AuthInfo.
-type gateCreds struct{}
+// each call's anonConn up as the peer's AuthInfo, and caps the age of its
+// streams when maxStream is not zero (streamcap.go).
+type gateCreds struct{ maxStream time.Duration }
 
 // gateInfo is the AuthInfo of a call; a is nil on a unix socket.
 type gateInfo struct {
@@ -311,11 +312,15 @@ type gateInfo struct {
 
 func (gateInfo) AuthType() string { return "localbox" }
 
-func (gateCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+func (gc gateCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	var info gateInfo
 	if g, ok := c.(*gateConn); ok {
-		return g.Conn, gateInfo{a: g.a}, nil
+		c, info = g.Conn, gateInfo{a: g.a}
 	}
-	return c, gateInfo{}, nil
+	if gc.maxStream > 0 {
+		c = newCapConn(c, gc.maxStream)
+	}
+	return c, info, nil
 }
 
 func (gateCreds) ClientHandshake(_ context.Context, _ string, c net.Conn) (net.Conn, credentials.AuthInfo, error) {

@@ -91,6 +91,12 @@ type Server struct {
 	// test's, to hold a start up.
 	homeScript string
 
+	// MaxStream, if not zero, is how long a call's stream may live: one
+	// that old is reset both ways, as the hosted service's front end ends
+	// each stream at an hour (docs/protocol.md), so the client sees
+	// RST_STREAM and the call's command is ended as when its client goes.
+	MaxStream time.Duration
+
 	once  sync.Once
 	err   error
 	reg   *registry
@@ -219,7 +225,7 @@ func (s *Server) init() error {
 			grpc.WriteBufferSize(256<<10),
 			grpc.InitialWindowSize(window.Stream),
 			grpc.InitialConnWindowSize(window.Conn),
-			grpc.Creds(gateCreds{}),
+			grpc.Creds(gateCreds{maxStream: s.MaxStream}),
 			// The HTTP/2 preface and SETTINGS, after a TLS handshake that
 			// chose h2, within sniffTimeout, as the sniffer asks of the rest.
 			grpc.ConnectionTimeout(sniffTimeout),
