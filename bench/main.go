@@ -66,6 +66,9 @@ type env struct {
 	// latency is set while the latency table runs: ssh's path goes
 	// through a delay proxy to the listening sshd.
 	latency bool
+	// boxGit is the box's copy of the git rows' directory (gitWork.toBox),
+	// an absolute path, once made.
+	boxGit string
 }
 
 // a workload runs once through one path and returns its wall time and the
