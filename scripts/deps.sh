@@ -51,6 +51,9 @@ if [ "$profile" = test ]; then
 	# and mosh-server in the tests' local boxes, which run on this machine.
 	check mosh mosh
 	check mosh-server mosh
+	# PuTTY's SFTP clients through --stdio (cli/sshstdio_sftp_test.go).
+	check pscp putty-tools
+	check psftp putty-tools
 fi
 need+=("$@")
 mise=$(command -v mise >/dev/null 2>&1 && echo yes || echo no)
