@@ -342,12 +342,26 @@ func timed(c *exec.Cmd) (time.Duration, int64, error) {
 }
 
 // loopbackCopy moves n bytes over a loopback TCP connection: the ceiling.
-func loopbackCopy(n int64) (time.Duration, error) {
+func loopbackCopy(n int64) (time.Duration, error) { return tcpCopy(n, 0) }
+
+// tcpCopy times a copy of n bytes over loopback TCP into a reader that
+// discards them; with rtt above 0, through a delay proxy of that round
+// trip (startDelay), which measures what the proxy itself carries.
+func tcpCopy(n int64, rtt time.Duration) (time.Duration, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer lis.Close()
+	addr := lis.Addr().String()
+	if rtt > 0 {
+		p, err := startDelay(addr, rtt)
+		if err != nil {
+			return 0, err
+		}
+		defer p.Close()
+		addr = fmt.Sprintf("127.0.0.1:%d", p.Port())
+	}
 	done := make(chan error, 1)
 	go func() {
 		c, err := lis.Accept()
@@ -360,7 +374,7 @@ func loopbackCopy(n int64) (time.Duration, error) {
 		done <- err
 	}()
 	t0 := time.Now()
-	c, err := net.Dial("tcp", lis.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return 0, err
 	}
