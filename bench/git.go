@@ -23,11 +23,20 @@ type gitWork struct {
 
 func (g *gitWork) bare() string { return filepath.Join(g.dir, "src.git") }
 
-// setup builds the repository once per run: the tree's files in *commits
-// commits, directory by directory, then a bare clone to serve.
+// setup builds the repository once per run (build) and copies it into
+// the box (toBox).
 func (g *gitWork) setup() error {
+	if err := g.build(); err != nil {
+		return err
+	}
+	return g.toBox()
+}
+
+// build builds the repository once: the tree's files in *commits
+// commits, directory by directory, then a bare clone to serve.
+func (g *gitWork) build() error {
 	if _, err := os.Stat(g.bare()); err == nil {
-		return g.toBox()
+		return nil
 	}
 	fmt.Fprintf(os.Stderr, "building a %d-commit repository from %s...\n", *commits, *srcTree)
 	wt := filepath.Join(g.dir, "build")
@@ -65,10 +74,7 @@ func (g *gitWork) setup() error {
 			return err
 		}
 	}
-	if err := runIn(g.dir, "git", "clone", "-q", "--bare", wt, g.bare()); err != nil {
-		return err
-	}
-	return g.toBox()
+	return runIn(g.dir, "git", "clone", "-q", "--bare", wt, g.bare())
 }
 
 // boxGitDir is the box's directory for the git rows, in its workspace.
