@@ -297,7 +297,10 @@ func publish(top, name, about, table string) error {
 	if i < 0 || j < i {
 		return fmt.Errorf("%s has no %s ... %s markers", path, begin, end)
 	}
-	header := fmt.Sprintf("Run %s on %s%s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), about)
+	// The load average at the end: on a machine shared with other work it
+	// says how far to trust the walls (the ratios, of the same rounds,
+	// move less).
+	header := fmt.Sprintf("Run %s on %s, load average %s%s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), loadAvg(), about)
 	return os.WriteFile(path, []byte(doc[:i+len(begin)]+"\n"+header+table+doc[j:]), 0o644)
 }
 

@@ -81,8 +81,8 @@ func (e *env) runOffload(top string) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", row, median(ds).Round(time.Millisecond), s[0].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), here, box)
 	}
-	return publish(top, "bench-offload", fmt.Sprintf(", load average %s; %d rounds; %s",
-		loadAvg(), *rounds, version("rsync", "--version")), b.String())
+	return publish(top, "bench-offload", fmt.Sprintf("; %d rounds; %s",
+		*rounds, version("rsync", "--version")), b.String())
 }
 
 // prepareOffload puts the stand-in CLI, signed in, and a git identity in
@@ -234,8 +234,8 @@ func (e *env) runOffloadRTT(top string) error {
 			}
 		}
 	}
-	return publish(top, "bench-offload-rtt", fmt.Sprintf(", load average %s; medians of %d rounds, each round at every round trip in turn; the local box over TLS behind the delay proxy; %s",
-		loadAvg(), *rounds, version("rsync", "--version")), renderOffloadRTT(ms, times))
+	return publish(top, "bench-offload-rtt", fmt.Sprintf("; medians of %d rounds, each round at every round trip in turn; the local box over TLS behind the delay proxy; %s",
+		*rounds, version("rsync", "--version")), renderOffloadRTT(ms, times))
 }
 
 // renderOffloadRTT makes the offload table at round trips from each
