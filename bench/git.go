@@ -89,6 +89,8 @@ func (g *gitWork) toBox() error {
 	}
 	c := g.e.ours("cocoonbox-ssh", "main", fmt.Sprintf("rm -rf %[1]s && mkdir %[1]s && tar xf - -C %[1]s && cd %[1]s && pwd", boxGitDir))
 	tar := exec.Command("tar", "cf", "-", "-C", g.dir, filepath.Base(g.bare()))
+	var tarErr strings.Builder
+	tar.Stderr = &tarErr
 	var err error
 	if c.Stdin, err = tar.StdoutPipe(); err != nil {
 		return err
@@ -97,8 +99,14 @@ func (g *gitWork) toBox() error {
 		return err
 	}
 	out, err := c.Output()
+	// GNU tar's status 1 is "some files differed" (one changed as it was
+	// read: the archive is whole); the box's tar took it.
 	if werr := tar.Wait(); err == nil && werr != nil {
-		err = fmt.Errorf("tar: %w", werr)
+		if tar.ProcessState.ExitCode() != 1 {
+			err = fmt.Errorf("tar: %w: %s", werr, tarErr.String())
+		} else {
+			fmt.Fprintf(os.Stderr, "copy the repository into the box: tar: %s", tarErr.String())
+		}
 	}
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
