@@ -54,6 +54,9 @@ if [ "$profile" = test ]; then
 	# cocoonbox-ssh --stdio run by socat's EXEC, as rclone's docs run a custom
 	# ssh (cli/sshstdio_socat_test.go).
 	check socat socat
+	# PuTTY's SFTP clients through --stdio (cli/sshstdio_sftp_test.go).
+	check pscp putty-tools
+	check psftp putty-tools
 fi
 need+=("$@")
 mise=$(command -v mise >/dev/null 2>&1 && echo yes || echo no)

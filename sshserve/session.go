@@ -64,6 +64,9 @@ type session struct {
 	// started is set once a command was asked for; later env, pty-req,
 	// auth-agent-req and further commands are refused.
 	started bool
+	// sftp is set when the command is the sftp subsystem: its requests
+	// go through an sftpGate.
+	sftp bool
 }
 
 // session serves one session channel until its command ends or the
@@ -186,6 +189,7 @@ func (ss *session) commandLine(r *ssh.Request) (string, bool) {
 		ss.s.logf("subsystem %q: %v", m.Command, err)
 		return "", false
 	}
+	ss.sftp = m.Command == "sftp"
 	return line, true
 }
 
@@ -212,6 +216,11 @@ func (ss *session) run(ctx context.Context, line string) {
 		Resizes:      ss.resizes,
 		StdoutClosed: ss.eow,
 		Progress:     s.Progress,
+	}
+	if ss.sftp && ss.tty == nil {
+		g := newSFTPGate(ss.ch, ss.ch, SFTPQueue)
+		defer g.Close()
+		cmd.Stdin, cmd.Stdout = g, g
 	}
 	var st box.ExitStatus
 	err := s.check(line)
