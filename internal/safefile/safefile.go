@@ -215,6 +215,29 @@ func ReadRegular(path string, max int64) ([]byte, fs.FileInfo, error) {
 	return readAtMost(h, path, max)
 }
 
+// take fills f from h, the file open found at f.Path: with large, f.Body
+// is h itself once it is a regular file; else f.Data is its whole content
+// (read) and h is closed.
+func (f *File) take(h *os.File, large bool) error {
+	if !large {
+		defer h.Close()
+		var err error
+		f.Info, f.Data, err = read(h, f.Path)
+		return err
+	}
+	var err error
+	f.Info, err = h.Stat()
+	if err == nil && !f.Info.Mode().IsRegular() {
+		err = &NotRegularError{Path: f.Path, Mode: f.Info.Mode()}
+	}
+	if err != nil {
+		h.Close()
+		return err
+	}
+	f.Body = h
+	return nil
+}
+
 // read takes what h, opened on path, holds: a regular file of at most
 // MaxSize bytes, checked on the open descriptor itself.
 func read(h *os.File, path string) (fs.FileInfo, []byte, error) {

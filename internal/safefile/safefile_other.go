@@ -36,21 +36,7 @@ func (f *File) open(large bool) error {
 	if err != nil {
 		return noneIfMissing(err)
 	}
-	if large {
-		f.Info, err = h.Stat()
-		if err == nil && !f.Info.Mode().IsRegular() {
-			err = &NotRegularError{Path: f.Path, Mode: f.Info.Mode()}
-		}
-		if err != nil {
-			h.Close()
-			return err
-		}
-		f.Body = h
-		return nil
-	}
-	defer h.Close()
-	f.Info, f.Data, err = read(h, f.Path)
-	return err
+	return f.take(h, large)
 }
 
 // noneIfMissing is err, or nil when err says the file does not exist:

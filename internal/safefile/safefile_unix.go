@@ -87,21 +87,7 @@ func (f *File) open(large bool) error {
 			unix.SetNonblock(fd, false)
 		}
 		h := os.NewFile(uintptr(fd), f.Path)
-		if large {
-			f.Info, err = h.Stat()
-			if err == nil && !f.Info.Mode().IsRegular() {
-				err = &NotRegularError{Path: f.Path, Mode: f.Info.Mode()}
-			}
-			if err != nil {
-				h.Close()
-				return err
-			}
-			f.Body = h
-			return nil
-		}
-		defer h.Close()
-		f.Info, f.Data, err = read(h, f.Path)
-		return err
+		return f.take(h, large)
 	}
 	return &fs.PathError{Op: "open", Path: f.given, Err: unix.ELOOP}
 }
