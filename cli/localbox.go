@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/cocoonbox/cocoonbox/auth"
@@ -44,6 +45,67 @@ type localboxOptions struct {
 	// UserPrefix names the Unix user made for the owner's boxes when
 	// another local box on the machine holds `user` (localbox.OwnerUser).
 	UserPrefix string
+	// Engine is --engine: docker, podman or process; "" is the one the
+	// local box last ran with (localbox.EngineSettings).
+	Engine string
+	// Memory, CPUs and Pids are each box's limits on a container engine;
+	// zero keeps the remembered ones.
+	Memory string
+	CPUs   float64
+	Pids   int64
+}
+
+// engineSettings is the engine the local box in dir serves with: the
+// one it remembers, changed by o's --engine and limits, remembered again.
+func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, error) {
+	set, err := localbox.ReadEngineSettings(dir)
+	if err != nil {
+		return set, err
+	}
+	if o.Engine == "" && o.Memory == "" && o.CPUs == 0 && o.Pids == 0 {
+		return set, nil
+	}
+	if o.Engine != "" {
+		if err := localbox.CheckEngine(o.Engine); err != nil {
+			return set, &UsageError{err}
+		}
+		set.Engine = o.Engine
+	}
+	if o.Memory != "" {
+		n, err := units.RAMInBytes(o.Memory)
+		if err != nil || n <= 0 {
+			return set, &UsageError{fmt.Errorf("--box-memory %q: give a size such as 2g or 512m", o.Memory)}
+		}
+		set.Limits.MemoryBytes = n
+	}
+	if o.CPUs < 0 || o.Pids < 0 {
+		return set, &UsageError{errors.New("--box-cpus and --box-pids are positive")}
+	}
+	if o.CPUs > 0 {
+		set.Limits.NanoCPUs = int64(o.CPUs * 1e9)
+	}
+	if o.Pids > 0 {
+		set.Limits.Pids = o.Pids
+	}
+	return set, localbox.SaveEngineSettings(dir, set)
+}
+
+// engineArgs are o's engine flags for the serve that start runs.
+func (o localboxOptions) engineArgs() []string {
+	var a []string
+	if o.Engine != "" {
+		a = append(a, "--engine", o.Engine)
+	}
+	if o.Memory != "" {
+		a = append(a, "--box-memory", o.Memory)
+	}
+	if o.CPUs > 0 {
+		a = append(a, "--box-cpus", fmt.Sprint(o.CPUs))
+	}
+	if o.Pids > 0 {
+		a = append(a, "--box-pids", fmt.Sprint(o.Pids))
+	}
+	return a
 }
 
 // tls reports whether the options ask for TLS, and checks them.
@@ -105,6 +167,10 @@ no account.`,
 		c.Flags().StringVar(&o.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
 		c.Flags().StringVar(&o.TLS, "tls", "", "self-signed: serve TLS with a certificate made (or kept) in the state directory")
 		c.Flags().StringSliceVar(&o.TLSNames, "tls-name", nil, "another DNS name or IP address for the self-signed certificate (repeatable)")
+		c.Flags().StringVar(&o.Engine, "engine", "", "what boxes run on: docker or podman (a container per box, of the image `localbox image build` makes), or process (directories and host processes); default: the engine of the last start, else process")
+		c.Flags().StringVar(&o.Memory, "box-memory", "", "each box's memory on a container engine, such as 2g (remembered; default 2g)")
+		c.Flags().Float64Var(&o.CPUs, "box-cpus", 0, "each box's CPUs on a container engine (remembered; default 2)")
+		c.Flags().Int64Var(&o.Pids, "box-pids", 0, "each box's processes and threads on a container engine (remembered; default 1024)")
 		c.Flags().StringVar(&o.UserPrefix, "user-prefix", localbox.DefaultUserPrefix, "served by root while another local box holds the Unix user `user`: what the user made for the owner's boxes is named with, before owner_HASH")
 	}
 	serve := noArgsCommand("serve", "Run the local box in the foreground", func() error { return runLocalboxServe(env, s, o) })
@@ -121,7 +187,7 @@ no account.`,
 	wake := boxCommand(s, dial, "wake BOX", "Wake a box of the local box", wakeBox)
 	sleep.ValidArgsFunction = onlyFirst(boxNamesAt(dial))
 	wake.ValidArgsFunction = sleep.ValidArgsFunction
-	lb.AddCommand(serve, start, newLocalboxAccount(env, s),
+	lb.AddCommand(serve, start, newLocalboxAccount(env, s), newLocalboxImage(s),
 		noArgsCommand("stop", "Stop the local box", func() error { return runLocalboxStop(env, s) }),
 		status, sleep, wake)
 	return lb
@@ -212,7 +278,12 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 			ri.RunAs, ri.RunAsNote = me.Username, nonRootNote
 		}
 	}
-	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser}
+	eng, err := o.engineSettings(dir)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser, Engine: eng}
 	if err := localbox.WriteRuntime(dir, ri); err != nil {
 		lis.Close()
 		return err
@@ -322,6 +393,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if o.UserPrefix != localbox.DefaultUserPrefix {
 		args = append(args, "--user-prefix", o.UserPrefix)
 	}
+	args = append(args, o.engineArgs()...)
 	var certErr *box.CertError
 	var pinned string
 	var nameErr error

@@ -34,6 +34,9 @@ type boxMeta struct {
 	Name          string `json:"name"`
 	Hibernated    bool   `json:"hibernated"`
 	LastSavedAtMS int64  `json:"last_saved_at_ms"`
+	// Image is the box image a container engine made the box of; ""
+	// under the process engine.
+	Image string `json:"image,omitempty"`
 }
 
 // box is one box: a directory with home/ and workspace/.

@@ -153,7 +153,7 @@ func (l *inboxLog) close() {
 // by a local box killed before sweep could end it.
 func (s *Server) startInbox(b *box) {
 	agent := s.agentPath()
-	if agent == "" {
+	if agent == "" || s.eng.name() != EngineProcess {
 		return
 	}
 	s.inbox.mu.Lock()

@@ -79,6 +79,9 @@ type Server struct {
 	// A unix socket's connections are not bounded (docs/self-hosting.md).
 	AnonConns, AnonConnsPerSource int
 	AnonIdle                      time.Duration
+	// Engine is the engine boxes run on and its settings (engine.go); the
+	// zero value is the process engine.
+	Engine EngineSettings
 
 	once  sync.Once
 	err   error
@@ -97,6 +100,7 @@ type Server struct {
 	acctMu  sync.Mutex
 	opened  map[string]bool
 	serving atomic.Bool
+	eng     engine
 
 	mu    sync.Mutex
 	http  *http.Server // the sign-in pages, on a TCP listener
@@ -141,12 +145,13 @@ func (s *Server) init() error {
 			s.err = err
 			return
 		}
+		if s.eng, s.err = s.openEngine(); s.err != nil {
+			return
+		}
 		for _, b := range s.reg.list("") {
-			if err := s.chownBox(b); err != nil {
-				s.err = fmt.Errorf("give box %s to its user: %w", b.Name, err)
+			if s.err = s.eng.boot(context.Background(), b); s.err != nil {
 				return
 			}
-			s.prepareHome(b)
 		}
 		s.accts = &accountSet{dir: s.Dir}
 		if _, err := s.accts.load(); err != nil {
@@ -283,6 +288,7 @@ func (s *Server) Stop() {
 		}
 		s.toks.flushes.Wait()
 		s.powerOff()
+		s.eng.shutdown()
 	}
 }
 
@@ -293,10 +299,7 @@ func (s *Server) CreateBox(name string) error {
 	}
 	b, err := s.reg.create(name)
 	if err == nil {
-		err = s.chownBox(b)
-	}
-	if err == nil {
-		s.prepareHome(b)
+		err = s.eng.create(context.Background(), b)
 	}
 	if err == nil && s.grpc != nil {
 		s.startInbox(b)
@@ -463,7 +466,7 @@ type boxesService struct {
 func (x *boxesService) List(ctx context.Context, _ *controlv1.ListRequest) (*controlv1.ListResponse, error) {
 	var r controlv1.ListResponse
 	for _, b := range x.s.reg.list(caller(ctx).Account) {
-		r.Boxes = append(r.Boxes, b.proto())
+		r.Boxes = append(r.Boxes, x.s.withLatest(ctx, b.proto()))
 	}
 	return &r, nil
 }
@@ -478,6 +481,9 @@ func (x *boxesService) Ensure(req *controlv1.EnsureRequest, st grpc.ServerStream
 		op = "op_" + b.ID[len("box_"):]
 		if err := st.Send(&controlv1.EnsureEvent{OperationId: op, Phase: "waking", Progress: 0, Outcome: controlv1.Outcome_OUTCOME_RUNNING, Box: b.proto()}); err != nil {
 			return err
+		}
+		if err := x.s.eng.start(st.Context(), b); err != nil {
+			return st.Send(&controlv1.EnsureEvent{OperationId: op, Outcome: controlv1.Outcome_OUTCOME_FAILED, Error: err.Error(), Box: b.proto()})
 		}
 		if err := b.setHibernated(false); err != nil {
 			return st.Send(&controlv1.EnsureEvent{OperationId: op, Outcome: controlv1.Outcome_OUTCOME_FAILED, Error: err.Error(), Box: b.proto()})
@@ -496,6 +502,9 @@ func (x *boxesService) Hibernate(ctx context.Context, req *controlv1.HibernateRe
 	if err := b.setHibernated(true); err != nil {
 		return nil, status.Errorf(codes.Internal, "hibernate %s: %v", b.Name, err)
 	}
+	if err := x.s.eng.stop(ctx, b); err != nil {
+		return nil, status.Errorf(codes.Internal, "hibernate %s: %v", b.Name, err)
+	}
 	x.s.stopInbox(b)
 	x.s.logf("box %s hibernated", b.Name)
 	return &controlv1.HibernateResponse{Box: b.proto()}, nil
@@ -506,7 +515,7 @@ func (x *boxesService) Create(ctx context.Context, req *controlv1.CreateRequest)
 	if !ValidName(name) {
 		return nil, status.Errorf(codes.InvalidArgument, "bad box name %q: use 1 to 63 of a-z, 0-9 and -, not starting with -", name)
 	}
-	if img := req.GetImage(); img != "" && img != Image {
+	if img := req.GetImage(); img != "" && img != Image && x.s.eng.name() == EngineProcess {
 		return nil, status.Errorf(codes.InvalidArgument, "no image %q here: the local box offers only %s", img, Image)
 	}
 	account := caller(ctx).Account
@@ -517,10 +526,9 @@ func (x *boxesService) Create(ctx context.Context, req *controlv1.CreateRequest)
 	if !created {
 		return nil, status.Errorf(codes.AlreadyExists, "you have a box %s already; list them with `cocoonbox boxes list`", name)
 	}
-	if err := x.s.chownBox(b); err != nil {
-		return nil, status.Errorf(codes.Internal, "give box %s to its user: %v", name, err)
+	if err := x.s.eng.create(ctx, b); err != nil {
+		return nil, status.Errorf(codes.Internal, "create box %s: %v", name, err)
 	}
-	x.s.prepareHome(b)
 	if x.s.serving.Load() {
 		x.s.startInbox(b)
 	}
@@ -547,9 +555,7 @@ func (x *boxesService) Delete(ctx context.Context, req *controlv1.DeleteRequest)
 // (removeBoxDir), then the local box's own.
 func (s *Server) deleteBox(b *box) error {
 	s.reg.remove(b)
-	s.endBox(b)
-	b.idle(killDelay + time.Second)
-	if err := removeBoxDir(b.dir, s.userOf(b)); err != nil {
+	if err := s.eng.remove(context.Background(), b); err != nil {
 		return err
 	}
 	s.logf("box %s of %s deleted", b.Name, accountLabel(b.account))
