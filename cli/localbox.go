@@ -267,21 +267,30 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	// owner's box user is this one's alone (docs/self-hosting.md
 	// "Accounts"), and never root: a box command run as root would own
 	// the machine (docs/security.md "The box boundary").
-	boxUser, note, err := localbox.OwnerUser(claimsDir(env), dir, filepath.Dir(exe), o.UserPrefix)
-	if err != nil {
-		lis.Close()
-		return errors.New(rootLine(err.Error()))
-	}
-	ri.RunAs, ri.RunAsNote = boxUser, note
-	if boxUser == "" {
-		if me, err := user.Current(); err == nil {
-			ri.RunAs, ri.RunAsNote = me.Username, nonRootNote
-		}
-	}
 	eng, err := o.engineSettings(dir)
 	if err != nil {
 		lis.Close()
 		return err
+	}
+	// A container engine runs box commands as the box image's user in
+	// each box's container: no Unix user of this machine.
+	boxUser, note := "", ""
+	if eng.Engine == localbox.EngineProcess {
+		boxUser, note, err = localbox.OwnerUser(claimsDir(env), dir, filepath.Dir(exe), o.UserPrefix)
+		if err != nil {
+			lis.Close()
+			return errors.New(rootLine(err.Error()))
+		}
+	} else {
+		note = "uid 1000 in each box's own container (engine " + eng.Engine + ")"
+	}
+	ri.RunAs, ri.RunAsNote = boxUser, note
+	if eng.Engine != localbox.EngineProcess {
+		ri.RunAs = "user"
+	} else if boxUser == "" {
+		if me, err := user.Current(); err == nil {
+			ri.RunAs, ri.RunAsNote = me.Username, nonRootNote
+		}
 	}
 	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser, Engine: eng}
 	if err := localbox.WriteRuntime(dir, ri); err != nil {

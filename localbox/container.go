@@ -350,7 +350,7 @@ func (e *containerEngine) exec(b *box, start *controlv1.Start) (running, error) 
 	pidFile := guestRun + "/exec-" + hex.EncodeToString(id) + ".pid"
 	argv := []string{"/bin/sh", "-c", execScript, "sh", pidFile, cmd}
 	if t == nil {
-		argv = append([]string{"/usr/bin/setsid"}, argv...)
+		argv = append([]string{"/usr/bin/setsid", "-w"}, argv...)
 	} else {
 		e.installTerminfo(b, t)
 	}

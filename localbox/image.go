@@ -30,7 +30,10 @@ var imagePackages = []string{"git", "rsync", "tmux", "openssh-sftp-server", "pyt
 // uid 1000 with /home/user, /workspace, passwordless sudo as the
 // contract's guest has it, and no apt lists left behind.
 const imageSetup = `set -e
-useradd -m -u 1000 -U -s /bin/bash user
+id user >/dev/null 2>&1 || useradd -m -u 1000 -U -s /bin/bash user
+# Not .bash_logout: Debian's clears the screen when a login shell ends,
+# which an ssh-shaped -T login prints as stray bytes.
+rm -f /home/user/.bash_logout /etc/skel/.bash_logout
 mkdir -p /workspace
 chown 1000:1000 /workspace
 printf 'user ALL=(ALL) NOPASSWD:ALL\nDefaults env_keep += "http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY"\n' >/etc/sudoers.d/90-cocoonbox-user
@@ -48,8 +51,9 @@ type ImageOptions struct {
 	// Mirror is the Debian archive to build from; "" is debootstrap's
 	// default.
 	Mirror string
-	// CacheDir keeps the root file system's tarball between builds; a
-	// build finds it there and only imports it. "" keeps nothing.
+	// CacheDir keeps debootstrap's root file system between builds; a
+	// build finds it there and only sets it up and imports it. "" keeps
+	// nothing.
 	CacheDir string
 	// Fresh builds the root file system again even when CacheDir has it.
 	Fresh bool
@@ -57,11 +61,11 @@ type ImageOptions struct {
 	Log io.Writer
 }
 
-// recipe names what the root file system is made of: a change of the
-// suite, the packages or the setup is a new cache entry.
+// recipe names what debootstrap's root file system is made of: a change
+// of the suite, the mirror or the packages is a new cache entry.
 func (o ImageOptions) recipe() string {
-	h := sha256.Sum256([]byte(o.Suite + "\n" + o.Mirror + "\n" + strings.Join(imagePackages, ",") + "\n" + imageSetup))
-	return "box-rootfs-" + o.Suite + "-" + hex.EncodeToString(h[:6]) + ".tar"
+	h := sha256.Sum256([]byte(o.Suite + "\n" + o.Mirror + "\n" + strings.Join(imagePackages, ",")))
+	return "box-rootfs-" + o.Suite + "-" + hex.EncodeToString(h[:6])
 }
 
 // BuildImage makes the box image from Debian's packages, with no image
@@ -81,23 +85,11 @@ func BuildImage(ctx context.Context, o ImageOptions) (string, error) {
 		return "", err
 	}
 	defer cli.Close()
-	tarball := ""
-	if o.CacheDir != "" {
-		if err := os.MkdirAll(o.CacheDir, 0o700); err != nil {
-			return "", err
-		}
-		tarball = filepath.Join(o.CacheDir, o.recipe())
+	tarball, err := buildRootfs(ctx, o)
+	if err != nil {
+		return "", err
 	}
-	if _, err := os.Stat(tarball); tarball == "" || o.Fresh || errors.Is(err, fs.ErrNotExist) {
-		if tarball, err = buildRootfs(ctx, o, tarball); err != nil {
-			return "", err
-		}
-		if o.CacheDir == "" {
-			defer os.Remove(tarball)
-		}
-	} else {
-		fmt.Fprintf(o.Log, "root file system from the cache: %s\n", tarball)
-	}
+	defer os.Remove(tarball)
 	f, err := os.Open(tarball)
 	if err != nil {
 		return "", err
@@ -125,22 +117,10 @@ func BuildImage(ctx context.Context, o ImageOptions) (string, error) {
 	return tag, nil
 }
 
-// buildRootfs runs debootstrap and the setup, and writes the tarball to
-// dest (a temporary file when dest is ""); it returns the tarball's path.
-func buildRootfs(ctx context.Context, o ImageOptions, dest string) (string, error) {
-	if _, err := exec.LookPath("debootstrap"); err != nil {
-		return "", errors.New("debootstrap is not installed: apt-get install debootstrap")
-	}
-	root, err := os.MkdirTemp("", "cocoonbox-rootfs-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(root)
-	args := []string{"--variant=minbase", "--include=" + strings.Join(imagePackages, ","), o.Suite, root}
-	if o.Mirror != "" {
-		args = append(args, o.Mirror)
-	}
-	fmt.Fprintf(o.Log, "debootstrap %s\n", strings.Join(args, " "))
+// buildRootfs makes the image's root file system as a tarball in a
+// temporary file: debootstrap's (from the cache when it holds it), a
+// copy of it set up by imageSetup.
+func buildRootfs(ctx context.Context, o ImageOptions) (string, error) {
 	run := func(name string, args ...string) error {
 		c := exec.CommandContext(ctx, name, args...)
 		c.Stdout, c.Stderr = o.Log, o.Log
@@ -149,24 +129,54 @@ func buildRootfs(ctx context.Context, o ImageOptions, dest string) (string, erro
 		}
 		return nil
 	}
-	if err := run("debootstrap", args...); err != nil {
+	work, err := os.MkdirTemp("", "cocoonbox-rootfs-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	base := filepath.Join(work, "base")
+	if o.CacheDir != "" {
+		if err := os.MkdirAll(o.CacheDir, 0o700); err != nil {
+			return "", err
+		}
+		base = filepath.Join(o.CacheDir, o.recipe())
+	}
+	if _, err := os.Stat(base); o.Fresh || errors.Is(err, fs.ErrNotExist) {
+		if _, err := exec.LookPath("debootstrap"); err != nil {
+			return "", errors.New("debootstrap is not installed: apt-get install debootstrap")
+		}
+		part := base + ".part"
+		os.RemoveAll(part)
+		args := []string{"--variant=minbase", "--include=" + strings.Join(imagePackages, ","), o.Suite, part}
+		if o.Mirror != "" {
+			args = append(args, o.Mirror)
+		}
+		fmt.Fprintf(o.Log, "debootstrap %s\n", strings.Join(args, " "))
+		if err := run("debootstrap", args...); err != nil {
+			return "", err
+		}
+		os.RemoveAll(base)
+		if err := os.Rename(part, base); err != nil {
+			return "", err
+		}
+	} else {
+		fmt.Fprintf(o.Log, "debootstrap's root file system from the cache: %s\n", base)
+	}
+	root := filepath.Join(work, "root")
+	if err := run("cp", "-a", base, root); err != nil {
 		return "", err
 	}
 	if err := run("chroot", root, "/bin/sh", "-c", imageSetup); err != nil {
 		return "", err
 	}
-	if dest == "" {
-		f, err := os.CreateTemp("", "cocoonbox-rootfs-*.tar")
-		if err != nil {
-			return "", err
-		}
-		f.Close()
-		dest = f.Name()
-	}
-	tmp := dest + ".part"
-	if err := run("tar", "--numeric-owner", "--xattrs", "-C", root, "-cf", tmp, "."); err != nil {
-		os.Remove(tmp)
+	f, err := os.CreateTemp("", "cocoonbox-rootfs-*.tar")
+	if err != nil {
 		return "", err
 	}
-	return dest, os.Rename(tmp, dest)
+	f.Close()
+	if err := run("tar", "--numeric-owner", "--xattrs", "-C", root, "-cf", f.Name(), "."); err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }
