@@ -323,10 +323,14 @@ func (e *containerEngine) environ(b *box, start *controlv1.Start) []string {
 
 // execScript wraps every command: it records the command's pid in the
 // box (for signals, which the engine's exec API lacks) and runs it as a
-// login shell does. With pipes the command leads a session of its own
-// (setsid), as under the process engine; a PTY's exec already does.
-// $1 is the pid file, $2 "-" for a login shell or the command.
+// login shell does. The engine starts each exec's process as the leader
+// of a session of its own (runc and crun call setsid), with pipes too, so
+// its pid is its process group's, as under the process engine.
+// $1 is the pid file, $2 "-" for a login shell or the command, $3 and $4
+// a PTY's rows and columns: set before the command starts, since API
+// 1.41 (docker 20.10) sets no size at an exec's create.
 const execScript = `echo $$ >"$1" 2>/dev/null
+[ -n "$3" ] && stty rows "$3" cols "$4" 2>/dev/null
 if [ "$2" = - ]; then exec -a -bash /bin/bash; fi
 exec /bin/bash -c "$2"`
 
@@ -349,9 +353,10 @@ func (e *containerEngine) exec(b *box, start *controlv1.Start) (running, error) 
 	rand.Read(id)
 	pidFile := guestRun + "/exec-" + hex.EncodeToString(id) + ".pid"
 	argv := []string{"/bin/sh", "-c", execScript, "sh", pidFile, cmd}
-	if t == nil {
-		argv = append([]string{"/usr/bin/setsid", "-w"}, argv...)
-	} else {
+	if t != nil && t.GetRows() > 0 && t.GetCols() > 0 {
+		argv = append(argv, fmt.Sprint(t.GetRows()), fmt.Sprint(t.GetCols()))
+	}
+	if t != nil {
 		e.installTerminfo(b, t)
 	}
 	opts := client.ExecCreateOptions{
@@ -468,7 +473,7 @@ func (x *containerExec) signalNum(sig syscall.Signal) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	script := fmt.Sprintf(`p=$(cat %s) && kill -%d -- -"$p" 2>/dev/null || kill -%d "$p"`, x.pidFile, int(sig), int(sig))
+	script := fmt.Sprintf(`p=$(cat %s) && kill -%d -"$p" 2>/dev/null || kill -%d "$p"`, x.pidFile, int(sig), int(sig))
 	x.e.run(ctx, x.ctr, nil, script)
 }
 

@@ -1,0 +1,61 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/cocoonbox/cocoonbox/localbox"
+)
+
+// TestEngineScripts runs the scripts of testdata/engine against a local
+// box on the container engine COCOONBOX_TEST_ENGINE names (docker or
+// podman; .ci/run sets it and starts the engine). With it set, an engine
+// that does not answer, or no box image, fails the test: it never
+// passes by skipping. Unset, the test says how to run it and skips.
+func TestEngineScripts(t *testing.T) {
+	eng := os.Getenv("COCOONBOX_TEST_ENGINE")
+	if eng == "" {
+		t.Skip("COCOONBOX_TEST_ENGINE is unset: set it to docker or podman (as .ci/run does) to run the container engine's scripts")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("COCOONBOX_TEST_ENGINE needs root: the box image is built with debootstrap")
+	}
+	// The box image, built once (from the cache after the first time).
+	if _, err := localbox.BuildImage(context.Background(), localbox.ImageOptions{Engine: eng, CacheDir: imageCache, Log: testLog{t}}); err != nil {
+		t.Fatal(err)
+	}
+	p := paramsWith(t, "testdata/engine", func(e *testscript.Env, srv *localbox.Server) error {
+		srv.Engine = localbox.EngineSettings{Engine: eng, Limits: localbox.Limits{MemoryBytes: 256 << 20, Pids: 256}}
+		srv.User = ""
+		e.Values["srv"] = srv
+		return nil
+	})
+	p.Cmds["upgradebox"] = func(ts *testscript.TestScript, neg bool, args []string) {
+		if neg || len(args) != 1 {
+			ts.Fatalf("usage: upgradebox BOX")
+		}
+		img, err := ts.Value("srv").(*localbox.Server).UpgradeBox(context.Background(), "", args[0])
+		ts.Check(err)
+		ts.Logf("upgraded to %s", img)
+	}
+	p.Cmds["imagebuild"] = func(ts *testscript.TestScript, neg bool, args []string) {
+		_, err := localbox.BuildImage(context.Background(), localbox.ImageOptions{Engine: eng, CacheDir: imageCache})
+		ts.Check(err)
+	}
+	testscript.Run(t, p)
+}
+
+// imageCache is where the box image's debootstrap tree is kept between
+// runs, as `localbox image build` keeps it for root.
+const imageCache = "/var/cache/cocoonbox"
+
+// testLog is a writer to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Logf("%s", p)
+	return len(p), nil
+}
