@@ -116,8 +116,14 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 	labels := map[string]string{"org.cocoonbox.state": e.s.Dir, "org.cocoonbox.box": b.ID}
 	// A network of its own: the box's localhost and ports are its own,
 	// and no other box is on its bridge.
-	if _, err := e.cli.NetworkCreate(ctx, ctr, client.NetworkCreateOptions{Driver: "bridge", Labels: labels,
-		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"}}); err != nil && !cerrdefs.IsConflict(err) && !isExists(err) {
+	// Docker 20.10 makes a second network of one name: create only when
+	// inspect finds none.
+	if _, err := e.cli.NetworkInspect(ctx, ctr, client.NetworkInspectOptions{}); cerrdefs.IsNotFound(err) {
+		if _, err := e.cli.NetworkCreate(ctx, ctr, client.NetworkCreateOptions{Driver: "bridge", Labels: labels,
+			Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"}}); err != nil {
+			return fmt.Errorf("network of box %s: %w", b.Name, err)
+		}
+	} else if err != nil {
 		return fmt.Errorf("network of box %s: %w", b.Name, err)
 	}
 	for _, v := range []string{home, work} {
@@ -169,8 +175,6 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 	}
 	return nil
 }
-
-func isExists(err error) bool { return err != nil && strings.Contains(err.Error(), "already exists") }
 
 func (e *containerEngine) start(ctx context.Context, b *box) error {
 	ctr, _, _ := e.names(b)
