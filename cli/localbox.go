@@ -367,6 +367,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		}
 		return nil
 	}
+	if err := localbox.CheckEngine(o.Engine); err != nil {
+		return &UsageError{err}
+	}
 	if err := localbox.MkdirState(dir); err != nil {
 		return err
 	}
