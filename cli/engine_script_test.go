@@ -34,6 +34,12 @@ func TestEngineScripts(t *testing.T) {
 		srv.Engine = localbox.EngineSettings{Engine: eng, Limits: localbox.Limits{MemoryBytes: 256 << 20, Pids: 256}}
 		srv.User = ""
 		e.Values["srv"] = srv
+		// Nothing of the script's boxes is left in the engine after it.
+		e.Defer(func() {
+			if err := localbox.PurgeEngine(context.Background(), srv.Engine, srv.Dir); err != nil {
+				t.Errorf("purge the boxes of %s: %v", srv.Dir, err)
+			}
+		})
 		return nil
 	})
 	p.Cmds["upgradebox"] = func(ts *testscript.TestScript, neg bool, args []string) {

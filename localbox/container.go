@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +45,10 @@ type containerEngine struct {
 	engine string
 	cli    *client.Client
 	limits Limits
+	// inboxAt is when startInbox last made sure of each box's inbox,
+	// by box id (inboxMu guards it).
+	inboxMu sync.Mutex
+	inboxAt map[string]time.Time
 	// prefix names this local box's containers, volumes and networks:
 	// two local boxes on one engine never share one.
 	prefix string
@@ -576,4 +581,82 @@ func (b *box) image() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.Image
+}
+
+// inboxScript starts the offload inbox (cocoonbox-agent offload serve) in
+// the box unless the one its pid file names still runs; its output goes
+// to /run/cocoonbox/inbox.log in the box.
+const inboxScript = `pf=/run/cocoonbox/inbox.pid
+[ -f "$pf" ] && kill -0 "$(cat "$pf")" 2>/dev/null && exit 0
+echo $$ >"$pf"
+exec cocoonbox-agent offload serve >>/run/cocoonbox/inbox.log 2>&1`
+
+// inboxEvery is how often startInbox looks again at a box whose inbox
+// it made sure of: an inbox that died comes back with a command after it.
+const inboxEvery = 10 * time.Second
+
+// startInbox makes sure box b's offload inbox runs, in a detached exec
+// as the box user, as the process engine's inbox unit does.
+func (e *containerEngine) startInbox(b *box) {
+	e.inboxMu.Lock()
+	if e.inboxAt == nil {
+		e.inboxAt = map[string]time.Time{}
+	}
+	if time.Since(e.inboxAt[b.ID]) < inboxEvery {
+		e.inboxMu.Unlock()
+		return
+	}
+	e.inboxAt[b.ID] = time.Now()
+	e.inboxMu.Unlock()
+	ctr, _, _ := e.names(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cr, err := e.cli.ExecCreate(ctx, ctr, client.ExecCreateOptions{
+		User: "1000:1000", Env: e.environ(b, &controlv1.Start{}), WorkingDir: guestHome,
+		Cmd: []string{"/bin/sh", "-c", inboxScript},
+	})
+	if err == nil {
+		_, err = e.cli.ExecStart(ctx, cr.ID, client.ExecStartOptions{Detach: true})
+	}
+	if err != nil {
+		e.s.logf("box %s: inbox: %v", b.Name, err)
+	}
+}
+
+// PurgeEngine removes from the engine of set every container, volume and
+// network a local box with state directory dir made: what its boxes were,
+// data included. For a state directory removed by hand, and tests.
+func PurgeEngine(ctx context.Context, set EngineSettings, dir string) error {
+	cli, err := dialEngine(ctx, set.Engine, set.Host)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	f := client.Filters{}.Add("label", "org.cocoonbox.state="+dir)
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range cs.Items {
+		_, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+		errs = append(errs, err)
+	}
+	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
+	if err != nil {
+		return err
+	}
+	for _, v := range vs.Items {
+		_, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
+		errs = append(errs, err)
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return err
+	}
+	for _, n := range ns.Items {
+		_, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

@@ -169,6 +169,7 @@ func buildRootfs(ctx context.Context, o ImageOptions) (string, error) {
 	if err := run("chroot", root, "/bin/sh", "-c", imageSetup); err != nil {
 		return "", err
 	}
+	addMise(ctx, o, work, root)
 	f, err := os.CreateTemp("", "cocoonbox-rootfs-*.tar")
 	if err != nil {
 		return "", err
@@ -179,4 +180,33 @@ func buildRootfs(ctx context.Context, o ImageOptions) (string, error) {
 		return "", err
 	}
 	return f.Name(), nil
+}
+
+// addMise puts mise, which is no Debian package, at /usr/local/bin/mise
+// in root: the binary of npm's @jdxcode/mise, installed with the host's
+// npm into work. Without npm, or when it fails, the image has no mise,
+// and the log says so.
+func addMise(ctx context.Context, o ImageOptions, work, root string) {
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		fmt.Fprintln(o.Log, "mise left out of the image: no npm here to fetch it (apt-get install npm)")
+		return
+	}
+	prefix := filepath.Join(work, "npm")
+	c := exec.CommandContext(ctx, npm, "install", "-g", "--silent", "--no-fund", "--no-audit", "--prefix", prefix, "@jdxcode/mise")
+	c.Stdout, c.Stderr = o.Log, o.Log
+	bin := filepath.Join(prefix, "lib", "node_modules", "@jdxcode", "mise", "bin", "mise")
+	if err := c.Run(); err != nil {
+		fmt.Fprintf(o.Log, "mise left out of the image: npm install @jdxcode/mise: %v\n", err)
+		return
+	}
+	data, err := os.ReadFile(bin)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(root, "usr", "local", "bin", "mise"), data, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintf(o.Log, "mise left out of the image: %v\n", err)
+		return
+	}
+	fmt.Fprintln(o.Log, "mise from npm's @jdxcode/mise at /usr/local/bin/mise")
 }

@@ -153,7 +153,11 @@ func (l *inboxLog) close() {
 // by a local box killed before sweep could end it.
 func (s *Server) startInbox(b *box) {
 	agent := s.agentPath()
-	if agent == "" || s.eng.name() != EngineProcess {
+	if agent == "" {
+		return
+	}
+	if c, ok := s.eng.(*containerEngine); ok {
+		c.startInbox(b)
 		return
 	}
 	s.inbox.mu.Lock()
