@@ -42,6 +42,14 @@ func TestEngineScripts(t *testing.T) {
 		})
 		return nil
 	})
+	// The box's paths are the guest's.
+	setup := p.Setup
+	p.Setup = func(e *testscript.Env) error {
+		err := setup(e)
+		e.Setenv("BOX_WORKSPACE", "/workspace")
+		e.Setenv("BOX_HOME", "/home/user")
+		return err
+	}
 	p.Cmds["upgradebox"] = func(ts *testscript.TestScript, neg bool, args []string) {
 		if neg || len(args) != 1 {
 			ts.Fatalf("usage: upgradebox BOX")
@@ -55,6 +63,25 @@ func TestEngineScripts(t *testing.T) {
 		ts.Check(err)
 	}
 	testscript.Run(t, p)
+	// The scripts of testdata/script that hold no host path of the process
+	// engine run against the container box too.
+	t.Run("common", func(t *testing.T) {
+		p.Dir = ""
+		p.Files = nil
+		for _, n := range engineCommon {
+			p.Files = append(p.Files, "testdata/script/"+n+".txtar")
+		}
+		testscript.Run(t, p)
+	})
+}
+
+// engineCommon are the scripts of testdata/script that run on both
+// engines; the others read or write the box's files through the host
+// paths of the process engine ($BOX_WORKSPACE from outside the box, or
+// the state directory's boxes/), which a container box does not have.
+var engineCommon = []string{
+	"git_push", "git_big", "git_tls", "share_persist", "git_shallow_partial", "git_submodule", "git_protocol", "git_wake",
+	"rsh_wake", "rsh_epipe", "rsh_concurrent", "rsh_stdin_refused", "rsh_auth", "ssh_git", "ssh_options",
 }
 
 // imageCache is where the box image's debootstrap tree is kept between
