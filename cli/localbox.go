@@ -56,7 +56,9 @@ type localboxOptions struct {
 }
 
 // engineSettings is the engine the local box in dir serves with: the
-// one it remembers, changed by o's --engine and limits, remembered again.
+// one it remembers, changed by o's --engine and limits, remembered again
+// once the engine answers (a start on an engine that is not there leaves
+// the remembered one as it was).
 func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, error) {
 	set, err := localbox.ReadEngineSettings(dir)
 	if err != nil {
@@ -86,6 +88,9 @@ func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, er
 	}
 	if o.Pids > 0 {
 		set.Limits.Pids = o.Pids
+	}
+	if err := localbox.CheckEngineAnswers(set); err != nil {
+		return set, err
 	}
 	return set, localbox.SaveEngineSettings(dir, set)
 }

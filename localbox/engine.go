@@ -145,6 +145,19 @@ func CheckEngine(name string) error {
 	return fmt.Errorf("no engine %q: use docker, podman or process", name)
 }
 
+// CheckEngineAnswers says, in one line with the next step, when set's
+// container engine does not answer; the process engine always does.
+func CheckEngineAnswers(set EngineSettings) error {
+	if set.Engine == "" || set.Engine == EngineProcess {
+		return nil
+	}
+	cli, err := dialEngine(context.Background(), set.Engine, set.Host)
+	if err != nil {
+		return err
+	}
+	return cli.Close()
+}
+
 // engineHost is the API address of engine name when host is "": docker's
 // DOCKER_HOST or its usual socket, podman's rootful or rootless socket.
 func engineHost(name, host string) string {
