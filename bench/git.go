@@ -11,8 +11,11 @@ import (
 )
 
 // gitWork holds the git and rsync workloads: a repository made from a real
-// source tree with several hundred commits, served as an absolute path that
-// both the local box and sshd reach.
+// source tree with several hundred commits, served by sshd from the work
+// directory and by the box from a copy the box user made in its workspace
+// (toBox). The same path for both would not do: served by root, the local
+// box runs commands as the box user, whose git refuses a repository root
+// owns ("dubious ownership"), and root's git one the box user owns.
 type gitWork struct {
 	e   *env
 	dir string
@@ -20,9 +23,18 @@ type gitWork struct {
 
 func (g *gitWork) bare() string { return filepath.Join(g.dir, "src.git") }
 
-// setup builds the repository once per run: the tree's files in *commits
-// commits, directory by directory, then a bare clone to serve.
+// setup builds the repository once per run (build) and copies it into
+// the box (toBox).
 func (g *gitWork) setup() error {
+	if err := g.build(); err != nil {
+		return err
+	}
+	return g.toBox()
+}
+
+// build builds the repository once: the tree's files in *commits
+// commits, directory by directory, then a bare clone to serve.
+func (g *gitWork) build() error {
 	if _, err := os.Stat(g.bare()); err == nil {
 		return nil
 	}
@@ -65,6 +77,47 @@ func (g *gitWork) setup() error {
 	return runIn(g.dir, "git", "clone", "-q", "--bare", wt, g.bare())
 }
 
+// boxGitDir is the box's directory for the git rows, in its workspace.
+const boxGitDir = "cocoonbox-bench-git"
+
+// toBox copies the bare repository into the box through the box itself
+// (a tar stream into an Exec), so that the box user owns its copy, and
+// records the copy's absolute path; once a run.
+func (g *gitWork) toBox() error {
+	if g.e.boxGit != "" {
+		return nil
+	}
+	c := g.e.ours("cocoonbox-ssh", "main", fmt.Sprintf("rm -rf %[1]s && mkdir %[1]s && tar xf - -C %[1]s && cd %[1]s && pwd", boxGitDir))
+	tar := exec.Command("tar", "cf", "-", "-C", g.dir, filepath.Base(g.bare()))
+	var tarErr strings.Builder
+	tar.Stderr = &tarErr
+	var err error
+	if c.Stdin, err = tar.StdoutPipe(); err != nil {
+		return err
+	}
+	if err := tar.Start(); err != nil {
+		return err
+	}
+	out, err := c.Output()
+	// GNU tar's status 1 is "some files differed" (one changed as it was
+	// read: the archive is whole); the box's tar took it.
+	if werr := tar.Wait(); err == nil && werr != nil {
+		if tar.ProcessState.ExitCode() != 1 {
+			err = fmt.Errorf("tar: %w: %s", werr, tarErr.String())
+		} else {
+			fmt.Fprintf(os.Stderr, "copy the repository into the box: tar: %s", tarErr.String())
+		}
+	}
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			err = fmt.Errorf("%w: %s", err, ee.Stderr)
+		}
+		return fmt.Errorf("copy the repository into the box: %w", err)
+	}
+	g.e.boxGit = strings.TrimSpace(string(out))
+	return nil
+}
+
 func runIn(dir string, name string, args ...string) error {
 	c := exec.Command(name, args...)
 	c.Dir = dir
@@ -84,7 +137,7 @@ func (g *gitWork) cloneDir(ours bool) string {
 
 func (g *gitWork) url(ours bool) string {
 	if ours {
-		return "cocoonbox::main:" + g.bare()
+		return "cocoonbox::main:" + filepath.Join(g.e.boxGit, filepath.Base(g.bare()))
 	}
 	return "ssh://bench" + g.bare()
 }
@@ -126,10 +179,15 @@ func (g *gitWork) rsync(ours, first bool) func() (time.Duration, int64, error) {
 		dst := filepath.Join(g.dir, "rsync-ssh")
 		args := []string{"-a", "--delete", "-e", "ssh -F " + g.e.sshCfg, src, "bench:" + dst + "/"}
 		if ours {
-			dst = filepath.Join(g.dir, "rsync-ours")
+			dst = filepath.Join(g.e.boxGit, "rsync-ours")
 			args = []string{"-a", "--delete", "-e", "cocoonbox-ssh", src, "main:" + dst + "/"}
 		}
-		if first {
+		if first && ours {
+			// The box user's copy goes as that user, through the box.
+			if out, err := g.e.ours("cocoonbox-ssh", "main", "rm -rf "+dst).CombinedOutput(); err != nil {
+				return 0, 0, fmt.Errorf("remove the box's copy: %v: %s", err, out)
+			}
+		} else if first {
 			os.RemoveAll(dst)
 		}
 		d, _, err := timed(g.cmd(ours, "rsync", args...))

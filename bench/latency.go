@@ -72,6 +72,11 @@ func (e *env) runLatency(top string) error {
 				continue
 			}
 			w.limit = nil
+			if w.bytes > 0 && rtt > 0 {
+				// What the delay proxy itself carries at this round trip,
+				// in the same rounds: the ceiling of either path.
+				w.limit = func() (time.Duration, error) { return tcpCopy(w.bytes, d) }
+			}
 			if w.setup != nil {
 				if err := w.setup(); err != nil {
 					return fmt.Errorf("%s: setup: %w", w.name, err)
@@ -207,6 +212,9 @@ func renderRTT(rows []rttRow) string {
 		case r.bytes > 0:
 			cap := func(w int) string { return fmt.Sprintf("%.0f MB/s", float64(w)/r.rtt.Seconds()/1e6) }
 			limit = fmt.Sprintf("window/RTT: ours ≤ %s (%d MiB stream window), ssh ≤ %s (%d MiB channel window)", cap(ourWindow), ourWindow>>20, cap(sshWindow), sshWindow>>20)
+			if r.limit > 0 {
+				limit += fmt.Sprintf("; the proxy alone carries %s, ours %.0f%% of it", rate(r.bytes, r.limit), 100*float64(r.limit)/float64(r.ours))
+			}
 		default:
 			limit = "round trips"
 			if z, ok := zero[r.name]; ok {

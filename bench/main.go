@@ -66,6 +66,9 @@ type env struct {
 	// latency is set while the latency table runs: ssh's path goes
 	// through a delay proxy to the listening sshd.
 	latency bool
+	// boxGit is the box's copy of the git rows' directory (gitWork.toBox),
+	// an absolute path, once made.
+	boxGit string
 }
 
 // a workload runs once through one path and returns its wall time and the
@@ -294,7 +297,10 @@ func publish(top, name, about, table string) error {
 	if i < 0 || j < i {
 		return fmt.Errorf("%s has no %s ... %s markers", path, begin, end)
 	}
-	header := fmt.Sprintf("Run %s on %s%s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), about)
+	// The load average at the end: on a machine shared with other work it
+	// says how far to trust the walls (the ratios, of the same rounds,
+	// move less).
+	header := fmt.Sprintf("Run %s on %s, load average %s%s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), loadAvg(), about)
 	return os.WriteFile(path, []byte(doc[:i+len(begin)]+"\n"+header+table+doc[j:]), 0o644)
 }
 
@@ -339,12 +345,26 @@ func timed(c *exec.Cmd) (time.Duration, int64, error) {
 }
 
 // loopbackCopy moves n bytes over a loopback TCP connection: the ceiling.
-func loopbackCopy(n int64) (time.Duration, error) {
+func loopbackCopy(n int64) (time.Duration, error) { return tcpCopy(n, 0) }
+
+// tcpCopy times a copy of n bytes over loopback TCP into a reader that
+// discards them; with rtt above 0, through a delay proxy of that round
+// trip (startDelay), which measures what the proxy itself carries.
+func tcpCopy(n int64, rtt time.Duration) (time.Duration, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer lis.Close()
+	addr := lis.Addr().String()
+	if rtt > 0 {
+		p, err := startDelay(addr, rtt)
+		if err != nil {
+			return 0, err
+		}
+		defer p.Close()
+		addr = fmt.Sprintf("127.0.0.1:%d", p.Port())
+	}
 	done := make(chan error, 1)
 	go func() {
 		c, err := lis.Accept()
@@ -357,7 +377,7 @@ func loopbackCopy(n int64) (time.Duration, error) {
 		done <- err
 	}()
 	t0 := time.Now()
-	c, err := net.Dial("tcp", lis.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return 0, err
 	}

@@ -10,8 +10,11 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 )
 
 // The offload table (-offload): one repository of the bench's tree (the
@@ -78,8 +81,8 @@ func (e *env) runOffload(top string) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", row, median(ds).Round(time.Millisecond), s[0].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), here, box)
 	}
-	return publish(top, "bench-offload", fmt.Sprintf(", load average %s; %d rounds; %s",
-		loadAvg(), *rounds, version("rsync", "--version")), b.String())
+	return publish(top, "bench-offload", fmt.Sprintf("; %d rounds; %s",
+		*rounds, version("rsync", "--version")), b.String())
 }
 
 // prepareOffload puts the stand-in CLI, signed in, and a git identity in
@@ -231,8 +234,8 @@ func (e *env) runOffloadRTT(top string) error {
 			}
 		}
 	}
-	return publish(top, "bench-offload-rtt", fmt.Sprintf(", load average %s; medians of %d rounds, each round at every round trip in turn; the local box over TLS behind the delay proxy; %s",
-		loadAvg(), *rounds, version("rsync", "--version")), renderOffloadRTT(ms, times))
+	return publish(top, "bench-offload-rtt", fmt.Sprintf("; medians of %d rounds, each round at every round trip in turn; the local box over TLS behind the delay proxy; %s",
+		*rounds, version("rsync", "--version")), renderOffloadRTT(ms, times))
 }
 
 // renderOffloadRTT makes the offload table at round trips from each
@@ -337,11 +340,40 @@ func (e *env) offloadStep(repo, row string) (time.Duration, error) {
 	}
 	var out strings.Builder
 	c.Stdout = &out
+	box0 := e.boxCPU()
 	d, _, err := timed(c)
 	if m := regexp.MustCompile(`in [0-9.]+ s total: .*`).FindString(out.String()); m != "" && *verbose {
 		fmt.Fprintf(os.Stderr, "  %s\n", m)
 	}
+	if *verbose && err == nil {
+		// CPU time moves less with the machine's load than wall time:
+		// what a step's own work costs, here (the command and what it
+		// waited for) and in the box (the local box and its commands).
+		ps := c.ProcessState
+		fmt.Fprintf(os.Stderr, "  CPU: here %.2f s, box %.2f s\n", (ps.UserTime() + ps.SystemTime()).Seconds(), (e.boxCPU() - box0).Seconds())
+	}
 	return d, err
+}
+
+// boxCPU is the CPU time the local box has used with the commands it
+// waited for (/proc/PID/stat utime, stime, cutime, cstime), 0 when not
+// known.
+func (e *env) boxCPU() time.Duration {
+	out, err := e.ours("cocoonbox", "localbox", "status").Output()
+	m := regexp.MustCompile(`\(pid (\d+)\)`).FindSubmatch(out)
+	if err != nil || m == nil {
+		return 0
+	}
+	f, err := proc.StatFields(string(m[1]))
+	if err != nil || len(f) < 15 {
+		return 0
+	}
+	var ticks int64
+	for _, v := range f[11:15] { // fields 14 to 17
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // cachedRepo builds the bench's repository once per machine, under the
@@ -360,7 +392,7 @@ func (e *env) cachedRepo() (*gitWork, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := g.setup(); err != nil {
+	if err := g.build(); err != nil {
 		return nil, err
 	}
 	if err := runIn(dir, "git", "clone", "-q", "--bare", "--no-local", g.bare(), g.packed()+".tmp"); err != nil {

@@ -200,6 +200,7 @@ func (e *env) workloads() []workload {
 	}
 	g := &gitWork{e: e, dir: filepath.Join(e.work, "git")}
 	sf := &sftpWork{e: e}
+	ps := &pscpWork{e: e}
 	// At 0 ms sshd runs as ssh's ProxyCommand, as ours does; at a round
 	// trip (the latency table) it listens behind the delay proxy.
 	sshdHost := sshdInetdHost
@@ -235,6 +236,8 @@ func (e *env) workloads() []workload {
 			limit: func() (time.Duration, error) { return loopbackCopy(*size) }},
 		{name: "sftp requests via ssh --stdio", setup: sf.setup, note: "sftp -b: mkdir and rmdir, one request each, one after the other; the time of the requests alone",
 			ours: sf.ours, ssh: sf.theirs(sshdHost), requests: sf.requests},
+		{name: "pscp upload via ssh --stdio", setup: ps.setup, bytes: *pscpSize, note: "PuTTY's pscp, 4 KiB SFTP writes; sshd -i as its proxy command",
+			ours: ps.ours, ssh: ps.theirs},
 		{name: "git clone", setup: g.setup, ours: g.clone(true), ssh: g.clone(false)},
 		{name: "git fetch (no-op)", ours: g.fetch(true), ssh: g.fetch(false)},
 		{name: "rsync (first)", setup: g.setupRsync, ours: g.rsync(true, true), ssh: g.rsync(false, true)},

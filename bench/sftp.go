@@ -1,13 +1,20 @@
 package main
 
 import (
+	"crypto/rand"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/cocoonbox/cocoonbox/sshserve"
 )
 
 var (
@@ -111,4 +118,79 @@ func sshdInetdBlock(config, user, key string) string {
   UserKnownHostsFile /dev/null
   LogLevel ERROR
 `, sshdInetdHost, config, user, key)
+}
+
+var pscpSize = flag.Int64("pscp-size", 50_000_000, "bytes of the pscp upload workload")
+
+// pscpWork is the pscp workload: PuTTY's pscp uploading a file of
+// -pscp-size random bytes over SFTP (4 KiB writes, pipelined as far as the
+// SSH window lets them), through cocoonbox-ssh --stdio and through sshd -i,
+// each PuTTY's -proxycmd.
+type pscpWork struct {
+	e         *env
+	src, ppk  string
+	boxHostFP string // our host key's fingerprint
+	sshHostFP string // sshd's
+}
+
+// setup writes the file, the bench key in PuTTY's format, and reads both
+// host keys' fingerprints.
+func (w *pscpWork) setup() error {
+	if w.src != "" {
+		return nil
+	}
+	w.src = filepath.Join(w.e.work, "pscp-src")
+	f, err := os.Create(w.src)
+	if err != nil {
+		return err
+	}
+	_, err = io.CopyN(f, rand.Reader, *pscpSize)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(w.e.work, "sshd")
+	w.ppk = filepath.Join(dir, "user_key.ppk")
+	if out, err := exec.Command("puttygen", filepath.Join(dir, "user_key"), "-O", "private", "-o", w.ppk).CombinedOutput(); err != nil {
+		return fmt.Errorf("puttygen: %v: %s", err, out)
+	}
+	pub, err := os.ReadFile(filepath.Join(dir, "host_key.pub"))
+	if err != nil {
+		return err
+	}
+	k, _, _, _, err := ssh.ParseAuthorizedKey(pub)
+	if err != nil {
+		return err
+	}
+	w.sshHostFP = ssh.FingerprintSHA256(k)
+	key, err := sshserve.HostKey(filepath.Join(w.e.work, "home", ".local", "state", "cocoonbox"))
+	if err != nil {
+		return err
+	}
+	w.boxHostFP = ssh.FingerprintSHA256(key.PublicKey())
+	return nil
+}
+
+// ours is pscp through cocoonbox-ssh --stdio into the box's workspace.
+func (w *pscpWork) ours() (time.Duration, int64, error) {
+	c := exec.Command("pscp", "-q", "-batch", "-sftp", "-hostkey", w.boxHostFP,
+		"-proxycmd", filepath.Join(w.e.bin, "cocoonbox-ssh")+" --stdio main.cocoonbox", "-l", "user", w.src, "main.cocoonbox:pscp-up")
+	c.Env = w.e.boxEnv
+	d, _, err := timed(c)
+	return d, 0, err
+}
+
+// theirs is pscp through sshd -i, as the sftp row's sshd.
+func (w *pscpWork) theirs() (time.Duration, int64, error) {
+	u, err := user.Current()
+	if err != nil {
+		return 0, 0, err
+	}
+	c := exec.Command("pscp", "-q", "-batch", "-sftp", "-hostkey", w.sshHostFP, "-i", w.ppk,
+		"-proxycmd", "/usr/sbin/sshd -i -f "+filepath.Join(w.e.work, "sshd", "sshd_config"), "-l", u.Username,
+		w.src, "bench:"+filepath.Join(w.e.work, "pscp-up"))
+	d, _, err := timed(c)
+	return d, 0, err
 }

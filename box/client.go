@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 	"github.com/cocoonbox/cocoonbox/internal/wire"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 	"github.com/cocoonbox/cocoonbox/share"
@@ -66,6 +67,8 @@ type Client struct {
 	// linkTimeout is how long the kernel waits for an acknowledgement
 	// before it gives up on the connection: the keepalive's timeout.
 	linkTimeout time.Duration
+	// resume, if not nil, makes Execs without a terminal resumable.
+	resume *Resume
 }
 
 // DialOption changes how Dial connects.
@@ -79,6 +82,7 @@ type dialOptions struct {
 	// (DialUpstream).
 	noIdleTimeout bool
 	tokenSource   func() string
+	resume        *Resume
 }
 
 // WithSignIn replaces the next step an UNAUTHENTICATED error names, "sign
@@ -131,7 +135,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	// path's round trip below Sharing.MinRTT) gives it the small windows
 	// of a local hop, enough for that path (window.LocalStream).
 	direct := func(near bool) (*grpc.ClientConn, error) { return dialDirect(ep, token, do, near, certErr, ioErr) }
-	c := &Client{endpoint: ep, signIn: do.signIn, certErr: certErr, ioErr: ioErr, linkTimeout: do.keepaliveTimeout}
+	c := &Client{endpoint: ep, signIn: do.signIn, certErr: certErr, ioErr: ioErr, linkTimeout: do.keepaliveTimeout, resume: do.resume}
 	var err error
 	if do.sharing != nil {
 		c.conn, err = do.sharing.Connect(ep.Target, ep.URL, ep.CAFile, append(transportOptions(true), do.creds(token)...), direct)
@@ -170,6 +174,11 @@ func dialDirect(ep Endpoint, token string, do dialOptions, near bool, certErr *a
 	)
 	if do.noIdleTimeout {
 		opts = append(opts, grpc.WithIdleTimeout(0))
+	}
+	if p, ok := strings.CutPrefix(ep.Target, "unix://"); ok {
+		// A socket deeper than an address holds (a deep state directory's
+		// localbox.sock) is reached through a short link.
+		opts = append(opts, grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return unixsock.Dial(p) }))
 	}
 	opts = append(opts, do.creds(token)...)
 	conn, err := grpc.NewClient(ep.Target, opts...)
@@ -220,6 +229,8 @@ type Box struct {
 	Image         string
 	LatestImage   string
 	LastSavedAtMS int64
+	// UpgradeAvailable is true when Image is not LatestImage.
+	UpgradeAvailable bool
 }
 
 func fromProto(b *controlv1.Box) Box {
@@ -233,6 +244,8 @@ func fromProto(b *controlv1.Box) Box {
 		Image:         b.GetImage(),
 		LatestImage:   b.GetLatestImage(),
 		LastSavedAtMS: b.GetLastSavedAtMs(),
+
+		UpgradeAvailable: b.GetUpgradeAvailable(),
 	}
 }
 
@@ -261,26 +274,102 @@ func (c *Client) Ensure(ctx context.Context, box string, progress io.Writer) (Bo
 	if err != nil {
 		return Box{}, c.wrap("wake "+box, err)
 	}
-	last := ""
+	r, err := c.follow(st, "wake "+box, box, progress)
+	return r.Box, err
+}
+
+// OperationResult is how an operation ended.
+type OperationResult struct {
+	// Box is the box as the last event left it.
+	Box Box
+	// OperationID is "" when there was nothing to do.
+	OperationID string
+	// Bytes is the last total_bytes the operation reported (a save's size).
+	Bytes int64
+}
+
+// PhaseName is an operation phase as a lower-case word ("waking",
+// "restoring_files").
+func PhaseName(p controlv1.Phase) string {
+	return strings.ToLower(strings.TrimPrefix(p.String(), "PHASE_"))
+}
+
+// follow reads an operation's events to its end, writing one line per
+// new phase to progress (if not nil).
+func (c *Client) follow(st interface {
+	Recv() (*controlv1.OperationEvent, error)
+}, op, box string, progress io.Writer) (OperationResult, error) {
+	var last controlv1.Phase
+	var r OperationResult
 	for {
 		ev, err := st.Recv()
 		if err == io.EOF {
-			return Box{}, fmt.Errorf("wake %s: the server ended the operation without a result", box)
+			return OperationResult{}, fmt.Errorf("%s: the server ended the operation without a result", op)
 		}
 		if err != nil {
-			return Box{}, c.wrap("wake "+box, err)
+			return OperationResult{}, c.wrap(op, err)
+		}
+		if ev.GetTotalBytes() > 0 {
+			r.Bytes = ev.GetTotalBytes()
 		}
 		if progress != nil && ev.GetPhase() != last && ev.GetOutcome() == controlv1.Outcome_OUTCOME_RUNNING {
 			last = ev.GetPhase()
-			fmt.Fprintf(progress, "box %s: %s...\n", box, last)
+			fmt.Fprintf(progress, "box %s: %s...\n", printable.Line(box, maxEcho), PhaseName(last))
 		}
 		switch ev.GetOutcome() {
 		case controlv1.Outcome_OUTCOME_DONE:
-			return fromProto(ev.GetBox()), nil
+			r.Box, r.OperationID = fromProto(ev.GetBox()), ev.GetOperationId()
+			return r, nil
 		case controlv1.Outcome_OUTCOME_FAILED:
-			return Box{}, fmt.Errorf("wake %s: %s", box, ev.GetError())
+			return OperationResult{}, fmt.Errorf("%s: %s", op, printable.Line(ev.GetError(), 4*maxEcho))
 		}
 	}
+}
+
+// Status returns box as it stands, without waking it.
+func (c *Client) Status(ctx context.Context, box string) (Box, error) {
+	r, err := c.boxes.Status(ctx, &controlv1.StatusRequest{Box: box})
+	if err != nil {
+		return Box{}, c.wrap("status of "+box, err)
+	}
+	return fromProto(r.GetBox()), nil
+}
+
+// Save saves box; progress as Ensure's.
+func (c *Client) Save(ctx context.Context, box string, progress io.Writer) (OperationResult, error) {
+	st, err := c.boxes.Save(ctx, &controlv1.SaveRequest{Box: box})
+	if err != nil {
+		return OperationResult{}, c.wrap("save "+box, err)
+	}
+	return c.follow(st, "save "+box, box, progress)
+}
+
+// Upgrade moves box to its latest image, restarting what runs in it;
+// progress as Ensure's.
+func (c *Client) Upgrade(ctx context.Context, box string, progress io.Writer) (OperationResult, error) {
+	st, err := c.boxes.Upgrade(ctx, &controlv1.UpgradeRequest{Box: box, Confirm: true})
+	if err != nil {
+		return OperationResult{}, c.wrap("upgrade "+box, err)
+	}
+	return c.follow(st, "upgrade "+box, box, progress)
+}
+
+// Usage is the account's model usage (boxes.proto UsageResponse).
+type Usage struct {
+	Today, Month, DailyCapMicros, RemainingTodayMicros int64
+	DefaultCap                                         bool
+	// Unmeasured names the fields the server cannot measure.
+	Unmeasured []string
+}
+
+// Usage returns the account's model usage.
+func (c *Client) Usage(ctx context.Context) (Usage, error) {
+	r, err := c.boxes.Usage(ctx, &controlv1.UsageRequest{})
+	if err != nil {
+		return Usage{}, c.wrap("usage", err)
+	}
+	return Usage{Today: r.GetToday(), Month: r.GetMonth(), DailyCapMicros: r.GetDailyCapMicros(), DefaultCap: r.GetDefaultCap(),
+		RemainingTodayMicros: r.GetRemainingTodayMicros(), Unmeasured: r.GetUnmeasured()}, nil
 }
 
 // Hibernate puts box to sleep.
@@ -292,11 +381,12 @@ func (c *Client) Hibernate(ctx context.Context, box string) (Box, error) {
 	return fromProto(r.GetBox()), nil
 }
 
-// Create makes a new box named name with the server's default image and
-// returns it; a name the caller has already is an error (ALREADY_EXISTS)
-// with the server's one line.
-func (c *Client) Create(ctx context.Context, name string) (Box, error) {
-	r, err := c.boxes.Create(ctx, &controlv1.CreateRequest{Name: name})
+// Create makes a new box named name on image ("" for the server's
+// default) and returns it; a name the caller has already is an error
+// (ALREADY_EXISTS) with the server's one line, a bad name or image
+// ErrInvalidArgument.
+func (c *Client) Create(ctx context.Context, name, image string) (Box, error) {
+	r, err := c.boxes.Create(ctx, &controlv1.CreateRequest{Name: name, Image: image})
 	if err != nil {
 		return Box{}, c.wrap("create "+name, err)
 	}

@@ -126,7 +126,18 @@ func (e *WriteError) Unwrap() error { return e.Err }
 // Both are kept until started, and sent again on the retry after a
 // wake. With a terminal no stdin is read before started (the terminal
 // goes raw only then).
+//
+// With WithResume, a command without a terminal runs as a resumable
+// session (Resume): Exec then outlives the stream it started on.
 func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
+	if c.resume != nil && cmd.TTY == nil {
+		return c.execResumable(ctx, cmd)
+	}
+	return c.exec(ctx, cmd)
+}
+
+// exec is Exec on one stream; an error of the transport is a lostError.
+func (c *Client) exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var first *firstChunk
@@ -141,7 +152,7 @@ func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
 		st, execID, err = c.start(ctx, cmd, first)
 	}
 	if err != nil {
-		return ExitStatus{}, c.wrap("exec in "+cmd.Box, err)
+		return ExitStatus{}, c.lost("exec in "+cmd.Box, err)
 	}
 	if first != nil && first.peek {
 		// Before Exec can return, so that what follows on the file starts
@@ -346,7 +357,7 @@ func (c *Client) receive(st controlv1.Session_ExecClient, cmd *Command, dropStdo
 			return ExitStatus{Code: int(exit.GetCode()), Signal: exit.GetSignal(), Error: exit.GetError()}, nil
 		}
 		if err != nil {
-			return ExitStatus{}, c.wrap("exec in "+cmd.Box, err)
+			return ExitStatus{}, c.lost("exec in "+cmd.Box, err)
 		}
 		stdout := cmd.Stdout
 		if dropStdout.Load() {

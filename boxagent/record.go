@@ -14,6 +14,7 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/flock"
 	"github.com/cocoonbox/cocoonbox/internal/jsonfile"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
 // record is a repo key's session record, <offload dir>/<K>/session.json.
@@ -120,11 +121,14 @@ func (c *Config) readRecord(k string) (*record, error) {
 }
 
 // undecodable reports whether err is jsonfile.Read's for a file that is
-// not the JSON it should be.
+// not the JSON it should be: or no regular file (a FIFO, a link to a
+// device), or one past jsonfile.MaxSize, which it refuses unread.
 func undecodable(err error) bool {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
-	return errors.As(err, &syn) || errors.As(err, &typ)
+	var notRegular *safefile.NotRegularError
+	var tooLarge *safefile.TooLargeError
+	return errors.As(err, &syn) || errors.As(err, &typ) || errors.As(err, &notRegular) || errors.As(err, &tooLarge)
 }
 
 // brokenRecord stands for k's record that does not decode (why): the copy

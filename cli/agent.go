@@ -17,6 +17,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/boxagent"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/version"
 	"github.com/cocoonbox/cocoonbox/relay"
 )
@@ -118,7 +119,7 @@ func (a *agentRun) line(v any) {
 	if err != nil {
 		b = []byte(`{"ok":false,"code":"failed","error":"encode the result"}`)
 	}
-	a.s.Out.Write(append(b, '\n'))
+	a.s.Out.Write(append(printable.JSON(b), '\n'))
 }
 
 func newAgentRoot(a *agentRun) *cobra.Command {
@@ -165,7 +166,7 @@ and out of the box and talk to its inbox; each prints one JSON line.
 	}
 	root.AddCommand(off)
 	off.AddCommand(agentVerbs(a)...)
-	root.AddCommand(newAgentRelay(a), newAgentListen(a), newAgentTake(a))
+	root.AddCommand(newAgentRelay(a), newAgentListen(a), newAgentTake(a), newAgentSession(a))
 	return root
 }
 

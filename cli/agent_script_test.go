@@ -14,24 +14,13 @@ import (
 
 // TestAgentScripts runs testdata/agent: the box half of offload driven
 // through `cocoonbox rsh` against the script's local box, with a real tmux
-// and the stand-in CLI (testdata/standin/standin-cli). Scripts also get
-// BOX_HOME and BOX_RUN, box main's home and run directories.
+// and the stand-in CLI (testdata/standin/standin-cli).
 func TestAgentScripts(t *testing.T) {
 	standin, err := filepath.Abs("testdata/standin/standin-cli")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := params(t, "testdata/agent")
-	setup := p.Setup
-	p.Setup = func(e *testscript.Env) error {
-		if err := setup(e); err != nil {
-			return err
-		}
-		boxDir := filepath.Join(e.Getenv("BOX_STATE"), "boxes", "main")
-		e.Setenv("BOX_HOME", filepath.Join(boxDir, "home"))
-		e.Setenv("BOX_RUN", filepath.Join(boxDir, "run"))
-		return nil
-	}
 	p.Cmds["standin"] = func(ts *testscript.TestScript, neg bool, args []string) { cmdStandin(ts, neg, args, standin) }
 	p.Cmds["snapshot"] = cmdSnapshot
 	p.Cmds["waitstatus"] = cmdWaitStatus

@@ -22,12 +22,23 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 	boxes.SuggestFor = []string{"box", "list", "ls"}
 	boxes.Flags().AddFlagSet(list.Flags())
 	dial := func() (*box.Client, error) { return env.dial(o.Endpoint) }
-	sleep := boxCommand(s, dial, "sleep BOX", "Hibernate a box; the next command wakes it", sleepBox)
+	var sleepYes bool
+	sleep := boxCommand(s, dial, "sleep BOX [--yes]", "Hibernate a box; the next command wakes it", func(c *box.Client, s Streams, name string) error {
+		if !sleepYes {
+			if err := checkOffloads(c, name, "sleep", false, true); err != nil {
+				return err
+			}
+		}
+		return sleepBox(c, s, name)
+	})
+	sleep.Flags().BoolVarP(&sleepYes, "yes", "y", false, "sleep even when an offloaded session is working (it is paused)")
 	wake := boxCommand(s, dial, "wake BOX", "Wake a box, or start a stopped one", wakeBox)
-	create := boxCommand(s, dial, "create NAME", "Create a box of yours", createBox)
-	var yes bool
+	var image string
+	create := boxCommand(s, dial, "create NAME [--image IMAGE]", "Create a box of yours", func(c *box.Client, s Streams, name string) error { return createBox(c, s, name, image) })
+	create.Flags().StringVar(&image, "image", "", "the image the box runs (default: the server's latest)")
+	var yes, force bool
 	del := &cobra.Command{
-		Use:     "delete BOX --yes",
+		Use:     "delete BOX --yes [--force]",
 		Aliases: []string{"rm"},
 		Short:   "Delete a box and everything in it: its commands end, its home and workspace are removed",
 		Args:    usageArgs(cobra.ExactArgs(1)),
@@ -35,16 +46,23 @@ func newBoxes(env Env, s Streams) *cobra.Command {
 			if !yes {
 				return &ExitError{Code: ExitNeedsYes, Err: fmt.Errorf("deleting box %s ends its commands and removes its home and workspace for good; to do it: cocoonbox boxes delete %s --yes", printable.Line(a[0], 80), printable.Line(a[0], 80))}
 			}
-			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error { return deleteBox(c, s, a[0]) })
+			return withClient(env.dial(o.Endpoint))(func(c *box.Client) error {
+				if err := checkOffloads(c, a[0], "delete", force, false); err != nil {
+					return err
+				}
+				return deleteBox(c, s, a[0])
+			})
 		},
 	}
 	del.Flags().BoolVar(&yes, "yes", false, "confirm: the box's files are deleted for good")
+	del.Flags().BoolVar(&force, "force", false, "delete even a box whose offloaded session works or holds work not brought back")
 	addEndpointFlag(create, &o.Endpoint)
 	for _, c := range []*cobra.Command{sleep, wake, del} {
 		c.ValidArgsFunction = onlyFirst(boxNames(env, &o.Endpoint))
 		addEndpointFlag(c, &o.Endpoint)
 	}
 	boxes.AddCommand(list, create, del, sleep, wake)
+	boxesOps(env, s, boxes, &o.Endpoint)
 	return boxes
 }
 
@@ -81,15 +99,15 @@ func sleepBox(c *box.Client, s Streams, name string) error {
 	return nil
 }
 
-func createBox(c *box.Client, s Streams, name string) error {
-	b, err := c.Create(context.Background(), name)
+func createBox(c *box.Client, s Streams, name, image string) error {
+	b, err := c.Create(context.Background(), name, image)
 	if errors.Is(err, box.ErrInvalidArgument) {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Err, "box %s created (%s): %s\n", b.Name, b.ID, b.State)
+	fmt.Fprintf(s.Err, "box %s created (%s, %s): %s\n", b.Name, b.ID, b.Image, b.State)
 	return nil
 }
 

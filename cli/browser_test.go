@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/cocoonbox/cocoonbox/internal/formtest"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
@@ -64,12 +65,19 @@ func waitfile() {
 }
 
 // browse URL is the $BROWSER of the browser scripts. It opens URL in a
-// fresh headless chromium, signs in with the local box's code from
-// $BOX_STATE, clicks $BROWSE_ACTION ("allow" or "deny") on the consent
-// page, and waits for the CLI's loopback page. It appends what it saw to
-// $WORK/browse.log, then creates $WORK/browse.done. If anything fails it
-// answers the CLI's loopback port with an error, so login never hangs.
-func browse() {
+// fresh headless chromium (its JavaScript off when $BROWSE_SCRIPT is
+// "off"), signs in with the local box's code from $BOX_STATE, clicks
+// $BROWSE_ACTION ("allow" or "deny") on the consent page, and waits for
+// the CLI's loopback page. It appends what it saw to $WORK/browse.log,
+// then creates $WORK/browse.done. If anything fails it answers the CLI's
+// loopback port with an error, so login never hangs.
+func browse() { browseWith(drive) }
+
+// formbrowse URL is browse with a browser that runs no script
+// (internal/formtest): net/http, a cookie jar and the page's HTML forms.
+func formbrowse() { browseWith(driveForms) }
+
+func browseWith(drive func(link, action string, logf func(string, ...any)) error) {
 	work := os.Getenv("WORK")
 	logf := func(format string, args ...any) {
 		f, err := os.OpenFile(filepath.Join(work, "browse.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -83,6 +91,42 @@ func browse() {
 		logf("error: %v", err)
 		failLogin(os.Args[1])
 	}
+}
+
+// driveForms is drive without a script: it fills the sign-in form and
+// presses the consent form's button as a browser without JavaScript does.
+func driveForms(link, action string, logf func(string, ...any)) error {
+	if action != "allow" && action != "deny" {
+		return fmt.Errorf("BROWSE_ACTION is %q, want allow or deny", action)
+	}
+	code, err := localbox.SignInCode(os.Getenv("BOX_STATE"))
+	if err != nil {
+		return err
+	}
+	b := formtest.New()
+	p, err := b.Get(link)
+	if err != nil {
+		return err
+	}
+	f, err := p.Form("signin")
+	if err != nil {
+		return err
+	}
+	f.Values.Set("code", code)
+	if p, err = b.Submit(f, "signin-submit"); err != nil {
+		return err
+	}
+	if f, err = p.Form("consent"); err != nil {
+		return fmt.Errorf("%w (%d: %s)", err, p.Status, p.Text("message"))
+	}
+	logf("question: %s", p.Text("question"))
+	if p, err = b.Submit(f, action); err != nil {
+		return err
+	}
+	logf("landed: %s://%s%s", p.URL.Scheme, p.URL.Hostname(), p.URL.Path)
+	logf("result: %s", p.Text("result"))
+	logf("cookies: %d", len(b.Client.Jar.Cookies(&url.URL{Scheme: "http", Host: "127.0.0.1"})))
+	return nil
 }
 
 func drive(link, action string, logf func(string, ...any)) error {
@@ -113,6 +157,9 @@ func drive(link, action string, logf func(string, ...any)) error {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(profile),
+	}
+	if os.Getenv("BROWSE_SCRIPT") == "off" {
+		opts = append(opts, chromedp.Flag("blink-settings", "scriptEnabled=false"))
 	}
 	// Over TLS the browser trusts the script's local box by its key, as a
 	// user's browser trusts a CA in the system's store.

@@ -101,6 +101,11 @@ func (e Env) dialFor(endpointFlag string, follow bool) (*box.Client, error) {
 		}
 		opts = append(opts, box.WithKeepalive(t, timeout))
 	}
+	if r, err := e.resume(); err != nil {
+		return nil, err
+	} else if r != nil {
+		opts = append(opts, box.WithResume(*r))
+	}
 	sh, err := e.sharing(ep)
 	if err != nil {
 		return nil, err
@@ -269,4 +274,28 @@ func (e Env) stateDir() (string, error) {
 		return "", errors.New("neither XDG_STATE_HOME nor HOME is set")
 	}
 	return filepath.Join(h, ".local", "state", "cocoonbox"), nil
+}
+
+// resume is how commands outlive their stream (box.Resume), from
+// COCOONBOX_RESUME (on; off, the default, not at all: the session path
+// still costs startup and throughput, docs/benchmarks.md) and
+// COCOONBOX_RESUME_WINDOW (a duration); nil when off. Its lines go to
+// stderr.
+func (e Env) resume() (*box.Resume, error) {
+	switch v := e.Getenv("COCOONBOX_RESUME"); v {
+	case "on":
+	case "", "off":
+		return nil, nil
+	default:
+		return nil, &UsageError{fmt.Errorf("COCOONBOX_RESUME=%q: want on or off", v)}
+	}
+	r := &box.Resume{Notify: os.Stderr}
+	if v := e.Getenv("COCOONBOX_RESUME_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, &UsageError{fmt.Errorf("COCOONBOX_RESUME_WINDOW=%q: want a duration such as 10m", v)}
+		}
+		r.Window = d
+	}
+	return r, nil
 }

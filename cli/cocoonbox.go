@@ -185,6 +185,8 @@ cocoonbox-ssh.`,
 		newControlMaster(env, s),
 		newVersion(s),
 		newMan(),
+		newMCP(env, s),
+		newSetup(env, s),
 	)
 	groupsRefuseUnknown(root)
 	bashWithoutPackage(root)

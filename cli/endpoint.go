@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 )
 
 // listOptions are the flags of the commands that list what an endpoint
@@ -68,15 +69,28 @@ func listFrom[T any](env Env, s Streams, endpoint string, asJSON bool, fetch fun
 	})
 }
 
+// writeJSON writes v to w as one line of JSON, as json.Encoder does, with
+// the runes a terminal would act on escaped (printable.JSON): every
+// --json output of ours carries names and text a box or a server chose.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(printable.JSON(b), '\n'))
+	return err
+}
+
 // printList writes items to w as the list commands do (boxes list,
 // devices, localbox account list): with asJSON one JSON object per line
 // (object's), else a table whose columns line up, the header first and
 // then one row per item (row's; both tab-separated).
 func printList[T any](w io.Writer, asJSON bool, items []T, object func(T) map[string]any, header string, row func(T) string) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
 		for _, it := range items {
-			enc.Encode(object(it))
+			if err := writeJSON(w, object(it)); err != nil {
+				return err
+			}
 		}
 		return nil
 	}

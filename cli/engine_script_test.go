@@ -50,14 +50,6 @@ func TestEngineScripts(t *testing.T) {
 		e.Setenv("BOX_HOME", "/home/user")
 		return err
 	}
-	p.Cmds["upgradebox"] = func(ts *testscript.TestScript, neg bool, args []string) {
-		if neg || len(args) != 1 {
-			ts.Fatalf("usage: upgradebox BOX")
-		}
-		img, err := ts.Value("srv").(*localbox.Server).UpgradeBox(context.Background(), "", args[0])
-		ts.Check(err)
-		ts.Logf("upgraded to %s", img)
-	}
 	p.Cmds["imagebuild"] = func(ts *testscript.TestScript, neg bool, args []string) {
 		_, err := localbox.BuildImage(context.Background(), localbox.ImageOptions{Engine: eng, CacheDir: imageCache})
 		ts.Check(err)

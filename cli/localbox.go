@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -45,6 +44,11 @@ type localboxOptions struct {
 	// UserPrefix names the Unix user made for the owner's boxes when
 	// another local box on the machine holds `user` (localbox.OwnerUser).
 	UserPrefix string
+	// IdleHibernate is localbox.Server.IdleHibernate; 0 is off.
+	IdleHibernate time.Duration
+	// MaxStream, if not zero, resets each call's stream that old, as the
+	// hosted service's front end does at an hour (localbox.Server.MaxStream).
+	MaxStream time.Duration
 	// Engine is --engine: docker, podman or process; "" is the one the
 	// local box last ran with (localbox.EngineSettings).
 	Engine string
@@ -116,6 +120,8 @@ func (o localboxOptions) engineArgs() []string {
 // tls reports whether the options ask for TLS, and checks them.
 func (o localboxOptions) tls() (bool, error) {
 	switch {
+	case o.MaxStream < 0:
+		return false, &UsageError{fmt.Errorf("--max-stream %s: give a positive duration such as 1h, or 0 for no cap", o.MaxStream)}
 	case o.TLS != "" && o.TLS != "self-signed":
 		return false, &UsageError{fmt.Errorf("--tls %q: the only value is self-signed; for your own certificate give --tls-cert FILE --tls-key FILE", o.TLS)}
 	case o.TLS != "" && (o.TLSCert != "" || o.TLSKey != ""):
@@ -176,7 +182,9 @@ no account.`,
 		c.Flags().StringVar(&o.Memory, "box-memory", "", "each box's memory on a container engine, such as 2g (remembered; default 2g)")
 		c.Flags().Float64Var(&o.CPUs, "box-cpus", 0, "each box's CPUs on a container engine (remembered; default 2)")
 		c.Flags().Int64Var(&o.Pids, "box-pids", 0, "each box's processes and threads on a container engine (remembered; default 1024)")
+		c.Flags().DurationVar(&o.IdleHibernate, "idle-hibernate", 0, "hibernate a running box after this long without a client call, unless an offloaded session in it works (0: never)")
 		c.Flags().StringVar(&o.UserPrefix, "user-prefix", localbox.DefaultUserPrefix, "served by root while another local box holds the Unix user `user`: what the user made for the owner's boxes is named with, before owner_HASH")
+		c.Flags().DurationVar(&o.MaxStream, "max-stream", 0, "reset each call's stream this old (e.g. 1h, as the hosted service's front end does; 0: never), both ways, as a load balancer does")
 	}
 	serve := noArgsCommand("serve", "Run the local box in the foreground", func() error { return runLocalboxServe(env, s, o) })
 	listen(serve)
@@ -192,7 +200,7 @@ no account.`,
 	wake := boxCommand(s, dial, "wake BOX", "Wake a box of the local box", wakeBox)
 	sleep.ValidArgsFunction = onlyFirst(boxNamesAt(dial))
 	wake.ValidArgsFunction = sleep.ValidArgsFunction
-	lb.AddCommand(serve, start, newLocalboxAccount(env, s), newLocalboxImage(s),
+	lb.AddCommand(serve, start, newLocalboxAccount(env, s), newLocalboxPurge(env, s), newLocalboxImage(s),
 		noArgsCommand("stop", "Stop the local box", func() error { return runLocalboxStop(env, s) }),
 		status, sleep, wake)
 	return lb
@@ -297,7 +305,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 			ri.RunAs, ri.RunAsNote = me.Username, nonRootNote
 		}
 	}
-	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser, Engine: eng}
+	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser, Engine: eng, IdleHibernate: o.IdleHibernate, MaxStream: o.MaxStream}
 	if err := localbox.WriteRuntime(dir, ri); err != nil {
 		lis.Close()
 		return err
@@ -409,6 +417,12 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	}
 	if o.UserPrefix != localbox.DefaultUserPrefix {
 		args = append(args, "--user-prefix", o.UserPrefix)
+	}
+	if o.IdleHibernate > 0 {
+		args = append(args, "--idle-hibernate", o.IdleHibernate.String())
+	}
+	if o.MaxStream != 0 {
+		args = append(args, "--max-stream", o.MaxStream.String())
 	}
 	args = append(args, o.engineArgs()...)
 	var certErr *box.CertError
@@ -868,7 +882,7 @@ func runLocalboxStatus(env Env, s Streams, asJSON bool) error {
 	dir, _ := localboxDir(env)
 	if err != nil && certErr == nil {
 		if asJSON {
-			json.NewEncoder(s.Out).Encode(map[string]any{"running": false, "state_dir": dir})
+			writeJSON(s.Out, map[string]any{"running": false, "state_dir": dir})
 		}
 		return err
 	}
@@ -926,7 +940,7 @@ func localboxStatusJSON(s Streams, c *box.Client, dir string, ri localbox.Runtim
 	if certErr != nil {
 		fmt.Fprintf(s.Err, "cocoonbox: its boxes are not listed: %v\n", certErr)
 	}
-	return json.NewEncoder(s.Out).Encode(map[string]any{
+	return writeJSON(s.Out, map[string]any{
 		"running": true, "endpoint": ri.Endpoint, "pid": ri.PID, "state_dir": dir,
 		"fingerprint": ri.Fingerprint, "run_as": ri.RunAs, "boxes": boxes,
 	})

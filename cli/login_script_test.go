@@ -48,7 +48,7 @@ func runStdio(c *exec.Cmd) int {
 	return c.ProcessState.ExitCode()
 }
 
-// pasteback allow|deny CMD ARGS... runs a headless login (CMD) as a
+// pasteback allow|deny|sh:FILE CMD ARGS... runs a headless login (CMD) as a
 // person on another computer finishes it: it takes the link login prints,
 // first pastes a line that is not an answer and waits for login to refuse
 // it, then signs in at the local box of $BOX_STATE with its owner's code
@@ -91,12 +91,25 @@ func pasteback() {
 }
 
 // consent signs in at link's server with the owner's code and answers
-// the request, returning the redirect the browser would follow.
+// the request, returning the redirect the browser would follow. An
+// action "sh:FILE" runs the shell script FILE instead, with $LINK and
+// $CODE set, and takes its stdout's first line.
 func consent(link, action string) (string, error) {
 	base, query, _ := strings.Cut(link, auth.AuthorizePath+"?")
 	code, err := localbox.SignInCode(os.Getenv("BOX_STATE"))
 	if err != nil {
 		return "", err
+	}
+	if script, ok := strings.CutPrefix(action, "sh:"); ok {
+		c := exec.Command("sh", script)
+		c.Env = append(os.Environ(), "LINK="+link, "CODE="+code)
+		c.Stderr = os.Stderr
+		out, err := c.Output()
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", script, err)
+		}
+		red, _, _ := strings.Cut(string(out), "\n")
+		return red, nil
 	}
 	return cli.Consent(base, query, code, action)
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,8 +56,10 @@ your local agent wrote. Nothing of your local work changes. Bring the work
 home with cocoonbox back.
 
 Write the hand-over first: offload handover-path prints where (and puts a
-template there); offload --handover-prompt prints a request to paste into a
-coding agent that has no cocoonbox plugin.
+template there). In Claude Code, /cocoonbox:offload does both (cocoonbox
+setup claude installs it; setup codex gives Codex /prompts:cocoonbox-offload);
+offload --handover-prompt prints the same request to paste into another
+coding agent.
 
 A kill at any point leaves a journal in the record: the next offload, back
 or abandon finishes or undoes what was started, and says which.
@@ -206,7 +207,9 @@ func offloadExit(s Streams, err error) error {
 
 func printFindings(w io.Writer, fs []agentwire.Finding) {
 	for _, f := range fs {
-		fmt.Fprintf(w, "  %-7s %s: %s\n", f.Outcome, f.Check, f.Detail)
+		// Findings come from the box too: what is in it must not reach the
+		// terminal as control characters.
+		fmt.Fprintf(w, "  %-7s %s: %s\n", printable.Line(string(f.Outcome), 0), printable.Line(f.Check, 0), printable.Line(f.Detail, 0))
 	}
 }
 
@@ -484,10 +487,12 @@ func inFlight(env Env, s Streams) (*flight, context.Context, func(), error) {
 func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	bx, key := o.Box, ""
 	// interrupted says, after the table, that this repository's offload
-	// in the box shown is left by a command that died.
+	// in the box shown is left by a command that died, or that its record
+	// cannot be read, and the way on.
 	interrupted := func() {}
 	if oe, err := openOffload(env); err == nil {
-		if rec, err := oe.store.LoadRecord(oe.repo.Key); err == nil && (bx == "" || bx == rec.BoxName) {
+		rec, err := oe.store.LoadRecord(oe.repo.Key)
+		if err == nil && (bx == "" || bx == rec.BoxName) {
 			bx = rec.BoxName
 			interrupted = func() {
 				if line, next := oe.store.Interrupted(rec.Repo); line != "" {
@@ -497,13 +502,23 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 					}
 				}
 			}
+		} else if errors.Is(err, offload.ErrBadRecord) {
+			interrupted = func() { offloadExit(s, err) }
 		}
 	}
 	if bx == "" {
 		bx = defaultBox
 	}
 	var ss []agentwire.Session
+	asleep := ""
 	err := env.withCurrent(func(ctx context.Context, c *box.Client, code func() int) error {
+		// A status read never wakes a box (boxes_ops.go).
+		if b, err := c.Status(ctx, bx); err != nil {
+			return signalled(code, err, "interrupted before box "+bx+" answered")
+		} else if b.State != "running" {
+			asleep = string(b.State)
+			return nil
+		}
 		a := &offload.Agent{Exec: c, Box: bx, Progress: progressWriter(s)}
 		var err error
 		ss, err = a.Status(ctx, key)
@@ -512,9 +527,16 @@ func runOffloadStatus(env Env, s Streams, o offloadOptions) error {
 	if err != nil {
 		return err
 	}
+	if asleep != "" {
+		if o.JSON {
+			return writeJSON(s.Out, map[string]any{"box": bx, "state": asleep, "sessions": []agentwire.Session{}})
+		}
+		fmt.Fprintf(s.Out, "box %s is %s: not woken to look; its sessions are paused until it wakes (cocoonbox boxes wake %s)\n", printable.Line(bx, 80), asleep, printable.Line(bx, 80))
+		return nil
+	}
 	defer interrupted()
 	if o.JSON {
-		return json.NewEncoder(s.Out).Encode(map[string]any{"box": bx, "sessions": ss})
+		return writeJSON(s.Out, map[string]any{"box": bx, "sessions": ss})
 	}
 	if len(ss) == 0 {
 		fmt.Fprintf(s.Out, "no box CLI session in box %s\n", bx)
@@ -620,7 +642,7 @@ func runOffloadSend(env Env, s Streams, text string) error {
 		}
 		return err
 	}
-	fmt.Fprintf(s.Out, "message #%d %s\n", m.Seq, m.Delivery)
+	fmt.Fprintf(s.Out, "message #%d %s\n", m.Seq, printable.Line(m.Delivery, 0))
 	return nil
 }
 

@@ -118,9 +118,9 @@ func TestRealCLIScripts(t *testing.T) {
 		models[e.WorkDir] = m
 		e.Setenv("MODEL_URL", m.URL)
 		e.Setenv("MODEL_LOG", filepath.Join(e.WorkDir, "model.log"))
-		e.Setenv("BOX_RUN", filepath.Join(srv.Dir, "boxes", localbox.DefaultBox, "run"))
 		for k, c := range clis {
 			e.Setenv(strings.ToUpper(k)+"_VERSION", c.version)
+			e.Setenv(strings.ToUpper(k)+"_BIN", filepath.Join(c.dir, "bin"))
 		}
 		return nil
 	})

@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 		"killmaster":           killmaster,
 		"masterfds":            masterfds,
 		"browse":               browse,
+		"formbrowse":           formbrowse,
 		"mktree":               mktree,
 		"blackhole":            blackhole,
 		"pasteback":            pasteback,
@@ -269,11 +270,12 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
-			"mkcert":    ca.mkcert,
-			"tlsbox":    tlsbox,
-			"private":   private,
-			"stdoutvar": stdoutvar,
-			"boxown":    boxown,
+			"mkcert":     ca.mkcert,
+			"tlsbox":     tlsbox,
+			"private":    private,
+			"stdoutvar":  stdoutvar,
+			"boxown":     boxown,
+			"faultproxy": faultproxyCmd,
 		},
 		Setup: func(e *testscript.Env) error {
 			home := filepath.Join(e.WorkDir, "home")
@@ -356,6 +358,7 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			e.Setenv("BOX_STATE", state)
 			e.Setenv("BOX_WORKSPACE", filepath.Join(state, "boxes", localbox.DefaultBox, "workspace"))
 			e.Setenv("BOX_HOME", filepath.Join(state, "boxes", localbox.DefaultBox, "home"))
+			e.Setenv("BOX_RUN", localbox.RunDir(filepath.Join(state, "boxes", localbox.DefaultBox)))
 			e.Setenv("STANDIN", standin)
 			// Each script claims Unix users in a claims directory of its own
 			// (root's, 0700), so scripts in parallel never see each other's.

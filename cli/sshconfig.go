@@ -100,19 +100,19 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 		_, err = io.WriteString(s.Out, block)
 		return err
 	}
-	cf, err := openSSHConfig(env, o.File)
+	cf, err := openSSHConfig(env, o.File, o.Remove)
 	if err != nil {
 		return err
 	}
 	defer cf.Close()
+	if cf.Body != nil {
+		return removeLarge(s, o, cf)
+	}
 	path, linked, old := cf.Path, cf.Linked, cf.Data
 	o.created = cf.Info == nil
 	f, err := sshconfig.Parse(string(old))
-	if me, ok := errors.AsType[*sshconfig.MarkerError](err); ok {
-		return fmt.Errorf("%s: %v; nothing was changed\nfix: edit %s to leave one BEGIN line and one END line after it (or neither), then run: cocoonbox ssh-config", path, me, path)
-	}
 	if err != nil {
-		return err
+		return markerRefusal(path, err)
 	}
 	if o.Remove && !f.Has() {
 		fmt.Fprintf(s.Err, "cocoonbox: %s has no cocoonbox block; nothing to remove\n", path)
@@ -130,6 +130,10 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 			return err
 		}
 		text = f.With(block)
+		if len(text) > safefile.MaxSize {
+			// It would not read the file back, to rewrite or remove the block.
+			return fmt.Errorf("with the cocoonbox block %s would be larger than %s, which ssh-config does not read back; nothing was changed; make it smaller (move Host blocks into a file it Includes), or paste the block of --print yourself", path, safefile.Size(safefile.MaxSize))
+		}
 		if kept != "" {
 			fmt.Fprintf(s.Err, "cocoonbox: kept the block's %s (give the flag to change it)\n", kept)
 		}
@@ -168,7 +172,7 @@ func runSSHConfig(env Env, s Streams, o sshConfigOptions) error {
 			return err
 		}
 		fmt.Fprintf(s.Err, "cocoonbox: removed %s: ssh-config created it, and it held nothing but the cocoonbox block\n", path)
-	} else if err := writeSSHConfig(cf, text); err != nil {
+	} else if err := writeSSHConfig(cf, strings.NewReader(text)); err != nil {
 		return err
 	} else if o.Remove {
 		fmt.Fprintf(s.Err, "cocoonbox: took the cocoonbox block out of %s\n", path)
@@ -307,11 +311,60 @@ func sameFile(a, b string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
+// markerRefusal is err, Parse's or Scan's for the file at path, made the
+// one line and the fix for broken markers.
+func markerRefusal(path string, err error) error {
+	if me, ok := errors.AsType[*sshconfig.MarkerError](err); ok {
+		return fmt.Errorf("%s: %v; nothing was changed\nfix: edit %s to leave one BEGIN line and one END line after it (or neither), then run: cocoonbox ssh-config", path, me, path)
+	}
+	return err
+}
+
+// removeLarge takes the block out of cf, a file past safefile.MaxSize
+// that openSSHConfig opened unread, streaming it through
+// sshconfig.Scan and Span.Remove: whatever grew around the block, the
+// user can take it out.
+func removeLarge(s Streams, o sshConfigOptions, cf *safefile.File) error {
+	path := cf.Path
+	span, err := sshconfig.Scan(cf.Body)
+	if err != nil {
+		return markerRefusal(path, err)
+	}
+	if !span.Has() {
+		fmt.Fprintf(s.Err, "cocoonbox: %s has no cocoonbox block; nothing to remove\n", path)
+		return nil
+	}
+	if _, err := cf.Body.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if o.DryRun {
+		return span.DiffRemove(s.Out, path, cf.Body)
+	}
+	if err := checkWritable(cf); err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		pw.CloseWithError(span.Remove(pw, cf.Body))
+	}()
+	err = writeSSHConfig(cf, pr)
+	pr.Close()
+	<-copied
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Err, "cocoonbox: took the cocoonbox block out of %s\n", path)
+	return nil
+}
+
 // openSSHConfig opens the file to change: file, or ~/.ssh/config. A
 // symbolic link (a dotfiles manager's) is followed, so the link stays;
-// anything but a regular file, one past safefile.MaxSize and, run by
-// root, a link another user controls are refused with one line.
-func openSSHConfig(env Env, file string) (*safefile.File, error) {
+// anything but a regular file and, run by root, a link another user
+// controls are refused with one line. So is one past safefile.MaxSize,
+// unless large: then it is opened unread (safefile.OpenLarge).
+func openSSHConfig(env Env, file string, large bool) (*safefile.File, error) {
 	if file == "" {
 		home := env.Getenv("HOME")
 		if home == "" {
@@ -320,6 +373,11 @@ func openSSHConfig(env Env, file string) (*safefile.File, error) {
 		file = filepath.Join(home, ".ssh", "config")
 	}
 	f, err := safefile.Open(file)
+	if _, ok := errors.AsType[*safefile.TooLargeError](err); ok && large {
+		f, err = safefile.OpenLarge(file)
+	} else if ok {
+		return nil, fmt.Errorf("%v, which ssh-config does not read; nothing was changed; make it smaller (move Host blocks into a file it Includes), or paste the block of --print yourself (--remove still takes the block out)", err)
+	}
 	if e, ok := errors.AsType[*safefile.NotRegularError](err); ok && e.Mode.IsDir() {
 		return nil, fmt.Errorf("%v; nothing was changed; name a file in it, such as: cocoonbox ssh-config --file %s", e, filepath.Join(e.Path, "config"))
 	}
@@ -380,7 +438,7 @@ func checkWritable(f *safefile.File) error {
 // config another user owns); a new file is 0600, in a directory made 0700
 // if missing (as ~/.ssh must be). A group a user other than root cannot
 // give is left as the system makes it.
-func writeSSHConfig(f *safefile.File, text string) error {
+func writeSSHConfig(f *safefile.File, text io.Reader) error {
 	mode := fs.FileMode(0o600)
 	var keep func(*os.File) error
 	if fi := f.Info; fi != nil {
@@ -395,7 +453,7 @@ func writeSSHConfig(f *safefile.File, text string) error {
 			}
 		}
 	}
-	return f.Replace([]byte(text), mode, keep)
+	return f.ReplaceFrom(text, mode, keep)
 }
 
 // writeKnownHosts pins the user's host key (made on first use) under

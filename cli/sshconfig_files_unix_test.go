@@ -76,20 +76,29 @@ func TestSSHConfigNotRegular(t *testing.T) {
 		t.Fatal(err)
 	}
 	const next = `; nothing was changed; name the ssh_config file with --file FILE, or paste the block of --print yourself`
+	// removed: --remove's line, when not want (exit 0 then).
 	cases := []struct {
-		name, file, want string
+		name, file, want, removed string
 	}{
-		{"fifo", fifo, regexp.QuoteMeta(fifo) + ` is a named pipe \(FIFO\), not a regular file` + next},
-		{"dev-zero", "/dev/zero", `/dev/zero is a character device, not a regular file` + next},
-		{"directory", dir, regexp.QuoteMeta(dir) + ` is a directory, not a regular file; nothing was changed; name a file in it, such as: cocoonbox ssh-config --file ` + regexp.QuoteMeta(filepath.Join(dir, "config"))},
-		{"socket", sock, regexp.QuoteMeta(sock) + ` is a socket, not a regular file` + next},
-		{"too-large", big, regexp.QuoteMeta(big) + ` is larger than 4 MiB` + next},
+		{"fifo", fifo, regexp.QuoteMeta(fifo) + ` is a named pipe \(FIFO\), not a regular file` + next, ""},
+		{"dev-zero", "/dev/zero", `/dev/zero is a character device, not a regular file` + next, ""},
+		{"directory", dir, regexp.QuoteMeta(dir) + ` is a directory, not a regular file; nothing was changed; name a file in it, such as: cocoonbox ssh-config --file ` + regexp.QuoteMeta(filepath.Join(dir, "config")), ""},
+		{"socket", sock, regexp.QuoteMeta(sock) + ` is a socket, not a regular file` + next, ""},
+		// Larger than it reads: --remove streams it (sshconfig_large).
+		{"too-large", big, regexp.QuoteMeta(big) + ` is larger than 4 MiB, which ssh-config does not read; nothing was changed; make it smaller \(move Host blocks into a file it Includes\), or paste the block of --print yourself \(--remove still takes the block out\)`,
+			regexp.QuoteMeta(big) + ` has no cocoonbox block; nothing to remove`},
 	}
 	for _, tc := range cases {
 		for _, mode := range [][]string{nil, {"--dry-run"}, {"--remove"}} {
 			home := t.TempDir()
 			env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
 			code, stderr := sshConfigRun(t, env, append(mode, "--file", tc.file)...)
+			if tc.removed != "" && len(mode) > 0 && mode[0] == "--remove" {
+				if !regexp.MustCompile("^cocoonbox: "+tc.removed+"\n$").MatchString(stderr) || code != 0 {
+					t.Errorf("%s --remove: exit %d, %q; want exit 0 and %s", tc.name, code, stderr, tc.removed)
+				}
+				continue
+			}
 			checkOneLine(t, tc.name+" "+strings.Join(mode, ""), code, stderr, "cocoonbox: "+tc.want)
 			if _, err := os.Stat(filepath.Join(home, ".local")); err == nil {
 				t.Errorf("%s: ssh-config wrote the state directory", tc.name)

@@ -50,7 +50,7 @@ func newStdioSSH(t *testing.T, b *testBox) *stdioSSH {
 	cfg := filepath.Join(dir, "ssh_config")
 	lines := []string{
 		"Host *.cocoonbox",
-		fmt.Sprintf("  ProxyCommand %q --stdio %%n", shim),
+		fmt.Sprintf("  ProxyCommand %q --stdio %%h", shim),
 		"  UserKnownHostsFile " + known,
 		"  GlobalKnownHostsFile /dev/null",
 		"  StrictHostKeyChecking yes",

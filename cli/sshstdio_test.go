@@ -412,8 +412,8 @@ func (s *stdioSSH) startMaster(t *testing.T) (starts string) {
 	dir := t.TempDir()
 	starts = filepath.Join(dir, "starts")
 	cfg := readFile(t, s.Config)
-	cfg = strings.Replace(cfg, fmt.Sprintf("  ProxyCommand %q --stdio %%n", s.Shim),
-		fmt.Sprintf("  ProxyCommand sh -c 'echo start >>%s; exec %s --stdio %%n'", starts, s.Shim), 1)
+	cfg = strings.Replace(cfg, fmt.Sprintf("  ProxyCommand %q --stdio %%h", s.Shim),
+		fmt.Sprintf("  ProxyCommand sh -c 'echo start >>%s; exec %s --stdio %%h'", starts, s.Shim), 1)
 	cfg = strings.Replace(cfg, "  ControlMaster no\n", fmt.Sprintf("  ControlMaster auto\n  ControlPath %s/cm-%%C\n  ControlPersist yes\n", dir), 1)
 	write(t, s.Config, cfg)
 	runOK(t, s.cmd("-fN", "main.cocoonbox"))
@@ -716,7 +716,7 @@ func TestSSHStdioSuffix(t *testing.T) {
 	s := newStdioSSH(t, b)
 	cfg := readFile(t, s.Config)
 	cfg = strings.Replace(cfg, "Host *.cocoonbox", "Host *.box", 1)
-	cfg = strings.Replace(cfg, " --stdio %n", " --stdio -v --suffix .box %n", 1)
+	cfg = strings.Replace(cfg, " --stdio %h", " --stdio -v --suffix .box %h", 1)
 	write(t, s.Config, cfg)
 	write(t, filepath.Join(s.Dir, "known_hosts"), sshserve.KnownHostsLine("*.box", s.Key)+"\n")
 	c := s.cmd("main.box", "echo ok")

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/offload"
 )
 
@@ -32,5 +34,16 @@ func TestStepLines(t *testing.T) {
 		if got := stepLine(tt.step); got != tt.want {
 			t.Errorf("got %q, want %q", got, tt.want)
 		}
+	}
+}
+
+// TestPrintFindingsPrintable: a finding's text, which the box half can
+// write, reaches the terminal without a control character: an OSC 52
+// (clipboard), a CSI as C1 (U+009B), a newline that would forge a line.
+func TestPrintFindingsPrintable(t *testing.T) {
+	var b strings.Builder
+	printFindings(&b, []agentwire.Finding{{Check: "git\x1b]52;c;aGk=\a", Outcome: agentwire.Warn, Detail: "/a\nb \u009b2J"}})
+	if got, want := b.String(), "  warn    git?]52;c;aGk=?: /a?b ?2J\n"; got != want {
+		t.Errorf("printFindings = %q, want %q", got, want)
 	}
 }

@@ -33,7 +33,7 @@ func sshPage(prog string) help.Page {
 				"a box cannot (-J, -O, -Q, -w) are refused in one line with exit status 255. -f goes to the background " +
 				"once the forwards listen and the command has started, as ssh's does.",
 			prog + " --stdio [--suffix SUFFIX] [-q] [-v] HOST is instead an SSH-2 server on stdin and stdout, for " +
-				"ssh_config's ProxyCommand (ProxyCommand cocoonbox-ssh --stdio %n), so that OpenSSH itself, scp, sftp, " +
+				"ssh_config's ProxyCommand (ProxyCommand cocoonbox-ssh --stdio %h), so that OpenSSH itself, scp, sftp, " +
 				"VS Code Remote-SSH and Paramiko reach the box HOST (without SUFFIX, .cocoonbox by default) with the same " +
 				"semantics; cocoonbox ssh-config writes the Host block that uses it. It exits 0 once the client has gone.",
 		},

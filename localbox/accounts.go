@@ -633,9 +633,26 @@ func (s *Server) accountUser(name string) *boxUser {
 }
 
 // openAccount makes sure the boxes of account name (never the owner's)
-// are in the registry, with its box main, and returns why they cannot be
-// served, or nil.
+// are in the registry, with its box main, their homes prepared and,
+// once the server serves, the running ones' inboxes started, and returns
+// why they cannot be served, or nil.
 func (s *Server) openAccount(name string) error {
+	return s.openAccountThen(name, func(bs []*box) {
+		s.eng.prepare(bs)
+		if s.serving.Load() {
+			for _, b := range bs {
+				if b.proto().GetState() == controlv1.BoxState_BOX_STATE_RUNNING {
+					s.startInbox(b)
+				}
+			}
+		}
+	})
+}
+
+// openAccountThen is openAccount with ready in place of its last step:
+// ready gets the account's boxes, given to its user, when it opens
+// them, before any call of the account may use them.
+func (s *Server) openAccountThen(name string, ready func([]*box)) error {
 	la, ok := s.accts.get(name)
 	if !ok {
 		return noAccount(name)
@@ -651,24 +668,16 @@ func (s *Server) openAccount(name string) error {
 	if err := s.reg.loadAccount(name); err != nil {
 		return err
 	}
-	b, created, err := s.reg.add(name, DefaultBox)
-	if err != nil {
+	if _, _, err := s.reg.add(name, DefaultBox); err != nil {
 		return err
 	}
-	if created {
-		if err := s.chownBox(b); err != nil {
-			return fmt.Errorf("give box %s of account %s to its user: %w", b.Name, name, err)
+	bs := s.reg.list(name)
+	for _, b := range bs {
+		if err := s.eng.boot(context.Background(), b); err != nil {
+			return fmt.Errorf("account %s: %w", name, err)
 		}
 	}
-	for _, b := range s.reg.list(name) {
-		if err := s.chownBox(b); err != nil {
-			return fmt.Errorf("give box %s of account %s to its user: %w", b.Name, name, err)
-		}
-		s.prepareHome(b)
-		if s.serving.Load() && b.proto().GetState() == controlv1.BoxState_BOX_STATE_RUNNING {
-			s.startInbox(b)
-		}
-	}
+	ready(bs)
 	if s.opened == nil {
 		s.opened = map[string]bool{}
 	}

@@ -112,7 +112,7 @@ func TestAccountsApart(t *testing.T) {
 	a, b := dial(t, base, aliceTok), dial(t, base, bobTok)
 
 	// Boxes: each has its own main, and bob's box is not alice's to see.
-	if _, err := b.Create(t.Context(), "bobs"); err != nil {
+	if _, err := b.Create(t.Context(), "bobs", ""); err != nil {
 		t.Fatal(err)
 	}
 	bobBoxes, _ := b.List(t.Context())

@@ -1,6 +1,7 @@
 package localbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,8 +20,15 @@ import (
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
-// Image is the image name the local box reports for every box.
-const Image = "localbox"
+// The process engine's images: a box runs on this machine's own system,
+// so its image is a label of the box environment's version (what the local
+// box prepares in its home), which the local box records per box. Images
+// lists those it offers, oldest first; LatestImage is the last of them,
+// the default of a new box and where Upgrade takes a box.
+const LatestImage = "localbox:v2"
+
+// Images are the image labels the local box offers, oldest first.
+var Images = []string{"localbox:v1", LatestImage}
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
@@ -34,9 +42,17 @@ type boxMeta struct {
 	Name          string `json:"name"`
 	Hibernated    bool   `json:"hibernated"`
 	LastSavedAtMS int64  `json:"last_saved_at_ms"`
-	// Image is the box image a container engine made the box of; ""
-	// under the process engine.
+	// Image is the box's image label; empty (a box made before labels)
+	// reads as LatestImage.
 	Image string `json:"image,omitempty"`
+	// SavedBytes is what the last save measured; 0 after a hibernate.
+	SavedBytes int64 `json:"saved_bytes,omitempty"`
+	// CreatedAtMS is when the box was made, in Unix milliseconds; 0 for a
+	// box made before it was recorded, which counts as the oldest.
+	CreatedAtMS int64 `json:"created_at_ms,omitempty"`
+	// EngineImage is the container image a container engine made the
+	// box of (cocoonbox-box:TIME); "" under the process engine.
+	EngineImage string `json:"engine_image,omitempty"`
 }
 
 // box is one box: a directory with home/ and workspace/.
@@ -53,6 +69,75 @@ type box struct {
 	// fresh is set when create made the box, until prepareHome gave its
 	// home the skeleton's files.
 	fresh bool
+	// active is when a client call on the box last began or ended, or
+	// the box woke: the idle clock (idle.go) runs from it.
+	active time.Time
+	// images is what the box's image reads as, the registry's; nil is the
+	// process engine's labels.
+	images *imageView
+}
+
+// imageView is the one notion of a box's image a user sees (Box.image,
+// latest_image, upgrade_available): under the process engine the box's
+// label and LatestImage; under a container engine the container image
+// the box was made of (EngineImage) and the one the engine's
+// ImageRepo:latest stands for, read again by refresh since `localbox image
+// build` tags new ones beside a running server.
+type imageView struct {
+	mu        sync.Mutex
+	container bool
+	// latest is a container engine's latest box image; "" until it was
+	// read.
+	latest string
+}
+
+// latestImage is where an upgrade takes a box; "" on a container engine
+// that has no box image yet.
+func (v *imageView) latestImage() string {
+	if v == nil {
+		return LatestImage
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.container {
+		return LatestImage
+	}
+	return v.latest
+}
+
+func (v *imageView) isContainer() bool {
+	if v == nil {
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.container
+}
+
+// image is the box's image as a user sees it (imageView); b.mu is held.
+func (b *box) image() string {
+	if b.images.isContainer() {
+		return b.EngineImage
+	}
+	if b.Image == "" {
+		return LatestImage
+	}
+	return b.Image
+}
+
+// engineImage is the container image box b records; "" before a
+// container engine made it.
+func (b *box) engineImage() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.EngineImage
+}
+
+// touch restarts the box's idle clock.
+func (b *box) touch() {
+	b.mu.Lock()
+	b.active = time.Now()
+	b.mu.Unlock()
 }
 
 func (b *box) home() string      { return filepath.Join(b.dir, "home") }
@@ -65,7 +150,9 @@ func (b *box) proto() *controlv1.Box {
 	if b.Hibernated {
 		st = controlv1.BoxState_BOX_STATE_HIBERNATED
 	}
-	return &controlv1.Box{BoxId: b.ID, Name: b.Name, State: st, Image: Image, LatestImage: Image, LastSavedAtMs: b.LastSavedAtMS}
+	img, latest := b.image(), b.images.latestImage()
+	return &controlv1.Box{BoxId: b.ID, Name: b.Name, State: st, Image: img, LatestImage: latest,
+		LastSavedAtMs: b.LastSavedAtMS, UpgradeAvailable: latest != "" && img != latest}
 }
 
 func (b *box) saveLocked() error {
@@ -84,17 +171,24 @@ func (b *box) setHibernated(h bool) error {
 		return nil
 	}
 	b.Hibernated = h
+	b.active = time.Now()
 	if h {
 		b.LastSavedAtMS = time.Now().UnixMilli()
-		for c := range b.execs {
-			(*c)()
-		}
+		b.SavedBytes = 0
+		b.cancelExecsLocked()
 	}
 	return b.saveLocked()
 }
 
+// cancelExecsLocked ends the Execs running in the box.
+func (b *box) cancelExecsLocked() {
+	for c := range b.execs {
+		(*c)()
+	}
+}
+
 // register records cancel as an Exec running in the box; it fails if the
-// box sleeps. The returned func unregisters it.
+// box sleeps. The returned func unregisters it. Both restart the idle clock.
 func (b *box) register(cancel *context.CancelFunc) (func(), bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -102,9 +196,11 @@ func (b *box) register(cancel *context.CancelFunc) (func(), bool) {
 		return nil, false
 	}
 	b.execs[cancel] = struct{}{}
+	b.active = time.Now()
 	return func() {
 		b.mu.Lock()
 		delete(b.execs, cancel)
+		b.active = time.Now()
 		b.mu.Unlock()
 	}, true
 }
@@ -115,6 +211,9 @@ type registry struct {
 	dir   string
 	mu    sync.Mutex
 	boxes map[string]*box // by boxKey
+	// images is what its boxes' images read as; nil is the process
+	// engine's labels.
+	images *imageView
 }
 
 func boxKey(account, name string) string { return account + "/" + name }
@@ -148,7 +247,7 @@ func (r *registry) loadAccount(account string) error {
 		if !e.IsDir() || !ValidName(e.Name()) {
 			continue
 		}
-		b := &box{dir: filepath.Join(root, e.Name()), account: account, execs: map[*context.CancelFunc]struct{}{}}
+		b := &box{dir: filepath.Join(root, e.Name()), account: account, execs: map[*context.CancelFunc]struct{}{}, active: time.Now(), images: r.images}
 		data, err := os.ReadFile(filepath.Join(b.dir, "box.json"))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // not a box (yet): create makes it one
@@ -176,6 +275,11 @@ func (r *registry) create(name string) (*box, error) {
 // add makes account's box name, or returns the existing one with created
 // false.
 func (r *registry) add(account, name string) (b *box, created bool, err error) {
+	return r.addImage(account, name, LatestImage)
+}
+
+// addImage is add with the new box's image label.
+func (r *registry) addImage(account, name, image string) (b *box, created bool, err error) {
 	if !ValidName(name) {
 		return nil, false, fmt.Errorf("bad box name %q: use 1 to 63 of a-z, 0-9 and -", name)
 	}
@@ -189,9 +293,11 @@ func (r *registry) add(account, name string) (b *box, created bool, err error) {
 	b = &box{
 		dir:     filepath.Join(r.boxesDir(account), name),
 		account: account,
-		boxMeta: boxMeta{ID: "box_" + hex.EncodeToString(id), Name: name},
+		boxMeta: boxMeta{ID: "box_" + hex.EncodeToString(id), Name: name, Image: image, CreatedAtMS: time.Now().UnixMilli()},
 		execs:   map[*context.CancelFunc]struct{}{},
 		fresh:   true,
+		active:  time.Now(),
+		images:  r.images,
 	}
 	if account != "" {
 		// The way down to an account's boxes is root's and 0711, made
@@ -201,7 +307,8 @@ func (r *registry) add(account, name string) (b *box, created bool, err error) {
 			return nil, false, err
 		}
 	}
-	for _, d := range []string{b.home(), b.workspace(), b.run()} {
+	// The run directory is chownBox's to make: it goes at every stop.
+	for _, d := range []string{b.home(), b.workspace()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, false, err
 		}
@@ -262,11 +369,21 @@ func (s *Server) prepareHome(b *box) {
 	if b.fresh {
 		skel = skelFiles
 	}
-	if err := s.asUser(b, nil, prepareScript, append([]string{agent, skelDir}, skel...)...); err != nil {
+	if err := s.asUser(b, nil, cmp.Or(s.homeScript, prepareScript), append([]string{agent, skelDir}, skel...)...); err != nil {
 		s.logf("box %s: prepare its home (skeleton files, cocoonbox-agent on the login PATH): %v", b.Name, err)
 		return
 	}
 	b.fresh = false
+}
+
+// prepareHomes prepares the homes of bs (prepareHome) all at once, and
+// waits for them.
+func (s *Server) prepareHomes(bs []*box) {
+	var wg sync.WaitGroup
+	for _, b := range bs {
+		wg.Go(func() { s.prepareHome(b) })
+	}
+	wg.Wait()
 }
 
 // get finds a box of account by name or id.
@@ -320,9 +437,7 @@ func (r *registry) remove(b *box) {
 	r.mu.Unlock()
 	b.mu.Lock()
 	b.deleted = true
-	for c := range b.execs {
-		(*c)()
-	}
+	b.cancelExecsLocked()
 	b.mu.Unlock()
 }
 

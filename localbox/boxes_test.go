@@ -60,11 +60,11 @@ func TestCreateDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := dial(t, base, tok)
-	b, err := c.Create(t.Context(), "work")
+	b, err := c.Create(t.Context(), "work", "")
 	if err != nil || b.Name != "work" || b.State != "running" || !strings.HasPrefix(b.ID, "box_") {
 		t.Fatalf("Create = %+v, %v", b, err)
 	}
-	if _, err := c.Create(t.Context(), "work"); status.Code(errors.Unwrap(err)) != codes.AlreadyExists && !strings.Contains(err.Error(), "already") {
+	if _, err := c.Create(t.Context(), "work", ""); status.Code(errors.Unwrap(err)) != codes.AlreadyExists && !strings.Contains(err.Error(), "already") {
 		t.Errorf("second Create: %v, want ALREADY_EXISTS", err)
 	}
 	// Requests box.Client would not send, on a connection of the test's.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,13 +74,25 @@ func (e *containerEngine) names(b *box) (ctr, home, work string) {
 	return ctr, ctr + "-home", ctr + "-workspace"
 }
 
-// latestImage is the time tag ImageRepo:latest stands for.
+// latestImage is the time tag ImageRepo:latest stands for, which it
+// records as the boxes' latest image (imageView).
 func (e *containerEngine) latestImage(ctx context.Context) (string, error) {
+	img, err := e.readLatest(ctx)
+	if err == nil || cerrdefs.IsNotFound(err) {
+		v := e.s.reg.images
+		v.mu.Lock()
+		v.latest = img
+		v.mu.Unlock()
+	}
+	if cerrdefs.IsNotFound(err) {
+		return "", fmt.Errorf("no box image in %s: build it with `cocoonbox localbox image build --engine %s`", e.engine, e.engine)
+	}
+	return img, err
+}
+
+func (e *containerEngine) readLatest(ctx context.Context) (string, error) {
 	res, err := e.cli.ImageInspect(ctx, ImageRepo+":latest")
 	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return "", fmt.Errorf("no box image in %s: build it with `cocoonbox localbox image build --engine %s`", e.engine, e.engine)
-		}
 		return "", err
 	}
 	for _, t := range res.RepoTags {
@@ -90,14 +103,19 @@ func (e *containerEngine) latestImage(ctx context.Context) (string, error) {
 	return ImageRepo + ":latest", nil
 }
 
+// create makes box b's container on the image it records (createBox
+// chose it), or the latest.
 func (e *containerEngine) create(ctx context.Context, b *box) error {
-	img, err := e.latestImage(ctx)
-	if err != nil {
-		return err
+	img := b.engineImage()
+	if img == "" {
+		var err error
+		if img, err = e.latestImage(ctx); err != nil {
+			return err
+		}
 	}
 	b.mu.Lock()
-	b.Image = img
-	err = b.saveLocked()
+	b.EngineImage = img
+	err := b.saveLocked()
 	b.mu.Unlock()
 	if err != nil {
 		return err
@@ -185,7 +203,7 @@ func (e *containerEngine) start(ctx context.Context, b *box) error {
 	ctr, _, _ := e.names(b)
 	_, err := e.cli.ContainerStart(ctx, ctr, client.ContainerStartOptions{})
 	if cerrdefs.IsNotFound(err) {
-		img := b.image()
+		img := b.engineImage()
 		if img == "" {
 			if img, err = e.latestImage(ctx); err != nil {
 				return err
@@ -231,7 +249,7 @@ func (e *containerEngine) remove(ctx context.Context, b *box) error {
 
 func (e *containerEngine) boot(ctx context.Context, b *box) error {
 	b.mu.Lock()
-	fresh, hib := b.fresh || b.Image == "", b.Hibernated
+	fresh, hib := b.fresh || b.EngineImage == "", b.Hibernated
 	b.mu.Unlock()
 	if fresh {
 		return e.create(ctx, b)
@@ -261,31 +279,53 @@ func (e *containerEngine) shutdown() {
 }
 
 // upgrade recreates box b's container on the latest image, keeping its
-// volumes, and records the image.
-func (e *containerEngine) upgrade(ctx context.Context, b *box) (string, error) {
+// volumes, and records the image. What ran in the old container ends
+// with it.
+func (e *containerEngine) upgrade(ctx context.Context, b *box) error {
 	img, err := e.latestImage(ctx)
 	if err != nil {
-		return "", err
+		return err
 	}
+	b.idle(killDelay + time.Second)
 	ctr, _, _ := e.names(b)
 	if _, err := e.cli.ContainerRemove(ctx, ctr, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		return "", fmt.Errorf("remove the container of box %s: %w", b.Name, err)
+		return fmt.Errorf("remove the container of box %s: %w", b.Name, err)
 	}
 	b.mu.Lock()
-	b.Image = img
+	b.EngineImage = img
+	b.active = time.Now()
 	err = b.saveLocked()
 	hib := b.Hibernated
 	b.mu.Unlock()
 	if err != nil {
-		return "", err
+		return err
 	}
 	if err := e.make(ctx, b, img); err != nil {
-		return "", err
+		return err
 	}
 	if !hib {
-		return img, e.start(ctx, b)
+		return e.start(ctx, b)
 	}
-	return img, nil
+	return nil
+}
+
+// prepare has nothing to do: a new home volume starts as the image's
+// /home/user.
+func (e *containerEngine) prepare([]*box) {}
+
+// measureScript prints the sum of the sizes of the regular files under
+// its arguments, on their own file systems, as box.measure does.
+const measureScript = `find "$@" -xdev -type f -printf '%s\n' 2>/dev/null | awk '{n += $1} END {print n + 0}'`
+
+// measure asks the box, as its user, for the sizes of what is in its
+// volumes.
+func (e *containerEngine) measure(ctx context.Context, b *box) (int64, error) {
+	ctr, _, _ := e.names(b)
+	out, err := e.run(ctx, ctr, nil, measureScript, guestHome, guestWorkspace)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
 }
 
 func (e *containerEngine) status(ctx context.Context, b *box) (string, error) {
@@ -535,9 +575,21 @@ func (x *containerExec) close() { x.hj.Close() }
 // run runs a shell script in container ctr as the box user, stdin from
 // in, and returns its output.
 func (e *containerEngine) run(ctx context.Context, ctr string, in []byte, script string, args ...string) ([]byte, error) {
+	return e.runEnv(ctx, ctr, []string{"HOME=" + guestHome}, in, script, args...)
+}
+
+// agentOutput runs cocoonbox-agent with args in box b as its user, in
+// the environment of its commands, and returns its output.
+func (e *containerEngine) agentOutput(ctx context.Context, b *box, args ...string) ([]byte, error) {
+	ctr, _, _ := e.names(b)
+	return e.runEnv(ctx, ctr, e.environ(b, &controlv1.Start{}), nil, `exec cocoonbox-agent "$@"`, args...)
+}
+
+// runEnv is run with the environment env.
+func (e *containerEngine) runEnv(ctx context.Context, ctr string, env []string, in []byte, script string, args ...string) ([]byte, error) {
 	cr, err := e.cli.ExecCreate(ctx, ctr, client.ExecCreateOptions{
 		User: "1000:1000", AttachStdin: in != nil, AttachStdout: true, AttachStderr: true,
-		Env: []string{"HOME=" + guestHome},
+		Env: env,
 		Cmd: append([]string{"/bin/sh", "-c", script, "sh"}, args...),
 	})
 	if err != nil {
@@ -574,13 +626,6 @@ func (e *containerEngine) installTerminfo(b *box, t *controlv1.Tty) {
 	if _, err := e.run(ctx, ctr, data, terminfoScript, term, term[:1], fmt.Sprintf("%x", term[0])); err != nil {
 		e.s.logf("box %s: terminfo entry %s: %v", b.Name, term, err)
 	}
-}
-
-// image is the image box b records; "" before a container engine made it.
-func (b *box) image() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Image
 }
 
 // inboxScript starts the offload inbox (cocoonbox-agent offload serve) in

@@ -43,11 +43,22 @@ type engine interface {
 	remove(ctx context.Context, b *box) error
 	// exec starts a command in box b as its user: pipes, or a PTY.
 	exec(b *box, start *controlv1.Start) (running, error)
+	// measure adds up the sizes of the regular files in box b's home and
+	// workspace: the bytes a save of it holds.
+	measure(ctx context.Context, b *box) (int64, error)
 	// status is "running", "stopped" or "missing".
 	status(ctx context.Context, b *box) (string, error)
-	// boot brings box b, as the server found it at its start, to its
-	// recorded state.
+	// upgrade moves box b to the latest image (imageView), keeping its
+	// home and workspace; its Execs and inbox have ended. A running box
+	// runs again on the new image; a hibernated one stays asleep.
+	upgrade(ctx context.Context, b *box) error
+	// boot brings box b, as the server found it at its start or as an
+	// account's boxes are opened, to its recorded state.
 	boot(ctx context.Context, b *box) error
+	// prepare finishes what boot began for boxes bs, all at once: the
+	// process engine prepares their homes (a box user may hold that up
+	// once, not once a box).
+	prepare(bs []*box)
 	// shutdown ends what the engine runs: the server is going away.
 	shutdown()
 }
@@ -233,14 +244,45 @@ func (e processEngine) exec(b *box, start *controlv1.Start) (running, error) {
 	return &hostProcess{process: p, forget: func() { e.s.forgetProc(pid) }}, nil
 }
 
+// upgrade ends what the box's commands left running (tmux, processes out
+// of their groups), records LatestImage and prepares the home again.
+func (e processEngine) upgrade(_ context.Context, b *box) error {
+	e.s.killTmux(b)
+	e.s.sweepWhere(killDelay, b.ID)
+	e.s.endBoxMarked(b, killDelay)
+	b.idle(killDelay + time.Second)
+	b.mu.Lock()
+	b.Image = LatestImage
+	b.active = time.Now()
+	err := b.saveLocked()
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	e.s.prepareHome(b)
+	return nil
+}
+
+func (processEngine) measure(_ context.Context, b *box) (int64, error) { return b.measure() }
+
 func (processEngine) status(context.Context, *box) (string, error) { return "running", nil }
 
-func (e processEngine) boot(ctx context.Context, b *box) error { return e.create(ctx, b) }
+// boot gives the box's directories to its user; prepare prepares the
+// homes after.
+func (e processEngine) boot(_ context.Context, b *box) error {
+	if err := e.s.chownBox(b); err != nil {
+		return fmt.Errorf("give box %s to its user: %w", b.Name, err)
+	}
+	return nil
+}
+
+func (e processEngine) prepare(bs []*box) { e.s.prepareHomes(bs) }
 
 // shutdown has nothing to do: powerOff ends the boxes' processes.
 func (processEngine) shutdown() {}
 
-// openEngine is the engine of s.Engine.
+// openEngine is the engine of s.Engine. A container engine's boxes read
+// their images from it (imageView).
 func (s *Server) openEngine() (engine, error) {
 	if s.Engine.Engine == "" || s.Engine.Engine == EngineProcess {
 		return processEngine{s}, nil
@@ -250,48 +292,27 @@ func (s *Server) openEngine() (engine, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return newContainerEngine(ctx, s, s.Engine)
+	c, err := newContainerEngine(ctx, s, s.Engine)
+	if err != nil {
+		return nil, err
+	}
+	s.reg.images.mu.Lock()
+	s.reg.images.container = true
+	s.reg.images.mu.Unlock()
+	c.latestImage(ctx)
+	return c, nil
 }
 
-// withLatest is p with the latest image the engine offers, and whether
-// an upgrade would change it.
-func (s *Server) withLatest(ctx context.Context, p *controlv1.Box) *controlv1.Box {
+// refreshImages reads a container engine's latest box image again, so
+// that status, list and upgrade see an image `localbox image build` made
+// since; the process engine's never changes. An engine that does not
+// answer leaves the last one read.
+func (s *Server) refreshImages(ctx context.Context) {
 	if c, ok := s.eng.(*containerEngine); ok {
-		if img, err := c.latestImage(ctx); err == nil {
-			p.LatestImage = img
-		}
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		c.latestImage(ctx)
 	}
-	return p
-}
-
-// UpgradeBox recreates account's box name ("" is the owner's) on the
-// latest box image, keeping its home and workspace; it returns the
-// image. Only a container engine upgrades; the process engine has one
-// image.
-func (s *Server) UpgradeBox(ctx context.Context, account, name string) (string, error) {
-	if err := s.init(); err != nil {
-		return "", err
-	}
-	b, ok := s.reg.get(account, name)
-	if !ok {
-		return "", fmt.Errorf("no box %q", name)
-	}
-	c, ok := s.eng.(*containerEngine)
-	if !ok {
-		return Image, nil
-	}
-	s.stopInbox(b)
-	b.mu.Lock()
-	for cancel := range b.execs {
-		(*cancel)()
-	}
-	b.mu.Unlock()
-	b.idle(killDelay + time.Second)
-	img, err := c.upgrade(ctx, b)
-	if err == nil {
-		s.logf("box %s of %s upgraded to %s", b.Name, accountLabel(account), img)
-	}
-	return img, err
 }
 
 // hostProcess is a process as a running: the pid the server recorded for

@@ -48,6 +48,14 @@ func closeAll(fs []*os.File) {
 // when its call ends early.
 const killDelay = 2 * time.Second
 
+// pipeDelay is how long the server still reads, or writes, a pipe of a
+// box process once the process has exited, or once a call that ended
+// early has killed its group: the pipe's other end may stay open in a
+// process of the box user (one it inherited, or took with pidfd_getfd,
+// which any process of the same user may), and that process holds up
+// nothing of the server's past pipeDelay.
+const pipeDelay = 2 * time.Second
+
 type sessionService struct {
 	controlv1.UnimplementedSessionServer
 	s *Server
@@ -163,10 +171,20 @@ func (x *sessionService) Exec(st execStream) error {
 		case <-ctx.Done():
 			p.kill()
 		case <-exited:
+			return
+		}
+		// A process that left the group may hold the output (a daemon,
+		// or one that took the pipes): the call that went away still
+		// ends.
+		select {
+		case <-time.After(killDelay + pipeDelay):
+			p.close()
+		case <-exited:
 		}
 	}()
 	// Like sshd, the call ends once the output is drained and the command
-	// has exited: a background process holding the pipes keeps it open.
+	// has exited: a background process holding the pipes keeps it open,
+	// until the call goes away.
 	pumps.Wait()
 	exit := p.wait()
 	close(exited)
@@ -339,7 +357,7 @@ func (p *process) resize(rows, cols uint32) {
 	// After close the descriptor number may belong to another file, so a
 	// late resize must not reach it.
 	if p.tty != nil && !p.ttyClosed && rows > 0 && cols > 0 {
-		pty.Setsize(p.tty, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
+		setsize(p.tty, &pty.Winsize{Rows: uint16(rows), Cols: uint16(cols)})
 	}
 }
 

@@ -17,12 +17,12 @@ import (
 // Before authentication (docs/self-hosting.md "Connections before sign-in"):
 // a connection to a TCP listener is anonymous until a call on it carries a
 // valid token, and the sign-in pages' connections stay anonymous. Anonymous
-// connections are capped in all and per source, an old one closed to make
-// room for a new one (a full cap refuses no one: a new client's connection
-// is anonymous too until its first call; victimLocked says which), and
-// each is closed once it has sent nothing for a while, whether it is in
-// its TLS handshake, before its HTTP/2 preface, or between calls with no
-// valid token.
+// connections are capped in all and per source, another one closed to
+// make room for a new one (a full cap refuses no one: a new client's
+// connection is anonymous too until its first call; victimLocked and
+// victimIn say which), and each is closed once it has sent nothing for a
+// while, whether it is in its TLS handshake, before its HTTP/2 preface,
+// or between calls with no valid token.
 const (
 	// DefaultAnonConns is how many anonymous connections a TCP listener
 	// keeps in all.
@@ -70,8 +70,10 @@ type anonConn struct {
 	g      *gate
 	source string
 	seq    uint64 // the order of admission
-	// last is when a read last returned data, as time since g.start.
+	// last is when a read last returned data, as time since g.start;
+	// heard is set once one has.
 	last  atomic.Int64
+	heard atomic.Bool
 	authd atomic.Bool
 	timer *time.Timer
 	// onAuth, if not nil, is called once a is authenticated; set before
@@ -103,10 +105,10 @@ func (g *gate) admit(c net.Conn) *anonConn {
 	a.elem = l.PushBack(a)
 	g.n++
 	for l.Len() > g.perSource {
-		out = append(out, g.unlinkLocked(l.Front().Value.(*anonConn)))
+		out = append(out, g.unlinkLocked(g.victimIn(l, a)))
 	}
 	for g.n > g.max {
-		out = append(out, g.unlinkLocked(g.victimLocked()))
+		out = append(out, g.unlinkLocked(g.victimLocked(a)))
 	}
 	if len(out) > 0 {
 		g.noteLocked(len(out), a.source)
@@ -134,18 +136,59 @@ func (g *gate) noteLocked(n int, source string) {
 }
 
 // victimLocked is the connection to close when there are too many in
-// all: the oldest of the source that has the most, the oldest of those
-// on a tie. So a new client from a source of its own is not closed while
+// all: one of the source that has the most (victimIn, never keep, the
+// connection just admitted), of those as big the one whose oldest is
+// oldest. So a new client from a source of its own is not closed while
 // fewer sources than the cap hold the rest, however fast they connect.
 // The scan is over at most max+1 sources.
-func (g *gate) victimLocked() *anonConn {
-	var v *anonConn
-	n := 0
+func (g *gate) victimLocked(keep *anonConn) *anonConn {
+	var v *list.List
 	for _, l := range g.bySource {
-		a := l.Front().Value.(*anonConn)
-		if l.Len() > n || l.Len() == n && a.seq < v.seq {
-			v, n = a, l.Len()
+		if v == nil || l.Len() > v.Len() || l.Len() == v.Len() && l.Front().Value.(*anonConn).seq < v.Front().Value.(*anonConn).seq {
+			v = l
 		}
+	}
+	return g.victimIn(v, keep)
+}
+
+// victimIn is the connection of one source's list l to close to make
+// room, never keep (the one just admitted, whose first bytes may still
+// be on their way): one whose peer has closed it, else one that has
+// sent nothing yet, the oldest, else the one silent for longest, bytes
+// that wait to be read counting as sent now. A client, which sends
+// first (its TLS ClientHello or HTTP/2 preface at once) and then keeps
+// talking until its first call, so outlasts a flood from its own source
+// of connections that are made and dropped, or held and silent: before,
+// the oldest went, and a client dialled during such a flood was closed
+// before its call. Only connections that talk as busily as it can take
+// its place.
+func (g *gate) victimIn(l *list.List, keep *anonConn) *anonConn {
+	var v *anonConn
+	vRank, vLast := 0, int64(0)
+	now := int64(time.Since(g.start))
+	for e := l.Front(); e != nil; e = e.Next() {
+		a := e.Value.(*anonConn)
+		if a == keep {
+			continue
+		}
+		pending, gone := peerState(a.Conn)
+		if gone {
+			return a
+		}
+		rank, last := 2, a.last.Load()
+		switch {
+		case pending:
+			last = now
+		case !a.heard.Load():
+			rank = 1
+		}
+		// The list is oldest first, so a tie keeps the older.
+		if v == nil || rank < vRank || rank == vRank && last < vLast {
+			v, vRank, vLast = a, rank, last
+		}
+	}
+	if v == nil {
+		return keep
 	}
 	return v
 }
@@ -181,6 +224,7 @@ func (a *anonConn) Read(p []byte) (int, error) {
 	n, err := a.Conn.Read(p)
 	if n > 0 && !a.authd.Load() {
 		a.last.Store(int64(time.Since(a.g.start)))
+		a.heard.Store(true)
 	}
 	return n, err
 }
@@ -256,8 +300,9 @@ type gateConn struct {
 
 // gateCreds is gRPC's handshake for the local box's connections: TLS, if
 // any, is done before gRPC sees a connection (sniff.go), so it only passes
-// each call's anonConn up as the peer's AuthInfo.
-type gateCreds struct{}
+// each call's anonConn up as the peer's AuthInfo, and caps the age of its
+// streams when maxStream is not zero (streamcap.go).
+type gateCreds struct{ maxStream time.Duration }
 
 // gateInfo is the AuthInfo of a call; a is nil on a unix socket.
 type gateInfo struct {
@@ -267,11 +312,15 @@ type gateInfo struct {
 
 func (gateInfo) AuthType() string { return "localbox" }
 
-func (gateCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+func (gc gateCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	var info gateInfo
 	if g, ok := c.(*gateConn); ok {
-		return g.Conn, gateInfo{a: g.a}, nil
+		c, info = g.Conn, gateInfo{a: g.a}
 	}
-	return c, gateInfo{}, nil
+	if gc.maxStream > 0 {
+		c = newCapConn(c, gc.maxStream)
+	}
+	return c, info, nil
 }
 
 func (gateCreds) ClientHandshake(_ context.Context, _ string, c net.Conn) (net.Conn, credentials.AuthInfo, error) {

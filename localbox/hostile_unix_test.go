@@ -66,6 +66,9 @@ func newHostile(t *testing.T, agent string) *hostile {
 	}
 	h := &hostile{t: t, state: filepath.Join(base, "state"), bin: filepath.Join(base, "bin"), rootDir: filepath.Join(base, "root"), u: u}
 	h.standin = filepath.Join(h.rootDir, "standin")
+	// A test whose server is never stopped leaves box main's run
+	// directory, outside the state directory.
+	t.Cleanup(func() { os.RemoveAll(h.run()) })
 	for _, d := range []string{h.bin, h.rootDir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -114,7 +117,7 @@ func (h *hostile) start() {
 }
 
 func (h *hostile) home() string { return filepath.Join(h.state, "boxes", DefaultBox, "home") }
-func (h *hostile) run() string  { return filepath.Join(h.state, "boxes", DefaultBox, "run") }
+func (h *hostile) run() string  { return RunDir(filepath.Join(h.state, "boxes", DefaultBox)) }
 
 // plant makes a symbolic link at path (in the box) to target, owned by
 // the box user as if it had made it, with the directories above it.
@@ -130,13 +133,31 @@ func (h *hostile) plant(path, target string) {
 // mkdirs makes the directories from the box's home or run down to d as
 // the box user's.
 func (h *hostile) mkdirs(d string) {
-	if d == h.home() || d == h.run() || d == filepath.Dir(d) {
+	if d == h.run() {
+		h.leftRun(d)
+		return
+	}
+	if d == h.home() || d == filepath.Dir(d) {
 		return
 	}
 	h.mkdirs(filepath.Dir(d))
 	if err := os.Mkdir(d, 0o755); err == nil {
 		os.Lchown(d, int(h.u.uid), int(h.u.gid))
 	}
+}
+
+// leftRun makes run directory d (RunDir) as a local box that died
+// without stopping leaves it (a stop removes it): the box user's, with
+// whatever the user put there; the test removes it at its end.
+func (h *hostile) leftRun(d string) {
+	h.t.Helper()
+	if err := mkdirRunBase(filepath.Dir(d)); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Mkdir(d, 0o700); err == nil {
+		os.Lchown(d, int(h.u.uid), int(h.u.gid))
+	}
+	h.t.Cleanup(func() { os.RemoveAll(d) })
 }
 
 // untouched fails the test unless the stand-in still holds its text, is
@@ -475,6 +496,7 @@ func TestHostileRunDirLink(t *testing.T) {
 	if err := os.Symlink(h.rootDir, h.run()); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { os.Remove(h.run()) })
 	srv := &Server{Dir: h.state, BinDir: h.bin, User: DefaultUser}
 	err := srv.CreateBox(DefaultBox)
 	if err == nil || !strings.Contains(err.Error(), h.run()+" is no directory (a symbolic link); move it away and start again") {
@@ -558,7 +580,9 @@ func TestHostileTmuxAllAtOnce(t *testing.T) {
 		}
 	}()
 	for _, n := range names {
-		d := filepath.Join(h.state, "boxes", n, "run", "tmux-"+strconv.Itoa(int(h.u.uid)))
+		run := RunDir(filepath.Join(h.state, "boxes", n))
+		h.leftRun(run)
+		d := filepath.Join(run, "tmux-"+strconv.Itoa(int(h.u.uid)))
 		if err := os.Mkdir(d, 0o700); err != nil {
 			t.Fatal(err)
 		}

@@ -43,9 +43,9 @@ type inboxProc struct {
 	exited chan struct{}
 }
 
-// run is the box's run directory: it stands for /run (COCOONBOX_RUN_DIR)
-// and holds the inbox socket and tmux's (TMUX_TMPDIR).
-func (b *box) run() string { return filepath.Join(b.dir, "run") }
+// run is the box's run directory (RunDir): it stands for /run
+// (COCOONBOX_RUN_DIR) and holds the inbox socket and tmux's (TMUX_TMPDIR).
+func (b *box) run() string { return RunDir(b.dir) }
 
 // agentPath is cocoonbox-agent beside the server's binaries, else on its
 // PATH, else "".
@@ -299,8 +299,8 @@ func (s *Server) stopInbox(b *box) {
 }
 
 // powerOff stops every inbox and ends the boxes' tmux servers, with the
-// box CLI sessions in them, and what is left of the box commands: the
-// server is going away.
+// box CLI sessions in them, and what is left of the box commands, then
+// removes the boxes' run directories: the server is going away.
 func (s *Server) powerOff() {
 	s.inbox.mu.Lock()
 	s.inbox.closed = true
@@ -313,6 +313,8 @@ func (s *Server) powerOff() {
 	if n := s.endMarked(killDelay); n > 0 {
 		s.logf("ended %d box processes that had left their process group", n)
 	}
+	// The boxes' /run goes with them, as a machine's tmpfs does.
+	s.eachBox(s.removeRun)
 }
 
 // eachBox runs f on every box at once and waits for all: a box user

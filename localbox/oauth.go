@@ -2,6 +2,7 @@ package localbox
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
@@ -47,8 +48,17 @@ var pageFiles embed.FS
 type oauthServer struct {
 	s *Server
 
+	// csrfKey signs the CSRF tokens of the page's forms (form.go).
+	csrfKey []byte
+
 	mu    sync.Mutex
 	codes map[string]*authCode // by sha256 of the code
+}
+
+func newOAuthServer(s *Server) *oauthServer {
+	k := make([]byte, 32)
+	rand.Read(k)
+	return &oauthServer{s: s, csrfKey: k}
 }
 
 type authCode struct {
@@ -83,7 +93,8 @@ func (e *oauthError) Error() string { return e.Code + ": " + e.Description }
 func (o *oauthServer) handler() http.Handler {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /.well-known/oauth-authorization-server", o.metadata)
-	m.HandleFunc("GET /cb/oauth/authorize", o.page("page/authorize.html", "text/html; charset=utf-8"))
+	m.HandleFunc("GET /cb/oauth/authorize", o.authorize)
+	m.HandleFunc("POST /cb/oauth/authorize", o.form)
 	m.HandleFunc("GET /cb/oauth/authorize.js", o.page("page/authorize.js", "text/javascript; charset=utf-8"))
 	m.HandleFunc("GET /cb/oauth/page.css", o.page("page/page.css", "text/css; charset=utf-8"))
 	m.HandleFunc("POST /cb/api/session", o.signIn)
@@ -95,6 +106,7 @@ func (o *oauthServer) handler() http.Handler {
 	m.HandleFunc("POST /cb/api/me/sign-out-everywhere", o.console(o.signOutEverywhere))
 	m.HandleFunc("POST /cocoonbox.oauth/token", o.token)
 	m.HandleFunc("POST /cocoonbox.oauth/revoke", o.revoke)
+	m.Handle(ControlMCPPath, o.s.mcpHandler())
 	return o.guard(m)
 }
 
@@ -114,7 +126,7 @@ func (o *oauthServer) guard(next http.Handler) http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("Content-Security-Policy", contentPolicy("'self'"))
 		iss, ok := o.issuer(r.Host)
 		if !ok {
 			msg := "this server answers only at 127.0.0.1, localhost or [::1] on its own port"
@@ -129,6 +141,12 @@ func (o *oauthServer) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(contextWithIssuer(r, iss)))
 	})
+}
+
+// contentPolicy is the Content-Security-Policy of every answer, its forms
+// allowed to post to formAction.
+func contentPolicy(formAction string) string {
+	return "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; form-action " + formAction + "; frame-ancestors 'none'; base-uri 'none'"
 }
 
 // issuer returns the issuer URL for a request to host: the local box's
@@ -211,9 +229,7 @@ func (o *oauthServer) signIn(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, oauthError{Code: "invalid_request", Description: err.Error()})
 		return
 	}
-	// An account's code (`localbox account add`) signs its person in to
-	// their own account, the owner's the owner; both under one guess limit.
-	s, err := o.s.owner.signIn(body.Code, requestSource(r), func(code string) (string, bool) { return useAccountCode(o.s.Dir, code) })
+	s, err := o.signInCode(r, body.Code)
 	if e, ok := errors.AsType[*guessLimitError](err); ok {
 		w.Header().Set("Retry-After", strconv.Itoa(e.seconds()))
 		writeJSON(w, http.StatusTooManyRequests, oauthError{Code: "slow_down", Description: e.Error()})
@@ -226,19 +242,37 @@ func (o *oauthServer) signIn(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"session": s})
 }
 
+// signInCode starts a console session with code, brought by r, and
+// returns its secret. An account's code (`localbox account add`) signs its
+// person in to their own account, the owner's the owner; both under one
+// guess limit (owner.signIn).
+func (o *oauthServer) signInCode(r *http.Request, code string) (string, error) {
+	return o.s.owner.signIn(code, requestSource(r), func(code string) (string, bool) { return useAccountCode(o.s.Dir, code) })
+}
+
 // requestSource is the source r came from, for the guess limit: as
-// sourceOfIP has it, but every loopback address is one source, "loopback":
-// a user of this machine (a box's, too) can connect from any of the 16
-// million addresses of 127/8, and would otherwise have as many limits.
+// sourceOfIP has it, but loopback is counted by user, not by address: a
+// user of this machine (a box's, too) can connect from any of the 16
+// million addresses of 127/8, and would otherwise have as many limits;
+// and by user, the wrong codes a box user brings use up its own limit,
+// never the owner's (Linux names the user of a socket of this machine:
+// peerUID). Where no user is known, loopback is one source, "loopback".
 func requestSource(r *http.Request) string {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
-	if ap.Addr().Unmap().IsLoopback() {
-		return "loopback"
+	if !ap.Addr().Unmap().IsLoopback() {
+		return sourceOfIP(ap.Addr())
 	}
-	return sourceOfIP(ap.Addr())
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if local, err := netip.ParseAddrPort(la.String()); err == nil {
+			if uid, ok := peerUID(local, ap); ok {
+				return "loopback uid " + strconv.FormatUint(uint64(uid), 10)
+			}
+		}
+	}
+	return "loopback"
 }
 
 // parseRequest checks an authorization request's raw query.
@@ -372,6 +406,12 @@ func (o *oauthServer) approve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	writeJSON(w, http.StatusOK, map[string]string{"redirect": o.issueCode(req, issuerOf(r), accountOfRequest(r.Context()))})
+}
+
+// issueCode stores a one-use code for req, approved by account, and
+// returns the redirect that takes it to the client.
+func (o *oauthServer) issueCode(req authRequest, iss, account string) string {
 	code := "cbc_" + randomHex(32)
 	now := time.Now()
 	o.mu.Lock()
@@ -383,10 +423,10 @@ func (o *oauthServer) approve(w http.ResponseWriter, r *http.Request) {
 			delete(o.codes, k)
 		}
 	}
-	o.codes[sum(code)] = &authCode{req: req, account: accountOfRequest(r.Context()), expires: now.Add(codeTTL)}
+	o.codes[sum(code)] = &authCode{req: req, account: account, expires: now.Add(codeTTL)}
 	o.mu.Unlock()
 	o.s.logf("sign-in of %s on %q approved", req.clientID, req.deviceName)
-	writeJSON(w, http.StatusOK, map[string]string{"redirect": redirect(req, issuerOf(r), url.Values{"code": {code}})})
+	return redirect(req, iss, url.Values{"code": {code}})
 }
 
 func (o *oauthServer) deny(w http.ResponseWriter, r *http.Request) {
@@ -394,8 +434,13 @@ func (o *oauthServer) deny(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	writeJSON(w, http.StatusOK, map[string]string{"redirect": o.denied(req, issuerOf(r))})
+}
+
+// denied returns the redirect that tells the client req was denied.
+func (o *oauthServer) denied(req authRequest, iss string) string {
 	o.s.logf("sign-in of %s on %q denied", req.clientID, req.deviceName)
-	writeJSON(w, http.StatusOK, map[string]string{"redirect": redirect(req, issuerOf(r), url.Values{"error": {"access_denied"}})})
+	return redirect(req, iss, url.Values{"error": {"access_denied"}})
 }
 
 // token exchanges a code for a device token (RFC 6749 section 4.1.3 with

@@ -230,8 +230,9 @@ func sessionFrom(t *testing.T, base string, local net.Addr, code string) (int, s
 
 // Wrong sign-in codes are limited per source: after five, a source gets
 // 429 with one line saying when to try again, even for the right code
-// (another source signs in with it: TestAccountCodeUnderGuessLimit). All
-// of loopback is one source. No number of wrong codes, from one address
+// (another source signs in with it: TestAccountCodeUnderGuessLimit, and
+// another user of this machine: TestSignInGuessLimitByUser). All of one
+// user's loopback is one source. No number of wrong codes, from one address
 // or many, changes the owner's code.
 func TestSignInGuessLimit(t *testing.T) {
 	base, dir := serve(t)

@@ -124,14 +124,22 @@ func (s *Server) sweep(grace time.Duration) int { return s.sweepWhere(grace, "")
 // sweepWhere is sweep for the records of box id boxID alone, or of every
 // box when boxID is "".
 func (s *Server) sweepWhere(grace time.Duration, boxID string) int {
-	ents, err := os.ReadDir(s.procsDir())
+	return sweepRecords(s.Dir, s.boxUIDs(), grace, boxID, s.logf)
+}
+
+// sweepRecords is sweepWhere for the records of the state directory dir,
+// served by root when uids is not nil: a group is then signalled only
+// while every process in it is of one of uids.
+func sweepRecords(dir string, uids []uint32, grace time.Duration, boxID string, logf func(string, ...any)) int {
+	procs := filepath.Join(dir, "procs")
+	ents, err := os.ReadDir(procs)
 	if err != nil {
 		return 0
 	}
 	var live []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		p := filepath.Join(s.procsDir(), e.Name())
+		p := filepath.Join(procs, e.Name())
 		if err != nil || pid <= 1 {
 			os.Remove(p)
 			continue
@@ -154,14 +162,13 @@ func (s *Server) sweepWhere(grace time.Duration, boxID string) int {
 	// it is a box user's: once the recorded one is gone, its id may be
 	// any group's, and a record from before a crash or a reboot may name
 	// a group of root's (TestHostileRecordedGroupReused).
-	uids := s.boxUIDs()
 	terminate(live, grace, func(pgid int, hard bool) {
 		if uids == nil || groupOfUIDs(pgid, uids) {
 			killGroup(pgid, hard)
 		}
 	}, func(pid int) bool { return !groupAlive(pid) })
 	for _, pid := range live {
-		os.Remove(filepath.Join(s.procsDir(), strconv.Itoa(pid)))
+		os.Remove(filepath.Join(procs, strconv.Itoa(pid)))
 	}
 	// SIGKILL takes a moment: wait (briefly) until the leaders are gone, all
 	// their threads with them, so that what they held (the inbox's socket)
@@ -171,7 +178,7 @@ func (s *Server) sweepWhere(grace time.Duration, boxID string) int {
 		left = slices.DeleteFunc(left, exited)
 	}
 	for _, pid := range left {
-		s.logf("pid %d still exits after SIGKILL; what it holds may not be free yet", pid)
+		logf("pid %d still exits after SIGKILL; what it holds may not be free yet", pid)
 	}
 	return len(live)
 }

@@ -14,3 +14,6 @@ import (
 func startPTY(cmd *exec.Cmd, ws *pty.Winsize, modes []byte) (*os.File, error) {
 	return pty.StartWithSize(cmd, ws)
 }
+
+// setsize is pty.Setsize.
+func setsize(f *os.File, ws *pty.Winsize) error { return pty.Setsize(f, ws) }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/cocoonbox/cocoonbox/internal/ttymodes"
 )
@@ -36,9 +37,44 @@ func startPTY(cmd *exec.Cmd, ws *pty.Winsize, modes []byte) (*os.File, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr.Setsid = true
 	cmd.SysProcAttr.Setctty = true
+	if ptmx, err = pollable(ptmx); err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		ptmx.Close()
 		return nil, err
 	}
 	return ptmx, nil
+}
+
+// pollable gives back f, a terminal's master side, which pty's ioctls
+// (through Fd) left blocking, as a file of Go's poller, so that closing
+// it ends a Read in progress: a read(2) in progress would wait on, for a
+// box process that left the session may keep the terminal's other side
+// open as long as it likes. f is closed.
+func pollable(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// setsize sets the size of terminal f without pty.Setsize, whose use of
+// Fd would make f blocking again.
+func setsize(f *os.File, ws *pty.Winsize) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	w := &unix.Winsize{Row: ws.Rows, Col: ws.Cols, Xpixel: ws.X, Ypixel: ws.Y}
+	if cerr := rc.Control(func(fd uintptr) { err = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, w) }); cerr != nil {
+		return cerr
+	}
+	return err
 }

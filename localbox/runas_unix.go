@@ -90,15 +90,20 @@ func (s *Server) userName(b *box) string {
 	return ""
 }
 
-// chownBox gives box b's user its home, workspace and run directories
-// (not what is in them), and makes the box's own directory traversable.
-// The three are entries of b.dir, which is root's and 0711, so the box
-// user cannot put a link in their place; what is inside them is the box
-// user's, and the server changes it only through asUser.
+// chownBox makes box b's run directory, and gives box b's user its
+// home, workspace and run directories (not what is in them), and makes
+// the box's own directory traversable. Home and workspace are entries of
+// b.dir, which is root's and 0711, and the run directory one of runBase,
+// root's and 0711 when root serves, so the box user cannot put a link in
+// their place; what is inside them is the box user's, and the server
+// changes it only through asUser.
 func (s *Server) chownBox(b *box) error {
+	if err := mkdirRunBase(filepath.Dir(b.run())); err != nil {
+		return err
+	}
 	u := s.userOf(b)
 	if u == nil {
-		return nil
+		return mkdirOwn(b.run(), 0o700)
 	}
 	if err := os.Chmod(b.dir, 0o711); err != nil {
 		return err
@@ -114,12 +119,45 @@ func (s *Server) chownBox(b *box) error {
 	return nil
 }
 
+// mkdirRunBase makes base (runBase) unless it exists, and refuses one
+// that is not a directory of this user's that only it may write: in /tmp
+// another user may have taken the name first, with a link or a directory
+// of its own. Served by root it is 0711, so that each box user reaches
+// its own run directory by name and lists none; else 0700.
+func mkdirRunBase(base string) error {
+	perm := fs.FileMode(0o700)
+	if os.Geteuid() == 0 {
+		perm = 0o711
+	}
+	if err := os.Mkdir(base, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(base)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s, where the boxes' run directories go, is not a directory of this user's that only it may write; remove it and start again", base)
+	}
+	return os.Chmod(base, perm)
+}
+
+// removeRun removes box b's run directory, its user's files as its user
+// (removeRunDir), once nothing of the box runs.
+func (s *Server) removeRun(b *box) {
+	if err := removeRunDir(b.run(), s.userOf(b)); err != nil {
+		s.logf("box %s: %v", b.Name, err)
+	}
+}
+
 // asUserTimeout bounds one asUser child.
 const asUserTimeout = 10 * time.Second
 
 // asUser runs script with /bin/sh -c as box b's user (its credentials;
 // HOME, COCOONBOX_RUN_DIR and a plain PATH; args as $1…), with stdin, and
-// waits for it at most asUserTimeout. It is the one way the server
+// waits for it at most asUserTimeout, and for the end of its stdin and
+// stderr pipes at most pipeDelay after it exits. It is the one way the server
 // creates, links or removes anything under a box's home or run directory:
 // the child can do only what the box user can, so a symlink or hard link
 // the box user planted there reaches nothing of root's. The error carries
@@ -136,7 +174,17 @@ func (s *Server) asUser(b *box, stdin []byte, script string, args ...string) err
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
+	// The child is the box user's, so a process of that user may take
+	// its pipes (pidfd_getfd) and hold them open: the copies of stdin
+	// and stderr end pipeDelay after the child does, not at the pipes'
+	// end. Its exit status says whether its work was done.
+	cmd.WaitDelay = pipeDelay
+	err := cmd.Run()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		s.logf("box %s: a process of its user held the pipes of a helper of the server's", b.Name)
+		err = nil
+	}
+	if err != nil {
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
 			return fmt.Errorf("%v: %s", err, printable.Line(msg, 300))
 		}

@@ -19,6 +19,7 @@ func lookupBoxUser(name string) (*boxUser, error) {
 func (s *Server) sysProcAttr(b *box) *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
 func (s *Server) userName(b *box) string                  { return "" }
 func (s *Server) chownBox(b *box) error                   { return nil }
+func (s *Server) removeRun(b *box)                        {}
 func (s *Server) checkReach() error                       { return nil }
 
 // CheckStateOwner does nothing on Windows, which has no root.

@@ -33,6 +33,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 	"github.com/cocoonbox/cocoonbox/internal/window"
 	"github.com/cocoonbox/cocoonbox/internal/wire"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
@@ -72,9 +73,10 @@ type Server struct {
 	// connections of a TCP listener, those on which no call has carried
 	// a valid token yet (the sign-in pages' always are): at most
 	// AnonConns in all and AnonConnsPerSource from one source (an IPv4
-	// address or an IPv6 /64), an old one closed to make room for a new
-	// one (the source's oldest, or the oldest of the source that holds
-	// the most), and each closed once it has sent nothing for AnonIdle. Zero
+	// address or an IPv6 /64), another closed to make room for a new one
+	// (of its source, or of the source that holds the most: one whose
+	// peer has gone, else one that has sent nothing, else the one silent
+	// longest), and each closed once it has sent nothing for AnonIdle. Zero
 	// means DefaultAnonConns, DefaultAnonConnsPerSource, DefaultAnonIdle.
 	// A unix socket's connections are not bounded (docs/self-hosting.md).
 	AnonConns, AnonConnsPerSource int
@@ -82,6 +84,21 @@ type Server struct {
 	// Engine is the engine boxes run on and its settings (engine.go); the
 	// zero value is the process engine.
 	Engine EngineSettings
+	// IdleHibernate, if not zero, hibernates a running box once no
+	// client call has held, begun or ended on it for that long and no
+	// offloaded session in it is working (idle.go); IdleCheck is how
+	// often that is looked at (zero: DefaultIdleCheck).
+	IdleHibernate, IdleCheck time.Duration
+
+	// homeScript, when not empty, is run in prepareScript's place: a
+	// test's, to hold a start up.
+	homeScript string
+
+	// MaxStream, if not zero, is how long a call's stream may live: one
+	// that old is reset both ways, as the hosted service's front end ends
+	// each stream at an hour (docs/protocol.md), so the client sees
+	// RST_STREAM and the call's command is ended as when its client goes.
+	MaxStream time.Duration
 
 	once  sync.Once
 	err   error
@@ -107,6 +124,8 @@ type Server struct {
 	port  int          // the TCP listener's port
 	gate  *gate        // the TCP listener's anonymous connections
 	inbox inboxes
+	// idleStop ends the idle loop, when one runs.
+	idleStop chan struct{}
 }
 
 // logf logs one line, escaped: a box names files, repositories and
@@ -136,7 +155,7 @@ func (s *Server) init() error {
 				return
 			}
 		}
-		s.reg = &registry{dir: s.Dir}
+		s.reg = &registry{dir: s.Dir, images: &imageView{}}
 		if err := s.reg.load(); err != nil {
 			s.err = err
 			return
@@ -148,7 +167,8 @@ func (s *Server) init() error {
 		if s.eng, s.err = s.openEngine(); s.err != nil {
 			return
 		}
-		for _, b := range s.reg.list("") {
+		homes := s.reg.list("")
+		for _, b := range homes {
 			if s.err = s.eng.boot(context.Background(), b); s.err != nil {
 				return
 			}
@@ -161,10 +181,15 @@ func (s *Server) init() error {
 		for _, name := range s.accts.names() {
 			// An account that cannot be served (its user gone, a server
 			// not run by root) leaves the others served: its calls say why.
-			if err := s.openAccount(name); err != nil {
+			// Its homes are prepared below, with the owner's.
+			if err := s.openAccountThen(name, func(bs []*box) { homes = append(homes, bs...) }); err != nil {
 				s.logf("account %s: %v", name, err)
 			}
 		}
+		// A box user may hold its helper up (SIGSTOP; it is the box
+		// user's) until asUserTimeout: the start waits that long once,
+		// not once a box.
+		s.eng.prepare(homes)
 		s.toks = &tokens{path: filepath.Join(s.Dir, "tokens.json")}
 		if err := s.toks.load(); err != nil {
 			s.err = fmt.Errorf("read tokens: %w", err)
@@ -174,7 +199,7 @@ func (s *Server) init() error {
 			s.err = fmt.Errorf("write the sign-in code: %w", s.err)
 			return
 		}
-		s.oauth = &oauthServer{s: s}
+		s.oauth = newOAuthServer(s)
 		s.shell = loginShell()
 		s.path = os.Getenv("PATH")
 		if s.BinDir != "" && !slices.Contains(filepath.SplitList(s.path), s.BinDir) {
@@ -206,7 +231,7 @@ func (s *Server) init() error {
 			grpc.WriteBufferSize(256<<10),
 			grpc.InitialWindowSize(window.Stream),
 			grpc.InitialConnWindowSize(window.Conn),
-			grpc.Creds(gateCreds{}),
+			grpc.Creds(gateCreds{maxStream: s.MaxStream}),
 			// The HTTP/2 preface and SETTINGS, after a TLS handshake that
 			// chose h2, within sniffTimeout, as the sniffer asks of the rest.
 			grpc.ConnectionTimeout(sniffTimeout),
@@ -242,21 +267,36 @@ func (s *Server) Serve(lis net.Listener) error {
 		g := newGate(cmp.Or(s.AnonConns, DefaultAnonConns), cmp.Or(s.AnonConnsPerSource, DefaultAnonConnsPerSource),
 			cmp.Or(s.AnonIdle, DefaultAnonIdle), s.logf)
 		m := newSniffer(lis, tc, g)
-		hs := &http.Server{
-			Handler:           s.oauth.handler(),
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          log.New(io.Discard, "", 0),
-		}
+		hs := s.httpServer(s.oauth.handler())
 		s.mu.Lock()
 		s.http, s.port, s.gate = hs, a.Port, g
 		s.mu.Unlock()
 		go m.serve()
 		go hs.Serve(m.http)
 		lis = m.grpc
+	} else {
+		// A unix socket serves the control MCP beside gRPC, and no
+		// sign-in pages: who can open the socket holds its token already.
+		m := newSniffer(lis, nil, nil)
+		mux := http.NewServeMux()
+		mux.Handle(ControlMCPPath, s.mcpHandler())
+		hs := s.httpServer(mux)
+		s.mu.Lock()
+		s.http = hs
+		s.mu.Unlock()
+		go m.serve()
+		go hs.Serve(m.http)
+		lis = m.grpc
 	}
 	s.serving.Store(true)
+	if s.IdleHibernate > 0 {
+		s.mu.Lock()
+		if s.idleStop == nil {
+			s.idleStop = make(chan struct{})
+			go s.idleLoop(s.idleStop)
+		}
+		s.mu.Unlock()
+	}
 	for _, b := range s.reg.all() {
 		if b.proto().GetState() == controlv1.BoxState_BOX_STATE_RUNNING {
 			s.startInbox(b)
@@ -267,6 +307,18 @@ func (s *Server) Serve(lis net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// httpServer serves h on the HTTP side of a listener.
+func (s *Server) httpServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnContext:       withConn,
+	}
 }
 
 // httpPort is the port of the TCP listener being served, or 0.
@@ -282,6 +334,10 @@ func (s *Server) Stop() {
 		s.grpc.Stop()
 		s.mu.Lock()
 		hs := s.http
+		if s.idleStop != nil {
+			close(s.idleStop)
+			s.idleStop = nil
+		}
 		s.mu.Unlock()
 		if hs != nil {
 			hs.Close()
@@ -320,12 +376,12 @@ func Listen(dir, addr string) (net.Listener, string, error) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return nil, "", err
 		}
-		if c, err := net.Dial("unix", p); err == nil {
+		if c, err := unixsock.Dial(p); err == nil {
 			c.Close()
 			return nil, "", fmt.Errorf("%s: a local box is already listening there", p)
 		}
 		os.Remove(p)
-		lis, err := net.Listen("unix", p)
+		lis, err := unixsock.Listen(p)
 		if err != nil {
 			return nil, "", err
 		}
@@ -465,33 +521,30 @@ type boxesService struct {
 
 func (x *boxesService) List(ctx context.Context, _ *controlv1.ListRequest) (*controlv1.ListResponse, error) {
 	var r controlv1.ListResponse
+	x.s.refreshImages(ctx)
 	for _, b := range x.s.reg.list(caller(ctx).Account) {
-		r.Boxes = append(r.Boxes, x.s.withLatest(ctx, b.proto()))
+		r.Boxes = append(r.Boxes, b.proto())
 	}
 	return &r, nil
 }
 
-func (x *boxesService) Ensure(req *controlv1.EnsureRequest, st grpc.ServerStreamingServer[controlv1.EnsureEvent]) error {
+// streamEmit sends each event on st; after a failed send it sends no more.
+func streamEmit(st grpc.ServerStreamingServer[controlv1.OperationEvent]) emitFunc {
+	var sendErr error
+	return func(ev *controlv1.OperationEvent) error {
+		if sendErr == nil {
+			sendErr = st.Send(ev)
+		}
+		return sendErr
+	}
+}
+
+func (x *boxesService) Ensure(req *controlv1.EnsureRequest, st grpc.ServerStreamingServer[controlv1.OperationEvent]) error {
 	b, err := x.s.lookup(st.Context(), req.GetBox())
 	if err != nil {
 		return err
 	}
-	op := ""
-	if b.proto().GetState() != controlv1.BoxState_BOX_STATE_RUNNING {
-		op = "op_" + b.ID[len("box_"):]
-		if err := st.Send(&controlv1.EnsureEvent{OperationId: op, Phase: "waking", Progress: 0, Outcome: controlv1.Outcome_OUTCOME_RUNNING, Box: b.proto()}); err != nil {
-			return err
-		}
-		if err := x.s.eng.start(st.Context(), b); err != nil {
-			return st.Send(&controlv1.EnsureEvent{OperationId: op, Outcome: controlv1.Outcome_OUTCOME_FAILED, Error: err.Error(), Box: b.proto()})
-		}
-		if err := b.setHibernated(false); err != nil {
-			return st.Send(&controlv1.EnsureEvent{OperationId: op, Outcome: controlv1.Outcome_OUTCOME_FAILED, Error: err.Error(), Box: b.proto()})
-		}
-		x.s.logf("box %s woken", b.Name)
-	}
-	x.s.startInbox(b)
-	return st.Send(&controlv1.EnsureEvent{OperationId: op, Phase: "running", Progress: 100, Outcome: controlv1.Outcome_OUTCOME_DONE, Box: b.proto()})
+	return x.s.ensureBox(b, streamEmit(st))
 }
 
 func (x *boxesService) Hibernate(ctx context.Context, req *controlv1.HibernateRequest) (*controlv1.HibernateResponse, error) {
@@ -499,40 +552,20 @@ func (x *boxesService) Hibernate(ctx context.Context, req *controlv1.HibernateRe
 	if err != nil {
 		return nil, err
 	}
-	if err := b.setHibernated(true); err != nil {
-		return nil, status.Errorf(codes.Internal, "hibernate %s: %v", b.Name, err)
+	var last *controlv1.OperationEvent
+	x.s.hibernateBox(b, func(ev *controlv1.OperationEvent) error { last = ev; return nil })
+	if last.GetOutcome() == controlv1.Outcome_OUTCOME_FAILED {
+		return nil, status.Error(codes.Internal, last.GetError())
 	}
-	if err := x.s.eng.stop(ctx, b); err != nil {
-		return nil, status.Errorf(codes.Internal, "hibernate %s: %v", b.Name, err)
-	}
-	x.s.stopInbox(b)
-	x.s.logf("box %s hibernated", b.Name)
 	return &controlv1.HibernateResponse{Box: b.proto()}, nil
 }
 
 func (x *boxesService) Create(ctx context.Context, req *controlv1.CreateRequest) (*controlv1.CreateResponse, error) {
-	name := req.GetName()
-	if !ValidName(name) {
-		return nil, status.Errorf(codes.InvalidArgument, "bad box name %q: use 1 to 63 of a-z, 0-9 and -, not starting with -", name)
-	}
-	if img := req.GetImage(); img != "" && img != Image && x.s.eng.name() == EngineProcess {
-		return nil, status.Errorf(codes.InvalidArgument, "no image %q here: the local box offers only %s", img, Image)
-	}
-	account := caller(ctx).Account
-	b, created, err := x.s.reg.add(account, name)
+	b, _, err := x.s.createBox(caller(ctx).Account, req.GetName(), req.GetImage(), func(*controlv1.OperationEvent) error { return nil })
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "create box %s: %v", name, err)
+		return nil, err
 	}
-	if !created {
-		return nil, status.Errorf(codes.AlreadyExists, "you have a box %s already; list them with `cocoonbox boxes list`", name)
-	}
-	if err := x.s.eng.create(ctx, b); err != nil {
-		return nil, status.Errorf(codes.Internal, "create box %s: %v", name, err)
-	}
-	if x.s.serving.Load() {
-		x.s.startInbox(b)
-	}
-	x.s.logf("box %s of %s created", b.Name, accountLabel(account))
+	// The box was made at once: no operation to follow.
 	return &controlv1.CreateResponse{Box: b.proto()}, nil
 }
 
@@ -548,6 +581,38 @@ func (x *boxesService) Delete(ctx context.Context, req *controlv1.DeleteRequest)
 		return nil, status.Errorf(codes.Internal, "delete box %s: %v", b.Name, err)
 	}
 	return &controlv1.DeleteResponse{BoxId: b.ID}, nil
+}
+
+func (x *boxesService) Status(ctx context.Context, req *controlv1.StatusRequest) (*controlv1.StatusResponse, error) {
+	b, err := x.s.lookup(ctx, req.GetBox())
+	if err != nil {
+		return nil, err
+	}
+	x.s.refreshImages(ctx)
+	return &controlv1.StatusResponse{Box: b.proto()}, nil
+}
+
+func (x *boxesService) Save(req *controlv1.SaveRequest, st grpc.ServerStreamingServer[controlv1.OperationEvent]) error {
+	b, err := x.s.lookup(st.Context(), req.GetBox())
+	if err != nil {
+		return err
+	}
+	return x.s.saveBox(b, streamEmit(st))
+}
+
+func (x *boxesService) Upgrade(req *controlv1.UpgradeRequest, st grpc.ServerStreamingServer[controlv1.OperationEvent]) error {
+	if !req.GetConfirm() {
+		return status.Errorf(codes.InvalidArgument, "upgrading box %s restarts what runs in it: confirm it", req.GetBox())
+	}
+	b, err := x.s.lookup(st.Context(), req.GetBox())
+	if err != nil {
+		return err
+	}
+	return x.s.upgradeBox(b, streamEmit(st))
+}
+
+func (x *boxesService) Usage(context.Context, *controlv1.UsageRequest) (*controlv1.UsageResponse, error) {
+	return x.s.usage(), nil
 }
 
 // deleteBox takes b out of the registry, ends its commands, inbox and

@@ -59,12 +59,18 @@ func (m *sniffer) serve() {
 			return
 		}
 		delay = 0
-		go m.sniff(m.gate.admit(c))
+		if m.gate == nil {
+			go m.sniff(c, nil)
+			continue
+		}
+		a := m.gate.admit(c)
+		go m.sniff(a, a)
 	}
 }
 
-func (m *sniffer) sniff(a *anonConn) {
-	var c net.Conn = a
+// sniff tells c's kind; a is the gate's record of it, nil without a gate
+// (a unix socket).
+func (m *sniffer) sniff(c net.Conn, a *anonConn) {
 	if m.tls != nil {
 		// The read buffer comes once a call carries a valid token.
 		raw := cork.RawUnbuffered(c)

@@ -421,39 +421,22 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// boxParts are what of a box directory its user owns.
+// boxParts are what of a box directory its user owns; "run" only in a
+// state directory from before the run directory moved out (RunDir).
 var boxParts = []string{"home", "workspace", "run"}
 
-// removeBoxDir removes box directory dir. u's files go first, opened to
-// u (chmod -R u+rwX) and removed by `rm -rf` in a child with u's
-// credentials, so that no link u planted leads root anywhere (neither
-// follows a link met on the way, rm unlinks it, and u may change and
-// remove only what u may); then the directories u cannot remove itself
-// (they are in root's 0711 box directory) and root's own files. u nil
-// means the server's own user, whose tree it is, unless that is root:
-// then nothing is removed. A part that is not empty
-// after u's rm (a process of u's still writing) is an error to retry.
+// removeBoxDir removes box directory dir, and its run directory
+// (RunDir). u's files go first (removeParts), then root's own files. A
+// file of u's beside the parts is refused, not removed.
 func removeBoxDir(dir string, u *boxUser) error {
+	if err := removeRunDir(RunDir(dir), u); err != nil {
+		return err
+	}
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if u == nil && os.Geteuid() == 0 {
-		// A server run by root with no box user (only a test's can be):
-		// its boxes' files are root's, but whatever a box holds is
-		// hostile, and root removes none of it as itself.
-		return fmt.Errorf("remove %s: the local box has no box user, and root removes no box's files as itself; remove it by hand", dir)
-	}
-	// The user may have closed a directory of its own to itself (chmod
-	// 000), which its rm could not enter: it opens its files first.
-	rm := &exec.Cmd{Path: "/bin/sh", Args: append([]string{"sh", "-c", `chmod -R u+rwX -- "$@" 2>/dev/null; rm -rf -- "$@"`, "sh"}, boxParts...), Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}}
-	if u != nil && os.Geteuid() == 0 {
-		rm.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}}
-	}
-	rm.Run() // it fails on the parts themselves, which root's directory holds
-	for _, p := range boxParts {
-		if err := os.Remove(filepath.Join(dir, p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove %s: files remain that the box's user could not remove (not its own, or a process of it still writing); look at them as root, then try again: %w", filepath.Join(dir, p), err)
-		}
+	if err := removeParts(dir, u, boxParts...); err != nil {
+		return err
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -472,6 +455,52 @@ func removeBoxDir(dir string, u *boxUser) error {
 		}
 	}
 	return os.Remove(dir)
+}
+
+// removeRunDir removes run directory run (RunDir) of a box whose user is
+// u: as removeParts does, or with os.RemoveAll, which follows no link,
+// when u is nil: the server's own user's tree (root's only in a test's
+// server with no box user, whose box commands run as root anyway).
+func removeRunDir(run string, u *boxUser) error {
+	if u == nil {
+		return os.RemoveAll(run)
+	}
+	if _, err := os.Lstat(run); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return removeParts(filepath.Dir(run), u, filepath.Base(run))
+}
+
+// removeParts removes the entries parts of directory dir, which is root's
+// when u is a box user, and everything in them: u's files are opened to u
+// (chmod -R u+rwX) and removed by `rm -rf` in a child with u's
+// credentials, so that no link u planted leads root anywhere (neither
+// follows a link met on the way, rm unlinks it, and u may change and
+// remove only what u may); then root removes the parts themselves, which
+// u cannot (they are in root's directory). u nil means the server's own
+// user, whose tree it is, unless that is root: then nothing is removed. A
+// part that is not empty after u's rm (a process of u's still writing) is
+// an error to retry.
+func removeParts(dir string, u *boxUser, parts ...string) error {
+	if u == nil && os.Geteuid() == 0 {
+		// A server run by root with no box user (only a test's can be):
+		// its boxes' files are root's, but whatever a box holds is
+		// hostile, and root removes none of it as itself.
+		return fmt.Errorf("remove %s: the local box has no box user, and root removes no box's files as itself; remove it by hand", filepath.Join(dir, parts[0]))
+	}
+	// The user may have closed a directory of its own to itself (chmod
+	// 000), which its rm could not enter: it opens its files first.
+	rm := &exec.Cmd{Path: "/bin/sh", Args: append([]string{"sh", "-c", `chmod -R u+rwX -- "$@" 2>/dev/null; rm -rf -- "$@"`, "sh"}, parts...), Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}}
+	if u != nil && os.Geteuid() == 0 {
+		rm.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}}
+	}
+	rm.Run() // it fails on the parts themselves, which root's directory holds
+	for _, p := range parts {
+		if err := os.Remove(filepath.Join(dir, p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove %s: files remain that the box's user could not remove (not its own, or a process of it still writing); look at them as root, then try again: %w", filepath.Join(dir, p), err)
+		}
+	}
+	return nil
 }
 
 // accountIDs is the Unix user that owns account a's files and

@@ -166,7 +166,7 @@ func (a *Abandoner) abandon(ctx context.Context, rec *Record) (*AbandonResult, e
 			Next: []Step{{fmt.Sprintf("the record stays, and so does the copy %s in box %s (look at it with: ", name, boxName), Command{Verb: VerbRsh, Box: boxName}, "); run ", cmdAbandon, " again"}}}
 	}
 	keep := func() error {
-		if err := a.journal(rec, StepKeep); err != nil {
+		if err := a.journal(ctx, rec, StepKeep); err != nil {
 			return err
 		}
 		err := a.keep(ctx, agent, name, res)
@@ -196,7 +196,7 @@ func (a *Abandoner) abandon(ctx context.Context, rec *Record) (*AbandonResult, e
 			return nil, a.failed(ctx, rec, err, fail)
 		}
 	}
-	if err := a.journal(rec, StepEnd); err != nil {
+	if err := a.journal(ctx, rec, StepEnd); err != nil {
 		return nil, err
 	}
 	a.logf("end the box session")
@@ -237,8 +237,8 @@ func (a *Abandoner) failed(ctx context.Context, rec *Record, err error, fail fun
 }
 
 // journal writes rec as the journal of the abandon's step before it runs.
-func (a *Abandoner) journal(rec *Record, step string) error {
-	return a.Store.journal(rec, OpAbandon, step, a.AtStep)
+func (a *Abandoner) journal(ctx context.Context, rec *Record, step string) error {
+	return a.Store.journal(ctx, rec, OpAbandon, step, a.AtStep)
 }
 
 func hasBox(bs []box.Box, name string) bool {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
 // Back's bounds (contract "Back, Mac side" 2, and seeds/000).
@@ -23,6 +24,11 @@ const (
 	// ResendAfter is how long a pasted BACK may draw no hook while the
 	// session says working before BACK is sent again with --interrupt.
 	ResendAfter = 60 * time.Second
+	// RetryBound is how long the box CLI may retry a failed model request
+	// (a retrying fault's age) before back takes it as a failure: longer
+	// than a blip of the network or an overloaded API, shorter than the
+	// CLIs' own retries (Claude Code's last about 3 minutes).
+	RetryBound = 60 * time.Second
 )
 
 // Backer brings an offload's work home (contract "Back, Mac side"). Set
@@ -75,7 +81,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	if rec == nil && rz.Back != nil {
 		// The back that was interrupted is finished now.
 		m := &MergeResult{Outcome: rz.Back.Outcome, Head: rz.Back.MoveTo, Branch: rz.Back.Branch, Reason: rz.Back.Reason}
-		body, _ := os.ReadFile(b.Store.BackPath(r.Key))
+		body, _, _ := safefile.ReadRegular(b.Store.BackPath(r.Key), safefile.MaxSize)
 		return &BackResult{Record: rz.Was, Merge: m, Body: string(body)}, nil
 	}
 	if rec == nil {
@@ -102,8 +108,9 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		}
 		return err
 	}
-	if err := b.journal(rec, StepWait); err != nil {
-		return nil, err
+	if err := b.journal(ctx, rec, StepWait); err != nil {
+		// A signal while it waited for record.lock.
+		return nil, stopped(StepWait, err)
 	}
 	// The box's history comes with its back as a bundle when it can
 	// (BundleAsk), else by git fetch below.
@@ -119,7 +126,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	}
 	res.Body = entry.Body
 
-	if err := b.journal(rec, StepFetch); err != nil {
+	if err := b.journal(ctx, rec, StepFetch); err != nil {
 		return nil, err
 	}
 	// end runs beside the fetch and the merge, so that its round trip
@@ -173,7 +180,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		b.Store.settle(rec)
 		return nil, stopped(StepFetch, &Error{Code: ExitFailed, Err: fmt.Errorf("the box has no %s: %w", backRef, err)})
 	}
-	if err := b.journal(rec, StepMerge); err != nil {
+	if err := b.journal(ctx, rec, StepMerge); err != nil {
 		waitEnd()
 		return nil, err
 	}
@@ -183,7 +190,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		locked: startEnd,
 		applying: func(j *MergeJournal) error {
 			rec.Merge = j
-			return b.journal(rec, StepApply)
+			return b.journal(ctx, rec, StepApply)
 		},
 	})
 	endErr := waitEnd()
@@ -221,7 +228,7 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		j.MoveTo = m.Head
 	}
 	rec.Merge = j
-	if err := b.journal(rec, StepEnd); err != nil {
+	if err := b.journal(ctx, rec, StepEnd); err != nil {
 		return res, err
 	}
 	if ctx.Err() != nil {
@@ -280,8 +287,8 @@ func (r *Repo) fetchBox(ctx context.Context, environ []string, shim, src string,
 }
 
 // journal writes rec as the journal of the back's step before it runs.
-func (b *Backer) journal(rec *Record, step string) error {
-	return b.Store.journal(rec, OpBack, step, b.AtStep)
+func (b *Backer) journal(ctx context.Context, rec *Record, step string) error {
+	return b.Store.journal(ctx, rec, OpBack, step, b.AtStep)
 }
 
 // backAgent is what waitBack needs of the box half.
@@ -361,9 +368,12 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 	}
 	// A CLI held at a dialog, a sign-in or the network takes no BACK: the
 	// box skipped the first wait for it (BackStart), and back ends here.
-	if bs.Outbox.Fault.Waits() {
+	if f := bs.Outbox.Fault; f.Waits() || retriedOut(f) {
 		return nil, nil, b.backFault(rec, bs.Outbox, sent.Seq)
 	}
+	// The last fault read and when: a retrying one ends the next read
+	// when it reaches RetryBound.
+	fault, faultAt := bs.Outbox.Fault, b.now()
 	status := bs.Outbox.Status
 	checked := false // the one resend check is done
 	// The bundle came after the first wait, and only with it.
@@ -377,6 +387,7 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 				return e, bundled, nil
 			}
 			bundled = nil
+			fault, faultAt = rd.Fault, b.now()
 			// No CLI is left to answer BACK, or none that will.
 			if e := b.backFault(rec, rd, sent.Seq); e != nil {
 				return nil, nil, e
@@ -406,6 +417,9 @@ func (b *Backer) waitBack(ctx context.Context, a backAgent, rec *Record, res *Ba
 				}
 				checked = true
 			}
+		}
+		if fault != nil && fault.Kind == agentwire.FaultRetrying {
+			wait = min(wait, RetryBound-time.Duration(fault.AgeMS)*time.Millisecond-now.Sub(faultAt))
 		}
 		wait = max(wait, time.Second)
 		if rd, err = a.Read(ctx, rec.Repo, since, wait); err != nil {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/proc"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
 // Grace is what a killed command's children get between SIGTERM and
@@ -32,6 +33,9 @@ const (
 	goneWait      = 10 * time.Second
 )
 
+// childrenMax bounds the children record, which names one process group.
+const childrenMax = 4 << 10
+
 func (s Store) childrenPath(key string) string { return filepath.Join(s.RepoDir(key), "children") }
 
 // endChildren ends the process group of the children the repository's
@@ -40,12 +44,17 @@ func (s Store) childrenPath(key string) string { return filepath.Join(s.RepoDir(
 // is a group that outlives SIGKILL, an *Error that names it.
 func (s Store) endChildren(key string) (bool, error) {
 	p := s.childrenPath(key)
-	b, err := os.ReadFile(p)
+	b, _, err := safefile.ReadRegular(p, childrenMax)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
-		return false, err
+		// No group id of ours: a FIFO or device planted there, or a
+		// file that is not one, which lockRepo's write would wait on.
+		if rerr := os.Remove(p); rerr != nil {
+			return false, badFile(err)
+		}
+		return false, nil
 	}
 	ended, err := proc.EndGroup(strings.TrimSpace(string(b)), childrenGrace, goneWait)
 	if errors.Is(err, proc.ErrGroupLives) {

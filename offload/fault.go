@@ -28,6 +28,8 @@ func (b *Backer) backFault(rec *Record, rd *agentwire.ReadResult, backSeq int) *
 		return nil
 	case f.Kind == agentwire.FaultTurn && f.Turn >= backSeq:
 		err = fmt.Errorf("the box CLI's BACK turn failed: %s", printable.Line(f.Line, agentwire.MaxFaultLine))
+	case retriedOut(f):
+		err = fmt.Errorf("the box CLI cannot reach its model: %s", printable.Line(f.Ago(), 0))
 	case f.Waits():
 		err = fmt.Errorf("the box CLI cannot take BACK (%s %s ago): %s", f.What(), agentwire.Age(time.Duration(f.AgeMS)*time.Millisecond), printable.Line(f.Line, agentwire.MaxFaultLine))
 	default:
@@ -45,6 +47,12 @@ func (b *Backer) backFault(rec *Record, rd *agentwire.ReadResult, backSeq int) *
 	return e
 }
 
+// retriedOut reports whether f is the CLI's retries of a failed model
+// request that have lasted RetryBound.
+func retriedOut(f *agentwire.Fault) bool {
+	return f != nil && f.Kind == agentwire.FaultRetrying && time.Duration(f.AgeMS)*time.Millisecond >= RetryBound
+}
+
 // faultNotice is what back says before it sends BACK to a session whose
 // last turn failed, or whose CLI retries a failed model request; "" for
 // none.
@@ -54,7 +62,7 @@ func faultNotice(f *agentwire.Fault) string {
 	case f.Kind == agentwire.FaultTurn:
 		return fmt.Sprintf("the box CLI's %s; BACK may fail the same way", printable.Line(f.Ago(), 0))
 	case f.Kind == agentwire.FaultRetrying:
-		return fmt.Sprintf("the box CLI is %s; BACK waits for its turn, which may fail the same way", printable.Line(f.Ago(), 0))
+		return fmt.Sprintf("the box CLI is %s; back waits until its retries last %d s", printable.Line(f.Ago(), 0), int(RetryBound/time.Second))
 	}
 	return ""
 }

@@ -18,6 +18,9 @@ type faultAgent struct {
 	before, after *agentwire.Fault
 	afterStatus   string
 	reads         int
+	// retrySince, when set, makes every read's fault the CLI's retries
+	// since then.
+	retrySince time.Time
 }
 
 func (a *faultAgent) Read(ctx context.Context, key string, since int64, wait time.Duration) (*agentwire.ReadResult, error) {
@@ -26,6 +29,10 @@ func (a *faultAgent) Read(ctx context.Context, key string, since int64, wait tim
 		wait = 0
 	}
 	rd, err := a.scriptedAgent.Read(ctx, key, since, wait)
+	if !a.retrySince.IsZero() {
+		rd.Fault = &agentwire.Fault{Kind: agentwire.FaultRetrying, Line: "Unable to connect to API (ConnectionRefused)", AgeMS: a.now.Sub(a.retrySince).Milliseconds()}
+		return rd, err
+	}
 	if a.reads == 1 {
 		rd.Fault = a.before
 		return rd, err
@@ -49,6 +56,8 @@ func TestWaitBackFault(t *testing.T) {
 		before, after *agentwire.Fault
 		afterStatus   string
 		postAt        time.Duration // 0: never
+		retryFrom     time.Duration // retrying since t0+retryFrom; 0: not
+		waited        time.Duration // how long back waits; 0: 5 s at most
 		want          string        // the error, "" for none
 		wantNext      []string
 		notice        string
@@ -60,7 +69,12 @@ func TestWaitBackFault(t *testing.T) {
 			after: &agentwire.Fault{Kind: agentwire.FaultTurn, Line: refused, Turn: 0}, postAt: 10 * time.Second,
 			notice: "the box CLI's last turn failed 40 s ago: " + refused + "; BACK may fail the same way"},
 		{name: "retrying before BACK", before: &agentwire.Fault{Kind: agentwire.FaultRetrying, Line: "API error", AgeMS: 20_000},
-			postAt: 10 * time.Second, notice: "the box CLI is retrying for 20 s: API error; BACK waits for its turn"},
+			postAt: 10 * time.Second, notice: "the box CLI is retrying for 20 s: API error; back waits until its retries last 60 s"},
+		{name: "retrying past the bound before BACK", retryFrom: -70 * time.Second,
+			want:     "the box CLI cannot reach its model: retrying for 70 s: Unable to connect to API (ConnectionRefused)",
+			wantNext: []string{"cocoonbox rsh -t main tmux attach", "cocoonbox back", "cocoonbox offload abandon"}},
+		{name: "retries reach the bound while back waits", retryFrom: -20 * time.Second, waited: 40 * time.Second,
+			want: "the box CLI cannot reach its model: retrying for 60 s: Unable to connect to API (ConnectionRefused)"},
 		{name: "stalled before BACK", before: &agentwire.Fault{Kind: agentwire.FaultStalled, Line: "Connection failed: error sending request", AgeMS: 5000},
 			want: "the box CLI cannot take BACK (stalled 5 s ago): Connection failed: error sending request"},
 		{name: "exited while back waited", after: &agentwire.Fault{Kind: agentwire.FaultExited, Line: "Killed"}, afterStatus: "stopped",
@@ -72,6 +86,9 @@ func TestWaitBackFault(t *testing.T) {
 			a := &faultAgent{scriptedAgent: scriptedAgent{now: t0, delivery: "pasted"}, before: tt.before, after: tt.after, afterStatus: tt.afterStatus}
 			if tt.postAt != 0 {
 				a.postAt = t0.Add(tt.postAt)
+			}
+			if tt.retryFrom != 0 {
+				a.retrySince = t0.Add(tt.retryFrom)
 			}
 			var notices []string
 			b := &Backer{Laptop: Laptop{Store: Store{Dir: "/offload"}, Now: func() time.Time { return a.now }, Notice: func(l string) { notices = append(notices, l) }}}
@@ -87,8 +104,8 @@ func TestWaitBackFault(t *testing.T) {
 				if !errors.As(err, &oe) || oe.Code != ExitFailed || oe.Err.Error() != tt.want {
 					t.Fatalf("got %v, want exit 1 %q", err, tt.want)
 				}
-				if d := a.now.Sub(start); d > 5*time.Second {
-					t.Errorf("back waited %v after the fault", d)
+				if d := a.now.Sub(start); tt.waited == 0 && d > 5*time.Second || tt.waited != 0 && (d < tt.waited || d > tt.waited+time.Second) {
+					t.Errorf("back waited %v (want %v)", d, tt.waited)
 				}
 				var next []string
 				for _, s := range oe.Next {

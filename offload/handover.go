@@ -72,8 +72,9 @@ func templateLeft(b []byte) []string {
 	return left
 }
 
-// HandoverPrompt is the request to paste into a coding agent that has no
-// cocoonbox plugin: it writes the hand-over to path and offloads with
+// HandoverPrompt is the request for a coding agent (pasted, or the body of
+// the commands cocoonbox setup installs): it writes the hand-over to path
+// and offloads with
 // kind; with kind empty, the agent asks the user which kind. cmd spells
 // the commands it names.
 func HandoverPrompt(path, kind string, cmd func(Command) string) string {

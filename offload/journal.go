@@ -132,10 +132,12 @@ func (s Store) Interrupted(key string) (string, []Step) {
 }
 
 // journal writes rec as the journal of op's step, durably, before the
-// step runs, then calls at when it is not nil.
-func (s Store) journal(rec *Record, op, step string, at StepFunc) error {
+// step runs, then calls at when it is not nil. ctx ends a wait for
+// record.lock, which another cocoonbox may hold (a stopped inbox):
+// then the journal names the step before, and the error wraps ctx's.
+func (s Store) journal(ctx context.Context, rec *Record, op, step string, at StepFunc) error {
 	rec.Op, rec.Step = op, step
-	if err := s.SaveRecord(rec); err != nil {
+	if err := s.saveRecord(ctx, rec); err != nil {
 		return err
 	}
 	if at != nil {
@@ -321,7 +323,7 @@ func (rs *resumer) back(ctx context.Context, rec *Record) (*resumed, error) {
 			}
 			return &resumed{Line: what + "; undone: your files, index and HEAD are as they were before it", Rec: rec}, nil
 		}
-		if err := rs.Store.journal(rec, OpBack, StepEnd, nil); err != nil {
+		if err := rs.Store.journal(ctx, rec, OpBack, StepEnd, nil); err != nil {
 			return nil, err
 		}
 	default:

@@ -317,7 +317,7 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 		e.Next = append(next, e.Next...)
 		return e
 	}
-	if err := o.journal(rec, StepBegin); err != nil {
+	if err := o.journal(ctx, rec, StepBegin); err != nil {
 		return nil, err
 	}
 	o.logf("begin in box %s", bx.Name)
@@ -348,7 +348,7 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	t = step("begin", t)
 
 	// Snapshot S; from here on a failure rolls back what it made.
-	if err := o.journal(rec, StepSnapshot); err != nil {
+	if err := o.journal(ctx, rec, StepSnapshot); err != nil {
 		return nil, rollback(err)
 	}
 	if len(only(warns, agentwire.Confirm)) > 0 {
@@ -365,7 +365,7 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 	t = step("snapshot", t)
 
 	// rsync the work tree and .git without objects.
-	if err := o.journal(rec, StepRsync); err != nil {
+	if err := o.journal(ctx, rec, StepRsync); err != nil {
 		return nil, rollback(err)
 	}
 	boxIgnored, err := r.stillIgnored(ctx, begin.Ignored)
@@ -400,7 +400,7 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 
 	// The bundle and the stream.
 	rec.StartedAtMS = o.now().UnixMilli()
-	if err := o.journal(rec, StepSend); err != nil {
+	if err := o.journal(ctx, rec, StepSend); err != nil {
 		return nil, rollback(err)
 	}
 	members, err := o.members(ctx, handover, env, haveRefs, secrets)
@@ -504,8 +504,8 @@ func (o *Offloader) sync(ctx context.Context, rs *Rsync, exFile, dest string, op
 }
 
 // journal writes rec as the journal of the offload's step before it runs.
-func (o *Offloader) journal(rec *Record, step string) error {
-	return o.Store.journal(rec, OpOffload, step, o.AtStep)
+func (o *Offloader) journal(ctx context.Context, rec *Record, step string) error {
+	return o.Store.journal(ctx, rec, OpOffload, step, o.AtStep)
 }
 
 // exitedError reports a box CLI that exited before it took its first

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 func TestSnapshot(t *testing.T) {
@@ -232,5 +233,35 @@ func TestGitLockClash(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "Unable to create '"+lock+"': File exists") || strings.Contains(err.Error(), "manually") {
 		t.Errorf("the message: %v", err)
+	}
+}
+
+// TestOpenRepoControlPath: a path with a control character is refused
+// as such (exit 3, the character named, the path printable), whether it
+// is the working directory's or only the top's, reached through a link:
+// never "not a git repository" with the raw character printed.
+func TestOpenRepoControlPath(t *testing.T) {
+	ctx := context.Background()
+	env := testEnv(t)
+	base := t.TempDir()
+	for _, tc := range []struct{ name, char string }{{"a\nb", "a newline"}, {"a\tb", "a tab"}, {"a\x1b[31mb", "ESC"}, {"a\u009bb", "U+009B"}} {
+		top := filepath.Join(base, tc.name)
+		os.MkdirAll(top, 0o755)
+		run(t, top, env, "git", "init", "-q")
+		link := filepath.Join(t.TempDir(), "link")
+		if err := os.Symlink(top, link); err != nil {
+			t.Fatal(err)
+		}
+		for _, dir := range []string{top, link} {
+			_, err := OpenRepo(ctx, dir, env)
+			var e *Error
+			if !errors.As(err, &e) || e.Code != ExitRefused || !errors.Is(err, ErrControlPath) {
+				t.Errorf("OpenRepo(%q): %v, want a refusal for the control character", dir, err)
+				continue
+			}
+			if msg := e.Error(); !strings.Contains(msg, "("+tc.char+", shown as ?)") || strings.ContainsFunc(msg, unicode.IsControl) {
+				t.Errorf("OpenRepo(%q) says %q", dir, msg)
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/flock"
 	"github.com/cocoonbox/cocoonbox/internal/jsonfile"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
 // DataDir is cocoonbox's per-user data directory for goos: on macOS
@@ -170,8 +172,11 @@ func (s Store) MoveRecordAside(key string) (string, error) {
 // entry must outlive a power loss). The Seen of the record on disk, when
 // it is the same offload's, is kept if larger: `offload inbox` updates it
 // while a back runs.
-func (s Store) SaveRecord(r *Record) error {
-	return s.updateRecord(r.Repo, func(old *Record) (*Record, error) {
+func (s Store) SaveRecord(r *Record) error { return s.saveRecord(context.Background(), r) }
+
+// saveRecord is SaveRecord whose wait for record.lock ctx ends.
+func (s Store) saveRecord(ctx context.Context, r *Record) error {
+	return s.updateRecord(ctx, r.Repo, func(old *Record) (*Record, error) {
 		if old != nil && old.ID == r.ID {
 			r.Seen = max(r.Seen, old.Seen)
 		}
@@ -182,7 +187,7 @@ func (s Store) SaveRecord(r *Record) error {
 // UpdateSeen raises the Seen of offload id's record to seen; another
 // offload's record, or none, is left alone.
 func (s Store) UpdateSeen(key, id string, seen int64) error {
-	return s.updateRecord(key, func(old *Record) (*Record, error) {
+	return s.updateRecord(context.Background(), key, func(old *Record) (*Record, error) {
 		if old == nil || old.ID != id || old.Seen >= seen {
 			return nil, nil
 		}
@@ -193,12 +198,13 @@ func (s Store) UpdateSeen(key, id string, seen int64) error {
 
 // updateRecord writes f's record (none when f returns nil) under an flock
 // of record.lock, with the record on disk (nil when none) as f's argument.
-func (s Store) updateRecord(key string, f func(old *Record) (*Record, error)) error {
+// ctx ends the wait for the lock.
+func (s Store) updateRecord(ctx context.Context, key string, f func(old *Record) (*Record, error)) error {
 	dir, err := s.EnsureRepoDir(key)
 	if err != nil {
 		return err
 	}
-	r, err := jsonfile.Update(s.recordPath(key), filepath.Join(dir, "record.lock"), 0o600, f)
+	r, err := jsonfile.UpdateContext(ctx, s.recordPath(key), filepath.Join(dir, "record.lock"), 0o600, f)
 	if err != nil || r == nil {
 		return err
 	}
@@ -288,17 +294,12 @@ func (s Store) settingsPath() string { return filepath.Join(s.Dir, "repos.json")
 // can read is refused with the fix.
 func (s Store) LoadSettings() (Settings, error) {
 	p := s.settingsPath()
-	f, err := os.Open(p)
+	b, fi, err := safefile.ReadRegular(p, jsonfile.MaxSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Settings{}, nil
 	}
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+		return nil, badFile(err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%s is readable by others (mode %04o); fix it with: chmod 600 '%s'", p, fi.Mode().Perm(), p)
@@ -306,13 +307,28 @@ func (s Store) LoadSettings() (Settings, error) {
 	var v struct {
 		Repos Settings `json:"repos"`
 	}
-	if err := json.NewDecoder(f).Decode(&v); err != nil {
+	if err := json.Unmarshal(b, &v); err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	if v.Repos == nil {
 		v.Repos = Settings{}
 	}
 	return v.Repos, nil
+}
+
+// badFile is err, safefile's for a file of ours in the offload directory
+// that is no regular file or too large (planted, or a slip), with the
+// fix: only its removal gives it back to us. Other errors are err.
+func badFile(err error) error {
+	nr, notRegular := errors.AsType[*safefile.NotRegularError](err)
+	tl, tooLarge := errors.AsType[*safefile.TooLargeError](err)
+	switch {
+	case notRegular:
+		return refused(err, Step{"cocoonbox writes none such; remove it (rm '" + nr.Path + "') and run the command again"})
+	case tooLarge:
+		return refused(err, Step{"cocoonbox writes none such; remove it (rm '" + tl.Path + "') and run the command again"})
+	}
+	return err
 }
 
 // UpdateSettings applies f to the repo's settings and writes repos.json

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 )
 
 // maxPending bounds the connections a listener holds that were accepted
@@ -44,14 +46,14 @@ func (e *ListenError) Unwrap() error { return e.Err }
 // with SCM_RIGHTS). It reads Close lines from in; in's EOF, or ctx's end
 // (a signal), ends it. Whatever it made is removed then: the unix socket
 // it listened on, the control socket and their private directory (0700,
-// in os.TempDir); connections not yet taken are closed, taken ones are
-// the takers'. A failure to listen is a *ListenError and nothing is
-// written.
+// in os.TempDir, or /tmp when that is too deep: socketBase); connections
+// not yet taken are closed, taken ones are the takers'. A failure to
+// listen is a *ListenError and nothing is written.
 func ServeListener(ctx context.Context, spec ListenSpec, in io.Reader, out io.Writer) error {
 	if err := spec.Check(); err != nil {
 		return err
 	}
-	dir, err := privateDir(os.TempDir())
+	dir, err := privateDir(socketBase())
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -263,6 +265,18 @@ func staleSocket(path string) bool {
 // privateDirPrefix starts the name of a listener's private directory,
 // which goes on "PID-RANDOM".
 const privateDirPrefix = "cocoonbox-"
+
+// socketBase is where a listener's private directory goes: the system's
+// temporary directory, unless that is so deep ($TMPDIR) that the sockets
+// in it would not fit a socket's address (the agent's socket is a path
+// every client in the box dials as it is): then /tmp.
+func socketBase() string {
+	t := os.TempDir()
+	if len(t)+len("/"+privateDirPrefix+tempName()+"/agent.4294967295") <= unixsock.Max {
+		return t
+	}
+	return "/tmp"
+}
 
 // tempName is the "PID-RANDOM" part of a private directory's name; a
 // variable for the test that plants a link where the first would go.

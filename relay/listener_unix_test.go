@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 )
 
 // boxListener runs ServeListener as `cocoonbox-agent listen` would, on
@@ -287,4 +289,44 @@ func TestPrivateDirStale(t *testing.T) {
 		t.Errorf("a live listener's directory: %v; want it kept", err)
 	}
 	os.RemoveAll(dir)
+}
+
+// A TMPDIR deeper than a socket's address leaves room for (a box user's,
+// or the one a client sends) puts the agent's socket and the control
+// socket in /tmp instead: both bind, a client dials the agent's socket by
+// the path the Event names, and take gets the connection.
+func TestListenerDeepTMPDIR(t *testing.T) {
+	deep := filepath.Join(t.TempDir(), strings.Repeat("deep-directory/", 12))
+	if err := os.MkdirAll(deep, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", deep)
+	ev, br, stdin, done := boxListener(t, ListenSpec{Mode: ListenAgent})
+	for _, p := range []string{ev.Path, ev.Control} {
+		if len(p) > unixsock.Max || !strings.HasPrefix(p, "/tmp/"+privateDirPrefix) {
+			t.Errorf("socket %s (%d bytes): want one in /tmp within %d bytes", p, len(p), unixsock.Max)
+		}
+	}
+	client, err := net.Dial("unix", ev.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	acc, err := readEvent(br)
+	if err != nil || acc.Event != "accept" {
+		t.Fatalf("after a connect: %+v, %v", acc, err)
+	}
+	w, r, took := boxTake(ev.Control, acc.ID)
+	if b, err := r.ReadByte(); err != nil || b != Ready {
+		t.Fatalf("take: %q, %v; want the ready byte", b, err)
+	}
+	client.Write([]byte("ping"))
+	client.(*net.UnixConn).CloseWrite()
+	if got, _ := io.ReadAll(r); string(got) != "ping" {
+		t.Errorf("through take: %q", got)
+	}
+	w.Close()
+	<-took
+	stdin.Close()
+	<-done
 }

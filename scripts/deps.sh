@@ -56,6 +56,12 @@ if [ "$profile" = test ]; then
 	check dockerd docker.io
 	check debootstrap debootstrap
 	check script bsdutils
+	# cocoonbox-ssh --stdio run by socat's EXEC, as rclone's docs run a custom
+	# ssh (cli/sshstdio_socat_test.go).
+	check socat socat
+	# PuTTY's SFTP clients through --stdio (cli/sshstdio_sftp_test.go).
+	check pscp putty-tools
+	check psftp putty-tools
 fi
 need+=("$@")
 mise=$(command -v mise >/dev/null 2>&1 && echo yes || echo no)
@@ -107,11 +113,30 @@ if [ "$(id -u)" -ne 0 ]; then
 	[ "$mise" = no ] && echo "  sudo npm install -g @jdxcode/mise" >&2
 	exit 1
 fi
+# Another apt or dpkg (unattended-upgrades, a second deps.sh) may hold
+# the package locks for a while: apt-get install waits up to lock_wait
+# seconds for dpkg's (DPkg::Lock::Timeout), and apt-get update, which
+# waits for no lock of its own (apt 2.6), is tried again every 5 s as
+# long.
+lock_wait=600
+apt_update() {
+	local err i
+	for ((i = 0; i * 5 < lock_wait; i++)); do
+		if err=$(apt-get -o DPkg::Lock::Timeout=$lock_wait update -qq 2>&1 >/dev/null); then
+			return 0
+		fi
+		case $err in *"Could not get lock"*) ;; *) break ;; esac
+		[ $i -eq 0 ] && echo "deps.sh: another apt-get holds the package lists' lock; waiting up to $lock_wait s" >&2
+		sleep 5
+	done
+	printf '%s\n' "$err" >&2
+	return 1
+}
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing ${need[*]}" >&2
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq >/dev/null
-	apt-get install -y -qq "${need[@]}" >/dev/null
+	apt_update
+	apt-get -o DPkg::Lock::Timeout=$lock_wait install -y -qq "${need[@]}" >/dev/null
 fi
 if [ "$mise" = no ]; then
 	echo "installing mise (npm @jdxcode/mise)" >&2

@@ -7,8 +7,11 @@
 package sshconfig
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -118,9 +121,10 @@ func Block(o Options) string {
 		"# Written by `cocoonbox ssh-config`: run it again to change this block,",
 		"# or `cocoonbox ssh-config --remove` to take it out (docs/ssh-config.md).",
 		"Host *" + o.suffix(),
-		// %n is the host as typed, main.cocoonbox: cocoonbox-ssh takes the
-		// suffix off to name the box.
-		"  ProxyCommand " + proxy + " %n",
+		// %h is the host, main.cocoonbox (no HostName changes it):
+		// cocoonbox-ssh takes the suffix off to name the box. Not %n, the
+		// host as typed, which Paramiko (so Fabric) does not expand.
+		"  ProxyCommand " + proxy + " %h",
 		"  User user",
 		// One host key for every box, pinned under one name.
 		"  UserKnownHostsFile " + configQuote(percent(o.KnownHosts)),
@@ -221,45 +225,207 @@ type File struct {
 // Parse splits an ssh_config file's text around the block. Broken markers
 // are a *MarkerError.
 func Parse(text string) (*File, error) {
-	f := &File{eol: "\n", top: true}
+	f := &File{eol: "\n"}
 	if strings.Contains(text, "\r\n") {
 		f.eol = "\r\n"
 	}
 	lines := strings.SplitAfter(text, "\n")
-	begin, end := -1, -1
+	m := markers{begin: -1, end: -1, top: true}
 	for i, l := range lines {
-		switch t := strings.TrimSpace(l); {
-		case t == BeginMarker:
-			if begin >= 0 {
-				return nil, &MarkerError{"a second BEGIN line", i + 1}
-			}
-			if end >= 0 {
-				return nil, &MarkerError{"a BEGIN line after the END line", i + 1}
-			}
-			begin = i
-		case t == EndMarker:
-			if begin < 0 {
-				return nil, &MarkerError{"an END line with no BEGIN line before it", i + 1}
-			}
-			if end >= 0 {
-				return nil, &MarkerError{"a second END line", i + 1}
-			}
-			end = i
-		case begin < 0 && t != "" && !strings.HasPrefix(t, "#"):
-			f.top = false
+		if err := m.line(i, l); err != nil {
+			return nil, err
 		}
 	}
-	if begin >= 0 && end < 0 {
-		return nil, &MarkerError{"a BEGIN line with no END line after it", begin + 1}
+	if err := m.done(); err != nil {
+		return nil, err
 	}
+	f.top = m.top
 	join := func(ls []string) string { return strings.Join(ls, "") }
-	if begin < 0 {
+	if m.begin < 0 {
 		f.after = text
 		return f, nil
 	}
 	f.has = true
-	f.before, f.block, f.after = join(lines[:begin]), join(lines[begin:end+1]), join(lines[end+1:])
+	f.before, f.block, f.after = join(lines[:m.begin]), join(lines[m.begin:m.end+1]), join(lines[m.end+1:])
 	return f, nil
+}
+
+// markers finds the block's marker lines, one line at a time.
+type markers struct {
+	// begin and end are the marker lines' indexes, -1 until seen.
+	begin, end int
+	// top: nothing but empty and comment lines came before BEGIN.
+	top bool
+}
+
+// line takes line i (from 0), or the start of a long one.
+func (m *markers) line(i int, l string) error {
+	switch t := strings.TrimSpace(l); {
+	case t == BeginMarker:
+		if m.begin >= 0 {
+			return &MarkerError{"a second BEGIN line", i + 1}
+		}
+		if m.end >= 0 {
+			return &MarkerError{"a BEGIN line after the END line", i + 1}
+		}
+		m.begin = i
+	case t == EndMarker:
+		if m.begin < 0 {
+			return &MarkerError{"an END line with no BEGIN line before it", i + 1}
+		}
+		if m.end >= 0 {
+			return &MarkerError{"a second END line", i + 1}
+		}
+		m.end = i
+	case m.begin < 0 && t != "" && !strings.HasPrefix(t, "#"):
+		m.top = false
+	}
+	return nil
+}
+
+// done is the check at the end of the file.
+func (m *markers) done() error {
+	if m.begin >= 0 && m.end < 0 {
+		return &MarkerError{"a BEGIN line with no END line after it", m.begin + 1}
+	}
+	return nil
+}
+
+// Span is where Scan found the block: lines counted from 1.
+type Span struct {
+	// First and Last are the block's first and last line: its markers,
+	// and Last the empty line after END (which With writes) when there
+	// is one. Both are 0 when the file has no block.
+	First, Last int
+	// Created says the block has CreatedMarker.
+	Created bool
+}
+
+// Has reports whether Scan found the block.
+func (s Span) Has() bool { return s.First > 0 }
+
+// scanBuffer is the longest line Scan and Remove hold; a longer one is
+// passed through in pieces, and is no marker.
+const scanBuffer = 64 << 10
+
+// Scan finds the block in an ssh_config file read from r to its end, as
+// Parse would, holding no more than one line of it at a time: for a file
+// too large to hold, whose block --remove must still take out. Broken
+// markers are a *MarkerError.
+func Scan(r io.Reader) (Span, error) {
+	m := markers{begin: -1, end: -1, top: true}
+	var s Span
+	n := 0
+	err := eachLine(r, func(piece []byte, first bool) error {
+		if !first {
+			return nil
+		}
+		n++
+		l := string(piece)
+		if s.Has() && s.Last == 0 {
+			if t := strings.TrimSpace(l); t == CreatedMarker {
+				s.Created = true
+			}
+		}
+		if m.end >= 0 && s.Last == m.end+1 && n == m.end+2 && (l == "\n" || l == "\r\n") {
+			s.Last = n
+		}
+		if err := m.line(n-1, l); err != nil {
+			return err
+		}
+		if m.begin == n-1 {
+			s.First = n
+		}
+		if m.end == n-1 {
+			s.Last = n
+		}
+		return nil
+	})
+	if err != nil {
+		return Span{}, err
+	}
+	return s, m.done()
+}
+
+// Remove copies the file read from r to w without s's lines: what
+// Without is, streamed.
+func (s Span) Remove(w io.Writer, r io.Reader) error {
+	bw := bufio.NewWriterSize(w, scanBuffer)
+	n := 0
+	err := eachLine(r, func(piece []byte, first bool) error {
+		if first {
+			n++
+		}
+		if s.Has() && s.First <= n && n <= s.Last {
+			return nil
+		}
+		_, err := bw.Write(piece)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// DiffRemove writes to w the unified diff of Remove's change to the file
+// read from r, labelled with name as Diff labels it: one hunk without
+// context, the block's lines taken out. It writes nothing when s has no
+// block.
+func (s Span) DiffRemove(w io.Writer, name string, r io.Reader) error {
+	if !s.Has() {
+		return nil
+	}
+	if _, err := fmt.Fprintf(w, "--- %s\n+++ %s (new)\n@@ -%s +%s @@\n", name, name, hunkRange(s.First-1, s.Last), hunkRange(s.First-1, s.First-1)); err != nil {
+		return err
+	}
+	n := 0
+	var last []byte
+	err := eachLine(r, func(piece []byte, first bool) error {
+		if first {
+			n++
+		}
+		if n < s.First || n > s.Last {
+			return nil
+		}
+		if first {
+			if _, err := io.WriteString(w, "-"); err != nil {
+				return err
+			}
+		}
+		last = piece
+		_, err := w.Write(piece)
+		return err
+	})
+	if err == nil && !bytes.HasSuffix(last, []byte("\n")) {
+		_, err = io.WriteString(w, "\n\\ No newline at end of file\n")
+	}
+	return err
+}
+
+// eachLine calls f with each line read from r, "\n" included, in pieces
+// of at most scanBuffer bytes: first says a piece starts a line.
+func eachLine(r io.Reader, f func(piece []byte, first bool) error) error {
+	br := bufio.NewReaderSize(r, scanBuffer)
+	first := true
+	for {
+		piece, err := br.ReadSlice('\n')
+		if len(piece) > 0 {
+			if ferr := f(piece, first); ferr != nil {
+				return ferr
+			}
+		}
+		switch {
+		case err == nil:
+			first = true
+		case errors.Is(err, bufio.ErrBufferFull):
+			first = false
+		case errors.Is(err, io.EOF):
+			return nil
+		default:
+			return err
+		}
+	}
 }
 
 // Has reports whether the file has the block.

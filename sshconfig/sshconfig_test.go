@@ -148,7 +148,7 @@ func TestBlockAsOpenSSHReadsIt(t *testing.T) {
 		"userknownhostsfile":    o.KnownHosts,
 		"hostkeyalias":          "cocoonbox",
 		"stricthostkeychecking": "true",
-		"proxycommand":          `'/opt/my tools/100%%/it'\''s/${X}~/cocoonbox-ssh' --stdio --suffix .box %n`,
+		"proxycommand":          `'/opt/my tools/100%%/it'\''s/${X}~/cocoonbox-ssh' --stdio --suffix .box %h`,
 	}
 	for _, l := range strings.Split(string(out), "\n") {
 		k, v, _ := strings.Cut(l, " ")
@@ -249,7 +249,7 @@ func TestBlockWinsOverGlobals(t *testing.T) {
 		"stricthostkeychecking": "true",
 		"hostkeyalias":          HostKeyAlias,
 		"user":                  "user",
-		"proxycommand":          "/opt/cb/cocoonbox-ssh --stdio %n",
+		"proxycommand":          "/opt/cb/cocoonbox-ssh --stdio %h",
 		// What the block does not set stays the user's, global.
 		"serveraliveinterval": "17",
 	})
@@ -272,10 +272,10 @@ func TestBlockWinsOverGlobals(t *testing.T) {
 // POSIX single quotes, which CreateProcessW does not strip, never appear.
 func TestWindowsQuoting(t *testing.T) {
 	for path, want := range map[string]string{
-		`C:\Users\me\bin\cocoonbox-ssh.exe`:            `  ProxyCommand C:\Users\me\bin\cocoonbox-ssh.exe --stdio %n`,
-		`C:\Program Files\cocoonbox\cocoonbox-ssh.exe`: `  ProxyCommand "C:\Program Files\cocoonbox\cocoonbox-ssh.exe" --stdio %n`,
-		`C:\Users\100%\it's here\cocoonbox-ssh.exe`:    `  ProxyCommand "C:\Users\100%%\it's here\cocoonbox-ssh.exe" --stdio %n`,
-		`D:/tools/cocoonbox-ssh.exe`:                   `  ProxyCommand D:/tools/cocoonbox-ssh.exe --stdio %n`,
+		`C:\Users\me\bin\cocoonbox-ssh.exe`:            `  ProxyCommand C:\Users\me\bin\cocoonbox-ssh.exe --stdio %h`,
+		`C:\Program Files\cocoonbox\cocoonbox-ssh.exe`: `  ProxyCommand "C:\Program Files\cocoonbox\cocoonbox-ssh.exe" --stdio %h`,
+		`C:\Users\100%\it's here\cocoonbox-ssh.exe`:    `  ProxyCommand "C:\Users\100%%\it's here\cocoonbox-ssh.exe" --stdio %h`,
+		`D:/tools/cocoonbox-ssh.exe`:                   `  ProxyCommand D:/tools/cocoonbox-ssh.exe --stdio %h`,
 	} {
 		o := Options{SSHPath: path, KnownHosts: `C:\Users\me\state\ssh_known_hosts`, GOOS: "windows"}
 		if err := o.Check(); err != nil {
@@ -318,7 +318,7 @@ func TestWritten(t *testing.T) {
 	for _, text := range []string{
 		"Host x\n",
 		BeginMarker + "\nHost *.cocoonbox\n  ProxyCommand nc %h %p\n" + EndMarker + "\n",
-		BeginMarker + "\nHost *.cocoonbox\n  ProxyCommand '/unclosed --stdio %n\n" + EndMarker + "\n",
+		BeginMarker + "\nHost *.cocoonbox\n  ProxyCommand '/unclosed --stdio %h\n" + EndMarker + "\n",
 	} {
 		f, err := Parse(text)
 		if err != nil {
@@ -355,5 +355,95 @@ func TestCreated(t *testing.T) {
 	s, p, ok := fc.Written("linux")
 	if !ok || s != DefaultSuffix || p != testOpts.SSHPath {
 		t.Errorf("Written of the created block: %q %q %v", s, p, ok)
+	}
+}
+
+// TestScan: Scan and Remove, which stream a file too large to hold, say
+// what Parse says of it and give Without's bytes, whatever the line
+// endings, a line longer than the scan's buffer before or after the
+// block (or a marker's text inside one), and a block at the end with no
+// final newline.
+func TestScan(t *testing.T) {
+	created := testOpts
+	created.Created = true
+	block, crlf := Block(testOpts), strings.ReplaceAll(Block(created), "\n", "\r\n")
+	long := strings.Repeat("x", 3*scanBuffer+17)
+	endless := strings.Repeat("# ", scanBuffer) + BeginMarker + "\n"
+	for _, text := range []string{
+		"",
+		"A 1\n",
+		block,
+		block + "\nA 1\n",
+		block + "\n\nA 1\n",
+		crlf + "\r\nA 1\r\nHost x",
+		"# mine\n\n" + block + "\nA 1\n",
+		"A 1\n" + block,
+		"A 1\n" + strings.TrimSuffix(block, "\n"),
+		"Host " + long + "\n" + block + "\n" + long + "\nA 1\n",
+		endless + block + "\n" + endless,
+		long,
+		BeginMarker + "\n",
+		"x\n" + EndMarker + "\n",
+		block + block,
+		block + "\n" + EndMarker + "\n",
+	} {
+		f, perr := Parse(text)
+		s, serr := Scan(strings.NewReader(text))
+		if (perr == nil) != (serr == nil) || perr != nil && perr.Error() != serr.Error() {
+			t.Errorf("Scan of %.60q: %v, Parse: %v", text, serr, perr)
+			continue
+		}
+		if perr != nil {
+			continue
+		}
+		if s.Has() != f.Has() || s.Created != f.Created() {
+			t.Errorf("Scan of %.60q: %+v, Parse: has %v created %v", text, s, f.Has(), f.Created())
+		}
+		var out strings.Builder
+		if err := s.Remove(&out, strings.NewReader(text)); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != f.Without() {
+			t.Errorf("Remove of %.60q = %.60q, want Without's %.60q", text, out.String(), f.Without())
+		}
+		var d strings.Builder
+		if err := s.DiffRemove(&d, "f", strings.NewReader(text)); err != nil {
+			t.Fatal(err)
+		}
+		if !f.Has() && d.Len() != 0 {
+			t.Errorf("DiffRemove of a file without the block: %q", d.String())
+		}
+	}
+}
+
+// TestDiffRemove: the diff of a removal, checked against patch, which
+// must turn the file into Remove's.
+func TestDiffRemove(t *testing.T) {
+	block := Block(testOpts)
+	for _, text := range []string{"A 1\n" + block + "\nHost x\n", block + "\nA 1\n", "A 1\n" + strings.TrimSuffix(block, "\n")} {
+		s, err := Scan(strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d, want strings.Builder
+		s.DiffRemove(&d, "f", strings.NewReader(text))
+		s.Remove(&want, strings.NewReader(text))
+		if !strings.HasPrefix(d.String(), "--- f\n+++ f (new)\n@@ -") {
+			t.Errorf("diff of %q:\n%s", text, d.String())
+		}
+		if _, err := exec.LookPath("patch"); err != nil {
+			continue
+		}
+		p := filepath.Join(t.TempDir(), "f")
+		os.WriteFile(p, []byte(text), 0o600)
+		cmd := exec.Command("patch", "-s", p)
+		cmd.Stdin = strings.NewReader(d.String())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("patch of %q with\n%s: %v %s", text, d.String(), err, out)
+			continue
+		}
+		if got, _ := os.ReadFile(p); string(got) != want.String() {
+			t.Errorf("patched %q = %q, want %q", text, got, want.String())
+		}
 	}
 }

@@ -116,7 +116,7 @@ func (s *Server) Serve(conn net.Conn) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	c := &connState{s: s, ctx: ctx, sc: sc}
+	c := &connState{s: s, ctx: ctx, sc: sc, settle: make(chan chan struct{}), globalsDone: make(chan struct{})}
 	wg := &c.wg
 	wg.Go(func() { c.globalRequests(reqs) })
 	for nc := range chans {
@@ -192,11 +192,10 @@ type connState struct {
 	sc  *ssh.ServerConn
 	wg  sync.WaitGroup
 
-	// forwarding is held while a remote forward is being set up: a
-	// command waits for it, so that, as with sshd, the listener OpenSSH
-	// asked for before its session is there when the command runs, and the
-	// client gets its reply before the command's exit.
-	forwarding sync.RWMutex
+	// settle asks globalRequests to answer every global request already
+	// received (settled); globalsDone is closed when it has returned.
+	settle      chan chan struct{}
+	globalsDone chan struct{}
 
 	mu     sync.Mutex
 	noMore bool // no-more-sessions@openssh.com was received
@@ -232,21 +231,57 @@ func (c *connState) noMoreSessions() bool {
 // OpenSSH's keepalive (ServerAliveInterval) and anything unknown get a
 // failure reply, which is all a keepalive asks for, as sshd answers it.
 func (c *connState) globalRequests(reqs <-chan *ssh.Request) {
-	for r := range reqs {
-		c.s.logf("global request %s", r.Type)
-		switch r.Type {
-		case "no-more-sessions@openssh.com":
-			c.mu.Lock()
-			c.noMore = true
-			c.mu.Unlock()
-		case "tcpip-forward", "cancel-tcpip-forward", "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
-			c.forwarding.Lock()
-			c.remoteForward(r)
-			c.forwarding.Unlock()
-			continue
+	defer close(c.globalsDone)
+	for {
+		select {
+		case r, ok := <-reqs:
+			if !ok {
+				return
+			}
+			c.globalRequest(r)
+		case done := <-c.settle:
+			for len(reqs) > 0 {
+				if r, ok := <-reqs; ok {
+					c.globalRequest(r)
+				}
+			}
+			close(done)
 		}
-		if r.WantReply {
-			r.Reply(false, nil)
-		}
+	}
+}
+
+// settled returns once every global request received before it was
+// called has been answered. x/crypto/ssh hands global requests and a
+// channel's requests over on Go channels of their own, which lose the
+// order they came in; but it queues each global request before it reads
+// the next packet, so one the client sent before a session's request is
+// in the queue, or being answered, when the session's request is read.
+// sshd answers each message in turn: a remote forward OpenSSH asked for
+// before its session is answered (and its listener there) before the
+// session's command starts, and so before its exit status; ssh -f and
+// ExitOnForwardFailure rely on it.
+func (c *connState) settled() {
+	done := make(chan struct{})
+	select {
+	case c.settle <- done:
+		<-done
+	case <-c.globalsDone:
+	}
+}
+
+// globalRequest answers one global request.
+func (c *connState) globalRequest(r *ssh.Request) {
+	c.s.logf("global request %s", r.Type)
+	switch r.Type {
+	case "no-more-sessions@openssh.com":
+		c.mu.Lock()
+		c.noMore = true
+		c.mu.Unlock()
+	case "tcpip-forward", "cancel-tcpip-forward", "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
+		c.remoteForward(r)
+		return
+	}
+	if r.WantReply {
+		r.Reply(false, nil)
 	}
 }

@@ -12,6 +12,16 @@ import (
 	"github.com/cocoonbox/cocoonbox/shim"
 )
 
+// The values of SSH_CONNECTION and SSH_CLIENT in the box, as sshd -i
+// sets them: its peer is the stdio of a ProxyCommand, no socket, so each
+// address is UNKNOWN and each port 65535. mosh's server command keeps
+// shim.SSHConnection, whose server address mosh-server -s binds to
+// (shim.MoshUDP); under sshd -i it would find no address to bind.
+const (
+	stdioConnection = "UNKNOWN 65535 UNKNOWN 65535"
+	stdioClient     = "UNKNOWN 65535 65535"
+)
+
 // exitFailure is ssh's exit status for a failure of its own, ours for a
 // command we could not run.
 const exitFailure = 255
@@ -54,6 +64,9 @@ type session struct {
 	// started is set once a command was asked for; later env, pty-req,
 	// auth-agent-req and further commands are refused.
 	started bool
+	// sftp is set when the command is the sftp subsystem: its requests
+	// go through an sftpGate.
+	sftp bool
 }
 
 // session serves one session channel until its command ends or the
@@ -128,11 +141,12 @@ func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			line, ok = ss.commandLine(r)
 			if ok {
 				ss.started = true
-				// Reply before any output: the client expects the answer
-				// to its request first.
+				// The global requests sent before this one first (remote
+				// forwards), as sshd answers them; then this reply, before
+				// any output: the client expects the answer to its request
+				// first.
+				c.settled()
 				r.Reply(true, nil)
-				c.forwarding.RLock()
-				c.forwarding.RUnlock()
 				wg.Go(func() { ss.run(ctx, line) })
 				continue
 			}
@@ -175,6 +189,7 @@ func (ss *session) commandLine(r *ssh.Request) (string, bool) {
 		ss.s.logf("subsystem %q: %v", m.Command, err)
 		return "", false
 	}
+	ss.sftp = m.Command == "sftp"
 	return line, true
 }
 
@@ -183,6 +198,9 @@ func (ss *session) commandLine(r *ssh.Request) (string, bool) {
 func (ss *session) run(ctx context.Context, line string) {
 	s := ss.s
 	env := shim.SessionEnv(ss.env)
+	if !shim.IsMoshServer(line) {
+		env["SSH_CONNECTION"], env["SSH_CLIENT"] = stdioConnection, stdioClient
+	}
 	if sock := ss.c.agentSocket(); sock != "" {
 		env["SSH_AUTH_SOCK"] = sock
 	}
@@ -198,6 +216,11 @@ func (ss *session) run(ctx context.Context, line string) {
 		Resizes:      ss.resizes,
 		StdoutClosed: ss.eow,
 		Progress:     s.Progress,
+	}
+	if ss.sftp && ss.tty == nil {
+		g := newSFTPGate(ss.ch, ss.ch, SFTPQueue)
+		defer g.Close()
+		cmd.Stdin, cmd.Stdout = g, g
 	}
 	var st box.ExitStatus
 	err := s.check(line)

@@ -3,7 +3,9 @@
 package atomicfile
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -48,7 +50,7 @@ func write(path string, data []byte, perm os.FileMode, prepare func(*os.File) er
 	if err != nil {
 		return err
 	}
-	if err := Fill(f, data, perm, prepare); err != nil {
+	if err := Fill(f, bytes.NewReader(data), perm, prepare); err != nil {
 		os.Remove(f.Name())
 		return err
 	}
@@ -59,24 +61,24 @@ func write(path string, data []byte, perm os.FileMode, prepare func(*os.File) er
 	return nil
 }
 
-// Fill gives f, a temporary file just made, mode perm and data, calls
-// prepare with it if not nil, then syncs and closes it: the steps before
-// the rename, for a caller that makes and renames the temporary file
-// itself (relative to a directory it holds open, say). f is closed
-// whatever the outcome; removing it on error is the caller's.
-func Fill(f *os.File, data []byte, perm os.FileMode, prepare func(*os.File) error) error {
-	err := fill(f, data, perm, prepare)
+// Fill gives f, a temporary file just made, mode perm and what r reads
+// to its end, calls prepare with it if not nil, then syncs and closes it:
+// the steps before the rename, for a caller that makes and renames the
+// temporary file itself (relative to a directory it holds open, say). f
+// is closed whatever the outcome; removing it on error is the caller's.
+func Fill(f *os.File, r io.Reader, perm os.FileMode, prepare func(*os.File) error) error {
+	err := fill(f, r, perm, prepare)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-func fill(f *os.File, data []byte, perm os.FileMode, prepare func(*os.File) error) error {
+func fill(f *os.File, r io.Reader, perm os.FileMode, prepare func(*os.File) error) error {
 	if err := f.Chmod(perm); err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := io.Copy(f, r); err != nil {
 		return err
 	}
 	if prepare != nil {

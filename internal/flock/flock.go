@@ -4,9 +4,11 @@
 package flock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"time"
 )
 
 // ErrLocked is the error of a non-waiting Lock when another open file
@@ -33,11 +35,57 @@ func Hold(path string, m Mode) (release func(), err error) {
 		return nil, err
 	}
 	if err := Lock(f, m); err != nil {
-		f.Close()
-		if errors.Is(err, ErrLocked) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return nil, lockError(f, path, err)
 	}
 	return func() { f.Close() }, nil
 }
+
+// lockError closes f, which Lock failed to lock with err.
+func lockError(f *os.File, path string, err error) error {
+	f.Close()
+	if errors.Is(err, ErrLocked) {
+		return err
+	}
+	return fmt.Errorf("lock %s: %w", path, err)
+}
+
+// HoldContext is Hold whose wait ctx ends: a lock another process holds
+// is tried again, at most every pollMax, until it is free or ctx is done
+// (then the error wraps ctx's, and names path). A lock that is free is
+// taken whatever ctx says. So a signal that ends ctx ends the wait, which
+// a flock(2) that blocks would not let it do.
+func HoldContext(ctx context.Context, path string, m Mode) (release func(), err error) {
+	if ctx.Done() == nil || m&NoWait != 0 {
+		return Hold(path, m)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	wait := pollMin
+	for {
+		err = Lock(f, m|NoWait)
+		if !errors.Is(err, ErrLocked) {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			f.Close()
+			return nil, fmt.Errorf("wait for the lock %s, which another process holds: %w", path, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, pollMax)
+	}
+	if err != nil {
+		return nil, lockError(f, path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// pollMin and pollMax bound HoldContext's wait between two tries.
+const (
+	pollMin = 5 * time.Millisecond
+	pollMax = 100 * time.Millisecond
+)

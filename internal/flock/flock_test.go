@@ -1,9 +1,11 @@
 package flock
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -66,4 +68,46 @@ func TestHold(t *testing.T) {
 		t.Fatalf("Hold after the release: %v", err)
 	}
 	release()
+}
+
+// HoldContext waits while another open file holds the lock, until the
+// holder lets go, or ctx ends the wait; a free lock is taken even with
+// ctx done.
+func TestHoldContext(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "lock")
+	release, err := Hold(p, Exclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	go func() {
+		r, err := HoldContext(ctx, p, Exclusive)
+		if err == nil {
+			r()
+		}
+		got <- err
+	}()
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), p) {
+		t.Errorf("HoldContext ended by its context: %v", err)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	go func() {
+		r, err := HoldContext(ctx2, p, Exclusive)
+		if err == nil {
+			r()
+		}
+		got <- err
+	}()
+	release()
+	if err := <-got; err != nil {
+		t.Errorf("HoldContext once the holder let go: %v", err)
+	}
+	if r, err := HoldContext(ctx, p, Exclusive); err != nil {
+		t.Errorf("HoldContext of a free lock with its context done: %v", err)
+	} else {
+		r()
+	}
 }

@@ -9,6 +9,7 @@
 package jsonfile
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,13 +18,21 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/flock"
+	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
+
+// MaxSize is the largest document Read reads and Write writes: 64 MiB,
+// far beyond any record, index or token list.
+const MaxSize = 64 << 20
 
 // Read decodes the file at path into v. ok is false, with no error,
 // when there is no such file; a file that does not decode is an error
-// that names path.
+// that names path. Only a regular file of at most MaxSize bytes is read
+// (safefile.ReadRegular): a FIFO, a device or a link to one is refused
+// with a *safefile.NotRegularError at once, never waited on or read
+// without end.
 func Read(path string, v any) (ok bool, err error) {
-	b, err := os.ReadFile(path)
+	b, _, err := safefile.ReadRegular(path, MaxSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -38,11 +47,15 @@ func Read(path string, v any) (ok bool, err error) {
 
 // Write writes v to path as indented JSON and a newline, through a
 // temporary file renamed over path (internal/atomicfile), with mode
-// perm. The directory must exist.
+// perm. The directory must exist. A document larger than MaxSize, which
+// Read would refuse, is an error and nothing is written.
 func Write(path string, v any, perm os.FileMode) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
+	}
+	if len(b)+1 > MaxSize {
+		return fmt.Errorf("%s: the document would be larger than %s; nothing was written", path, safefile.Size(MaxSize))
 	}
 	return atomicfile.WriteFile(path, append(b, '\n'), perm)
 }
@@ -52,7 +65,14 @@ func Write(path string, v any, perm os.FileMode) error {
 // there is no such file), and writes what f returns with mode perm,
 // unless f fails or returns nil. It returns what f returned.
 func Update[T any](path, lock string, perm os.FileMode, f func(old *T) (*T, error)) (*T, error) {
-	release, err := flock.Hold(lock, flock.Exclusive)
+	return UpdateContext(context.Background(), path, lock, perm, f)
+}
+
+// UpdateContext is Update whose wait for the lock ctx ends
+// (flock.HoldContext): the error then wraps ctx's, and nothing is
+// written.
+func UpdateContext[T any](ctx context.Context, path, lock string, perm os.FileMode, f func(old *T) (*T, error)) (*T, error) {
+	release, err := flock.HoldContext(ctx, lock, flock.Exclusive)
 	if err != nil {
 		return nil, err
 	}

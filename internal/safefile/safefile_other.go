@@ -4,6 +4,7 @@ package safefile
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,11 +16,14 @@ import (
 // a box user controls: Windows serves no boxes and runs no offload.
 const NoFollow = 0
 
+// nonBlock is 0: Windows has no FIFOs that an open waits on.
+const nonBlock = 0
+
 // sys is nothing here: without openat, the file is reached by its path
 // each time, and no other user's links are in question.
 type sys struct{}
 
-func (f *File) open() error {
+func (f *File) open(large bool) error {
 	if fi, err := os.Lstat(f.given); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		f.Linked = true
 		target, err := filepath.EvalSymlinks(f.given)
@@ -32,9 +36,7 @@ func (f *File) open() error {
 	if err != nil {
 		return noneIfMissing(err)
 	}
-	defer h.Close()
-	f.Info, f.Data, err = read(h, f.Path)
-	return err
+	return f.take(h, large)
 }
 
 // noneIfMissing is err, or nil when err says the file does not exist:
@@ -46,11 +48,28 @@ func noneIfMissing(err error) error {
 	return err
 }
 
-func (f *File) replace(data []byte, perm fs.FileMode, prepare func(*os.File) error) error {
+func (f *File) replace(r io.Reader, perm fs.FileMode, prepare func(*os.File) error) error {
 	if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
 		return err
 	}
-	return atomicfile.WriteFileWith(f.Path, data, perm, prepare)
+	tmp, err := os.CreateTemp(filepath.Dir(f.Path), "."+filepath.Base(f.Path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Fill(tmp, r, perm, prepare); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	// Windows cannot replace a file another handle holds open.
+	if f.Body != nil {
+		f.Body.Close()
+		f.Body = nil
+	}
+	if err := os.Rename(tmp.Name(), f.Path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
 }
 
 func (f *File) remove() error { return os.Remove(f.Path) }

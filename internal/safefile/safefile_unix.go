@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -19,6 +20,10 @@ import (
 // NoFollow is the open flag that makes an open fail (ELOOP) on a
 // symbolic link as the path's last component: O_NOFOLLOW.
 const NoFollow = unix.O_NOFOLLOW
+
+// nonBlock opens a FIFO without waiting for its writer, and a terminal
+// without making it ours.
+const nonBlock = unix.O_NONBLOCK | unix.O_NOCTTY
 
 // guard is the one user whose links are followed when links are checked:
 // root, when root runs us (a user's own links are theirs to follow); -1
@@ -43,7 +48,7 @@ type sys struct {
 	name string // the file's name in it
 }
 
-func (f *File) open() error {
+func (f *File) open(large bool) error {
 	f.dir = -1
 	// A link swapped in between the look and the open is looked up again.
 	for range 3 {
@@ -82,14 +87,12 @@ func (f *File) open() error {
 			unix.SetNonblock(fd, false)
 		}
 		h := os.NewFile(uintptr(fd), f.Path)
-		defer h.Close()
-		f.Info, f.Data, err = read(h, f.Path)
-		return err
+		return f.take(h, large)
 	}
 	return &fs.PathError{Op: "open", Path: f.given, Err: unix.ELOOP}
 }
 
-func (f *File) replace(data []byte, perm fs.FileMode, prepare func(*os.File) error) error {
+func (f *File) replace(r io.Reader, perm fs.FileMode, prepare func(*os.File) error) error {
 	if f.dir < 0 {
 		w, err := lookup(f.given, true)
 		if err != nil {
@@ -112,7 +115,7 @@ func (f *File) replace(data []byte, perm fs.FileMode, prepare func(*os.File) err
 			return &fs.PathError{Op: "create", Path: filepath.Join(f.real, tmp), Err: err}
 		}
 	}
-	if err := atomicfile.Fill(os.NewFile(uintptr(fd), filepath.Join(f.real, tmp)), data, perm, prepare); err != nil {
+	if err := atomicfile.Fill(os.NewFile(uintptr(fd), filepath.Join(f.real, tmp)), r, perm, prepare); err != nil {
 		unix.Unlinkat(f.dir, tmp, 0)
 		return err
 	}

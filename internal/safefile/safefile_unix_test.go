@@ -5,6 +5,7 @@ package safefile
 import (
 	"bytes"
 	"errors"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -317,4 +318,91 @@ func TestRootRefusesOthersLinks(t *testing.T) {
 		t.Fatalf("root's link: %v", err)
 	}
 	f.Close()
+}
+
+// TestOpenLarge: past MaxSize, OpenLarge checks what Open checks, reads
+// nothing, and ReplaceFrom streams the new content in its place.
+func TestOpenLarge(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "big")
+	big := bytes.Repeat([]byte("0123456789abcde\n"), MaxSize/16+1)
+	if err := os.WriteFile(p, big, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(p); !isType[*TooLargeError](err) {
+		t.Fatalf("Open: %v, want a TooLargeError", err)
+	}
+	f, err := OpenLarge(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Data != nil || f.Body == nil || f.Info.Size() != int64(len(big)) {
+		t.Fatalf("OpenLarge: data %d bytes, body %v, info %v", len(f.Data), f.Body, f.Info)
+	}
+	if err := f.ReplaceFrom(io.LimitReader(f.Body, int64(len(big)-16)), 0o640, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, big[:len(big)-16]) {
+		t.Errorf("after ReplaceFrom: %d bytes, %v", len(b), err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("temporary files left: %v", entries)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{fifo, "/dev/zero"} {
+		if _, err := OpenLarge(q); !isType[*NotRegularError](err) {
+			t.Errorf("OpenLarge(%s): %v, want a NotRegularError", q, err)
+		}
+	}
+}
+
+// TestReadRegular: links are followed to a regular file; a FIFO (which
+// an open would wait on) or a device is refused without a read, and a
+// file past the bound is refused naming it.
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "rec")
+	if err := os.WriteFile(p, []byte("12345"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(p, link); err != nil {
+		t.Fatal(err)
+	}
+	if b, fi, err := ReadRegular(link, 5); err != nil || string(b) != "12345" || fi.Size() != 5 {
+		t.Errorf("ReadRegular of 5 bytes at most 5: %q %v", b, err)
+	}
+	_, _, err := ReadRegular(p, 4)
+	if e, ok := errors.AsType[*TooLargeError](err); !ok || e.Error() != p+" is larger than 4 bytes" {
+		t.Errorf("ReadRegular of 5 bytes at most 4: %v", err)
+	}
+	if _, _, err := ReadRegular(filepath.Join(dir, "none"), 4); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadRegular of a missing file: %v", err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{fifo, "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := ReadRegular(q, MaxSize)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !isType[*NotRegularError](err) {
+				t.Errorf("ReadRegular(%s): %v, want a NotRegularError", q, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("ReadRegular(%s) still blocked after a minute", q)
+		}
+	}
+	if got := (&TooLargeError{Path: "f", Max: 256 << 10}).Error(); got != "f is larger than 256 KiB" {
+		t.Errorf("TooLargeError = %q", got)
+	}
 }

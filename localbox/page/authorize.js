@@ -1,6 +1,8 @@
 // The consent page of the local box: sign in to an account with its
 // one-time sign-in code, then Allow or Deny the request in the URL.
-// Text from the request is only ever set as textContent.
+// Text from the request is only ever set as textContent. Without this
+// script the page's forms post to the server instead (localbox/form.go);
+// with it, they never do.
 'use strict';
 
 const query = location.search.slice(1);
@@ -79,7 +81,9 @@ async function answer(path, done) {
   location.assign(data.redirect);
 }
 
-$('allow').addEventListener('click', () => answer('/cb/api/oauth/approve', 'Allowed. Returning to the application…'));
-$('deny').addEventListener('click', () => answer('/cb/api/oauth/deny', 'Denied. Returning to the application…'));
+$('consent').addEventListener('submit', (ev) => ev.preventDefault());
+$('allow').addEventListener('click', (ev) => { ev.preventDefault(); answer('/cb/api/oauth/approve', 'Allowed. Returning to the application…'); });
+$('deny').addEventListener('click', (ev) => { ev.preventDefault(); answer('/cb/api/oauth/deny', 'Denied. Returning to the application…'); });
 
+show('Loading…');
 check();

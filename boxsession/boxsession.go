@@ -1,0 +1,261 @@
+// Package boxsession is the box half of sessions that outlive their Exec
+// stream (docs/cocoonbox-agent.md "session"): a holder process of the box
+// user's, one per box, runs each session's command (pipes), keeps the
+// output its client has not acknowledged (bounded), and keeps the
+// command for a resume window while no client is attached; each Exec of
+// `cocoonbox-agent session open|attach` connects its stdin and stdout to
+// one session through the holder's socket. The framing is
+// internal/sessionwire's.
+package boxsession
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/flock"
+	"github.com/cocoonbox/cocoonbox/internal/proc"
+	"github.com/cocoonbox/cocoonbox/internal/sessionwire"
+	"github.com/cocoonbox/cocoonbox/internal/unixsock"
+)
+
+// DefaultBound is how many bytes of each output stream a session keeps
+// that its client has not acknowledged; past it the command's writes wait.
+const DefaultBound = 4 << 20
+
+// idleExit is how long a holder with no session and no client lives on.
+const idleExit = time.Minute
+
+// request is what an attacher sends the holder first, as one JSON line.
+type request struct {
+	// Op is "open" (start the command, or attach if the id runs) or
+	// "attach".
+	Op     string        `json:"op"`
+	ID     string        `json:"id"`
+	Window time.Duration `json:"window,omitempty"`
+	Line   string        `json:"line,omitempty"`
+	Env    []string      `json:"env,omitempty"`
+	Dir    string        `json:"dir,omitempty"`
+}
+
+// Holder keeps the sessions of one box user.
+type Holder struct {
+	// Bound replaces DefaultBound when not zero.
+	Bound int
+	// Logf, if not nil, receives one line per notable event.
+	Logf func(format string, args ...any)
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	conns    int
+	idle     *time.Timer
+}
+
+func (h *Holder) bound() int {
+	if h.Bound > 0 {
+		return h.Bound
+	}
+	return DefaultBound
+}
+
+func (h *Holder) logf(format string, args ...any) {
+	if h.Logf != nil {
+		h.Logf(format, args...)
+	}
+}
+
+// Serve serves attachers on lis until it has had no session and no
+// client for a minute; then it closes lis and returns nil.
+func (h *Holder) Serve(lis net.Listener) error {
+	h.mu.Lock()
+	h.sessions = map[string]*session{}
+	h.idle = time.AfterFunc(idleExit, func() { h.maybeExit(lis) })
+	h.mu.Unlock()
+	for {
+		c, err := lis.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		h.mu.Lock()
+		h.conns++
+		h.mu.Unlock()
+		go func() {
+			h.serveConn(c)
+			h.mu.Lock()
+			h.conns--
+			h.idle.Reset(idleExit)
+			h.mu.Unlock()
+		}()
+	}
+}
+
+func (h *Holder) maybeExit(lis net.Listener) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.sessions) == 0 && h.conns == 0 {
+		lis.Close()
+		return
+	}
+	h.idle.Reset(idleExit)
+}
+
+func (h *Holder) forget(id string) {
+	h.mu.Lock()
+	delete(h.sessions, id)
+	h.mu.Unlock()
+}
+
+func (h *Holder) serveConn(c net.Conn) {
+	r := bufio.NewReaderSize(c, 256<<10)
+	line, err := r.ReadBytes('\n')
+	var req request
+	if err == nil {
+		err = json.Unmarshal(line, &req)
+	}
+	if err != nil || req.ID == "" {
+		c.Close()
+		return
+	}
+	h.mu.Lock()
+	s := h.sessions[req.ID]
+	h.mu.Unlock()
+	fresh := false
+	if s == nil && req.Op == "open" {
+		fresh = true
+		if s, err = h.start(&req); err != nil {
+			fail(c, fmt.Sprintf("start %s: %v", req.Line, err))
+			return
+		}
+		h.mu.Lock()
+		h.sessions[req.ID] = s
+		h.mu.Unlock()
+		h.logf("session %s: started", req.ID)
+	}
+	if s == nil {
+		fail(c, "no session "+req.ID+" in this box: its command has ended")
+		return
+	}
+	s.attach(c, r, req.Op != "open" || !fresh)
+}
+
+func fail(c net.Conn, why string) {
+	c.Write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Fail, Text: why}))
+	c.Close()
+}
+
+// Dir is the directory of the holder's socket for the box's environment
+// getenv: $COCOONBOX_RUN_DIR/sessions, else $XDG_RUNTIME_DIR's, else one
+// of the user's under the temporary directory.
+func Dir(getenv func(string) string) string {
+	if d := getenv("COCOONBOX_RUN_DIR"); d != "" {
+		return filepath.Join(d, "cocoonbox-sessions")
+	}
+	if d := getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "cocoonbox-sessions")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("cocoonbox-sessions-%d", os.Getuid()))
+}
+
+// Run is the holder process: it takes dir's lock (waiting for a holder
+// that is exiting), listens on dir's socket and serves until idle.
+func Run(dir string, logf func(string, ...any)) error {
+	if err := privateDir(dir); err != nil {
+		return err
+	}
+	release, err := flock.Hold(filepath.Join(dir, "holder.lock"), flock.Exclusive)
+	if err != nil {
+		return err
+	}
+	defer release()
+	sock := filepath.Join(dir, "holder.sock")
+	os.Remove(sock)
+	lis, err := unixsock.Listen(sock)
+	if err != nil {
+		return err
+	}
+	defer lis.Close()
+	h := &Holder{Logf: logf}
+	return h.Serve(lis)
+}
+
+// privateDir makes dir 0700 if missing and checks that it is a directory
+// of ours no one else can write.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 || !ownedByMe(fi) {
+		return fmt.Errorf("%s: not a private directory of this user's; remove it", dir)
+	}
+	return nil
+}
+
+// Attach connects stdin and stdout to session req through the holder in
+// dir, starting the holder (self with args) when none serves, and returns
+// when the holder closes the connection (the session is over, or moved to
+// another attachment) or stdout fails.
+func attach(dir string, self string, holderArgs []string, req request, stdin io.Reader, stdout io.Writer) error {
+	sock := filepath.Join(dir, "holder.sock")
+	c, err := unixsock.Dial(sock)
+	if err != nil {
+		if err := privateDir(dir); err != nil {
+			return err
+		}
+		cmd := exec.Command(self, holderArgs...)
+		proc.NewSession(cmd)
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start the session holder: %w", err)
+		}
+		go cmd.Wait()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			if c, err = unixsock.Dial(sock); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the session holder did not come up: %w", err)
+			}
+		}
+	}
+	defer c.Close()
+	line, _ := json.Marshal(req)
+	if _, err := c.Write(append(line, '\n')); err != nil {
+		return err
+	}
+	go func() {
+		io.Copy(c, stdin)
+		if uc, ok := c.(*net.UnixConn); ok {
+			uc.CloseWrite()
+		}
+	}()
+	_, err = io.Copy(stdout, c)
+	return err
+}
+
+// Open runs line (empty: a login shell) as session id, kept for window
+// while detached, with this process's environment and directory, and
+// connects stdin and stdout to it; if id runs already it attaches.
+// self and holderArgs start the holder when none serves.
+func Open(dir, self string, holderArgs []string, id string, window time.Duration, line string, stdin io.Reader, stdout io.Writer) error {
+	wd, _ := os.Getwd()
+	return attach(dir, self, holderArgs, request{Op: "open", ID: id, Window: window, Line: line, Env: os.Environ(), Dir: wd}, stdin, stdout)
+}
+
+// Attach connects stdin and stdout to the running session id.
+func Attach(dir, self string, holderArgs []string, id string, stdin io.Reader, stdout io.Writer) error {
+	return attach(dir, self, holderArgs, request{Op: "attach", ID: id}, stdin, stdout)
+}

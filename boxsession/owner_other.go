@@ -1,0 +1,7 @@
+//go:build !unix
+
+package boxsession
+
+import "io/fs"
+
+func ownedByMe(fs.FileInfo) bool { return true }

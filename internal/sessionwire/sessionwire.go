@@ -1,0 +1,230 @@
+// Package sessionwire is the framing of a resumable session between the
+// client (box's Exec) and the box half (cocoonbox-agent session), carried
+// over an Exec's stdin and stdout (docs/protocol.md "Resumable sessions").
+// Each frame is a type byte, a 4-byte big-endian payload length and the
+// payload. Byte streams are numbered by offset: a data frame says where its
+// bytes start, an ack up to where the peer has them, so either side can
+// send again what the other may not have and drop what it has twice.
+package sessionwire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Version is the framing's version, in the box's hello.
+const Version = 1
+
+// Frame types.
+const (
+	// Hello (box to client) opens every attachment: Off is the stdin
+	// offset the command has been given (an ack), Text the session id.
+	Hello = 'H'
+	// Resume (client to box, first on every attachment): Off and Off2 are
+	// the stdout and stderr offsets the client has; the box sends from
+	// there.
+	Resume = 'R'
+	// Data carries bytes of Stream starting at Off.
+	Data = 'D'
+	// EOF (client to box) closes the command's stdin at offset Off.
+	EOF = 'E'
+	// Ack says the sender has Stream up to Off: the peer may drop it.
+	Ack = 'A'
+	// Signal (client to box) sends signal Text ("INT") to the command's
+	// process group.
+	Signal = 'S'
+	// Resize (client to box) sets the terminal to Rows×Cols.
+	Resize = 'W'
+	// CloseStdout (client to box): the client reads no more stdout
+	// (eow@openssh.com); the command's next write to it fails.
+	CloseStdout = 'C'
+	// Exit (box to client) is how the command ended: Code, or Text the
+	// signal's name, Text2 an error.
+	Exit = 'X'
+	// Bye (client to box) acknowledges the exit: the session is over.
+	Bye = 'B'
+	// Kill (client to box) ends the command now (a deliberate end).
+	Kill = 'K'
+	// Fail (box to client) says why the session cannot go on (Text).
+	Fail = 'F'
+)
+
+// Streams of Data and Ack frames.
+const (
+	Stdin  = 0
+	Stdout = 1
+	Stderr = 2
+)
+
+// MaxPayload bounds one frame's payload, in bytes.
+const MaxPayload = 1 << 20
+
+// Frame is one decoded frame; which fields a type uses is said at the type.
+type Frame struct {
+	Type       byte
+	Stream     byte
+	Off, Off2  uint64
+	Data       []byte
+	Text       string
+	Text2      string
+	Code       int32
+	Rows, Cols uint32
+}
+
+// Append appends f's encoding to dst.
+func Append(dst []byte, f Frame) []byte {
+	var p []byte
+	switch f.Type {
+	case Hello:
+		p = binary.BigEndian.AppendUint32(p, Version)
+		p = binary.BigEndian.AppendUint64(p, f.Off)
+		p = append(p, f.Text...)
+	case Resume:
+		p = binary.BigEndian.AppendUint64(p, f.Off)
+		p = binary.BigEndian.AppendUint64(p, f.Off2)
+	case Data:
+		return AppendData(dst, f.Stream, f.Off, f.Data)
+	case EOF, Ack:
+		p = append(p, f.Stream)
+		p = binary.BigEndian.AppendUint64(p, f.Off)
+	case Signal, Fail:
+		p = append(p, f.Text...)
+	case Resize:
+		p = binary.BigEndian.AppendUint32(p, f.Rows)
+		p = binary.BigEndian.AppendUint32(p, f.Cols)
+	case Exit:
+		p = binary.BigEndian.AppendUint32(p, uint32(f.Code))
+		p = binary.BigEndian.AppendUint16(p, uint16(len(f.Text)))
+		p = append(p, f.Text...)
+		p = append(p, f.Text2...)
+	}
+	dst = append(dst, f.Type)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(p)))
+	return append(dst, p...)
+}
+
+// AppendData appends a Data frame of stream's bytes b starting at off.
+func AppendData(dst []byte, stream byte, off uint64, b []byte) []byte {
+	dst = append(dst, Data)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(9+len(b)))
+	dst = append(dst, stream)
+	dst = binary.BigEndian.AppendUint64(dst, off)
+	return append(dst, b...)
+}
+
+// ErrFrame is a frame that does not decode.
+var ErrFrame = errors.New("sessionwire: malformed frame")
+
+// decode decodes payload p of type t. Data aliases p.
+func decode(t byte, p []byte) (Frame, error) {
+	f := Frame{Type: t}
+	need := func(n int) bool { return len(p) >= n }
+	switch t {
+	case Hello:
+		if !need(12) {
+			return f, ErrFrame
+		}
+		if v := binary.BigEndian.Uint32(p); v != Version {
+			return f, fmt.Errorf("sessionwire: version %d, want %d", v, Version)
+		}
+		f.Off, f.Text = binary.BigEndian.Uint64(p[4:]), string(p[12:])
+	case Resume:
+		if !need(16) {
+			return f, ErrFrame
+		}
+		f.Off, f.Off2 = binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:])
+	case Data:
+		if !need(9) {
+			return f, ErrFrame
+		}
+		f.Stream, f.Off, f.Data = p[0], binary.BigEndian.Uint64(p[1:]), p[9:]
+	case EOF, Ack:
+		if !need(9) {
+			return f, ErrFrame
+		}
+		f.Stream, f.Off = p[0], binary.BigEndian.Uint64(p[1:])
+	case Signal, Fail:
+		f.Text = string(p)
+	case Resize:
+		if !need(8) {
+			return f, ErrFrame
+		}
+		f.Rows, f.Cols = binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:])
+	case Exit:
+		if !need(6) {
+			return f, ErrFrame
+		}
+		f.Code = int32(binary.BigEndian.Uint32(p))
+		n := int(binary.BigEndian.Uint16(p[4:]))
+		if len(p) < 6+n {
+			return f, ErrFrame
+		}
+		f.Text, f.Text2 = string(p[6:6+n]), string(p[6+n:])
+	case CloseStdout, Bye, Kill:
+	default:
+		return f, fmt.Errorf("sessionwire: unknown frame type %q", t)
+	}
+	return f, nil
+}
+
+// Read reads one frame from r. Data aliases a buffer of its own.
+func Read(r *bufio.Reader) (Frame, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return Frame{}, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if n > MaxPayload+64 {
+		return Frame{}, ErrFrame
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(r, p); err != nil {
+		return Frame{}, io.ErrUnexpectedEOF
+	}
+	return decode(hdr[0], p)
+}
+
+// Parser decodes frames from a byte stream that arrives in pieces of any
+// size (an io.Writer's calls).
+type Parser struct {
+	buf []byte
+}
+
+// Feed decodes every whole frame in what came before and b, calling fn for
+// each; Data aliases memory valid only during the call. It stops at fn's
+// first error.
+func (ps *Parser) Feed(b []byte, fn func(Frame) error) error {
+	src := b
+	if len(ps.buf) > 0 {
+		ps.buf = append(ps.buf, b...)
+		src = ps.buf
+	}
+	for {
+		if len(src) < 5 {
+			break
+		}
+		n := binary.BigEndian.Uint32(src[1:])
+		if n > MaxPayload+64 {
+			return ErrFrame
+		}
+		if len(src) < 5+int(n) {
+			break
+		}
+		f, err := decode(src[0], src[5:5+n])
+		if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+		src = src[5+n:]
+	}
+	ps.buf = append(ps.buf[:0], src...)
+	return nil
+}
+
+// Pending is how many bytes of an unfinished frame the parser holds.
+func (ps *Parser) Pending() int { return len(ps.buf) }

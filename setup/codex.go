@@ -1,0 +1,160 @@
+package setup
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+)
+
+// Codex is setup's side of a Codex install: its custom prompts
+// (prompts/cocoonbox-<name>.md under Home, run as
+// /prompts:cocoonbox-<name>) and the MCP server's table in config.toml,
+// appended at its end and cut out again by Remove, the file's other bytes
+// untouched.
+type Codex struct {
+	// Home is Codex's home: $CODEX_HOME, else ~/.codex.
+	Home string
+	// Dir is setup's own directory for Codex: its state in Dir/state.json.
+	Dir string
+	// MCP is the MCP server's command line (cocoonbox mcp).
+	MCP []string
+	// Commands are the custom prompts.
+	Commands []Command
+}
+
+// ErrNotOurs is the error of an Install that finds an MCP server named
+// cocoonbox in config.toml that setup did not write.
+var ErrNotOurs = fmt.Errorf("config.toml already has an MCP server %q that cocoonbox setup did not write", Name)
+
+func (c *Codex) configPath() string { return filepath.Join(c.Home, "config.toml") }
+func (c *Codex) statePath() string  { return filepath.Join(c.Dir, "state.json") }
+
+// PromptPath is where the custom prompt of cmd goes.
+func (c *Codex) PromptPath(cmd Command) string {
+	return filepath.Join(c.Home, "prompts", Name+"-"+cmd.Name+".md")
+}
+
+// block is the MCP server's table as setup appends it.
+func (c *Codex) block() string {
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	args := make([]string, len(c.MCP)-1)
+	for i, a := range c.MCP[1:] {
+		args[i] = q(a)
+	}
+	return fmt.Sprintf("# Written by cocoonbox setup codex; cocoonbox setup codex --remove removes it.\n[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n",
+		Name, q(c.MCP[0]), strings.Join(args, ", "))
+}
+
+// Install writes the prompts and the MCP server's table, or updates
+// them. It refuses (ErrNotOurs) a config.toml that has an MCP server
+// named cocoonbox of someone else's, and one that is not TOML.
+func (c *Codex) Install() error {
+	st, err := loadState(c.statePath())
+	if err != nil {
+		return err
+	}
+	cur, existed, err := readFile(c.configPath())
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		st = &state{Existed: existed, Before: cur}
+	}
+	base := cur
+	if st.Appended != "" {
+		if i := bytes.LastIndex(cur, []byte(st.Appended)); i >= 0 {
+			base = append(bytes.Clone(cur[:i]), cur[i+len(st.Appended):]...)
+		}
+	}
+	has, err := hasServer(base)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.configPath(), err)
+	}
+	if has {
+		return fmt.Errorf("%s: %w", c.configPath(), ErrNotOurs)
+	}
+	sep := ""
+	if len(base) > 0 {
+		sep = "\n"
+		if !bytes.HasSuffix(base, []byte("\n")) {
+			sep = "\n\n"
+		}
+	}
+	add := sep + c.block()
+	next := append(bytes.Clone(base), add...)
+	if ok, err := hasServer(next); err != nil || !ok {
+		return fmt.Errorf("%s: the MCP server's table cannot be added at its end (%v): add it with codex mcp add %s -- %s", c.configPath(), err, Name, strings.Join(c.MCP, " "))
+	}
+	if err := st.mkdirs(c.Dir, 0o700); err != nil {
+		return err
+	}
+	if err := st.mkdirs(filepath.Join(c.Home, "prompts"), 0o755); err != nil {
+		return err
+	}
+	if !bytes.Equal(next, cur) {
+		if err := writeLike(c.configPath(), next); err != nil {
+			return err
+		}
+	}
+	st.Appended = add
+	for _, cmd := range c.Commands {
+		if err := atomicfile.WriteFile(c.PromptPath(cmd), cmd.markdown(), 0o644); err != nil {
+			return err
+		}
+	}
+	return st.save(c.statePath())
+}
+
+// hasServer reports whether TOML b defines an MCP server named cocoonbox.
+func hasServer(b []byte) (bool, error) {
+	var cfg struct {
+		MCPServers map[string]any `toml:"mcp_servers"`
+	}
+	if _, err := toml.Decode(string(b), &cfg); err != nil {
+		return false, err
+	}
+	_, ok := cfg.MCPServers[Name]
+	return ok, nil
+}
+
+// Remove takes out what Install wrote: the prompts, the directories it
+// made, and the table it appended (the file goes when Install made it
+// and nothing else is in it).
+func (c *Codex) Remove() error {
+	st, err := loadState(c.statePath())
+	if err != nil || st == nil {
+		return err
+	}
+	cur, _, err := readFile(c.configPath())
+	if err != nil {
+		return err
+	}
+	if i := bytes.LastIndex(cur, []byte(st.Appended)); st.Appended != "" && i >= 0 {
+		next := append(bytes.Clone(cur[:i]), cur[i+len(st.Appended):]...)
+		if len(next) == 0 && !st.Existed {
+			err = os.Remove(c.configPath())
+		} else {
+			err = writeLike(c.configPath(), next)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, cmd := range c.Commands {
+		if err := os.Remove(c.PromptPath(cmd)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	if err := os.Remove(c.statePath()); err != nil {
+		return err
+	}
+	st.removeMadeDirs()
+	return nil
+}
