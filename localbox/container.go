@@ -221,6 +221,7 @@ func (e *containerEngine) start(ctx context.Context, b *box) error {
 }
 
 func (e *containerEngine) stop(ctx context.Context, b *box) error {
+	e.forgetInbox(b)
 	ctr, _, _ := e.names(b)
 	t := 2
 	_, err := e.cli.ContainerStop(ctx, ctr, client.ContainerStopOptions{Timeout: &t})
@@ -231,6 +232,7 @@ func (e *containerEngine) stop(ctx context.Context, b *box) error {
 }
 
 func (e *containerEngine) remove(ctx context.Context, b *box) error {
+	e.forgetInbox(b)
 	ctr, home, work := e.names(b)
 	if _, err := e.cli.ContainerRemove(ctx, ctr, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove the container of box %s: %w", b.Name, err)
@@ -287,6 +289,7 @@ func (e *containerEngine) upgrade(ctx context.Context, b *box) error {
 		return err
 	}
 	b.idle(killDelay + time.Second)
+	e.forgetInbox(b)
 	ctr, _, _ := e.names(b)
 	if _, err := e.cli.ContainerRemove(ctx, ctr, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove the container of box %s: %w", b.Name, err)
@@ -629,18 +632,27 @@ func (e *containerEngine) installTerminfo(b *box, t *controlv1.Tty) {
 }
 
 // inboxScript starts the offload inbox (cocoonbox-agent offload serve) in
-// the box unless the one its pid file names still runs; its output goes
-// to /run/cocoonbox/inbox.log in the box.
-const inboxScript = `pf=/run/cocoonbox/inbox.pid
+// the box unless the one its pid file names still runs, and waits up to
+// 5 s for its socket, as the process engine's startInbox does: a call
+// right after a wake finds it. Its output goes to /run/cocoonbox/inbox.log
+// in the box; the inbox goes on after the exec (the container's init
+// takes it).
+const inboxScript = `cd
+pf=/run/cocoonbox/inbox.pid
 [ -f "$pf" ] && kill -0 "$(cat "$pf")" 2>/dev/null && exit 0
-echo $$ >"$pf"
-exec cocoonbox-agent offload serve >>/run/cocoonbox/inbox.log 2>&1`
+cocoonbox-agent offload serve </dev/null >>/run/cocoonbox/inbox.log 2>&1 &
+echo $! >"$pf"
+i=0
+while [ ! -S /run/cocoonbox/cocoonbox/offload.sock ] && [ $i -lt 250 ] && kill -0 $! 2>/dev/null; do
+	sleep 0.02
+	i=$((i + 1))
+done`
 
 // inboxEvery is how often startInbox looks again at a box whose inbox
 // it made sure of: an inbox that died comes back with a command after it.
 const inboxEvery = 10 * time.Second
 
-// startInbox makes sure box b's offload inbox runs, in a detached exec
+// startInbox makes sure box b's offload inbox runs, started by an exec
 // as the box user, as the process engine's inbox unit does.
 func (e *containerEngine) startInbox(b *box) {
 	e.inboxMu.Lock()
@@ -654,18 +666,19 @@ func (e *containerEngine) startInbox(b *box) {
 	e.inboxAt[b.ID] = time.Now()
 	e.inboxMu.Unlock()
 	ctr, _, _ := e.names(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cr, err := e.cli.ExecCreate(ctx, ctr, client.ExecCreateOptions{
-		User: "1000:1000", Env: e.environ(b, &controlv1.Start{}), WorkingDir: guestHome,
-		Cmd: []string{"/bin/sh", "-c", inboxScript},
-	})
-	if err == nil {
-		_, err = e.cli.ExecStart(ctx, cr.ID, client.ExecStartOptions{Detach: true})
-	}
-	if err != nil {
+	if _, err := e.runEnv(ctx, ctr, e.environ(b, &controlv1.Start{}), nil, inboxScript); err != nil {
 		e.s.logf("box %s: inbox: %v", b.Name, err)
 	}
+}
+
+// forgetInbox makes the next startInbox look at box b's inbox again: its
+// container stopped or went, and the inbox with it.
+func (e *containerEngine) forgetInbox(b *box) {
+	e.inboxMu.Lock()
+	delete(e.inboxAt, b.ID)
+	e.inboxMu.Unlock()
 }
 
 // PurgeEngine removes from the engine of set every container, volume and

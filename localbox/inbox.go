@@ -281,6 +281,9 @@ func (s *Server) ensureInbox(b *box) {
 
 // stopInbox stops b's inbox: SIGTERM, SIGKILL after 5 s.
 func (s *Server) stopInbox(b *box) {
+	if c, ok := s.eng.(*containerEngine); ok {
+		c.forgetInbox(b)
+	}
 	s.inbox.mu.Lock()
 	p := s.inbox.cmds[b.ID]
 	delete(s.inbox.cmds, b.ID)
