@@ -3,7 +3,6 @@ package cli_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -24,11 +23,10 @@ func TestEngineScripts(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("COCOONBOX_TEST_ENGINE needs root: the box image is built with debootstrap")
 	}
-	// The box image, built when the engine has none (.ci/run builds it).
-	if exec.Command("docker", "image", "inspect", localbox.ImageRepo+":latest").Run() != nil {
-		if _, err := localbox.BuildImage(context.Background(), localbox.ImageOptions{Engine: eng, CacheDir: imageCache, Log: testLog{t}}); err != nil {
-			t.Fatal(err)
-		}
+	// The box image, built when the engine has none; a build .ci/run
+	// started beside the tests is waited for.
+	if _, err := localbox.EnsureImage(context.Background(), localbox.ImageOptions{Engine: eng, CacheDir: imageCache, Log: testLog{t}}); err != nil {
+		t.Fatal(err)
 	}
 	p := paramsWith(t, "testdata/engine", func(e *testscript.Env, srv *localbox.Server) error {
 		srv.Engine = localbox.EngineSettings{Engine: eng, Limits: localbox.Limits{MemoryBytes: 256 << 20, Pids: 256}}

@@ -91,7 +91,12 @@ func (e *containerEngine) latestImage(ctx context.Context) (string, error) {
 }
 
 func (e *containerEngine) readLatest(ctx context.Context) (string, error) {
-	res, err := e.cli.ImageInspect(ctx, ImageRepo+":latest")
+	return latestTag(ctx, e.cli)
+}
+
+// latestTag is the time tag ImageRepo:latest stands for in cli's engine.
+func latestTag(ctx context.Context, cli *client.Client) (string, error) {
+	res, err := cli.ImageInspect(ctx, ImageRepo+":latest")
 	if err != nil {
 		return "", err
 	}

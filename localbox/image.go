@@ -14,7 +14,10 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/cocoonbox/cocoonbox/internal/flock"
 )
 
 // ImageRepo is the repository of the box images `localbox image build`
@@ -72,8 +75,52 @@ func (o ImageOptions) recipe() string {
 // registry: debootstrap --variant=minbase into a directory, the setup of
 // imageSetup, the directory as a tarball imported into the engine and
 // tagged ImageRepo:<time> and ImageRepo:latest. It returns the time tag.
-// It needs root (debootstrap, chroot) and debootstrap on the PATH.
+// It needs root (debootstrap, chroot) and debootstrap on the PATH. Builds
+// with one CacheDir take turns (a lock file there).
 func BuildImage(ctx context.Context, o ImageOptions) (string, error) {
+	release, err := lockCache(ctx, o.CacheDir)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	return buildImage(ctx, o)
+}
+
+// EnsureImage returns the image ImageRepo:latest stands for, and builds
+// one (BuildImage) only when the engine has none. A build with the same
+// CacheDir under way is waited for, not repeated: .ci/run starts one
+// beside the tests, and the container engine's tests ask for the image
+// with EnsureImage.
+func EnsureImage(ctx context.Context, o ImageOptions) (string, error) {
+	release, err := lockCache(ctx, o.CacheDir)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	cli, err := dialEngine(ctx, o.Engine)
+	if err != nil {
+		return "", err
+	}
+	tag, err := latestTag(ctx, cli)
+	cli.Close()
+	if !cerrdefs.IsNotFound(err) {
+		return tag, err
+	}
+	return buildImage(ctx, o)
+}
+
+// lockCache waits for the build lock of cache dir ("": no lock).
+func lockCache(ctx context.Context, dir string) (func(), error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return flock.HoldContext(ctx, filepath.Join(dir, "build.lock"), flock.Exclusive)
+}
+
+func buildImage(ctx context.Context, o ImageOptions) (string, error) {
 	if o.Suite == "" {
 		o.Suite = "bookworm"
 	}
