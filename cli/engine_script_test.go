@@ -23,6 +23,10 @@ func TestEngineScripts(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("COCOONBOX_TEST_ENGINE needs root: the box image is built with debootstrap")
 	}
+	// With the package's other parallel tests, after its sequential ones:
+	// by then the image .ci/run builds beside the tests is most likely
+	// there, and EnsureImage does not wait.
+	t.Parallel()
 	// The box image, built when the engine has none; a build .ci/run
 	// started beside the tests is waited for.
 	if _, err := localbox.EnsureImage(context.Background(), localbox.ImageOptions{Engine: eng, CacheDir: imageCache, Log: testLog{t}}); err != nil {
