@@ -142,16 +142,14 @@ func decode(t byte, p []byte) (Frame, error) {
 			return f, ErrFrame
 		}
 		f.Off, f.Off2 = binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:])
-	case Data:
-		if !need(9) {
-			return f, ErrFrame
-		}
-		f.Stream, f.Off, f.Data = p[0], binary.BigEndian.Uint64(p[1:]), p[9:]
-	case EOF, Ack:
+	case Data, EOF, Ack:
 		if !need(9) {
 			return f, ErrFrame
 		}
 		f.Stream, f.Off = p[0], binary.BigEndian.Uint64(p[1:])
+		if f.Type == Data {
+			f.Data = p[9:]
+		}
 	case Signal, Fail:
 		f.Text = string(p)
 	case Resize:
