@@ -119,7 +119,8 @@ func (e *env) startBox(args ...string) (func(), error) {
 	// a second claimant of `user` gets one made for it).
 	e.boxEnv = []string{"HOME=" + home, "PATH=" + e.bin + ":" + os.Getenv("PATH"), "COCOONBOX_CLAIMS_DIR=" + filepath.Join(e.work, "claims")}
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); k == "LANG" || k == "TERM" || k == "COCOONBOX_CONTROL_LOG" || k == "COCOONBOX_CLAIMS_DIR" {
+		if k, _, _ := strings.Cut(kv, "="); k == "LANG" || k == "TERM" || k == "COCOONBOX_CONTROL_LOG" || k == "COCOONBOX_CLAIMS_DIR" ||
+			k == "COCOONBOX_RESUME" || k == "COCOONBOX_RESUME_WINDOW" {
 			e.boxEnv = append(e.boxEnv, kv)
 		}
 	}

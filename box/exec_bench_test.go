@@ -15,11 +15,16 @@ import (
 // client for it.
 func client(tb testing.TB, tlsOn ...bool) *box.Client {
 	tb.Helper()
+	return clientWith(tb, len(tlsOn) > 0 && tlsOn[0])
+}
+
+func clientWith(tb testing.TB, tlsOn bool, opts ...box.DialOption) *box.Client {
+	tb.Helper()
 	dir := tb.TempDir()
 	srv := &localbox.Server{Dir: dir}
 	lis, url, err := localbox.Listen(dir, "")
 	var ca string
-	if len(tlsOn) > 0 && tlsOn[0] {
+	if tlsOn {
 		lis, url, err = localbox.ListenTLS("127.0.0.1:0", "127.0.0.1")
 		if err == nil {
 			var key string
@@ -43,12 +48,23 @@ func client(tb testing.TB, tlsOn ...bool) *box.Client {
 		tb.Fatal(err)
 	}
 	ep.CAFile = ca
-	c, err := box.Dial(ep, tok)
+	c, err := box.Dial(ep, tok, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
 	return c
+}
+
+// loop runs op b.N times and reports the CPU used per op.
+func loop(b *testing.B, op func()) {
+	c0 := cpuTime()
+	n := 0
+	for b.Loop() {
+		op()
+		n++
+	}
+	b.ReportMetric(float64((cpuTime()-c0).Milliseconds())/float64(n), "cpu-ms/op")
 }
 
 type zeros struct{}
@@ -67,7 +83,7 @@ const streamSize = 256 << 20
 func BenchmarkExecDownload(b *testing.B) {
 	c := client(b)
 	b.SetBytes(streamSize)
-	for b.Loop() {
+	loop(b, func() {
 		var out counter
 		st, err := c.Exec(context.Background(), &box.Command{Box: "main", Line: fmt.Sprintf("head -c %d /dev/zero", streamSize), Stdout: &out})
 		if err != nil || st.Code != 0 {
@@ -76,7 +92,7 @@ func BenchmarkExecDownload(b *testing.B) {
 		if out.n != streamSize {
 			b.Fatalf("got %d bytes, want %d", out.n, streamSize)
 		}
-	}
+	})
 }
 
 // BenchmarkExecDownloadTLS is BenchmarkExecDownload over TLS on loopback
@@ -84,24 +100,35 @@ func BenchmarkExecDownload(b *testing.B) {
 func BenchmarkExecDownloadTLS(b *testing.B) {
 	c := client(b, true)
 	b.SetBytes(streamSize)
-	for b.Loop() {
+	loop(b, func() {
 		var out counter
 		st, err := c.Exec(context.Background(), &box.Command{Box: "main", Line: fmt.Sprintf("head -c %d /dev/zero", streamSize), Stdout: &out})
 		if err != nil || st.Code != 0 || out.n != streamSize {
 			b.Fatal(st, err, out.n)
 		}
-	}
+	})
+}
+
+// BenchmarkExecStartup is one `true` through a plain Exec.
+func BenchmarkExecStartup(b *testing.B) {
+	c := client(b)
+	loop(b, func() {
+		st, err := c.Exec(context.Background(), &box.Command{Box: "main", Line: "true"})
+		if err != nil || st.Code != 0 {
+			b.Fatal(st, err)
+		}
+	})
 }
 
 // BenchmarkExecUpload measures the client-to-server direction.
 func BenchmarkExecUpload(b *testing.B) {
 	c := client(b)
 	b.SetBytes(streamSize)
-	for b.Loop() {
+	loop(b, func() {
 		var out counter
 		st, err := c.Exec(context.Background(), &box.Command{Box: "main", Line: "wc -c", Stdin: io.LimitReader(zeros{}, streamSize), Stdout: &out})
 		if err != nil || st.Code != 0 {
 			b.Fatal(st, err)
 		}
-	}
+	})
 }

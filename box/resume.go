@@ -78,12 +78,11 @@ type rsession struct {
 
 	mu   sync.Mutex
 	cond *sync.Cond
-	// in holds stdin read and not acknowledged, from offset inBase to
-	// inRead; inEOF is set once stdin ended.
-	in     []byte
-	inBase uint64
-	inRead uint64
-	inEOF  bool
+	// in holds stdin read and not acknowledged: its Base is the offset
+	// the box acknowledged, its End how much was read; inEOF is set once
+	// stdin ended.
+	in    sessionwire.Ring
+	inEOF bool
 	// out is how much of stdout and stderr the caller has been given;
 	// acked how much the box was told.
 	out, acked [2]uint64
@@ -104,31 +103,115 @@ type rsession struct {
 	done       bool
 }
 
-// attempt is one Exec of the agent, carrying the session's frames.
+// attempt is one Exec of the agent, carrying the session's frames: it is
+// that Exec's stdin (Read: control frames first, then stdin's Data frames
+// made from the ring in place) and its stdout (Write: frames from the
+// box). Its fields but ps are guarded by s.mu.
 type attempt struct {
 	s      *rsession
 	exited chan struct{}
-	// prefix goes first: the Resume of an attach.
-	prefix  []byte
-	pr      *io.PipeReader
-	pw      *io.PipeWriter
-	wmu     sync.Mutex
+	// ctl is control frames to go before any more data (the Resume of
+	// an attach first).
+	ctl     []byte
 	sent    uint64
 	eofSent bool
-	dead    bool
-	ps      sessionwire.Parser
+	// dead is set once the attempt's Exec returned; end once the bye is
+	// queued: its stdin ends behind it.
+	dead, end bool
+	ps        sessionwire.Parser
 }
 
+// write queues control frames b on the attempt's stdin.
 func (a *attempt) write(b []byte) {
-	a.wmu.Lock()
-	defer a.wmu.Unlock()
-	a.pw.Write(b)
+	s := a.s
+	s.mu.Lock()
+	a.ctl = append(a.ctl, b...)
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// flushWithin waits at most d for the queued control frames to be taken
+// by the Exec.
+func (a *attempt) flushWithin(d time.Duration) {
+	s := a.s
+	t := time.AfterFunc(d, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer t.Stop()
+	deadline := time.Now().Add(d)
+	s.mu.Lock()
+	for len(a.ctl) > 0 && !a.dead && time.Now().Before(deadline) {
+		s.cond.Wait()
+	}
+	s.mu.Unlock()
+}
+
+// dataHeader is the size of a Data frame's header.
+const dataHeader = 14
+
+// Read gives the Exec the attempt's next frames: queued control frames,
+// else a Data frame of the stdin the box has not acknowledged (one whole
+// frame per call, its bytes copied once, from the ring), else stdin's EOF
+// frame; io.EOF once the bye went, an error once the attempt is over.
+func (a *attempt) Read(p []byte) (int, error) {
+	s := a.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if len(a.ctl) > 0 {
+			n := copy(p, a.ctl)
+			a.ctl = a.ctl[n:]
+			if len(a.ctl) == 0 {
+				a.ctl = nil
+				s.cond.Broadcast()
+			}
+			return n, nil
+		}
+		if a.end {
+			return 0, io.EOF
+		}
+		if a.dead {
+			return 0, io.ErrClosedPipe
+		}
+		a.sent = max(a.sent, s.in.Base())
+		if a.sent < s.in.End() || s.inEOF && !a.eofSent {
+			if len(p) < 4*dataHeader {
+				// Too small for a frame: staged in ctl, taken piecewise.
+				a.ctl = a.frames(make([]byte, 4096+2*dataHeader))
+				continue
+			}
+			return len(a.frames(p)), nil
+		}
+		s.cond.Wait()
+	}
+}
+
+// frames fills p (at least 2 headers long) with a Data frame of what is
+// unsent, and stdin's EOF frame after it when all went; it returns the
+// filled part. s.mu is held.
+func (a *attempt) frames(p []byte) []byte {
+	s := a.s
+	out := p[:0]
+	if a.sent < s.in.End() {
+		d := s.in.Peek(a.sent, len(p)-2*dataHeader)
+		out = sessionwire.AppendDataHeader(out, sessionwire.Stdin, a.sent, len(d))
+		out = append(out, d...)
+		a.sent += uint64(len(d))
+	}
+	if a.sent == s.in.End() && s.inEOF && !a.eofSent {
+		a.eofSent = true
+		out = sessionwire.Append(out, sessionwire.Frame{Type: sessionwire.EOF, Stream: sessionwire.Stdin, Off: s.in.End()})
+	}
+	return out
 }
 
 func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, error) {
 	id := make([]byte, 16)
 	rand.Read(id)
 	s := &rsession{c: c, cmd: cmd, id: hex.EncodeToString(id), r: *c.resume}
+	s.in.Limit = resumeStdinBound
 	if s.r.Window <= 0 {
 		s.r.Window = DefaultResumeWindow
 	}
@@ -241,15 +324,13 @@ func (s *rsession) notify(format string, args ...any) {
 // run makes attempt n: the first opens the session, later ones attach to
 // it (or open it again if the box never answered the first).
 func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
-	pr, pw := io.Pipe()
-	a := &attempt{s: s, pr: pr, pw: pw, exited: make(chan struct{})}
+	a := &attempt{s: s, exited: make(chan struct{})}
 	s.mu.Lock()
 	hello := s.hello
-	s.cur = a
-	a.sent = s.inBase
+	a.sent = s.in.Base()
 	s.mu.Unlock()
 	var line string
-	sub := &Command{Box: s.cmd.Box, Stdin: pr, Stdout: a, Stderr: s.cmd.Stderr, Progress: s.cmd.Progress}
+	sub := &Command{Box: s.cmd.Box, Stdin: a, Stdout: a, Stderr: s.cmd.Stderr, Progress: s.cmd.Progress}
 	if hello {
 		line = s.r.Agent + " session attach " + s.id
 	} else {
@@ -264,9 +345,11 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 		s.mu.Lock()
 		out := s.out
 		s.mu.Unlock()
-		a.prefix = sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Resume, Off: out[0], Off2: out[1]})
+		a.ctl = sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Resume, Off: out[0], Off2: out[1]})
 	}
-	go a.pumpStdin()
+	s.mu.Lock()
+	s.cur = a
+	s.mu.Unlock()
 	// The attempt's own context: after the exit it is not cancelled with
 	// ctx, so that the bye reaches the box; a deliberate end (ctx done
 	// before the exit) sends kill first.
@@ -279,8 +362,6 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 	go func() {
 		defer acancel()
 		st, err := s.c.exec(actx, sub)
-		// Nothing reads the pipe any more: writes blocked on it end.
-		pr.CloseWithError(io.ErrClosedPipe)
 		res <- result{st, err}
 	}()
 	var st ExitStatus
@@ -291,7 +372,7 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 	case <-a.exited:
 		time.AfterFunc(10*time.Second, acancel)
 	case <-ctx.Done():
-		go a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill}))
+		a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill}))
 		select {
 		case <-res:
 		case <-time.After(time.Second):
@@ -306,18 +387,6 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 	}
 	s.cond.Broadcast()
 	s.mu.Unlock()
-	select {
-	case <-a.exited:
-		// The stdin pipe ends behind the bye.
-		go func() {
-			a.wmu.Lock()
-			pw.Close()
-			a.wmu.Unlock()
-		}()
-	default:
-		pw.CloseWithError(io.ErrClosedPipe)
-		pr.Close()
-	}
 	return st, err
 }
 
@@ -342,10 +411,13 @@ func (s *rsession) readStdin() {
 		s.mu.Unlock()
 		in = io.NewSectionReader(file, pos, 1<<62)
 	}
-	buf := make([]byte, chunkSize)
 	for {
 		s.mu.Lock()
-		for len(s.in) >= resumeStdinBound && !s.done {
+		var sp []byte
+		for !s.done {
+			if sp = s.in.Space(); sp != nil {
+				break
+			}
 			s.cond.Wait()
 		}
 		done := s.done
@@ -353,10 +425,11 @@ func (s *rsession) readStdin() {
 		if done {
 			return
 		}
-		n, err := in.Read(buf)
+		// Into the ring in place: only readStdin adds to it, and what the
+		// box has not acknowledged is not in Space's room.
+		n, err := in.Read(sp[:min(len(sp), chunkSize)])
 		s.mu.Lock()
-		s.in = append(s.in, buf[:n]...)
-		s.inRead += uint64(n)
+		s.in.Commit(n)
 		if err != nil {
 			s.inEOF = true
 		}
@@ -365,41 +438,6 @@ func (s *rsession) readStdin() {
 		if err != nil {
 			return
 		}
-	}
-}
-
-// pumpStdin sends the attempt the stdin the box has not acknowledged,
-// then what comes, then its end: each write takes all there is, so that
-// a first chunk and its end go with the start.
-func (a *attempt) pumpStdin() {
-	s := a.s
-	if a.prefix != nil {
-		a.write(a.prefix)
-	}
-	var frame []byte
-	for {
-		s.mu.Lock()
-		for !a.dead && a.sent >= s.inRead && !(s.inEOF && !a.eofSent) {
-			s.cond.Wait()
-		}
-		if a.dead {
-			s.mu.Unlock()
-			return
-		}
-		a.sent = max(a.sent, s.inBase)
-		frame = frame[:0]
-		for a.sent < s.inRead && len(frame) < chunkSize {
-			b := s.in[a.sent-s.inBase:]
-			b = b[:min(len(b), chunkSize)]
-			frame = sessionwire.AppendData(frame, sessionwire.Stdin, a.sent, b)
-			a.sent += uint64(len(b))
-		}
-		if a.sent == s.inRead && s.inEOF && !a.eofSent {
-			a.eofSent = true
-			frame = sessionwire.Append(frame, sessionwire.Frame{Type: sessionwire.EOF, Stream: sessionwire.Stdin, Off: s.inRead})
-		}
-		s.mu.Unlock()
-		a.write(frame)
 	}
 }
 
@@ -440,19 +478,6 @@ func (s *rsession) send(b []byte) {
 	s.mu.Unlock()
 	if a != nil {
 		a.write(b)
-	}
-}
-
-// writeWithin writes b, waiting at most d for it to go.
-func (a *attempt) writeWithin(b []byte, d time.Duration) {
-	done := make(chan struct{})
-	go func() {
-		a.write(b)
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(d):
 	}
 }
 
@@ -504,7 +529,8 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 		}
 		if err := write(w, f.Data[have-f.Off:]); err != nil {
 			// A deliberate end (EPIPE on our stdout): the command ends now.
-			a.writeWithin(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill}), time.Second)
+			a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill}))
+			a.flushWithin(time.Second)
 			return err
 		}
 		s.mu.Lock()
@@ -515,17 +541,17 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 		}
 		s.mu.Unlock()
 		if ack {
-			// Not on this goroutine: it is the stream's receiver, and a
-			// stream that broke reads no more of the pipe until it has
-			// seen the break.
-			go a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Ack, Stream: f.Stream, Off: end}))
+			a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Ack, Stream: f.Stream, Off: end}))
 		}
 	case sessionwire.Exit:
+		// The bye goes, and the agent's stdin ends behind it; its Exec
+		// ends unwaited for.
 		s.mu.Lock()
 		s.exit = &ExitStatus{Code: int(f.Code), Signal: f.Text, Error: f.Text2}
+		a.ctl = sessionwire.Append(a.ctl, sessionwire.Frame{Type: sessionwire.Bye})
+		a.end = true
+		s.cond.Broadcast()
 		s.mu.Unlock()
-		// The bye goes; the agent's Exec ends behind it, unwaited for.
-		go a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Bye}))
 		close(a.exited)
 	case sessionwire.Fail:
 		s.mu.Lock()
@@ -538,14 +564,10 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 func (s *rsession) ackStdin(off uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if off <= s.inBase || off > s.inRead {
+	if off <= s.in.Base() || off > s.in.End() {
 		return
 	}
-	s.in = s.in[off-s.inBase:]
-	if len(s.in) == 0 {
-		s.in = nil
-	}
-	s.inBase = off
+	s.in.Drop(off)
 	s.cond.Broadcast()
 }
 
@@ -555,7 +577,7 @@ func (s *rsession) commitStdin() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.file != nil && s.hello {
-		s.file.Seek(s.fileBase+int64(s.inRead), io.SeekStart)
+		s.file.Seek(s.fileBase+int64(s.in.End()), io.SeekStart)
 	}
 }
 
@@ -577,15 +599,14 @@ func (r sessionStdin) Read(p []byte) (int, error) {
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.in) == 0 && !s.inEOF {
+	for s.in.Len() == 0 && !s.inEOF {
 		s.cond.Wait()
 	}
-	if len(s.in) == 0 {
+	if s.in.Len() == 0 {
 		return 0, io.EOF
 	}
-	n := copy(p, s.in)
-	s.in = s.in[n:]
-	s.inBase += uint64(n)
+	n := copy(p, s.in.Peek(s.in.Base(), len(p)))
+	s.in.Drop(s.in.Base() + uint64(n))
 	s.cond.Broadcast()
 	return n, nil
 }

@@ -10,6 +10,7 @@ package boxsession
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +45,10 @@ type request struct {
 	Line   string        `json:"line,omitempty"`
 	Env    []string      `json:"env,omitempty"`
 	Dir    string        `json:"dir,omitempty"`
+	// FDs says the attacher's stdin and stdout (the Exec's streams) rode
+	// along with the request: the holder reads and writes them itself,
+	// and the socket only says when the attacher is gone.
+	FDs bool `json:"fds,omitempty"`
 }
 
 // Holder keeps the sessions of one box user.
@@ -117,15 +122,22 @@ func (h *Holder) forget(id string) {
 }
 
 func (h *Holder) serveConn(c net.Conn) {
-	r := bufio.NewReaderSize(c, 256<<10)
+	first := make([]byte, 16<<10)
+	n, files, err := readFirst(c, first)
+	r := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(first[:n]), c), 16<<10)
 	line, err := r.ReadBytes('\n')
 	var req request
 	if err == nil {
 		err = json.Unmarshal(line, &req)
 	}
-	if err != nil || req.ID == "" {
+	if err != nil || req.ID == "" || req.FDs != (len(files) == 2) {
+		closeFiles(files)
 		c.Close()
 		return
+	}
+	l := &link{c: c, r: r, w: c}
+	if req.FDs {
+		l.r, l.w, l.files = files[0], files[1], files
 	}
 	h.mu.Lock()
 	s := h.sessions[req.ID]
@@ -134,7 +146,7 @@ func (h *Holder) serveConn(c net.Conn) {
 	if s == nil && req.Op == "open" {
 		fresh = true
 		if s, err = h.start(&req); err != nil {
-			fail(c, fmt.Sprintf("start %s: %v", req.Line, err))
+			fail(l, fmt.Sprintf("start %s: %v", req.Line, err))
 			return
 		}
 		h.mu.Lock()
@@ -143,15 +155,36 @@ func (h *Holder) serveConn(c net.Conn) {
 		h.logf("session %s: started", req.ID)
 	}
 	if s == nil {
-		fail(c, "no session "+req.ID+" in this box: its command has ended")
+		fail(l, "no session "+req.ID+" in this box: its command has ended")
 		return
 	}
-	s.attach(c, r, req.Op != "open" || !fresh)
+	s.attach(l, req.Op != "open" || !fresh)
 }
 
-func fail(c net.Conn, why string) {
-	c.Write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Fail, Text: why}))
-	c.Close()
+// fail says why on the socket (an attacher that passed its streams
+// relays it) and ends the attachment.
+func fail(l *link, why string) {
+	l.c.Write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Fail, Text: why}))
+	l.close()
+}
+
+// link is one attachment: frames come from r and go to w, the socket c
+// itself or the Exec's streams that rode along on it (files).
+type link struct {
+	c     net.Conn
+	r     io.Reader
+	w     io.Writer
+	files []*os.File
+	once  sync.Once
+}
+
+// close ends the attachment: the streams first, so that the attacher,
+// which exits when the socket ends, leaves none of the Exec's open.
+func (l *link) close() {
+	l.once.Do(func() {
+		closeFiles(l.files)
+		l.c.Close()
+	})
 }
 
 // Dir is the directory of the holder's socket for the box's environment
@@ -232,6 +265,23 @@ func attach(dir string, self string, holderArgs []string, req request, stdin io.
 		}
 	}
 	defer c.Close()
+	in, inFile := stdin.(*os.File)
+	out, outFile := stdout.(*os.File)
+	if inFile && outFile {
+		req.FDs = true
+		line, _ := json.Marshal(req)
+		sent, err := sendWithFiles(c, append(line, '\n'), in, out)
+		if err != nil {
+			return err
+		}
+		if sent {
+			// The holder has the streams; the socket carries only a fail
+			// and ends when the attachment does.
+			_, err = io.Copy(stdout, c)
+			return err
+		}
+		req.FDs = false
+	}
 	line, _ := json.Marshal(req)
 	if _, err := c.Write(append(line, '\n')); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -120,5 +121,129 @@ func TestResume(t *testing.T) {
 	f, err := sessionwire.Read(c.out)
 	if err != nil || f.Type != sessionwire.Fail {
 		t.Errorf("attach after bye: %+v %v, want fail", f, err)
+	}
+}
+
+// fileClient is one attachment whose stdin and stdout are real pipes, as
+// an Exec's are: they ride to the holder, which reads and writes them
+// itself. Closing in and out is the Exec's end (a cut).
+type fileClient struct {
+	in  *os.File
+	out *bufio.Reader
+	rd  *os.File
+	res chan error
+}
+
+func openFiles(t *testing.T, dir, op, id, line string) *fileClient {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &fileClient{in: inW, out: bufio.NewReader(outR), rd: outR, res: make(chan error, 1)}
+	go func() {
+		var err error
+		if op == "open" {
+			err = Open(dir, "/nonexistent", nil, id, time.Minute, line, inR, outW)
+		} else {
+			err = Attach(dir, "/nonexistent", nil, id, inR, outW)
+		}
+		inR.Close()
+		outW.Close()
+		c.res <- err
+	}()
+	return c
+}
+
+func (c *fileClient) send(f sessionwire.Frame) {
+	c.in.Write(sessionwire.Append(nil, f))
+}
+
+// cut ends the attachment as a reset stream does: its pipes close.
+func (c *fileClient) cut() {
+	c.in.Close()
+	c.rd.Close()
+}
+
+// With the Exec's streams passed to the holder, a session takes 1 MiB of
+// stdin through a 64 KiB ring (the holder waits for the command while it
+// is full), survives a cut of those streams, and the second attachment
+// resumes its output from the offset it names, the exit after it.
+func TestResumeFiles(t *testing.T) {
+	dir := holderIn(t)
+	c := openFiles(t, dir, "open", "f1", "head -c 1048576 | wc -c; read x; echo after $x; exit 5")
+	in := make([]byte, 1<<20)
+	for off := 0; off < len(in); off += 100 << 10 {
+		end := min(off+100<<10, len(in))
+		c.send(sessionwire.Frame{Type: sessionwire.Data, Stream: sessionwire.Stdin, Off: uint64(off), Data: in[off:end]})
+	}
+	// wc's count comes once all of it was written to the command; the
+	// holder acknowledges stdin as it goes.
+	var out bytes.Buffer
+	var acked uint64
+	for !bytes.Contains(out.Bytes(), []byte("\n")) {
+		f, err := sessionwire.Read(c.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f.Type {
+		case sessionwire.Data:
+			out.Write(f.Data)
+		case sessionwire.Ack:
+			acked = f.Off
+		}
+	}
+	if out.String() != "1048576\n" {
+		t.Fatalf("wc says %q", out.String())
+	}
+	for acked < 1<<20 {
+		f, err := sessionwire.Read(c.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == sessionwire.Ack {
+			acked = f.Off
+		}
+	}
+	// The cut: the Exec's streams close; the attacher returns.
+	c.cut()
+	if err := <-c.res; err != nil {
+		t.Logf("attach after the cut: %v", err)
+	}
+	// Back with 3 bytes of the output, and a stdin line from the start
+	// of what the box has not acknowledged (all of it, as far as we say).
+	c = openFiles(t, dir, "attach", "f1", "")
+	c.send(sessionwire.Frame{Type: sessionwire.Resume, Off: 3})
+	c.send(sessionwire.Frame{Type: sessionwire.Data, Stream: sessionwire.Stdin, Off: 1 << 20, Data: []byte("x\n")})
+	c.send(sessionwire.Frame{Type: sessionwire.EOF, Stream: sessionwire.Stdin, Off: 1<<20 + 2})
+	out.Truncate(3)
+	for {
+		f, err := sessionwire.Read(c.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == sessionwire.Data {
+			if f.Off != uint64(out.Len()) {
+				t.Fatalf("stdout at %d, want %d", f.Off, out.Len())
+			}
+			out.Write(f.Data)
+		}
+		if f.Type == sessionwire.Exit {
+			if f.Code != 5 {
+				t.Errorf("exit %+v", f)
+			}
+			break
+		}
+	}
+	if out.String() != "1048576\nafter x\n" {
+		t.Errorf("stdout %q", out.String())
+	}
+	c.send(sessionwire.Frame{Type: sessionwire.Bye})
+	if err := <-c.res; err != nil {
+		t.Errorf("attach: %v", err)
 	}
 }

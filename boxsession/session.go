@@ -1,7 +1,6 @@
 package boxsession
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"os"
@@ -26,21 +25,18 @@ type session struct {
 
 	mu   sync.Mutex
 	cond *sync.Cond
-	// out are stdout and stderr: out[i].buf holds the bytes from offset
-	// out[i].base on that the client has not acknowledged; sent is how far
-	// the current attachment has sent.
+	// out are stdout and stderr: out[i] holds the bytes the client has
+	// not acknowledged; sent is how far the current attachment has sent.
 	out [2]outBuf
-	// in is stdin received and not yet written to the command, from
-	// offset inWritten; inRecv is the offset past it, inEOF where the
-	// client closed it (-1: open).
-	in        []byte
-	inWritten uint64
-	inRecv    uint64
-	inEOF     int64
+	// in is stdin received and not yet written to the command: its Base
+	// is the offset written, its End the offset received; inEOF is where
+	// the client closed it (-1: open).
+	in    sessionwire.Ring
+	inEOF int64
 	// exit is set once the command has exited and its output ended.
 	exit *sessionwire.Frame
 	// conn is the current attachment, nil while detached; gen counts them.
-	conn net.Conn
+	conn *link
 	gen  int
 	// done is set when the session is over (bye, window, kill after exit).
 	done  bool
@@ -51,11 +47,13 @@ type session struct {
 }
 
 type outBuf struct {
-	buf  []byte
-	base uint64
+	sessionwire.Ring
 	sent uint64
 	eof  bool
 }
+
+// maxFrame bounds the payload of a Data frame the holder sends, in bytes.
+const maxFrame = sessionwire.MaxPayload
 
 // exitedWindow bounds how long an exited session waits for its client.
 const exitedWindow = 2 * time.Minute
@@ -102,6 +100,10 @@ func (h *Holder) start(req *request) (*session, error) {
 		return nil, err
 	}
 	s := &session{h: h, id: req.ID, window: req.Window, cmd: cmd, stdin: inW, inEOF: -1, pipes: ours}
+	s.in.Limit = h.bound()
+	for i := range s.out {
+		s.out[i].Limit = h.bound()
+	}
 	s.cond = sync.NewCond(&s.mu)
 	var pumps sync.WaitGroup
 	for i, f := range ours {
@@ -151,24 +153,40 @@ func exitFrame(ps *os.ProcessState, err error) sessionwire.Frame {
 	return sessionwire.Frame{Type: sessionwire.Exit, Code: int32(ps.ExitCode())}
 }
 
-// pump reads output stream i of the command while what the client has
-// not acknowledged is under the bound: a command that writes faster than
-// an absent client reads waits, as under ssh's window.
+// pump reads output stream i of the command into its ring, in place,
+// while what the client has not acknowledged is under the bound: a
+// command that writes faster than an absent client reads waits, as under
+// ssh's window. Once the session is over the output is read and dropped.
 func (s *session) pump(i int, f *os.File) {
-	buf := make([]byte, 256<<10)
+	o := &s.out[i]
+	var scratch []byte
 	for {
 		s.mu.Lock()
-		for len(s.out[i].buf) >= s.h.bound() && !s.done {
+		var sp []byte
+		for !s.done {
+			if sp = o.Space(); sp != nil {
+				break
+			}
 			s.cond.Wait()
 		}
+		dropping := s.done
+		if dropping {
+			if scratch == nil {
+				scratch = make([]byte, 32<<10)
+			}
+			sp = scratch
+		}
 		s.mu.Unlock()
-		n, err := f.Read(buf)
+		n, err := f.Read(sp)
 		s.mu.Lock()
-		if n > 0 && !s.done && !(i == 0 && s.closeOut) {
-			s.out[i].buf = append(s.out[i].buf, buf[:n]...)
+		if n > 0 && !dropping {
+			o.Commit(n)
+			if i == 0 && s.closeOut {
+				o.Drop(o.End())
+			}
 		}
 		if err != nil {
-			s.out[i].eof = true
+			o.eof = true
 		}
 		s.cond.Broadcast()
 		s.mu.Unlock()
@@ -179,32 +197,29 @@ func (s *session) pump(i int, f *os.File) {
 	}
 }
 
-// feed writes stdin to the command as it comes.
+// feed writes stdin to the command as it comes, from its ring in place.
 func (s *session) feed() {
 	for {
 		s.mu.Lock()
-		for len(s.in) == 0 && !(s.inEOF >= 0 && uint64(s.inEOF) == s.inWritten) && !s.done {
+		for s.in.Len() == 0 && !(s.inEOF >= 0 && uint64(s.inEOF) == s.in.Base()) && !s.done {
 			s.cond.Wait()
 		}
-		if len(s.in) == 0 {
+		if s.in.Len() == 0 {
 			s.mu.Unlock()
 			s.stdin.Close()
 			return
 		}
-		b := s.in[:min(len(s.in), 256<<10)]
+		b := s.in.Peek(s.in.Base(), 256<<10)
 		s.mu.Unlock()
 		_, err := s.stdin.Write(b)
 		s.mu.Lock()
 		if err != nil {
 			// The command closed its stdin: the rest is dropped, as sshd
 			// does, and still acknowledged.
-			b = s.in
+			s.in.Drop(s.in.End())
+		} else {
+			s.in.Drop(s.in.Base() + uint64(len(b)))
 		}
-		s.in = s.in[len(b):]
-		if len(s.in) == 0 {
-			s.in = nil
-		}
-		s.inWritten += uint64(len(b))
 		s.cond.Broadcast()
 		s.mu.Unlock()
 	}
@@ -216,10 +231,10 @@ func (s *session) feed() {
 // On an open the client sends no Resume (it has nothing yet), so that its
 // first stdin goes with the Exec's start; on an attach its first frame is
 // the Resume that says where its output stands.
-func (s *session) attach(c net.Conn, r *bufio.Reader, resume bool) {
+func (s *session) attach(l *link, resume bool) {
 	s.mu.Lock()
 	if s.conn != nil {
-		s.conn.Close()
+		s.conn.close()
 	}
 	if s.timer != nil {
 		s.timer.Stop()
@@ -227,30 +242,54 @@ func (s *session) attach(c net.Conn, r *bufio.Reader, resume bool) {
 	}
 	s.gen++
 	gen := s.gen
-	s.conn = c
-	hello := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Hello, Off: s.inWritten, Text: s.id})
+	s.conn = l
+	hello := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Hello, Off: s.in.Base(), Text: s.id})
 	s.mu.Unlock()
-	w := &connWriter{c: c}
-	w.write(hello)
-	f := sessionwire.Frame{Type: sessionwire.Resume}
-	var err error
-	if resume {
-		f, err = sessionwire.Read(r)
+	if l.files != nil {
+		// The attacher is gone (its Exec ended) when its socket ends.
+		go func() {
+			io.Copy(io.Discard, l.c)
+			l.close()
+		}()
 	}
-	if err == nil && f.Type == sessionwire.Resume {
+	w := &connWriter{w: l.w}
+	w.write(hello)
+	started := false
+	begin := func(f sessionwire.Frame) {
 		s.mu.Lock()
 		s.ack(0, f.Off)
 		s.ack(1, f.Off2)
-		s.out[0].sent, s.out[1].sent = max(f.Off, s.out[0].base), max(f.Off2, s.out[1].base)
+		for i, off := range []uint64{f.Off, f.Off2} {
+			o := &s.out[i]
+			o.sent = min(max(off, o.Base()), o.End())
+		}
 		s.mu.Unlock()
+		started = true
 		go s.send(w, gen)
-		for err == nil {
-			if f, err = sessionwire.Read(r); err == nil {
-				err = s.apply(f)
+	}
+	if !resume {
+		begin(sessionwire.Frame{Type: sessionwire.Resume})
+	}
+	var ps sessionwire.Parser
+	buf := make([]byte, 256<<10)
+	var err error
+	for err == nil {
+		var n int
+		n, err = l.r.Read(buf)
+		if perr := ps.Feed(buf[:n], func(f sessionwire.Frame) error {
+			if started {
+				return s.apply(f, gen)
 			}
+			if f.Type != sessionwire.Resume {
+				return sessionwire.ErrFrame
+			}
+			begin(f)
+			return nil
+		}); perr != nil {
+			err = perr
 		}
 	}
-	c.Close()
+	l.close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gen != gen {
@@ -271,38 +310,36 @@ func (s *session) attach(c net.Conn, r *bufio.Reader, resume bool) {
 
 // ack drops output stream i up to off. s.mu is held.
 func (s *session) ack(i int, off uint64) {
-	o := &s.out[i]
-	if off <= o.base {
-		return
-	}
-	n := min(off-o.base, uint64(len(o.buf)))
-	o.buf = o.buf[n:]
-	o.base += n
-	if len(o.buf) == 0 {
-		o.buf = nil
-	} else if cap(o.buf) > 2*s.h.bound() {
-		o.buf = append([]byte(nil), o.buf...)
-	}
+	s.out[i].Drop(off)
 	s.cond.Broadcast()
 }
 
-// apply applies one frame from the client.
-func (s *session) apply(f sessionwire.Frame) error {
+// apply applies one frame (or piece of a Data frame) from attachment gen's
+// client. Stdin waits while its ring is full.
+func (s *session) apply(f sessionwire.Frame, gen int) error {
 	switch f.Type {
 	case sessionwire.Data:
-		s.mu.Lock()
-		if f.Stream == sessionwire.Stdin && s.inEOF < 0 {
-			end := f.Off + uint64(len(f.Data))
-			if f.Off <= s.inRecv && end > s.inRecv {
-				s.in = append(s.in, f.Data[s.inRecv-f.Off:]...)
-				s.inRecv = end
-				s.cond.Broadcast()
-			}
+		if f.Stream != sessionwire.Stdin {
+			return nil
 		}
-		s.mu.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for s.inEOF < 0 && !s.done && s.gen == gen {
+			// What is new in f from where stdin stands, recomputed after
+			// each wait: another attachment may have moved it.
+			at := s.in.End()
+			if f.Off > at || f.Off+uint64(len(f.Data)) <= at {
+				return nil
+			}
+			if s.in.Write(f.Data[at-f.Off:]) > 0 {
+				s.cond.Broadcast()
+				continue
+			}
+			s.cond.Wait()
+		}
 	case sessionwire.EOF:
 		s.mu.Lock()
-		if f.Off == s.inRecv && s.inEOF < 0 {
+		if f.Off == s.in.End() && s.inEOF < 0 {
 			s.inEOF = int64(f.Off)
 			s.cond.Broadcast()
 		}
@@ -320,7 +357,7 @@ func (s *session) apply(f sessionwire.Frame) error {
 	case sessionwire.CloseStdout:
 		s.mu.Lock()
 		s.closeOut = true
-		s.out[0].buf = nil
+		s.out[0].Drop(s.out[0].End())
 		s.pipes[0].Close()
 		s.cond.Broadcast()
 		s.mu.Unlock()
@@ -372,9 +409,12 @@ func (s *session) end() {
 }
 
 // send sends the attachment what its client lacks: output from where it
-// stands, stdin acks, and the exit after the last output.
+// stands, stdin acks, and the exit after the last output. The output goes
+// from the rings in place, each frame's header and payload in one writev.
 func (s *session) send(w *connWriter, gen int) {
-	var frame []byte
+	var hdr [2][32]byte
+	var ctl []byte
+	var bufs net.Buffers
 	var ackedIn uint64
 	exitSent := false
 	for {
@@ -386,26 +426,28 @@ func (s *session) send(w *connWriter, gen int) {
 			s.mu.Unlock()
 			return
 		}
-		frame = frame[:0]
+		bufs, ctl = bufs[:0], ctl[:0]
 		for i := range s.out {
 			o := &s.out[i]
-			if end := o.base + uint64(len(o.buf)); o.sent < end {
-				b := o.buf[o.sent-o.base:]
-				b = b[:min(len(b), 256<<10)]
-				frame = sessionwire.AppendData(frame, byte(i+1), o.sent, b)
-				o.sent += uint64(len(b))
+			o.sent = max(o.sent, o.Base())
+			if p := o.Peek(o.sent, maxFrame); len(p) > 0 {
+				bufs = append(bufs, sessionwire.AppendDataHeader(hdr[i][:0], byte(i+1), o.sent, len(p)), p)
+				o.sent += uint64(len(p))
 			}
 		}
-		if s.inWritten != ackedIn {
-			ackedIn = s.inWritten
-			frame = sessionwire.Append(frame, sessionwire.Frame{Type: sessionwire.Ack, Stream: sessionwire.Stdin, Off: ackedIn})
+		if s.in.Base() != ackedIn {
+			ackedIn = s.in.Base()
+			ctl = sessionwire.Append(ctl, sessionwire.Frame{Type: sessionwire.Ack, Stream: sessionwire.Stdin, Off: ackedIn})
 		}
-		if len(frame) == 0 && s.exit != nil && !exitSent {
-			frame = sessionwire.Append(frame, *s.exit)
+		if len(bufs) == 0 && s.exit != nil && !exitSent {
+			ctl = sessionwire.Append(ctl, *s.exit)
 			exitSent = true
 		}
+		if len(ctl) > 0 {
+			bufs = append(bufs, ctl)
+		}
 		s.mu.Unlock()
-		if !w.write(frame) {
+		if !w.writev(bufs) {
 			return
 		}
 	}
@@ -415,22 +457,30 @@ func (s *session) send(w *connWriter, gen int) {
 // held.
 func (s *session) pending(ackedIn uint64, exitSent bool) bool {
 	for i := range s.out {
-		if s.out[i].sent < s.out[i].base+uint64(len(s.out[i].buf)) {
+		if s.out[i].sent < s.out[i].End() {
 			return true
 		}
 	}
-	return s.inWritten != ackedIn || s.exit != nil && !exitSent
+	return s.in.Base() != ackedIn || s.exit != nil && !exitSent
 }
 
 // connWriter writes frames to an attachment; false once it failed.
 type connWriter struct {
-	c   net.Conn
+	w   io.Writer
 	err error
 }
 
 func (w *connWriter) write(b []byte) bool {
 	if w.err == nil {
-		_, w.err = w.c.Write(b)
+		_, w.err = w.w.Write(b)
+	}
+	return w.err == nil
+}
+
+// writev writes bufs in one system call where the writer allows.
+func (w *connWriter) writev(bufs net.Buffers) bool {
+	if w.err == nil {
+		w.err = writev(w.w, bufs)
 	}
 	return w.err == nil
 }

@@ -108,11 +108,17 @@ func Append(dst []byte, f Frame) []byte {
 
 // AppendData appends a Data frame of stream's bytes b starting at off.
 func AppendData(dst []byte, stream byte, off uint64, b []byte) []byte {
+	return append(AppendDataHeader(dst, stream, off, len(b)), b...)
+}
+
+// AppendDataHeader appends the header of a Data frame of stream whose n
+// bytes start at off: the payload is to follow it (a writev's next
+// buffer).
+func AppendDataHeader(dst []byte, stream byte, off uint64, n int) []byte {
 	dst = append(dst, Data)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(9+len(b)))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(9+n))
 	dst = append(dst, stream)
-	dst = binary.BigEndian.AppendUint64(dst, off)
-	return append(dst, b...)
+	return binary.BigEndian.AppendUint64(dst, off)
 }
 
 // ErrFrame is a frame that does not decode.
@@ -136,16 +142,14 @@ func decode(t byte, p []byte) (Frame, error) {
 			return f, ErrFrame
 		}
 		f.Off, f.Off2 = binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:])
-	case Data:
-		if !need(9) {
-			return f, ErrFrame
-		}
-		f.Stream, f.Off, f.Data = p[0], binary.BigEndian.Uint64(p[1:]), p[9:]
-	case EOF, Ack:
+	case Data, EOF, Ack:
 		if !need(9) {
 			return f, ErrFrame
 		}
 		f.Stream, f.Off = p[0], binary.BigEndian.Uint64(p[1:])
+		if f.Type == Data {
+			f.Data = p[9:]
+		}
 	case Signal, Fail:
 		f.Text = string(p)
 	case Resize:
@@ -188,43 +192,95 @@ func Read(r *bufio.Reader) (Frame, error) {
 }
 
 // Parser decodes frames from a byte stream that arrives in pieces of any
-// size (an io.Writer's calls).
+// size (an io.Writer's calls, a socket's reads) without holding a Data
+// frame's payload: a Data frame is handed on in as many pieces as it
+// arrived in, each a Frame of type Data whose Off is where its piece
+// starts. The zero value is ready to use.
 type Parser struct {
-	buf []byte
+	// hdr gathers a frame's header, and the whole of a frame that is not
+	// Data.
+	hdr []byte
+	// left is how much of the current Data frame's payload is still to
+	// come; stream and off say whose and where its next byte is.
+	left   int
+	stream byte
+	off    uint64
 }
 
-// Feed decodes every whole frame in what came before and b, calling fn for
-// each; Data aliases memory valid only during the call. It stops at fn's
-// first error.
+// dataHeader is a Data frame's header: type, length, stream, offset.
+const dataHeader = 14
+
+// Feed decodes every frame, or piece of a Data frame, in what came before
+// and b, calling fn for each; Data aliases b, or memory valid only during
+// the call. It stops at fn's first error.
 func (ps *Parser) Feed(b []byte, fn func(Frame) error) error {
-	src := b
-	if len(ps.buf) > 0 {
-		ps.buf = append(ps.buf, b...)
-		src = ps.buf
-	}
-	for {
-		if len(src) < 5 {
-			break
+	for len(b) > 0 {
+		if ps.left > 0 {
+			n := min(ps.left, len(b))
+			f := Frame{Type: Data, Stream: ps.stream, Off: ps.off, Data: b[:n]}
+			ps.left -= n
+			ps.off += uint64(n)
+			b = b[n:]
+			if err := fn(f); err != nil {
+				return err
+			}
+			continue
 		}
-		n := binary.BigEndian.Uint32(src[1:])
+		// What the frame's header, or the frame, needs: 5 bytes first.
+		need := 5
+		var h []byte
+		if len(ps.hdr) == 0 && len(b) >= need {
+			h = b
+		} else {
+			h, b = ps.gather(need, b)
+			if h == nil {
+				return nil
+			}
+		}
+		n := binary.BigEndian.Uint32(h[1:])
 		if n > MaxPayload+64 {
 			return ErrFrame
 		}
-		if len(src) < 5+int(n) {
-			break
+		need = 5 + int(n)
+		if h[0] == Data {
+			if n < dataHeader-5 {
+				return ErrFrame
+			}
+			need = dataHeader
 		}
-		f, err := decode(src[0], src[5:5+n])
+		if len(ps.hdr) == 0 && len(b) >= need {
+			h, b = b[:need], b[need:]
+		} else if h, b = ps.gather(need, b); h == nil {
+			return nil
+		}
+		ps.hdr = ps.hdr[:0]
+		if h[0] == Data {
+			ps.stream, ps.off, ps.left = h[5], binary.BigEndian.Uint64(h[6:]), int(n)-(dataHeader-5)
+			continue
+		}
+		f, err := decode(h[0], h[5:need])
 		if err != nil {
 			return err
 		}
 		if err := fn(f); err != nil {
 			return err
 		}
-		src = src[5+n:]
 	}
-	ps.buf = append(ps.buf[:0], src...)
 	return nil
 }
 
-// Pending is how many bytes of an unfinished frame the parser holds.
-func (ps *Parser) Pending() int { return len(ps.buf) }
+// gather moves from b into ps.hdr until it holds need bytes; it returns
+// them and the rest of b, or nil when b ran out first.
+func (ps *Parser) gather(need int, b []byte) ([]byte, []byte) {
+	k := min(max(need-len(ps.hdr), 0), len(b))
+	ps.hdr = append(ps.hdr, b[:k]...)
+	b = b[k:]
+	if len(ps.hdr) < need {
+		return nil, b
+	}
+	return ps.hdr, b
+}
+
+// Pending is how many bytes of an unfinished frame the parser holds or
+// still waits for: 0 between frames.
+func (ps *Parser) Pending() int { return len(ps.hdr) + ps.left }

@@ -1,0 +1,123 @@
+package box_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/box"
+)
+
+// resumeClient is client with resumable sessions, the box's agent built
+// from this tree.
+func resumeClient(tb testing.TB) *box.Client {
+	tb.Helper()
+	// COCOONBOX_BENCH_AGENT names an agent built beforehand, so that a
+	// profiler has its symbols and `perf stat` does not count the build.
+	agent := os.Getenv("COCOONBOX_BENCH_AGENT")
+	if agent == "" {
+		agent = filepath.Join(tb.TempDir(), "cocoonbox-agent")
+		if out, err := exec.Command("go", "build", "-o", agent, "github.com/cocoonbox/cocoonbox/cmd/cocoonbox-agent").CombinedOutput(); err != nil {
+			tb.Fatalf("build the agent: %v\n%s", err, out)
+		}
+	}
+	agentPath = agent
+	// The holder outlives the run by a minute: end it, so that its counts
+	// reach a `perf stat` of the run.
+	tb.Cleanup(func() {
+		forHolders(func(pid int) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		})
+	})
+	return clientWith(tb, false, box.WithResume(box.Resume{Agent: agent}))
+}
+
+// agentPath is the agent resumeClient built, whose holders cpuTime counts.
+var agentPath string
+
+// cpuTime is the CPU this process, its reaped children and the live
+// processes of agentPath (the session holder) have used, for a
+// benchmark's cpu-ms/op: on a loaded machine wall time says little.
+func cpuTime() time.Duration {
+	var self, kids syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	d := tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
+	forHolders(func(pid int) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+		ut, _ := strconv.Atoi(f[11])
+		st, _ := strconv.Atoi(f[12])
+		d += time.Duration(ut+st) * 10 * time.Millisecond
+	})
+	return d
+}
+
+// forHolders calls fn with the pid of each live process of agentPath.
+func forHolders(fn func(pid int)) {
+	if agentPath == "" {
+		return
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.HasPrefix(string(cmdline), agentPath+"\x00") {
+			fn(pid)
+		}
+	}
+}
+
+// BenchmarkSessionDownload is BenchmarkExecDownload through a resumable
+// session: the box's agent and its holder are processes of their own.
+func BenchmarkSessionDownload(b *testing.B) {
+	c := resumeClient(b)
+	b.SetBytes(streamSize)
+	loop(b, func() {
+		var out counter
+		st, err := c.Exec(context.Background(), &box.Command{Box: "main", Line: fmt.Sprintf("head -c %d /dev/zero", streamSize), Stdout: &out})
+		if err != nil || st.Code != 0 || out.n != streamSize {
+			b.Fatal(st, err, out.n)
+		}
+	})
+}
+
+// BenchmarkSessionUpload is BenchmarkExecUpload through a resumable
+// session.
+func BenchmarkSessionUpload(b *testing.B) {
+	c := resumeClient(b)
+	b.SetBytes(streamSize)
+	loop(b, func() {
+		var out counter
+		st, err := c.Exec(context.Background(), &box.Command{Box: "main", Line: "wc -c", Stdin: io.LimitReader(zeros{}, streamSize), Stdout: &out})
+		if err != nil || st.Code != 0 {
+			b.Fatal(st, err)
+		}
+	})
+}
+
+// BenchmarkSessionStartup is one `true` through a resumable session.
+func BenchmarkSessionStartup(b *testing.B) {
+	c := resumeClient(b)
+	loop(b, func() {
+		st, err := c.Exec(context.Background(), &box.Command{Box: "main", Line: "true"})
+		if err != nil || st.Code != 0 {
+			b.Fatal(st, err)
+		}
+	})
+}
