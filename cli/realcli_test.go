@@ -134,6 +134,7 @@ func TestRealCLIScripts(t *testing.T) {
 		"realcli":      func(ts *testscript.TestScript, neg bool, args []string) { cmdRealCLI(ts, neg, args, clis) },
 		"modelprompts": func(ts *testscript.TestScript, neg bool, args []string) { cmdModelPrompts(ts, neg, args, models) },
 		"modelfault":   func(ts *testscript.TestScript, neg bool, args []string) { cmdModelFault(ts, neg, args, models) },
+		"modeltools":   func(ts *testscript.TestScript, neg bool, args []string) { cmdModelTools(ts, neg, args, models) },
 		"waitgrep":     cmdWaitGrep,
 		"jsonline":     cmdJSONLine,
 		"modelkey":     func(ts *testscript.TestScript, neg bool, args []string) { cmdModelKey(ts, neg, args, models) },

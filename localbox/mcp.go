@@ -59,6 +59,8 @@ type toolCall struct {
 	// progress is the caller's progress token; nil sends no notifications.
 	progress any
 	lastPct  float64
+	// sent counts the notifications sent.
+	sent int
 }
 
 // toolError is a tool that ran but could not do what was asked: a result
@@ -114,6 +116,7 @@ func (t *toolCall) emit(ctx context.Context) emitFunc {
 		// A lost notification loses nothing the result does not carry.
 		t.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{Meta: meta, ProgressToken: t.progress,
 			Progress: pct, Total: 100, Message: msg})
+		t.sent++
 		return nil
 	}
 }
@@ -416,6 +419,9 @@ func (s *Server) callTool(ctx context.Context, t *controlTool, req *mcp.CallTool
 		call.progress = req.Params.GetProgressToken()
 	}
 	out, err := t.run(ctx, call)
+	if call.sent > 0 {
+		s.logf("control MCP %s: %d progress notifications sent to the caller", t.name, call.sent)
+	}
 	if err != nil {
 		if msg, ok := toolMessage(err); ok {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil

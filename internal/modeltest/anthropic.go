@@ -111,19 +111,34 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	bash := false
+	var tools []string
 	for _, t := range req.Tools {
 		bash = bash || t.Name == "Bash"
+		tools = append(tools, t.Name)
 	}
 	var content []map[string]any
 	stop, answer := "end_turn", "text"
+	cmd := ""
+	if bash {
+		cmd = anthropicTurn(&req).next()
+	}
+	name, args, isTool := toolAt(cmd)
 	if !bash {
 		// A side request (a title, a topic, a quota probe): text only.
 		answer = "side"
 		content = []map[string]any{{"type": "text", "text": `{"title": "Scripted task"}`}}
-	} else if cmd := anthropicTurn(&req).next(); failAt(cmd) != NoFault {
+	} else if failAt(cmd) != NoFault {
 		s.record(r, body, "fault:"+failAt(cmd).String())
 		s.writeFault(w, r, failAt(cmd))
 		return
+	} else if isTool && offered(tools, name) == "" {
+		answer = "notool:" + name
+		content = []map[string]any{{"type": "text", "text": noTool(name, tools)}}
+	} else if isTool {
+		// A tool_use block as in Anthropic's "Tool use" reference: its
+		// input streams as input_json_delta, as Bash's does.
+		answer, stop = "call:"+offered(tools, name), "tool_use"
+		content = []map[string]any{{"type": "tool_use", "id": s.id("toolu"), "name": offered(tools, name), "input": args}}
 	} else if cmd != "" {
 		answer, stop = "tool:"+cmd, "tool_use"
 		content = []map[string]any{{"type": "tool_use", "id": s.id("toolu"), "name": "Bash",

@@ -15,6 +15,12 @@
 //	model: bash CMD      run CMD through the CLI's shell tool
 //	model: progress      write a complete hand-over to the path the first
 //	                     prompt names and post it with --progress
+//	model: tool NAME [JSON]
+//	                     call the tool NAME that the request offers (an
+//	                     MCP server's tool as the CLI names it, such as
+//	                     claude's mcp__SERVER__NAME or codex's, matched by
+//	                     the part after the last "__") with the JSON
+//	                     object as its arguments ({} when absent)
 //	model: fail STATUS   answer the request that would call this step
 //	                     with HTTP status STATUS (400-599) in the vendor's
 //	                     error body, as SetFault does: the turn fails
@@ -59,8 +65,10 @@ type Request struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	HasKey  bool              `json:"has_key"`
 	Body    json.RawMessage   `json:"body,omitempty"`
-	// Answer is what the endpoint made of it: "tool:CMD", "text", "side",
-	// "count", "head", "fault:STATUS" (SetFault) or "unknown".
+	// Answer is what the endpoint made of it: "tool:CMD" (a shell
+	// command), "call:NAME" (another tool, as the request named it),
+	// "text", "side", "count", "head", "fault:STATUS" (SetFault) or
+	// "unknown".
 	Answer string `json:"answer"`
 	// Keys are the keys it carried, in x-api-key or as the Bearer of
 	// Authorization, for a test to compare with the one it signed in
@@ -261,6 +269,8 @@ func planOf(text string, prompts []string) []string {
 		switch {
 		case strings.HasPrefix(rest, "bash "):
 			plan = append(plan, strings.TrimSpace(rest[len("bash "):]))
+		case strings.HasPrefix(rest, "tool "):
+			plan = append(plan, toolStepOf(strings.TrimSpace(rest[len("tool "):])))
 		case strings.HasPrefix(rest, "fail "):
 			st := strings.TrimSpace(rest[len("fail "):])
 			if f, err := ParseFault(st); err != nil || f <= 0 {
@@ -334,7 +344,7 @@ func (r Request) Prompt() string {
 	if len(r.Body) == 0 {
 		return ""
 	}
-	if strings.HasPrefix(r.Answer, "tool:") || r.Answer == "text" {
+	if strings.HasPrefix(r.Answer, "tool:") || strings.HasPrefix(r.Answer, "call:") || r.Answer == "text" {
 		var m messagesRequest
 		if strings.HasPrefix(r.Path, "/v1/messages") && json.Unmarshal(r.Body, &m) == nil {
 			for i := len(m.Messages) - 1; i >= 0; i-- {
