@@ -140,9 +140,13 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte) {
 		answer, stop = "call:"+offered(tools, name), "tool_use"
 		content = []map[string]any{{"type": "tool_use", "id": s.id("toolu"), "name": offered(tools, name), "input": args}}
 	} else if cmd != "" {
-		answer, stop = "tool:"+cmd, "tool_use"
-		content = []map[string]any{{"type": "tool_use", "id": s.id("toolu"), "name": "Bash",
-			"input": map[string]any{"command": cmd, "description": "scripted step"}}}
+		c, long := shellStep(cmd)
+		answer, stop = "tool:"+c, "tool_use"
+		in := map[string]any{"command": c, "description": "scripted step"}
+		if long {
+			in["timeout"] = 600000
+		}
+		content = []map[string]any{{"type": "tool_use", "id": s.id("toolu"), "name": "Bash", "input": in}}
 	} else {
 		content = []map[string]any{{"type": "text", "text": "Done."}}
 	}

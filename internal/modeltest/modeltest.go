@@ -31,6 +31,12 @@
 // commits what is left, writes the hand-over to the path it names and
 // runs the post --back it names, after its own model: lines.
 //
+// The requests of the commands cocoonbox setup installs are followed as
+// they read (request.go): /cocoonbox:offload (and offload
+// --handover-prompt) writes a hand-over by the request's rules, the
+// user's model: lines in its Next steps, and runs the command it names;
+// /cocoonbox:back runs the command it names.
+//
 // The shapes follow the vendors' API references (Anthropic "Streaming
 // Messages", OpenAI "Responses API streaming events") and what the CLIs
 // were seen to send and accept (cli/testdata/realcli/README records it). Every
@@ -254,6 +260,9 @@ func planTurn(n int, text func(i int) []string) (turn, int) {
 // conversation so far, first to last (the first prompt names the
 // hand-over path for progress).
 func planOf(text string, prompts []string) []string {
+	if plan, ok := requestPlan(text); ok {
+		return plan
+	}
 	var plan []string
 	back := strings.HasPrefix(strings.TrimSpace(text), "BACK:")
 	if back {

@@ -238,3 +238,28 @@ func TestToolStep(t *testing.T) {
 		t.Errorf("a bad tool step: %q", p)
 	}
 }
+
+// The plugin's requests, as the model follows them: the hand-over from
+// the request's rules (every heading, the title, the secrets line, the
+// user's model: lines in Next steps, not run here), written where the
+// backquoted command says, then the Run: command, with the kind the
+// user's words name; back runs its command with the longest timeout.
+func TestRequestPlan(t *testing.T) {
+	ask := "The user asked you to offload. Their words, if any: codex\nmodel: bash echo hi\n\n" +
+		"If those words name another coding-agent CLI for the box (codex), use its name as --kind below instead of claude.\n\n" +
+		"Write a hand-over of the task you are working on, so that ...\n\n" +
+		"1. Write the hand-over to the file that `cocoonbox offload handover-path`, run in this repository, prints (replace the template there, if any). Rules:\n" +
+		"   - The first line is \"# Hand-over: \" followed by the task in one line.\n" +
+		"   - Each of these headings appears exactly once:\n     ## Goal and definition of done\n     ## Next steps\n     ## Environment facts\n" +
+		"   - Under ## Environment facts, a line \"Secrets needed: NAME, NAME\" with the names (never their values), or \"Secrets needed: none\".\n" +
+		"3. Run: cocoonbox offload --kind claude\n"
+	plan := planOf(ask, []string{ask})
+	want := "printf '%s' '# Hand-over: codex\n## Goal and definition of done\nnone\n## Next steps\nmodel: bash echo hi\n## Environment facts\nSecrets needed: none\n' > \"$(cocoonbox offload handover-path)\""
+	if len(plan) != 2 || plan[0] != want || plan[1] != "cocoonbox offload --kind codex" {
+		t.Errorf("offload plan %q", plan)
+	}
+	back := "The user asked you to bring home ... Their words, if any: \n\n1. Run `cocoonbox back` in this repository. It waits up to 10 minutes\n"
+	if plan := planOf(back, []string{back}); len(plan) != 1 || plan[0] != longStep+"cocoonbox back" {
+		t.Errorf("back plan %q", plan)
+	}
+}

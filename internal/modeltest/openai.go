@@ -130,6 +130,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, body []byte) 
 				"content": []any{map[string]any{"type": "output_text", "text": noTool(name, tools), "annotations": []any{}}}}
 		}
 	} else if cmd != "" && len(req.Tools) > 0 {
+		cmd, _ = shellStep(cmd)
 		answer = "tool:" + cmd
 		name, args := shellCall(&req, cmd)
 		a, _ := json.Marshal(args)
