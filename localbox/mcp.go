@@ -384,12 +384,33 @@ func (s *Server) controlMCP() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "cocoonbox-localbox", Title: "cocoonbox local box", Version: version.String()},
 		&mcp.ServerOptions{Instructions: "Tools for the lifecycle of the user's cocoonbox boxes: list, status, ensure, create, hibernate, save, upgrade, delete, and the account's usage."})
 	for _, t := range controlTools {
-		srv.AddTool(&mcp.Tool{Name: t.name, Description: t.description, InputSchema: t.inputRaw, OutputSchema: t.outputRaw},
+		srv.AddTool(&mcp.Tool{Name: t.name, Description: t.description, InputSchema: t.inputRaw, OutputSchema: t.outputRaw,
+			Annotations: annotations(t.name)},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return s.callTool(ctx, t, req)
 			})
 	}
 	return srv
+}
+
+// annotations are the hints of the tool name (MCP's ToolAnnotations):
+// box_list, box_status and usage only read; box_delete and box_upgrade
+// destroy what the box held or ran; none reaches beyond the caller's
+// boxes. Agents decide on them which calls to ask the user about (Codex
+// asks about every call of a tool not marked read-only).
+func annotations(name string) *mcp.ToolAnnotations {
+	no, yes := false, true
+	a := &mcp.ToolAnnotations{OpenWorldHint: &no}
+	switch name {
+	case "box_list", "box_status", "usage":
+		a.ReadOnlyHint = true
+	case "box_delete", "box_upgrade":
+		a.DestructiveHint = &yes
+	default:
+		a.DestructiveHint = &no
+		a.IdempotentHint = name != "box_create"
+	}
+	return a
 }
 
 // callTool checks the arguments (-32602 when they do not match the input
