@@ -13,11 +13,12 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
-// Codex is setup's side of a Codex install: its custom prompts
-// (prompts/cocoonbox-<name>.md under Home, run as
-// /prompts:cocoonbox-<name>) and the MCP server's table in config.toml,
-// appended at its end and cut out again by Remove, the file's other bytes
-// untouched.
+// Codex is setup's side of a Codex install: its skills
+// (skills/cocoonbox-<name>/SKILL.md under Home, which the user runs as
+// $cocoonbox-<name>; Codex 0.171 has no custom prompts, and answers
+// /prompts:NAME "Unrecognized command") and the MCP server's table in
+// config.toml, appended at its end and cut out again by Remove, the
+// file's other bytes untouched.
 type Codex struct {
 	// Home is Codex's home: $CODEX_HOME, else ~/.codex.
 	Home string
@@ -25,7 +26,8 @@ type Codex struct {
 	Dir string
 	// MCP is the MCP server's command line (cocoonbox mcp).
 	MCP []string
-	// Commands are the custom prompts.
+	// Commands are the skills: a Command's Name after "cocoonbox-" is the
+	// skill's name, its Description the skill's.
 	Commands []Command
 }
 
@@ -36,8 +38,17 @@ var ErrNotOurs = fmt.Errorf("config.toml already has an MCP server %q that cocoo
 func (c *Codex) configPath() string { return filepath.Join(c.Home, "config.toml") }
 func (c *Codex) statePath() string  { return filepath.Join(c.Dir, "state.json") }
 
-// PromptPath is where the custom prompt of cmd goes.
-func (c *Codex) PromptPath(cmd Command) string {
+// SkillName is the name of cmd's skill: cocoonbox-<name>.
+func SkillName(cmd Command) string { return Name + "-" + cmd.Name }
+
+// SkillPath is where the skill of cmd goes.
+func (c *Codex) SkillPath(cmd Command) string {
+	return filepath.Join(c.Home, "skills", SkillName(cmd), "SKILL.md")
+}
+
+// oldPromptPath is where setup wrote cmd as a custom prompt before Codex
+// dropped them: an Install or Remove takes such a file away.
+func (c *Codex) oldPromptPath(cmd Command) string {
 	return filepath.Join(c.Home, "prompts", Name+"-"+cmd.Name+".md")
 }
 
@@ -52,7 +63,7 @@ func (c *Codex) block() string {
 		Name, q(c.MCP[0]), strings.Join(args, ", "))
 }
 
-// Install writes the prompts and the MCP server's table, or updates
+// Install writes the skills and the MCP server's table, or updates
 // them. It refuses (ErrNotOurs) a config.toml that has an MCP server
 // named cocoonbox of someone else's, and one that is not TOML.
 func (c *Codex) Install() error {
@@ -95,8 +106,10 @@ func (c *Codex) Install() error {
 	if err := st.mkdirs(c.Dir, 0o700); err != nil {
 		return err
 	}
-	if err := st.mkdirs(filepath.Join(c.Home, "prompts"), 0o755); err != nil {
-		return err
+	for _, cmd := range c.Commands {
+		if err := st.mkdirs(filepath.Dir(c.SkillPath(cmd)), 0o755); err != nil {
+			return err
+		}
 	}
 	if !bytes.Equal(next, cur) {
 		if err := writeLike(c.configPath(), next); err != nil {
@@ -105,9 +118,10 @@ func (c *Codex) Install() error {
 	}
 	st.Appended = add
 	for _, cmd := range c.Commands {
-		if err := atomicfile.WriteFile(c.PromptPath(cmd), cmd.markdown(), 0o644); err != nil {
+		if err := atomicfile.WriteFile(c.SkillPath(cmd), cmd.markdown("name: "+SkillName(cmd)), 0o644); err != nil {
 			return err
 		}
+		c.removeOldPrompt(cmd)
 	}
 	return st.save(c.statePath())
 }
@@ -124,7 +138,7 @@ func hasServer(b []byte) (bool, error) {
 	return ok, nil
 }
 
-// Remove takes out what Install wrote: the prompts, the directories it
+// Remove takes out what Install wrote: the skills, the directories it
 // made, and the table it appended (the file goes when Install made it
 // and nothing else is in it).
 func (c *Codex) Remove() error {
@@ -148,13 +162,22 @@ func (c *Codex) Remove() error {
 		}
 	}
 	for _, cmd := range c.Commands {
-		if err := os.Remove(c.PromptPath(cmd)); err != nil && !os.IsNotExist(err) {
+		if err := os.Remove(c.SkillPath(cmd)); err != nil && !os.IsNotExist(err) {
 			return err
 		}
+		c.removeOldPrompt(cmd)
 	}
 	if err := os.Remove(c.statePath()); err != nil {
 		return err
 	}
 	st.removeMadeDirs()
 	return nil
+}
+
+// removeOldPrompt removes cmd's custom prompt of an older setup, and the
+// prompts directory when that leaves it empty.
+func (c *Codex) removeOldPrompt(cmd Command) {
+	if os.Remove(c.oldPromptPath(cmd)) == nil {
+		os.Remove(filepath.Dir(c.oldPromptPath(cmd)))
+	}
 }

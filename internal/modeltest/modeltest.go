@@ -260,7 +260,7 @@ func planTurn(n int, text func(i int) []string) (turn, int) {
 // conversation so far, first to last (the first prompt names the
 // hand-over path for progress).
 func planOf(text string, prompts []string) []string {
-	if plan, ok := requestPlan(text); ok {
+	if plan, ok := requestPlan(text, prompts); ok {
 		return plan
 	}
 	var plan []string

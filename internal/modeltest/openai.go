@@ -3,6 +3,7 @@ package modeltest
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // responsesRequest is the part of a Responses API request read here.
@@ -51,9 +52,17 @@ func (req *responsesRequest) toolNames() ([]string, map[string][2]string) {
 
 // inputText is the prompt a user input message carries, or "" for the
 // CLI's own context messages (<environment_context>, <user_instructions>
-// and the like).
+// and the like). A skill the user named (codex 0.171 sends its SKILL.md
+// as a message "<skill>\n<name>...</name>\n<path>...</path>\n..." after
+// the user's) is a prompt: the model follows it.
 func inputText(raw json.RawMessage) string {
-	return texts(blocks(raw), "<", "input_text", "text")
+	bs := blocks(raw)
+	for _, b := range bs {
+		if strings.HasPrefix(strings.TrimSpace(b.Text), "<skill>") {
+			return b.Text
+		}
+	}
+	return texts(bs, "<", "input_text", "text")
 }
 
 func responsesTurn(req *responsesRequest) turn {

@@ -25,6 +25,9 @@ var (
 	runRE       = regexp.MustCompile(`(?m)^\d+\. Run: (.+)$`)
 	wordsRE     = regexp.MustCompile(`(?s)Their words, if any: (.*?)\n\n`)
 	otherKindRE = regexp.MustCompile(`If those words name another coding-agent CLI for the box \(([^)]*)\), use its name as --kind below instead of (\S+)\.`)
+	// skillWordsRE says the words are the message that named the skill.
+	skillWordsRE = regexp.MustCompile(`Their words, if any, are those of their message that named this skill`)
+	mentionRE    = regexp.MustCompile(`\$[a-z][a-z0-9-]*`)
 	// backAskRE is the back request: its first step runs the command in
 	// backquotes.
 	backAskRE = regexp.MustCompile("(?m)^1\\. Run `(cocoonbox back[^`]*)` in this repository")
@@ -35,7 +38,11 @@ var (
 // is one. The user's words in it are the user's: their "model:" lines go
 // into the hand-over's next steps, for the box agent, and are not this
 // model's steps.
-func requestPlan(text string) ([]string, bool) {
+//
+// A skill of Codex takes no arguments: its text says the user's words are
+// those of the message that named it, the prompt before it (prompts is
+// every prompt so far, text the last), less the $skill mention.
+func requestPlan(text string, prompts []string) ([]string, bool) {
 	if m := backAskRE.FindStringSubmatch(text); m != nil {
 		return []string{longStep + m[1]}, true
 	}
@@ -45,6 +52,8 @@ func requestPlan(text string) ([]string, bool) {
 	words := ""
 	if m := wordsRE.FindStringSubmatch(text); m != nil {
 		words = strings.TrimSpace(m[1])
+	} else if skillWordsRE.MatchString(text) && len(prompts) >= 2 {
+		words = strings.TrimSpace(mentionRE.ReplaceAllString(prompts[len(prompts)-2], ""))
 	}
 	// The hand-over, from the rules the request gives.
 	title := "# Hand-over: "
