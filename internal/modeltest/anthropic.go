@@ -99,6 +99,18 @@ func anthropicTurn(req *messagesRequest) turn {
 				}
 			}
 		}
+		if m.Role == "user" {
+			var rs []struct {
+				Type    string          `json:"type"`
+				Content json.RawMessage `json:"content"`
+			}
+			json.Unmarshal(m.Content, &rs)
+			for _, r := range rs {
+				if r.Type == "tool_result" {
+					t.last = texts(blocks(r.Content), "\x00", "text")
+				}
+			}
+		}
 	}
 	return t
 }
@@ -118,9 +130,10 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	var content []map[string]any
 	stop, answer := "end_turn", "text"
-	cmd := ""
+	cmd, done := "", "Done."
 	if bash {
-		cmd = anthropicTurn(&req).next()
+		t := anthropicTurn(&req)
+		cmd, done = t.next(), t.answer()
 	}
 	name, args, isTool := toolAt(cmd)
 	if !bash {
@@ -148,7 +161,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 		content = []map[string]any{{"type": "tool_use", "id": s.id("toolu"), "name": "Bash", "input": in}}
 	} else {
-		content = []map[string]any{{"type": "text", "text": "Done."}}
+		content = []map[string]any{{"type": "text", "text": done}}
 	}
 	s.record(r, body, answer)
 	model := req.Model

@@ -35,7 +35,10 @@
 // they read (request.go): /cocoonbox:offload (and offload
 // --handover-prompt) writes a hand-over by the request's rules, the
 // user's model: lines in its Next steps, and runs the command it names;
-// /cocoonbox:back runs the command it names.
+// /cocoonbox:back runs the command it names. The turn of such a request
+// ends with "Done. The command said:" and the last command's output, as a
+// model relays exit 3 and 4 findings to the user; any other turn ends
+// with "Done.".
 //
 // The shapes follow the vendors' API references (Anthropic "Streaming
 // Messages", OpenAI "Responses API streaming events") and what the CLIs
@@ -202,6 +205,20 @@ func writeJSON(w http.ResponseWriter, v any) {
 type turn struct {
 	plan []string
 	done int
+	// relay is whether the turn's prompt is a request of ours, whose
+	// model tells the user what the last command said (its exit 3 or 4
+	// findings); last is that command's result.
+	relay bool
+	last  string
+}
+
+// answer is the text that ends the turn: "Done.", and for a request of
+// ours the last command's output, as a model relays it to the user.
+func (t turn) answer() string {
+	if t.relay && strings.TrimSpace(t.last) != "" {
+		return "Done. The command said:\n" + strings.TrimSpace(t.last)
+	}
+	return "Done."
 }
 
 // failStep starts a plan step that fails its request ("model: fail
@@ -253,7 +270,8 @@ func planTurn(n int, text func(i int) []string) (turn, int) {
 	if last < 0 {
 		return turn{}, -1
 	}
-	return turn{plan: planOf(prompts[len(prompts)-1], prompts)}, last
+	_, relay := requestPlan(prompts[len(prompts)-1], prompts)
+	return turn{plan: planOf(prompts[len(prompts)-1], prompts), relay: relay}, last
 }
 
 // planOf is the plan of a user text; prompts is every user text of the

@@ -263,3 +263,25 @@ func TestRequestPlan(t *testing.T) {
 		t.Errorf("back plan %q", plan)
 	}
 }
+
+// At the end of a request of ours the model relays the last command's
+// output (exit 3 and 4 findings) to the user; at the end of other turns
+// it says only "Done.".
+func TestRelay(t *testing.T) {
+	s, err := Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	back := `The user asked you to bring home ... Their words, if any: \n\n1. Run ` + "`cocoonbox back`" + ` in this repository. It waits\n`
+	req := `{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"` + back + `"},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"Exit code 3\nnothing of this repo is in a box"}]}]}`
+	if out := post(t, s.URL+"/v1/messages", req); !strings.Contains(out, `Done. The command said:\nExit code 3\nnothing of this repo is in a box`) {
+		t.Errorf("not relayed:\n%s", out)
+	}
+	other := strings.Replace(req, back, `model: bash false`, 1)
+	if out := post(t, s.URL+"/v1/messages", other); !strings.Contains(out, `"text":"Done."`) {
+		t.Errorf("another turn's end:\n%s", out)
+	}
+}

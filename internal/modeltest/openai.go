@@ -13,6 +13,7 @@ type responsesRequest struct {
 		Type    string          `json:"type"`
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
+		Output  json.RawMessage `json:"output"`
 	} `json:"input"`
 	Tools []responsesTool `json:"tools"`
 }
@@ -81,6 +82,8 @@ func responsesTurn(req *responsesRequest) turn {
 		switch it.Type {
 		case "function_call", "local_shell_call", "custom_tool_call":
 			t.done++
+		case "function_call_output":
+			t.last = outputText(it.Output)
 		}
 	}
 	return t
@@ -114,7 +117,8 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, body []byte) 
 	}
 	var item map[string]any
 	answer := "text"
-	cmd := responsesTurn(&req).next()
+	tu := responsesTurn(&req)
+	cmd := tu.next()
 	if f := failAt(cmd); f != NoFault && len(req.Tools) > 0 {
 		s.record(r, body, "fault:"+f.String())
 		s.writeFault(w, r, f)
@@ -150,8 +154,12 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, body []byte) 
 		if len(req.Tools) == 0 {
 			answer = "side"
 		}
+		text := "Done."
+		if len(req.Tools) > 0 {
+			text = tu.answer()
+		}
 		item = map[string]any{"type": "message", "id": s.id("msg"), "role": "assistant", "status": "completed",
-			"content": []any{map[string]any{"type": "output_text", "text": "Done.", "annotations": []any{}}}}
+			"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}
 	}
 	s.record(r, body, answer)
 	id := s.id("resp")
