@@ -396,8 +396,9 @@ func (s *Server) controlMCP() *mcp.Server {
 // annotations are the hints of the tool name (MCP's ToolAnnotations):
 // box_list, box_status and usage only read; box_delete and box_upgrade
 // destroy what the box held or ran; none reaches beyond the caller's
-// boxes. Agents decide on them which calls to ask the user about (Codex
-// asks about every call of a tool not marked read-only).
+// boxes. Agents decide on them which calls to ask the user about: Codex
+// 0.171 asks before a call of box_delete or box_upgrade, and runs the
+// others (without annotations it asked before every call).
 func annotations(name string) *mcp.ToolAnnotations {
 	no, yes := false, true
 	a := &mcp.ToolAnnotations{OpenWorldHint: &no}

@@ -8,8 +8,9 @@ import (
 )
 
 // The requests of the commands cocoonbox setup installs (the Claude Code
-// plugin's /cocoonbox:offload and /cocoonbox:back, Codex's custom
-// prompts) and of cocoonbox offload --handover-prompt: the model does
+// plugin's /cocoonbox:offload and /cocoonbox:back, Codex's skills
+// $cocoonbox-offload and $cocoonbox-back) and of cocoonbox offload
+// --handover-prompt: the model does
 // what they say, as far as their text tells, so that a test sees whether
 // that text is enough for a model to follow.
 
