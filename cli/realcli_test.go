@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,6 +111,16 @@ func TestRealCLIScripts(t *testing.T) {
 			defer logMu.Unlock()
 			fmt.Fprintf(logf, format+"\n", args...)
 		}
+		// A laptop-side CLI in a terminal runs in a tmux server on
+		// $WORK/tmux.sock, ended with the script, failed or not; so is
+		// what it leaves running from $WORK: codex's TUI starts its
+		// app-server as a daemon from $HOME/.codex/packages, which
+		// outlives it.
+		work := e.WorkDir
+		e.Defer(func() {
+			exec.Command("tmux", "-S", filepath.Join(work, "tmux.sock"), "kill-server").Run()
+			endProcsUnder(work)
+		})
 		m, err := modeltest.Start(filepath.Join(e.WorkDir, "model.log"))
 		if err != nil {
 			return err
@@ -411,5 +422,23 @@ func cmdKeyScan(ts *testscript.TestScript, neg bool, args []string) {
 	slices.Sort(lines)
 	for _, l := range lines {
 		fmt.Fprintln(ts.Stdout(), l)
+	}
+}
+
+// endProcsUnder sends SIGTERM to each process whose executable is under
+// dir (a script's $WORK), so that nothing a script started outlives it.
+func endProcsUnder(dir string) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && strings.HasPrefix(exe, dir+string(filepath.Separator)) {
+			if p, err := os.FindProcess(pid); err == nil {
+				p.Signal(syscall.SIGTERM)
+			}
+		}
 	}
 }
