@@ -143,7 +143,12 @@ func checkOffloads(c *box.Client, name, verb string, force, sleep bool) error {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = errors.New("the box did not answer")
 		}
-		return &ExitError{Code: ExitRefused, Err: fmt.Errorf("cannot read the offload status of box %s (%v); nothing changed; %s it anyway with --force", q, err, verb)}
+		// sleep's override is --yes: it has no --force.
+		override := "--force"
+		if sleep {
+			override = "--yes"
+		}
+		return &ExitError{Code: ExitRefused, Err: fmt.Errorf("cannot read the offload status of box %s (%v); nothing changed; %s it anyway with %s", q, err, verb, override)}
 	}
 	var held, working []string
 	for _, x := range ss {

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/cocoonbox/cocoonbox/auth"
@@ -48,6 +49,72 @@ type localboxOptions struct {
 	// MaxStream, if not zero, resets each call's stream that old, as the
 	// hosted service's front end does at an hour (localbox.Server.MaxStream).
 	MaxStream time.Duration
+	// Engine is --engine: docker, podman or process; "" is the one the
+	// local box last ran with (localbox.EngineSettings).
+	Engine string
+	// Memory, CPUs and Pids are each box's limits on a container engine;
+	// zero keeps the remembered ones.
+	Memory string
+	CPUs   float64
+	Pids   int64
+}
+
+// engineSettings is the engine the local box in dir serves with: the
+// one it remembers, changed by o's --engine and limits, remembered again
+// once the engine answers (a start on an engine that is not there leaves
+// the remembered one as it was).
+func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, error) {
+	set, err := localbox.ReadEngineSettings(dir)
+	if err != nil {
+		return set, err
+	}
+	if o.Engine == "" && o.Memory == "" && o.CPUs == 0 && o.Pids == 0 {
+		return set, nil
+	}
+	if o.Engine != "" {
+		if err := localbox.CheckEngine(o.Engine); err != nil {
+			return set, &UsageError{err}
+		}
+		set.Engine = o.Engine
+	}
+	if o.Memory != "" {
+		n, err := units.RAMInBytes(o.Memory)
+		if err != nil || n <= 0 {
+			return set, &UsageError{fmt.Errorf("--box-memory %q: give a size such as 2g or 512m", o.Memory)}
+		}
+		set.Limits.MemoryBytes = n
+	}
+	if o.CPUs < 0 || o.Pids < 0 {
+		return set, &UsageError{errors.New("--box-cpus and --box-pids are positive")}
+	}
+	if o.CPUs > 0 {
+		set.Limits.NanoCPUs = int64(o.CPUs * 1e9)
+	}
+	if o.Pids > 0 {
+		set.Limits.Pids = o.Pids
+	}
+	if err := localbox.CheckEngineAnswers(set); err != nil {
+		return set, err
+	}
+	return set, localbox.SaveEngineSettings(dir, set)
+}
+
+// engineArgs are o's engine flags for the serve that start runs.
+func (o localboxOptions) engineArgs() []string {
+	var a []string
+	if o.Engine != "" {
+		a = append(a, "--engine", o.Engine)
+	}
+	if o.Memory != "" {
+		a = append(a, "--box-memory", o.Memory)
+	}
+	if o.CPUs > 0 {
+		a = append(a, "--box-cpus", fmt.Sprint(o.CPUs))
+	}
+	if o.Pids > 0 {
+		a = append(a, "--box-pids", fmt.Sprint(o.Pids))
+	}
+	return a
 }
 
 // tls reports whether the options ask for TLS, and checks them.
@@ -111,6 +178,10 @@ no account.`,
 		c.Flags().StringVar(&o.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
 		c.Flags().StringVar(&o.TLS, "tls", "", "self-signed: serve TLS with a certificate made (or kept) in the state directory")
 		c.Flags().StringSliceVar(&o.TLSNames, "tls-name", nil, "another DNS name or IP address for the self-signed certificate (repeatable)")
+		c.Flags().StringVar(&o.Engine, "engine", "", "what boxes run on: docker or podman (a container per box, of the image `localbox image build` makes), or process (directories and host processes); default: the engine of the last start, else process")
+		c.Flags().StringVar(&o.Memory, "box-memory", "", "each box's memory on a container engine, such as 2g (remembered; default 2g)")
+		c.Flags().Float64Var(&o.CPUs, "box-cpus", 0, "each box's CPUs on a container engine (remembered; default 2)")
+		c.Flags().Int64Var(&o.Pids, "box-pids", 0, "each box's processes and threads on a container engine (remembered; default 1024)")
 		c.Flags().DurationVar(&o.IdleHibernate, "idle-hibernate", 0, "hibernate a running box after this long without a client call, unless an offloaded session in it works (0: never)")
 		c.Flags().StringVar(&o.UserPrefix, "user-prefix", localbox.DefaultUserPrefix, "served by root while another local box holds the Unix user `user`: what the user made for the owner's boxes is named with, before owner_HASH")
 		c.Flags().DurationVar(&o.MaxStream, "max-stream", 0, "reset each call's stream this old (e.g. 1h, as the hosted service's front end does; 0: never), both ways, as a load balancer does")
@@ -129,7 +200,7 @@ no account.`,
 	wake := boxCommand(s, dial, "wake BOX", "Wake a box of the local box", wakeBox)
 	sleep.ValidArgsFunction = onlyFirst(boxNamesAt(dial))
 	wake.ValidArgsFunction = sleep.ValidArgsFunction
-	lb.AddCommand(serve, start, newLocalboxAccount(env, s), newLocalboxPurge(env, s),
+	lb.AddCommand(serve, start, newLocalboxAccount(env, s), newLocalboxPurge(env, s), newLocalboxImage(s),
 		noArgsCommand("stop", "Stop the local box", func() error { return runLocalboxStop(env, s) }),
 		status, sleep, wake)
 	return lb
@@ -209,18 +280,32 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	// owner's box user is this one's alone (docs/self-hosting.md
 	// "Accounts"), and never root: a box command run as root would own
 	// the machine (docs/security.md "The box boundary").
-	boxUser, note, err := localbox.OwnerUser(claimsDir(env), dir, filepath.Dir(exe), o.UserPrefix)
+	eng, err := o.engineSettings(dir)
 	if err != nil {
 		lis.Close()
-		return errors.New(rootLine(err.Error()))
+		return err
+	}
+	// A container engine runs box commands as the box image's user in
+	// each box's container: no Unix user of this machine.
+	boxUser, note := "", ""
+	if eng.Engine == localbox.EngineProcess {
+		boxUser, note, err = localbox.OwnerUser(claimsDir(env), dir, filepath.Dir(exe), o.UserPrefix)
+		if err != nil {
+			lis.Close()
+			return errors.New(rootLine(err.Error()))
+		}
+	} else {
+		note = "uid 1000 in each box's own container (engine " + eng.Engine + ")"
 	}
 	ri.RunAs, ri.RunAsNote = boxUser, note
-	if boxUser == "" {
+	if eng.Engine != localbox.EngineProcess {
+		ri.RunAs = "user"
+	} else if boxUser == "" {
 		if me, err := user.Current(); err == nil {
 			ri.RunAs, ri.RunAsNote = me.Username, nonRootNote
 		}
 	}
-	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser, IdleHibernate: o.IdleHibernate, MaxStream: o.MaxStream}
+	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser, Engine: eng, IdleHibernate: o.IdleHibernate, MaxStream: o.MaxStream}
 	if err := localbox.WriteRuntime(dir, ri); err != nil {
 		lis.Close()
 		return err
@@ -295,6 +380,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		}
 		return nil
 	}
+	if err := localbox.CheckEngine(o.Engine); err != nil {
+		return &UsageError{err}
+	}
 	if err := localbox.MkdirState(dir); err != nil {
 		return err
 	}
@@ -336,6 +424,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if o.MaxStream != 0 {
 		args = append(args, "--max-stream", o.MaxStream.String())
 	}
+	args = append(args, o.engineArgs()...)
 	var certErr *box.CertError
 	var pinned string
 	var nameErr error

@@ -140,6 +140,9 @@ func describePurge(plan localbox.PurgePlan, client bool) string {
 	if len(plan.Boxes) > 0 {
 		parts = append(parts, "deletes its boxes ("+strings.Join(plan.Boxes, ", ")+") for good and ends their commands")
 	}
+	if plan.Engine != "" {
+		parts = append(parts, "removes its boxes' containers, volumes and networks from "+plan.Engine)
+	}
 	if len(plan.Users) > 0 {
 		parts = append(parts, "deletes the Unix users it made ("+strings.Join(plan.Users, ", ")+")")
 	}
@@ -167,6 +170,9 @@ func donePurge(plan localbox.PurgePlan, client []string) string {
 		}
 	}
 	list("boxes deleted:", plan.Boxes)
+	if plan.Engine != "" {
+		parts = append(parts, "their containers, volumes and networks removed from "+plan.Engine)
+	}
 	list("Unix users deleted:", plan.Users)
 	list("Unix users kept (not made by it):", plan.Kept)
 	list("claims released:", plan.Claims)

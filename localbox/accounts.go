@@ -638,7 +638,7 @@ func (s *Server) accountUser(name string) *boxUser {
 // why they cannot be served, or nil.
 func (s *Server) openAccount(name string) error {
 	return s.openAccountThen(name, func(bs []*box) {
-		s.prepareHomes(bs)
+		s.eng.prepare(bs)
 		if s.serving.Load() {
 			for _, b := range bs {
 				if b.proto().GetState() == controlv1.BoxState_BOX_STATE_RUNNING {
@@ -668,19 +668,13 @@ func (s *Server) openAccountThen(name string, ready func([]*box)) error {
 	if err := s.reg.loadAccount(name); err != nil {
 		return err
 	}
-	b, created, err := s.reg.add(name, DefaultBox)
-	if err != nil {
+	if _, _, err := s.reg.add(name, DefaultBox); err != nil {
 		return err
-	}
-	if created {
-		if err := s.chownBox(b); err != nil {
-			return fmt.Errorf("give box %s of account %s to its user: %w", b.Name, name, err)
-		}
 	}
 	bs := s.reg.list(name)
 	for _, b := range bs {
-		if err := s.chownBox(b); err != nil {
-			return fmt.Errorf("give box %s of account %s to its user: %w", b.Name, name, err)
+		if err := s.eng.boot(context.Background(), b); err != nil {
+			return fmt.Errorf("account %s: %w", name, err)
 		}
 	}
 	ready(bs)

@@ -50,6 +50,9 @@ type boxMeta struct {
 	// CreatedAtMS is when the box was made, in Unix milliseconds; 0 for a
 	// box made before it was recorded, which counts as the oldest.
 	CreatedAtMS int64 `json:"created_at_ms,omitempty"`
+	// EngineImage is the container image a container engine made the
+	// box of (cocoonbox-box:TIME); "" under the process engine.
+	EngineImage string `json:"engine_image,omitempty"`
 }
 
 // box is one box: a directory with home/ and workspace/.
@@ -69,14 +72,65 @@ type box struct {
 	// active is when a client call on the box last began or ended, or
 	// the box woke: the idle clock (idle.go) runs from it.
 	active time.Time
+	// images is what the box's image reads as, the registry's; nil is the
+	// process engine's labels.
+	images *imageView
 }
 
-// image is the box's image label.
+// imageView is the one notion of a box's image a user sees (Box.image,
+// latest_image, upgrade_available): under the process engine the box's
+// label and LatestImage; under a container engine the container image
+// the box was made of (EngineImage) and the one the engine's
+// ImageRepo:latest stands for, read again by refresh since `localbox image
+// build` tags new ones beside a running server.
+type imageView struct {
+	mu        sync.Mutex
+	container bool
+	// latest is a container engine's latest box image; "" until it was
+	// read.
+	latest string
+}
+
+// latestImage is where an upgrade takes a box; "" on a container engine
+// that has no box image yet.
+func (v *imageView) latestImage() string {
+	if v == nil {
+		return LatestImage
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.container {
+		return LatestImage
+	}
+	return v.latest
+}
+
+func (v *imageView) isContainer() bool {
+	if v == nil {
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.container
+}
+
+// image is the box's image as a user sees it (imageView); b.mu is held.
 func (b *box) image() string {
+	if b.images.isContainer() {
+		return b.EngineImage
+	}
 	if b.Image == "" {
 		return LatestImage
 	}
 	return b.Image
+}
+
+// engineImage is the container image box b records; "" before a
+// container engine made it.
+func (b *box) engineImage() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.EngineImage
 }
 
 // touch restarts the box's idle clock.
@@ -96,9 +150,9 @@ func (b *box) proto() *controlv1.Box {
 	if b.Hibernated {
 		st = controlv1.BoxState_BOX_STATE_HIBERNATED
 	}
-	img := b.image()
-	return &controlv1.Box{BoxId: b.ID, Name: b.Name, State: st, Image: img, LatestImage: LatestImage,
-		LastSavedAtMs: b.LastSavedAtMS, UpgradeAvailable: img != LatestImage}
+	img, latest := b.image(), b.images.latestImage()
+	return &controlv1.Box{BoxId: b.ID, Name: b.Name, State: st, Image: img, LatestImage: latest,
+		LastSavedAtMs: b.LastSavedAtMS, UpgradeAvailable: latest != "" && img != latest}
 }
 
 func (b *box) saveLocked() error {
@@ -157,6 +211,9 @@ type registry struct {
 	dir   string
 	mu    sync.Mutex
 	boxes map[string]*box // by boxKey
+	// images is what its boxes' images read as; nil is the process
+	// engine's labels.
+	images *imageView
 }
 
 func boxKey(account, name string) string { return account + "/" + name }
@@ -190,7 +247,7 @@ func (r *registry) loadAccount(account string) error {
 		if !e.IsDir() || !ValidName(e.Name()) {
 			continue
 		}
-		b := &box{dir: filepath.Join(root, e.Name()), account: account, execs: map[*context.CancelFunc]struct{}{}, active: time.Now()}
+		b := &box{dir: filepath.Join(root, e.Name()), account: account, execs: map[*context.CancelFunc]struct{}{}, active: time.Now(), images: r.images}
 		data, err := os.ReadFile(filepath.Join(b.dir, "box.json"))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // not a box (yet): create makes it one
@@ -240,6 +297,7 @@ func (r *registry) addImage(account, name, image string) (b *box, created bool, 
 		execs:   map[*context.CancelFunc]struct{}{},
 		fresh:   true,
 		active:  time.Now(),
+		images:  r.images,
 	}
 	if account != "" {
 		// The way down to an account's boxes is root's and 0711, made

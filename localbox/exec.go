@@ -66,13 +66,13 @@ type sessionService struct {
 
 // tracked is a running Exec and the account whose box it runs in.
 type tracked struct {
-	p       *process
+	p       running
 	account string
 }
 
 // track names p, running in a box of account, with a new exec_id for
 // Signal; the returned func forgets it.
-func (x *sessionService) track(p *process, account string) (string, func()) {
+func (x *sessionService) track(p running, account string) (string, func()) {
 	id := make([]byte, 16)
 	rand.Read(id)
 	key := hex.EncodeToString(id)
@@ -142,13 +142,10 @@ func (x *sessionService) Exec(st execStream) error {
 	// command, as the inbox unit of a real box is restarted.
 	x.s.ensureInbox(b)
 
-	p, err := x.s.startProcess(b, start)
+	p, err := x.s.eng.exec(b, start)
 	if err != nil {
 		return err
 	}
-	pid := p.cmd.Process.Pid
-	x.s.recordProc(b, pid)
-	defer x.s.forgetProc(pid)
 	out := &sender{st: st}
 	execID, forget := x.track(p, b.account)
 	defer forget()
@@ -159,7 +156,7 @@ func (x *sessionService) Exec(st execStream) error {
 	}
 
 	var pumps sync.WaitGroup
-	for _, o := range p.outputs {
+	for _, o := range p.streams() {
 		pumps.Add(1)
 		go func() {
 			defer pumps.Done()
@@ -189,11 +186,10 @@ func (x *sessionService) Exec(st execStream) error {
 	// has exited: a background process holding the pipes keeps it open,
 	// until the call goes away.
 	pumps.Wait()
-	werr := p.wait()
+	exit := p.wait()
 	close(exited)
 	p.close()
 
-	exit := exitOf(p.cmd.ProcessState, werr)
 	if ctx.Err() != nil && st.Context().Err() == nil {
 		exit.Error = "the box went to sleep"
 	}
@@ -219,7 +215,7 @@ var stdinField = bufpool.FieldNumber(&controlv1.ExecRequest{}, "stdin")
 
 // receive applies the client's messages until the stream ends; a broken
 // stream cancels the call.
-func (x *sessionService) receive(ctx context.Context, st execStream, p *process, cancel context.CancelFunc) {
+func (x *sessionService) receive(ctx context.Context, st execStream, p running, cancel context.CancelFunc) {
 	r := &controlv1.ExecRequest{}
 	chunk := &bufpool.Chunk{Fields: []protowire.Number{stdinField}, Msg: r}
 	defer chunk.Free()

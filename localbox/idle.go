@@ -102,13 +102,21 @@ func (s *Server) sessionWorking(b *box) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), idleAsk)
 	defer cancel()
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, agent, "offload", "status")
-	cmd.Dir = b.home()
-	cmd.Env = s.environ(b, &controlv1.Start{})
-	cmd.SysProcAttr = s.sysProcAttr(b)
-	cmd.Stdout = &out
-	if err := cmd.Run(); err != nil {
-		return false, err
+	if c, ok := s.eng.(*containerEngine); ok {
+		data, err := c.agentOutput(ctx, b, "offload", "status")
+		if err != nil {
+			return false, err
+		}
+		out.Write(data)
+	} else {
+		cmd := exec.CommandContext(ctx, agent, "offload", "status")
+		cmd.Dir = b.home()
+		cmd.Env = s.environ(b, &controlv1.Start{})
+		cmd.SysProcAttr = s.sysProcAttr(b)
+		cmd.Stdout = &out
+		if err := cmd.Run(); err != nil {
+			return false, err
+		}
 	}
 	var r struct {
 		OK       bool `json:"ok"`

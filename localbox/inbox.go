@@ -156,6 +156,10 @@ func (s *Server) startInbox(b *box) {
 	if agent == "" {
 		return
 	}
+	if c, ok := s.eng.(*containerEngine); ok {
+		c.startInbox(b)
+		return
+	}
 	s.inbox.mu.Lock()
 	defer s.inbox.mu.Unlock()
 	if s.inbox.closed {
@@ -277,6 +281,9 @@ func (s *Server) ensureInbox(b *box) {
 
 // stopInbox stops b's inbox: SIGTERM, SIGKILL after 5 s.
 func (s *Server) stopInbox(b *box) {
+	if c, ok := s.eng.(*containerEngine); ok {
+		c.forgetInbox(b)
+	}
 	s.inbox.mu.Lock()
 	p := s.inbox.cmds[b.ID]
 	delete(s.inbox.cmds, b.ID)

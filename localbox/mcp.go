@@ -187,9 +187,10 @@ var controlTools = []*controlTool{
 		output: `{"type":"object","properties":{"box_id":{"type":"string"},"name":{"type":"string"},"state":{"type":"string"},` +
 			`"image":{"type":"string"},"latest_image":{"type":"string"},"upgrade_available":{"type":"boolean"},` +
 			`"last_saved_at_ms":{"type":"integer"}},"required":["box_id","name","state","image","latest_image","upgrade_available","last_saved_at_ms"]}`,
-		run: func(_ context.Context, t *toolCall) (any, error) {
+		run: func(ctx context.Context, t *toolCall) (any, error) {
+			t.s.refreshImages(ctx)
 			if t.str("box") == "" && len(t.s.reg.list(t.account)) == 0 {
-				return map[string]any{"box_id": "", "name": "", "state": "absent", "image": "", "latest_image": LatestImage,
+				return map[string]any{"box_id": "", "name": "", "state": "absent", "image": "", "latest_image": t.s.reg.images.latestImage(),
 					"upgrade_available": false, "last_saved_at_ms": 0}, nil
 			}
 			b, err := t.box()

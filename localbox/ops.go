@@ -1,6 +1,7 @@
 package localbox
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -36,7 +37,7 @@ func opEvent(b *box, op string, phase controlv1.Phase, progress uint32, outcome 
 	return &controlv1.OperationEvent{OperationId: op, Phase: phase, Progress: progress, Outcome: outcome, Box: b.proto()}
 }
 
-func running(op string, b *box, phase controlv1.Phase, progress uint32) *controlv1.OperationEvent {
+func runningEvent(op string, b *box, phase controlv1.Phase, progress uint32) *controlv1.OperationEvent {
 	return opEvent(b, op, phase, progress, controlv1.Outcome_OUTCOME_RUNNING)
 }
 
@@ -57,8 +58,11 @@ func (s *Server) ensureBox(b *box, emit emitFunc) error {
 	b.touch()
 	if b.proto().GetState() != controlv1.BoxState_BOX_STATE_RUNNING {
 		op = newOperationID()
-		if err := emit(running(op, b, controlv1.Phase_PHASE_WAKING, 0)); err != nil {
+		if err := emit(runningEvent(op, b, controlv1.Phase_PHASE_WAKING, 0)); err != nil {
 			return err
+		}
+		if err := s.eng.start(context.Background(), b); err != nil {
+			return emit(failed(op, b, err))
 		}
 		if err := b.setHibernated(false); err != nil {
 			return emit(failed(op, b, err))
@@ -77,10 +81,13 @@ func (s *Server) hibernateBox(b *box, emit emitFunc) error {
 		return emit(done("", b))
 	}
 	op := newOperationID()
-	if err := emit(running(op, b, controlv1.Phase_PHASE_SNAPSHOTTING, 0)); err != nil {
+	if err := emit(runningEvent(op, b, controlv1.Phase_PHASE_SNAPSHOTTING, 0)); err != nil {
 		return err
 	}
 	if err := b.setHibernated(true); err != nil {
+		return emit(failed(op, b, fmt.Errorf("hibernate %s: %w", b.Name, err)))
+	}
+	if err := s.eng.stop(context.Background(), b); err != nil {
 		return emit(failed(op, b, fmt.Errorf("hibernate %s: %w", b.Name, err)))
 	}
 	s.stopInbox(b)
@@ -101,14 +108,14 @@ func (s *Server) saveBox(b *box, emit emitFunc) error {
 		return emit(ev)
 	}
 	op := newOperationID()
-	if err := emit(running(op, b, controlv1.Phase_PHASE_SNAPSHOTTING, 0)); err != nil {
+	if err := emit(runningEvent(op, b, controlv1.Phase_PHASE_SNAPSHOTTING, 0)); err != nil {
 		return err
 	}
-	n, err := b.measure()
+	n, err := s.eng.measure(context.Background(), b)
 	if err != nil {
 		return emit(failed(op, b, fmt.Errorf("save %s: %w", b.Name, err)))
 	}
-	ev := running(op, b, controlv1.Phase_PHASE_SAVING, 50)
+	ev := runningEvent(op, b, controlv1.Phase_PHASE_SAVING, 50)
 	ev.DoneBytes, ev.TotalBytes = n, n
 	if err := emit(ev); err != nil {
 		return err
@@ -162,44 +169,36 @@ func (b *box) measure() (int64, error) {
 	return n, nil
 }
 
-// upgradeBox moves b to LatestImage, keeping its home and workspace: what
-// runs in it ends (its Execs, inbox, tmux and processes), its home is
-// prepared again, and a running box gets its inbox back. A box on
-// LatestImage already is one DONE event with an empty operation id; a
-// hibernated box stays asleep and wakes on the new image.
+// upgradeBox moves b to the latest image (imageView), keeping its home
+// and workspace, through the engine: what runs in it ends (its Execs,
+// inbox, tmux and processes, or its container), and a running box gets
+// its inbox back. A box on the latest image already is one DONE event
+// with an empty operation id; a hibernated box stays asleep and wakes on
+// the new image.
 func (s *Server) upgradeBox(b *box, emit emitFunc) error {
-	if b.proto().GetUpgradeAvailable() == false {
+	s.refreshImages(context.Background())
+	if !b.proto().GetUpgradeAvailable() {
 		return emit(done("", b))
 	}
 	op := newOperationID()
-	if err := emit(running(op, b, controlv1.Phase_PHASE_SNAPSHOTTING, 0)); err != nil {
+	if err := emit(runningEvent(op, b, controlv1.Phase_PHASE_SNAPSHOTTING, 0)); err != nil {
 		return err
 	}
 	b.mu.Lock()
 	b.cancelExecsLocked()
 	b.mu.Unlock()
 	s.stopInbox(b)
-	s.killTmux(b)
-	s.sweepWhere(killDelay, b.ID)
-	s.endBoxMarked(b, killDelay)
-	b.idle(killDelay + time.Second)
-	if err := emit(running(op, b, controlv1.Phase_PHASE_RESTORING, 50)); err != nil {
+	if err := emit(runningEvent(op, b, controlv1.Phase_PHASE_RESTORING, 50)); err != nil {
 		return err
 	}
-	from := b.image()
-	b.mu.Lock()
-	b.Image = LatestImage
-	b.active = time.Now()
-	err := b.saveLocked()
-	b.mu.Unlock()
-	if err != nil {
+	from := b.proto().GetImage()
+	if err := s.eng.upgrade(context.Background(), b); err != nil {
 		return emit(failed(op, b, fmt.Errorf("upgrade %s: %w", b.Name, err)))
 	}
-	s.prepareHome(b)
 	if b.proto().GetState() == controlv1.BoxState_BOX_STATE_RUNNING && s.serving.Load() {
 		s.startInbox(b)
 	}
-	s.logf("box %s upgraded from %s to %s", b.Name, from, LatestImage)
+	s.logf("box %s upgraded from %s to %s", b.Name, from, b.proto().GetImage())
 	return emit(done(op, b))
 }
 
@@ -210,29 +209,41 @@ func (s *Server) createBox(account, name, image string, emit emitFunc) (*box, st
 	if !ValidName(name) {
 		return nil, "", status.Errorf(codes.InvalidArgument, "bad box name %q: use 1 to 63 of a-z, 0-9 and -, not starting with -", name)
 	}
-	if image == "" {
-		image = LatestImage
+	offered, err := s.offeredImages()
+	if err != nil {
+		return nil, "", status.Errorf(codes.FailedPrecondition, "create box %s: %v", name, err)
 	}
-	if !slices.Contains(Images, image) {
-		return nil, "", status.Errorf(codes.InvalidArgument, "no image %q here: the local box offers %s", image, strings.Join(Images, ", "))
+	if image == "" {
+		image = offered[len(offered)-1]
+	}
+	if !slices.Contains(offered, image) {
+		return nil, "", status.Errorf(codes.InvalidArgument, "no image %q here: the local box offers %s", image, strings.Join(offered, ", "))
 	}
 	if _, ok := s.reg.get(account, name); ok {
 		return nil, "", status.Errorf(codes.AlreadyExists, "you have a box %s already; list them with `cocoonbox boxes list`", name)
 	}
 	op := newOperationID()
 	emit(&controlv1.OperationEvent{OperationId: op, Phase: controlv1.Phase_PHASE_CREATING, Outcome: controlv1.Outcome_OUTCOME_RUNNING,
-		Box: &controlv1.Box{Name: name, State: controlv1.BoxState_BOX_STATE_STARTING, Image: image, LatestImage: LatestImage, UpgradeAvailable: image != LatestImage}})
-	b, created, err := s.reg.addImage(account, name, image)
+		Box: &controlv1.Box{Name: name, State: controlv1.BoxState_BOX_STATE_STARTING, Image: image, LatestImage: offered[len(offered)-1], UpgradeAvailable: image != offered[len(offered)-1]}})
+	label := image
+	if s.reg.images.isContainer() {
+		label = LatestImage
+	}
+	b, created, err := s.reg.addImage(account, name, label)
 	if err != nil {
 		return nil, "", status.Errorf(codes.Internal, "create box %s: %v", name, err)
 	}
 	if !created {
 		return nil, "", status.Errorf(codes.AlreadyExists, "you have a box %s already; list them with `cocoonbox boxes list`", name)
 	}
-	if err := s.chownBox(b); err != nil {
-		return nil, "", status.Errorf(codes.Internal, "give box %s to its user: %v", name, err)
+	if s.reg.images.isContainer() {
+		b.mu.Lock()
+		b.EngineImage = image
+		b.mu.Unlock()
 	}
-	s.prepareHome(b)
+	if err := s.eng.create(context.Background(), b); err != nil {
+		return nil, "", status.Errorf(codes.Internal, "create box %s: %v", name, err)
+	}
 	if s.serving.Load() {
 		s.startInbox(b)
 	}
@@ -241,10 +252,26 @@ func (s *Server) createBox(account, name, image string, emit emitFunc) (*box, st
 	return b, op, nil
 }
 
+// offeredImages are the images a new box may have, the latest last: the
+// process engine's labels, or a container engine's latest box image.
+func (s *Server) offeredImages() ([]string, error) {
+	c, ok := s.eng.(*containerEngine)
+	if !ok {
+		return Images, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	img, err := c.latestImage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return []string{img}, nil
+}
+
 // deleteBoxOp is deleteBox as an operation.
 func (s *Server) deleteBoxOp(b *box, emit emitFunc) error {
 	op := newOperationID()
-	emit(running(op, b, controlv1.Phase_PHASE_DELETING, 0))
+	emit(runningEvent(op, b, controlv1.Phase_PHASE_DELETING, 0))
 	if err := s.deleteBox(b); err != nil {
 		return emit(failed(op, b, fmt.Errorf("delete box %s: %w", b.Name, err)))
 	}

@@ -3,7 +3,8 @@ package localbox
 // Purge removes what a local box made on this machine (docs/cocoonbox.md
 // "localbox purge"): its box commands and inboxes, its boxes, the Unix
 // users it made (useradd), its claims of users, and its state directory.
-// Each step is done again by the next purge when one is cut short (a
+// On a container engine its boxes' containers, volumes and networks go
+// from the engine first (PurgeEngine). Each step is done again by the next purge when one is cut short (a
 // kill, an error), and finds done what was: the users go before their
 // claims, and the state directory, which records the rest only in part,
 // goes last; what marks a user as the local box's is the comment useradd
@@ -14,7 +15,7 @@ type PurgeOptions struct {
 	// ClaimsDir is the claims directory; empty: DefaultClaimsDir.
 	ClaimsDir string
 	// Step, when not nil, is called before each step by its name (procs,
-	// boxes, users, claims, state): the test hook of a kill at a step.
+	// engine, boxes, users, claims, state): the test hook of a kill at a step.
 	Step func(name string)
 }
 
@@ -34,6 +35,10 @@ type PurgePlan struct {
 	Users, Kept []string
 	// Claims are the claims released, by user name.
 	Claims []string
+	// Engine is the container engine the local box last ran on
+	// (engine.json), whose containers, volumes and networks of its boxes
+	// go too; "" for the process engine.
+	Engine string
 }
 
 // Empty reports whether there is nothing to remove.

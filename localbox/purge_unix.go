@@ -3,6 +3,7 @@
 package localbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,6 +28,7 @@ type purgeWork struct {
 	plan   PurgePlan
 	users  []machineUser
 	claims []string
+	engine EngineSettings
 }
 
 // PlanPurge says what Purge(dir, o) would remove, changing nothing.
@@ -91,6 +93,13 @@ func planDir(dir string, o PurgeOptions) (purgeWork, error) {
 		}
 		w.plan.StateExists = true
 		w.plan.Boxes = stateBoxes(abs)
+		set, err := ReadEngineSettings(abs)
+		if err != nil {
+			return w, err
+		}
+		if set.Engine != EngineProcess {
+			w.plan.Engine, w.engine = set.Engine, set
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return w, err
 	}
@@ -202,6 +211,13 @@ func (w *purgeWork) run(o PurgeOptions) error {
 		endProcs(markedProcs([]uint32{u.uid}, markerVar+"="+u.dir), 0)
 	}
 
+	step("engine")
+	if w.plan.Engine != "" {
+		if err := PurgeEngine(context.Background(), w.engine, abs); err != nil {
+			return fmt.Errorf("remove the boxes' containers, volumes and networks from %s: %w; purge again once it answers", w.plan.Engine, err)
+		}
+	}
+
 	step("boxes")
 	if w.plan.StateExists {
 		for _, b := range stateBoxDirs(abs) {
@@ -303,6 +319,19 @@ func stateBoxDirs(abs string) []string {
 // records are lost, the files still tell. Parts of two users, or of
 // root's when served by root, are refused.
 func removeBoxAsOwner(dir string) error {
+	if os.Geteuid() == 0 {
+		// A container engine's box keeps its files in the engine's
+		// volumes: its parts here are root's and empty, and rmdir
+		// removes nothing else (nor follows a link).
+		for _, p := range boxParts {
+			fi, err := os.Lstat(filepath.Join(dir, p))
+			if err == nil && fi.IsDir() {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 {
+					os.Remove(filepath.Join(dir, p))
+				}
+			}
+		}
+	}
 	var u *boxUser
 	for _, p := range boxParts {
 		fi, err := os.Lstat(filepath.Join(dir, p))

@@ -81,6 +81,9 @@ type Server struct {
 	// A unix socket's connections are not bounded (docs/self-hosting.md).
 	AnonConns, AnonConnsPerSource int
 	AnonIdle                      time.Duration
+	// Engine is the engine boxes run on and its settings (engine.go); the
+	// zero value is the process engine.
+	Engine EngineSettings
 	// IdleHibernate, if not zero, hibernates a running box once no
 	// client call has held, begun or ended on it for that long and no
 	// offloaded session in it is working (idle.go); IdleCheck is how
@@ -114,6 +117,7 @@ type Server struct {
 	acctMu  sync.Mutex
 	opened  map[string]bool
 	serving atomic.Bool
+	eng     engine
 
 	mu    sync.Mutex
 	http  *http.Server // the sign-in pages, on a TCP listener
@@ -151,7 +155,7 @@ func (s *Server) init() error {
 				return
 			}
 		}
-		s.reg = &registry{dir: s.Dir}
+		s.reg = &registry{dir: s.Dir, images: &imageView{}}
 		if err := s.reg.load(); err != nil {
 			s.err = err
 			return
@@ -160,10 +164,12 @@ func (s *Server) init() error {
 			s.err = err
 			return
 		}
+		if s.eng, s.err = s.openEngine(); s.err != nil {
+			return
+		}
 		homes := s.reg.list("")
 		for _, b := range homes {
-			if err := s.chownBox(b); err != nil {
-				s.err = fmt.Errorf("give box %s to its user: %w", b.Name, err)
+			if s.err = s.eng.boot(context.Background(), b); s.err != nil {
 				return
 			}
 		}
@@ -183,7 +189,7 @@ func (s *Server) init() error {
 		// A box user may hold its helper up (SIGSTOP; it is the box
 		// user's) until asUserTimeout: the start waits that long once,
 		// not once a box.
-		s.prepareHomes(homes)
+		s.eng.prepare(homes)
 		s.toks = &tokens{path: filepath.Join(s.Dir, "tokens.json")}
 		if err := s.toks.load(); err != nil {
 			s.err = fmt.Errorf("read tokens: %w", err)
@@ -338,6 +344,7 @@ func (s *Server) Stop() {
 		}
 		s.toks.flushes.Wait()
 		s.powerOff()
+		s.eng.shutdown()
 	}
 }
 
@@ -348,10 +355,7 @@ func (s *Server) CreateBox(name string) error {
 	}
 	b, err := s.reg.create(name)
 	if err == nil {
-		err = s.chownBox(b)
-	}
-	if err == nil {
-		s.prepareHome(b)
+		err = s.eng.create(context.Background(), b)
 	}
 	if err == nil && s.grpc != nil {
 		s.startInbox(b)
@@ -517,6 +521,7 @@ type boxesService struct {
 
 func (x *boxesService) List(ctx context.Context, _ *controlv1.ListRequest) (*controlv1.ListResponse, error) {
 	var r controlv1.ListResponse
+	x.s.refreshImages(ctx)
 	for _, b := range x.s.reg.list(caller(ctx).Account) {
 		r.Boxes = append(r.Boxes, b.proto())
 	}
@@ -583,6 +588,7 @@ func (x *boxesService) Status(ctx context.Context, req *controlv1.StatusRequest)
 	if err != nil {
 		return nil, err
 	}
+	x.s.refreshImages(ctx)
 	return &controlv1.StatusResponse{Box: b.proto()}, nil
 }
 
@@ -614,9 +620,7 @@ func (x *boxesService) Usage(context.Context, *controlv1.UsageRequest) (*control
 // (removeBoxDir), then the local box's own.
 func (s *Server) deleteBox(b *box) error {
 	s.reg.remove(b)
-	s.endBox(b)
-	b.idle(killDelay + time.Second)
-	if err := removeBoxDir(b.dir, s.userOf(b)); err != nil {
+	if err := s.eng.remove(context.Background(), b); err != nil {
 		return err
 	}
 	s.logf("box %s of %s deleted", b.Name, accountLabel(b.account))

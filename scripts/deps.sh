@@ -51,6 +51,11 @@ if [ "$profile" = test ]; then
 	# and mosh-server in the tests' local boxes, which run on this machine.
 	check mosh mosh
 	check mosh-server mosh
+	# The container engine's tests (cli TestEngineScripts, which .ci/run
+	# turns on): Debian's docker engine, and debootstrap for the box image.
+	check dockerd docker.io
+	check debootstrap debootstrap
+	check script bsdutils
 	# cocoonbox-ssh --stdio run by socat's EXEC, as rclone's docs run a custom
 	# ssh (cli/sshstdio_socat_test.go).
 	check socat socat

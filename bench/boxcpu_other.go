@@ -1,0 +1,8 @@
+//go:build !linux
+
+package main
+
+import "time"
+
+// boxCPU is 0 where /proc/PID/stat is not there to read.
+func (e *env) boxCPU() time.Duration { return 0 }
