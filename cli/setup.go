@@ -89,7 +89,11 @@ func runSetup(env Env, s Streams, agent string, remove bool) error {
 		if h == "" {
 			h = filepath.Join(home, ".codex")
 		}
-		c := &setup.Codex{Home: h, Dir: dir, MCP: mcp, Commands: codexSkills()}
+		// Codex starts an MCP server with HOME, PATH and a few others
+		// only: where the bridge finds the endpoint, its CA and the saved
+		// token, and the offload records of its tools, comes along.
+		c := &setup.Codex{Home: h, Dir: dir, MCP: mcp, Commands: codexSkills(),
+			EnvVars: []string{"COCOONBOX_ENDPOINT", "COCOONBOX_CA_FILE", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"}}
 		if remove {
 			if err := c.Remove(); err != nil {
 				return err

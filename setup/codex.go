@@ -26,6 +26,10 @@ type Codex struct {
 	Dir string
 	// MCP is the MCP server's command line (cocoonbox mcp).
 	MCP []string
+	// EnvVars are the variables of Codex's environment the MCP server
+	// gets besides the few Codex passes to every server (HOME, PATH and
+	// the like): its table's env_vars.
+	EnvVars []string
 	// Commands are the skills: a Command's Name after "cocoonbox-" is the
 	// skill's name, its Description the skill's.
 	Commands []Command
@@ -59,8 +63,16 @@ func (c *Codex) block() string {
 	for i, a := range c.MCP[1:] {
 		args[i] = q(a)
 	}
-	return fmt.Sprintf("# Written by cocoonbox setup codex; cocoonbox setup codex --remove removes it.\n[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n",
+	env := make([]string, len(c.EnvVars))
+	for i, v := range c.EnvVars {
+		env[i] = q(v)
+	}
+	b := fmt.Sprintf("# Written by cocoonbox setup codex; cocoonbox setup codex --remove removes it.\n[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n",
 		Name, q(c.MCP[0]), strings.Join(args, ", "))
+	if len(env) > 0 {
+		b += fmt.Sprintf("env_vars = [%s]\n", strings.Join(env, ", "))
+	}
+	return b
 }
 
 // Install writes the skills and the MCP server's table, or updates
