@@ -119,7 +119,19 @@ func TestRealCLIScripts(t *testing.T) {
 		work := e.WorkDir
 		e.Defer(func() {
 			exec.Command("tmux", "-S", filepath.Join(work, "tmux.sock"), "kill-server").Run()
-			endProcsUnder(work)
+			// A CLI ending may start its daemon on the way out, and the
+			// daemon's watcher may start it again: scan until a scan
+			// after the first finds none (5 s at most), killing.
+			for i := 0; i < 50; i++ {
+				sig := syscall.SIGTERM
+				if i > 0 {
+					sig = syscall.SIGKILL
+				}
+				if endProcsUnder(work, sig) == 0 && i > 0 {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
 		})
 		m, err := modeltest.Start(filepath.Join(e.WorkDir, "model.log"))
 		if err != nil {
@@ -425,9 +437,11 @@ func cmdKeyScan(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// endProcsUnder sends SIGTERM to each process whose executable is under
-// dir (a script's $WORK), so that nothing a script started outlives it.
-func endProcsUnder(dir string) {
+// endProcsUnder sends sig to each process whose executable is under dir
+// (a script's $WORK), so that nothing a script started outlives it, and
+// returns how many it found.
+func endProcsUnder(dir string, sig syscall.Signal) int {
+	n := 0
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -436,9 +450,10 @@ func endProcsUnder(dir string) {
 		}
 		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
 		if err == nil && strings.HasPrefix(exe, dir+string(filepath.Separator)) {
-			if p, err := os.FindProcess(pid); err == nil {
-				p.Signal(syscall.SIGTERM)
+			if p, err := os.FindProcess(pid); err == nil && p.Signal(sig) == nil {
+				n++
 			}
 		}
 	}
+	return n
 }
