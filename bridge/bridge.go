@@ -5,6 +5,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -32,13 +33,13 @@ type Options struct {
 	// Ours are the tools of ours; a name the control MCP has too is the
 	// control MCP's.
 	Ours []Tool
+	// FinalWait is how long a forwarded call that ran an operation waits
+	// after its result for the operation's last progress notification
+	// (the SDK's client hands notifications to their handler apart from
+	// results, so the last one may be handled just after the result it
+	// came before); 0 means 2 s.
+	FinalWait time.Duration
 }
-
-// finalWait is how long a forwarded call waits after its result for the
-// operation's last progress notification: the SDK's client hands
-// notifications to their handler apart from results, so the last one may
-// be handled just after the result it came before.
-const finalWait = 2 * time.Second
 
 // Bridge forwards one agent's calls to the control MCP.
 type Bridge struct {
@@ -126,14 +127,33 @@ func (b *Bridge) forward(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the control MCP at %s: %v", b.o.URL, err)}
 	}
-	if r != nil && !res.IsError {
+	// A call that ran no operation (box_list, box_status, a box_ensure of
+	// a running box) has no last notification to wait for.
+	if r != nil && !res.IsError && ranOperation(res) {
+		wait := b.o.FinalWait
+		if wait <= 0 {
+			wait = 2 * time.Second
+		}
 		select {
 		case <-r.final:
-		case <-time.After(finalWait):
+		case <-time.After(wait):
 		case <-ctx.Done():
 		}
 	}
 	return res, nil
+}
+
+// ranOperation reports whether a control MCP result names an operation:
+// its structuredContent has an operation_id that is not empty.
+func ranOperation(res *mcp.CallToolResult) bool {
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return false
+	}
+	var out struct {
+		OperationID string `json:"operation_id"`
+	}
+	return json.Unmarshal(b, &out) == nil && out.OperationID != ""
 }
 
 // relayProgress passes a control MCP notification on to the agent that

@@ -73,9 +73,13 @@ func (nopWriteCloser) Close() error { return nil }
 // in the agent's directory, as the user would at its prompt.
 func offloadTools(env Env, endpoint string) []bridge.Tool {
 	noArgs := json.RawMessage(`{"type":"object","properties":{}}`)
+	// The hints agents decide by whether to ask the user first
+	// (docs/protocol.md): the two that read, and send, which neither
+	// reads only nor destroys.
+	no := false
 	return []bridge.Tool{
 		{
-			Tool: &mcp.Tool{Name: "cocoonbox_offload_status", InputSchema: noArgs,
+			Tool: &mcp.Tool{Name: "cocoonbox_offload_status", InputSchema: noArgs, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
 				Description: "(cocoonbox CLI's own tool, not the control MCP's.) Show the coding-agent sessions offloaded " +
 					"to each of your boxes (repository, CLI, status such as working, idle or stopped, copy state). " +
 					"A hibernated box is reported as such and is not woken."},
@@ -84,7 +88,7 @@ func offloadTools(env Env, endpoint string) []bridge.Tool {
 			},
 		},
 		{
-			Tool: &mcp.Tool{Name: "cocoonbox_offload_inbox", InputSchema: noArgs,
+			Tool: &mcp.Tool{Name: "cocoonbox_offload_inbox", InputSchema: noArgs, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
 				Description: "(cocoonbox CLI's own tool.) Show what the box agent of this repository's offload posted " +
 					"since you last looked (progress, questions, its back), and its session's status."},
 			Handler: func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -92,7 +96,7 @@ func offloadTools(env Env, endpoint string) []bridge.Tool {
 			},
 		},
 		{
-			Tool: &mcp.Tool{Name: "cocoonbox_offload_send",
+			Tool: &mcp.Tool{Name: "cocoonbox_offload_send", Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no},
 				InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"The message for the box agent."}},"required":["text"]}`),
 				Description: "(cocoonbox CLI's own tool.) Send a message to the box agent working on this repository's " +
 					"offload: it is pasted when the agent is idle, else queued until its turn ends."},

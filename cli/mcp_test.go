@@ -68,6 +68,22 @@ func TestMCPBridge(t *testing.T) {
 	var names []string
 	for _, tl := range lt.Tools {
 		names = append(names, tl.Name)
+		// The hints come through: Codex asks the user by them.
+		a := tl.Annotations
+		switch tl.Name {
+		case "box_list", "box_status", "usage", "cocoonbox_offload_status", "cocoonbox_offload_inbox":
+			if a == nil || !a.ReadOnlyHint {
+				t.Errorf("%s is not marked read-only: %+v", tl.Name, a)
+			}
+		case "box_delete", "box_upgrade":
+			if a == nil || a.DestructiveHint == nil || !*a.DestructiveHint {
+				t.Errorf("%s is not marked destructive: %+v", tl.Name, a)
+			}
+		default:
+			if a == nil || a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint || a.OpenWorldHint == nil || *a.OpenWorldHint {
+				t.Errorf("%s is not marked as neither reading only nor destroying, closed world: %+v", tl.Name, a)
+			}
+		}
 	}
 	for _, n := range append(localbox.ControlTools(), "cocoonbox_offload_status", "cocoonbox_offload_inbox", "cocoonbox_offload_send") {
 		if !slices.Contains(names, n) {

@@ -57,7 +57,7 @@ home with cocoonbox back.
 
 Write the hand-over first: offload handover-path prints where (and puts a
 template there). In Claude Code, /cocoonbox:offload does both (cocoonbox
-setup claude installs it; setup codex gives Codex /prompts:cocoonbox-offload);
+setup claude installs it; setup codex gives Codex the skill $cocoonbox-offload);
 offload --handover-prompt prints the same request to paste into another
 coding agent.
 

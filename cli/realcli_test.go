@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,6 +111,28 @@ func TestRealCLIScripts(t *testing.T) {
 			defer logMu.Unlock()
 			fmt.Fprintf(logf, format+"\n", args...)
 		}
+		// A laptop-side CLI in a terminal runs in a tmux server on
+		// $WORK/tmux.sock, ended with the script, failed or not; so is
+		// what it leaves running from $WORK: codex's TUI starts its
+		// app-server as a daemon from $HOME/.codex/packages, which
+		// outlives it.
+		work := e.WorkDir
+		e.Defer(func() {
+			exec.Command("tmux", "-S", filepath.Join(work, "tmux.sock"), "kill-server").Run()
+			// A CLI ending may start its daemon on the way out, and the
+			// daemon's watcher may start it again: scan until a scan
+			// after the first finds none (5 s at most), killing.
+			for i := 0; i < 50; i++ {
+				sig := syscall.SIGTERM
+				if i > 0 {
+					sig = syscall.SIGKILL
+				}
+				if endProcsUnder(work, sig) == 0 && i > 0 {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
 		m, err := modeltest.Start(filepath.Join(e.WorkDir, "model.log"))
 		if err != nil {
 			return err
@@ -134,6 +157,7 @@ func TestRealCLIScripts(t *testing.T) {
 		"realcli":      func(ts *testscript.TestScript, neg bool, args []string) { cmdRealCLI(ts, neg, args, clis) },
 		"modelprompts": func(ts *testscript.TestScript, neg bool, args []string) { cmdModelPrompts(ts, neg, args, models) },
 		"modelfault":   func(ts *testscript.TestScript, neg bool, args []string) { cmdModelFault(ts, neg, args, models) },
+		"modeltools":   func(ts *testscript.TestScript, neg bool, args []string) { cmdModelTools(ts, neg, args, models) },
 		"waitgrep":     cmdWaitGrep,
 		"jsonline":     cmdJSONLine,
 		"modelkey":     func(ts *testscript.TestScript, neg bool, args []string) { cmdModelKey(ts, neg, args, models) },
@@ -411,4 +435,25 @@ func cmdKeyScan(ts *testscript.TestScript, neg bool, args []string) {
 	for _, l := range lines {
 		fmt.Fprintln(ts.Stdout(), l)
 	}
+}
+
+// endProcsUnder sends sig to each process whose executable is under dir
+// (a script's $WORK), so that nothing a script started outlives it, and
+// returns how many it found.
+func endProcsUnder(dir string, sig syscall.Signal) int {
+	n := 0
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && strings.HasPrefix(exe, dir+string(filepath.Separator)) {
+			if p, err := os.FindProcess(pid); err == nil && p.Signal(sig) == nil {
+				n++
+			}
+		}
+	}
+	return n
 }

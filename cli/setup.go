@@ -27,9 +27,10 @@ runs cocoonbox offload) and /cocoonbox:back (it runs cocoonbox back), and
 the MCP server cocoonbox mcp (claude mcp list shows it as
 plugin:cocoonbox:cocoonbox).
 
-setup codex writes Codex's custom prompts /prompts:cocoonbox-offload and
-/prompts:cocoonbox-back (prompts/ in $CODEX_HOME, else ~/.codex) and appends
-the MCP server's table [mcp_servers.cocoonbox] to its config.toml.
+setup codex writes Codex's skills cocoonbox-offload and cocoonbox-back
+(skills/NAME/SKILL.md in $CODEX_HOME, else ~/.codex; run them in codex as
+$cocoonbox-offload and $cocoonbox-back) and appends the MCP server's table
+[mcp_servers.cocoonbox] to its config.toml.
 
 Run it again after an upgrade of cocoonbox: it updates what it installed.
 Other settings stay as they are, byte for byte where the agent's own CLI
@@ -88,12 +89,16 @@ func runSetup(env Env, s Streams, agent string, remove bool) error {
 		if h == "" {
 			h = filepath.Join(home, ".codex")
 		}
-		c := &setup.Codex{Home: h, Dir: dir, MCP: mcp, Commands: agentCommands("codex")}
+		// Codex starts an MCP server with HOME, PATH and a few others
+		// only: where the bridge finds the endpoint, its CA and the saved
+		// token, and the offload records of its tools, comes along.
+		c := &setup.Codex{Home: h, Dir: dir, MCP: mcp, Commands: codexSkills(),
+			EnvVars: []string{"COCOONBOX_ENDPOINT", "COCOONBOX_CA_FILE", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"}}
 		if remove {
 			if err := c.Remove(); err != nil {
 				return err
 			}
-			fmt.Fprintf(s.Err, "removed cocoonbox's prompts and MCP server from Codex (%s)\n", h)
+			fmt.Fprintf(s.Err, "removed cocoonbox's skills and MCP server from Codex (%s)\n", h)
 			return nil
 		}
 		if err := c.Install(); err != nil {
@@ -102,7 +107,7 @@ func runSetup(env Env, s Streams, agent string, remove bool) error {
 			}
 			return err
 		}
-		fmt.Fprintf(s.Err, "installed into Codex (%s): /prompts:cocoonbox-offload, /prompts:cocoonbox-back and the MCP server cocoonbox; restart running codex sessions to get them\n", h)
+		fmt.Fprintf(s.Err, "installed into Codex (%s): the skills $cocoonbox-offload and $cocoonbox-back, and the MCP server cocoonbox; restart running codex sessions to get them\n", h)
 	default:
 		return &UsageError{fmt.Errorf("setup: unknown agent %q: claude or codex", agent)}
 	}
@@ -124,6 +129,19 @@ func mcpCommand() string {
 		}
 	}
 	return self
+}
+
+// codexSkills are the offload and back commands as Codex's skills: a
+// skill takes no arguments, so the user's words are those of the message
+// that names it.
+func codexSkills() []setup.Command {
+	cmds := agentCommands("codex")
+	for i := range cmds {
+		cmds[i].ArgumentHint = ""
+		cmds[i].Body = strings.Replace(cmds[i].Body, "Their words, if any: $ARGUMENTS",
+			"Their words, if any, are those of their message that named this skill ($"+setup.SkillName(cmds[i])+").", 1)
+	}
+	return cmds
 }
 
 // agentCommands are the offload and back commands for the agent kind.

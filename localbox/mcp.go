@@ -59,6 +59,8 @@ type toolCall struct {
 	// progress is the caller's progress token; nil sends no notifications.
 	progress any
 	lastPct  float64
+	// sent counts the notifications sent.
+	sent int
 }
 
 // toolError is a tool that ran but could not do what was asked: a result
@@ -114,6 +116,7 @@ func (t *toolCall) emit(ctx context.Context) emitFunc {
 		// A lost notification loses nothing the result does not carry.
 		t.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{Meta: meta, ProgressToken: t.progress,
 			Progress: pct, Total: 100, Message: msg})
+		t.sent++
 		return nil
 	}
 }
@@ -382,12 +385,34 @@ func (s *Server) controlMCP() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "cocoonbox-localbox", Title: "cocoonbox local box", Version: version.String()},
 		&mcp.ServerOptions{Instructions: "Tools for the lifecycle of the user's cocoonbox boxes: list, status, ensure, create, hibernate, save, upgrade, delete, and the account's usage."})
 	for _, t := range controlTools {
-		srv.AddTool(&mcp.Tool{Name: t.name, Description: t.description, InputSchema: t.inputRaw, OutputSchema: t.outputRaw},
+		srv.AddTool(&mcp.Tool{Name: t.name, Description: t.description, InputSchema: t.inputRaw, OutputSchema: t.outputRaw,
+			Annotations: annotations(t.name)},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return s.callTool(ctx, t, req)
 			})
 	}
 	return srv
+}
+
+// annotations are the hints of the tool name (MCP's ToolAnnotations):
+// box_list, box_status and usage only read; box_delete and box_upgrade
+// destroy what the box held or ran; none reaches beyond the caller's
+// boxes. Agents decide on them which calls to ask the user about: Codex
+// 0.171 asks before a call of box_delete or box_upgrade, and runs the
+// others (without annotations it asked before every call).
+func annotations(name string) *mcp.ToolAnnotations {
+	no, yes := false, true
+	a := &mcp.ToolAnnotations{OpenWorldHint: &no}
+	switch name {
+	case "box_list", "box_status", "usage":
+		a.ReadOnlyHint = true
+	case "box_delete", "box_upgrade":
+		a.DestructiveHint = &yes
+	default:
+		a.DestructiveHint = &no
+		a.IdempotentHint = name != "box_create"
+	}
+	return a
 }
 
 // callTool checks the arguments (-32602 when they do not match the input
@@ -417,6 +442,9 @@ func (s *Server) callTool(ctx context.Context, t *controlTool, req *mcp.CallTool
 		call.progress = req.Params.GetProgressToken()
 	}
 	out, err := t.run(ctx, call)
+	if call.sent > 0 {
+		s.logf("control MCP %s: %d progress notifications sent to the caller", t.name, call.sent)
+	}
 	if err != nil {
 		if msg, ok := toolMessage(err); ok {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil

@@ -13,11 +13,12 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
-// Codex is setup's side of a Codex install: its custom prompts
-// (prompts/cocoonbox-<name>.md under Home, run as
-// /prompts:cocoonbox-<name>) and the MCP server's table in config.toml,
-// appended at its end and cut out again by Remove, the file's other bytes
-// untouched.
+// Codex is setup's side of a Codex install: its skills
+// (skills/cocoonbox-<name>/SKILL.md under Home, which the user runs as
+// $cocoonbox-<name>; Codex 0.171 has no custom prompts, and answers
+// /prompts:NAME "Unrecognized command") and the MCP server's table in
+// config.toml, appended at its end and cut out again by Remove, the
+// file's other bytes untouched.
 type Codex struct {
 	// Home is Codex's home: $CODEX_HOME, else ~/.codex.
 	Home string
@@ -25,7 +26,12 @@ type Codex struct {
 	Dir string
 	// MCP is the MCP server's command line (cocoonbox mcp).
 	MCP []string
-	// Commands are the custom prompts.
+	// EnvVars are the variables of Codex's environment the MCP server
+	// gets besides the few Codex passes to every server (HOME, PATH and
+	// the like): its table's env_vars.
+	EnvVars []string
+	// Commands are the skills: a Command's Name after "cocoonbox-" is the
+	// skill's name, its Description the skill's.
 	Commands []Command
 }
 
@@ -36,8 +42,17 @@ var ErrNotOurs = fmt.Errorf("config.toml already has an MCP server %q that cocoo
 func (c *Codex) configPath() string { return filepath.Join(c.Home, "config.toml") }
 func (c *Codex) statePath() string  { return filepath.Join(c.Dir, "state.json") }
 
-// PromptPath is where the custom prompt of cmd goes.
-func (c *Codex) PromptPath(cmd Command) string {
+// SkillName is the name of cmd's skill: cocoonbox-<name>.
+func SkillName(cmd Command) string { return Name + "-" + cmd.Name }
+
+// SkillPath is where the skill of cmd goes.
+func (c *Codex) SkillPath(cmd Command) string {
+	return filepath.Join(c.Home, "skills", SkillName(cmd), "SKILL.md")
+}
+
+// oldPromptPath is where setup wrote cmd as a custom prompt before Codex
+// dropped them: an Install or Remove takes such a file away.
+func (c *Codex) oldPromptPath(cmd Command) string {
 	return filepath.Join(c.Home, "prompts", Name+"-"+cmd.Name+".md")
 }
 
@@ -48,11 +63,19 @@ func (c *Codex) block() string {
 	for i, a := range c.MCP[1:] {
 		args[i] = q(a)
 	}
-	return fmt.Sprintf("# Written by cocoonbox setup codex; cocoonbox setup codex --remove removes it.\n[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n",
+	env := make([]string, len(c.EnvVars))
+	for i, v := range c.EnvVars {
+		env[i] = q(v)
+	}
+	b := fmt.Sprintf("# Written by cocoonbox setup codex; cocoonbox setup codex --remove removes it.\n[mcp_servers.%s]\ncommand = %s\nargs = [%s]\n",
 		Name, q(c.MCP[0]), strings.Join(args, ", "))
+	if len(env) > 0 {
+		b += fmt.Sprintf("env_vars = [%s]\n", strings.Join(env, ", "))
+	}
+	return b
 }
 
-// Install writes the prompts and the MCP server's table, or updates
+// Install writes the skills and the MCP server's table, or updates
 // them. It refuses (ErrNotOurs) a config.toml that has an MCP server
 // named cocoonbox of someone else's, and one that is not TOML.
 func (c *Codex) Install() error {
@@ -95,8 +118,10 @@ func (c *Codex) Install() error {
 	if err := st.mkdirs(c.Dir, 0o700); err != nil {
 		return err
 	}
-	if err := st.mkdirs(filepath.Join(c.Home, "prompts"), 0o755); err != nil {
-		return err
+	for _, cmd := range c.Commands {
+		if err := st.mkdirs(filepath.Dir(c.SkillPath(cmd)), 0o755); err != nil {
+			return err
+		}
 	}
 	if !bytes.Equal(next, cur) {
 		if err := writeLike(c.configPath(), next); err != nil {
@@ -105,9 +130,10 @@ func (c *Codex) Install() error {
 	}
 	st.Appended = add
 	for _, cmd := range c.Commands {
-		if err := atomicfile.WriteFile(c.PromptPath(cmd), cmd.markdown(), 0o644); err != nil {
+		if err := atomicfile.WriteFile(c.SkillPath(cmd), cmd.markdown("name: "+SkillName(cmd)), 0o644); err != nil {
 			return err
 		}
+		c.removeOldPrompt(cmd)
 	}
 	return st.save(c.statePath())
 }
@@ -124,7 +150,7 @@ func hasServer(b []byte) (bool, error) {
 	return ok, nil
 }
 
-// Remove takes out what Install wrote: the prompts, the directories it
+// Remove takes out what Install wrote: the skills, the directories it
 // made, and the table it appended (the file goes when Install made it
 // and nothing else is in it).
 func (c *Codex) Remove() error {
@@ -148,13 +174,22 @@ func (c *Codex) Remove() error {
 		}
 	}
 	for _, cmd := range c.Commands {
-		if err := os.Remove(c.PromptPath(cmd)); err != nil && !os.IsNotExist(err) {
+		if err := os.Remove(c.SkillPath(cmd)); err != nil && !os.IsNotExist(err) {
 			return err
 		}
+		c.removeOldPrompt(cmd)
 	}
 	if err := os.Remove(c.statePath()); err != nil {
 		return err
 	}
 	st.removeMadeDirs()
 	return nil
+}
+
+// removeOldPrompt removes cmd's custom prompt of an older setup, and the
+// prompts directory when that leaves it empty.
+func (c *Codex) removeOldPrompt(cmd Command) {
+	if os.Remove(c.oldPromptPath(cmd)) == nil {
+		os.Remove(filepath.Dir(c.oldPromptPath(cmd)))
+	}
 }

@@ -99,6 +99,18 @@ func anthropicTurn(req *messagesRequest) turn {
 				}
 			}
 		}
+		if m.Role == "user" {
+			var rs []struct {
+				Type    string          `json:"type"`
+				Content json.RawMessage `json:"content"`
+			}
+			json.Unmarshal(m.Content, &rs)
+			for _, r := range rs {
+				if r.Type == "tool_result" {
+					t.last = texts(blocks(r.Content), "\x00", "text")
+				}
+			}
+		}
 	}
 	return t
 }
@@ -111,25 +123,45 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	bash := false
+	var tools []string
 	for _, t := range req.Tools {
 		bash = bash || t.Name == "Bash"
+		tools = append(tools, t.Name)
 	}
 	var content []map[string]any
 	stop, answer := "end_turn", "text"
+	cmd, done := "", "Done."
+	if bash {
+		t := anthropicTurn(&req)
+		cmd, done = t.next(), t.answer()
+	}
+	name, args, isTool := toolAt(cmd)
 	if !bash {
 		// A side request (a title, a topic, a quota probe): text only.
 		answer = "side"
 		content = []map[string]any{{"type": "text", "text": `{"title": "Scripted task"}`}}
-	} else if cmd := anthropicTurn(&req).next(); failAt(cmd) != NoFault {
+	} else if failAt(cmd) != NoFault {
 		s.record(r, body, "fault:"+failAt(cmd).String())
 		s.writeFault(w, r, failAt(cmd))
 		return
+	} else if isTool && offered(tools, name) == "" {
+		answer = "notool:" + name
+		content = []map[string]any{{"type": "text", "text": noTool(name, tools)}}
+	} else if isTool {
+		// A tool_use block as in Anthropic's "Tool use" reference: its
+		// input streams as input_json_delta, as Bash's does.
+		answer, stop = "call:"+offered(tools, name), "tool_use"
+		content = []map[string]any{{"type": "tool_use", "id": s.id("toolu"), "name": offered(tools, name), "input": args}}
 	} else if cmd != "" {
-		answer, stop = "tool:"+cmd, "tool_use"
-		content = []map[string]any{{"type": "tool_use", "id": s.id("toolu"), "name": "Bash",
-			"input": map[string]any{"command": cmd, "description": "scripted step"}}}
+		c, long := shellStep(cmd)
+		answer, stop = "tool:"+c, "tool_use"
+		in := map[string]any{"command": c, "description": "scripted step"}
+		if long {
+			in["timeout"] = 600000
+		}
+		content = []map[string]any{{"type": "tool_use", "id": s.id("toolu"), "name": "Bash", "input": in}}
 	} else {
-		content = []map[string]any{{"type": "text", "text": "Done."}}
+		content = []map[string]any{{"type": "text", "text": done}}
 	}
 	s.record(r, body, answer)
 	model := req.Model

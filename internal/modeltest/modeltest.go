@@ -15,6 +15,12 @@
 //	model: bash CMD      run CMD through the CLI's shell tool
 //	model: progress      write a complete hand-over to the path the first
 //	                     prompt names and post it with --progress
+//	model: tool NAME [JSON]
+//	                     call the tool NAME that the request offers (an
+//	                     MCP server's tool as the CLI names it, such as
+//	                     claude's mcp__SERVER__NAME or codex's, matched by
+//	                     the part after the last "__") with the JSON
+//	                     object as its arguments ({} when absent)
 //	model: fail STATUS   answer the request that would call this step
 //	                     with HTTP status STATUS (400-599) in the vendor's
 //	                     error body, as SetFault does: the turn fails
@@ -24,6 +30,15 @@
 // and a prompt that starts "BACK:" (cocoonbox-agent's BACK instruction)
 // commits what is left, writes the hand-over to the path it names and
 // runs the post --back it names, after its own model: lines.
+//
+// The requests of the commands cocoonbox setup installs are followed as
+// they read (request.go): /cocoonbox:offload (and offload
+// --handover-prompt) writes a hand-over by the request's rules, the
+// user's model: lines in its Next steps, and runs the command it names;
+// /cocoonbox:back runs the command it names. The turn of such a request
+// ends with "Done. The command said:" and the last command's output, as a
+// model relays exit 3 and 4 findings to the user; any other turn ends
+// with "Done.".
 //
 // The shapes follow the vendors' API references (Anthropic "Streaming
 // Messages", OpenAI "Responses API streaming events") and what the CLIs
@@ -59,8 +74,10 @@ type Request struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	HasKey  bool              `json:"has_key"`
 	Body    json.RawMessage   `json:"body,omitempty"`
-	// Answer is what the endpoint made of it: "tool:CMD", "text", "side",
-	// "count", "head", "fault:STATUS" (SetFault) or "unknown".
+	// Answer is what the endpoint made of it: "tool:CMD" (a shell
+	// command), "call:NAME" (another tool, as the request named it),
+	// "text", "side", "count", "head", "fault:STATUS" (SetFault) or
+	// "unknown".
 	Answer string `json:"answer"`
 	// Keys are the keys it carried, in x-api-key or as the Bearer of
 	// Authorization, for a test to compare with the one it signed in
@@ -188,6 +205,20 @@ func writeJSON(w http.ResponseWriter, v any) {
 type turn struct {
 	plan []string
 	done int
+	// relay is whether the turn's prompt is a request of ours, whose
+	// model tells the user what the last command said (its exit 3 or 4
+	// findings); last is that command's result.
+	relay bool
+	last  string
+}
+
+// answer is the text that ends the turn: "Done.", and for a request of
+// ours the last command's output, as a model relays it to the user.
+func (t turn) answer() string {
+	if t.relay && strings.TrimSpace(t.last) != "" {
+		return "Done. The command said:\n" + strings.TrimSpace(t.last)
+	}
+	return "Done."
 }
 
 // failStep starts a plan step that fails its request ("model: fail
@@ -239,13 +270,17 @@ func planTurn(n int, text func(i int) []string) (turn, int) {
 	if last < 0 {
 		return turn{}, -1
 	}
-	return turn{plan: planOf(prompts[len(prompts)-1], prompts)}, last
+	_, relay := requestPlan(prompts[len(prompts)-1], prompts)
+	return turn{plan: planOf(prompts[len(prompts)-1], prompts), relay: relay}, last
 }
 
 // planOf is the plan of a user text; prompts is every user text of the
 // conversation so far, first to last (the first prompt names the
 // hand-over path for progress).
 func planOf(text string, prompts []string) []string {
+	if plan, ok := requestPlan(text, prompts); ok {
+		return plan
+	}
 	var plan []string
 	back := strings.HasPrefix(strings.TrimSpace(text), "BACK:")
 	if back {
@@ -261,6 +296,8 @@ func planOf(text string, prompts []string) []string {
 		switch {
 		case strings.HasPrefix(rest, "bash "):
 			plan = append(plan, strings.TrimSpace(rest[len("bash "):]))
+		case strings.HasPrefix(rest, "tool "):
+			plan = append(plan, toolStepOf(strings.TrimSpace(rest[len("tool "):])))
 		case strings.HasPrefix(rest, "fail "):
 			st := strings.TrimSpace(rest[len("fail "):])
 			if f, err := ParseFault(st); err != nil || f <= 0 {
@@ -334,7 +371,7 @@ func (r Request) Prompt() string {
 	if len(r.Body) == 0 {
 		return ""
 	}
-	if strings.HasPrefix(r.Answer, "tool:") || r.Answer == "text" {
+	if strings.HasPrefix(r.Answer, "tool:") || strings.HasPrefix(r.Answer, "call:") || r.Answer == "text" {
 		var m messagesRequest
 		if strings.HasPrefix(r.Path, "/v1/messages") && json.Unmarshal(r.Body, &m) == nil {
 			for i := len(m.Messages) - 1; i >= 0; i-- {

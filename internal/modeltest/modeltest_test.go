@@ -190,3 +190,98 @@ func TestFailStep(t *testing.T) {
 		t.Errorf("requests: %+v", reqs)
 	}
 }
+
+// "model: tool NAME JSON": a Messages stream with a tool_use of the MCP
+// tool the request offers under claude's name, a Responses stream with a
+// function_call of the namespace codex offers it in; a tool not offered
+// ends the turn naming it; ToolCalls pairs each call with its result.
+func TestToolStep(t *testing.T) {
+	s, err := Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	prompt := `go\nmodel: tool box_create {\"name\":\"w\"}\nmodel: tool nope`
+	msg := `{"model":"m","stream":true,"tools":[{"name":"Bash"},{"name":"mcp__plugin_cocoonbox_cocoonbox__box_create"}],"messages":[{"role":"user","content":"` + prompt + `"}]}`
+	out := post(t, s.URL+"/v1/messages", msg)
+	for _, want := range []string{`"type":"tool_use"`, `"name":"mcp__plugin_cocoonbox_cocoonbox__box_create"`, `"partial_json":"{\"name\":\"w\"}"`, `"stop_reason":"tool_use"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("messages stream lacks %s:\n%s", want, out)
+		}
+	}
+	after := `{"model":"m","stream":true,"tools":[{"name":"Bash"},{"name":"mcp__plugin_cocoonbox_cocoonbox__box_create"}],"messages":[{"role":"user","content":"` + prompt + `"},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"mcp__plugin_cocoonbox_cocoonbox__box_create","input":{"name":"w"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"{\"box_id\":\"b\"}"}],"is_error":true}]}]}`
+	if out := post(t, s.URL+"/v1/messages", after); !strings.Contains(out, "modeltest: no tool nope among those offered: Bash, mcp__plugin_cocoonbox_cocoonbox__box_create") {
+		t.Errorf("a tool not offered:\n%s", out)
+	}
+	resp := `{"model":"m","stream":true,"tools":[{"type":"function","name":"exec_command"},{"type":"namespace","name":"mcp__cocoonbox","tools":[{"type":"function","name":"box_create"}]}],"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"` + prompt + `"}]}]}`
+	out = post(t, s.URL+"/v1/responses", resp)
+	for _, want := range []string{`"type":"function_call"`, `"name":"box_create"`, `"namespace":"mcp__cocoonbox"`, `"arguments":"{\"name\":\"w\"}"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("responses stream lacks %s:\n%s", want, out)
+		}
+	}
+	resp2 := `{"model":"m","stream":true,"tools":[{"type":"namespace","name":"mcp__cocoonbox","tools":[{"type":"function","name":"box_create"}]}],"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"` + prompt + `"}]},` +
+		`{"type":"function_call","name":"box_create","namespace":"mcp__cocoonbox","arguments":"{}","call_id":"call_1"},{"type":"function_call_output","call_id":"call_1","output":"Wall time: 0.1 seconds\nOutput:\n{}"}]}`
+	post(t, s.URL+"/v1/responses", resp2)
+	calls := s.ToolCalls()
+	if len(calls) != 2 || calls[0].Name != "mcp__plugin_cocoonbox_cocoonbox__box_create" || !calls[0].Answered || !calls[0].IsError || calls[0].Result != `{"box_id":"b"}` ||
+		calls[1].Name != "mcp__cocoonbox__box_create" || calls[1].Result != "Wall time: 0.1 seconds\nOutput:\n{}" || calls[1].IsError {
+		t.Errorf("tool calls: %+v", calls)
+	}
+	reqs := s.Requests()
+	if reqs[0].Answer != "call:mcp__plugin_cocoonbox_cocoonbox__box_create" || reqs[1].Answer != "notool:nope" || reqs[2].Answer != "call:mcp__cocoonbox__box_create" {
+		t.Errorf("answers: %s %s %s", reqs[0].Answer, reqs[1].Answer, reqs[2].Answer)
+	}
+	if p := planOf("model: tool box_list [1]", nil); len(p) != 1 || !strings.Contains(p[0], "bad step") {
+		t.Errorf("a bad tool step: %q", p)
+	}
+}
+
+// The plugin's requests, as the model follows them: the hand-over from
+// the request's rules (every heading, the title, the secrets line, the
+// user's model: lines in Next steps, not run here), written where the
+// backquoted command says, then the Run: command, with the kind the
+// user's words name; back runs its command with the longest timeout.
+func TestRequestPlan(t *testing.T) {
+	ask := "The user asked you to offload. Their words, if any: codex\nmodel: bash echo hi\n\n" +
+		"If those words name another coding-agent CLI for the box (codex), use its name as --kind below instead of claude.\n\n" +
+		"Write a hand-over of the task you are working on, so that ...\n\n" +
+		"1. Write the hand-over to the file that `cocoonbox offload handover-path`, run in this repository, prints (replace the template there, if any). Rules:\n" +
+		"   - The first line is \"# Hand-over: \" followed by the task in one line.\n" +
+		"   - Each of these headings appears exactly once:\n     ## Goal and definition of done\n     ## Next steps\n     ## Environment facts\n" +
+		"   - Under ## Environment facts, a line \"Secrets needed: NAME, NAME\" with the names (never their values), or \"Secrets needed: none\".\n" +
+		"3. Run: cocoonbox offload --kind claude\n"
+	plan := planOf(ask, []string{ask})
+	want := "printf '%s' '# Hand-over: codex\n## Goal and definition of done\nnone\n## Next steps\nmodel: bash echo hi\n## Environment facts\nSecrets needed: none\n' > \"$(cocoonbox offload handover-path)\""
+	if len(plan) != 2 || plan[0] != want || plan[1] != "cocoonbox offload --kind codex" {
+		t.Errorf("offload plan %q", plan)
+	}
+	back := "The user asked you to bring home ... Their words, if any: \n\n1. Run `cocoonbox back` in this repository. It waits up to 10 minutes\n"
+	if plan := planOf(back, []string{back}); len(plan) != 1 || plan[0] != longStep+"cocoonbox back" {
+		t.Errorf("back plan %q", plan)
+	}
+}
+
+// At the end of a request of ours the model relays the last command's
+// output (exit 3 and 4 findings) to the user; at the end of other turns
+// it says only "Done.".
+func TestRelay(t *testing.T) {
+	s, err := Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	back := `The user asked you to bring home ... Their words, if any: \n\n1. Run ` + "`cocoonbox back`" + ` in this repository. It waits\n`
+	req := `{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"` + back + `"},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"Exit code 3\nnothing of this repo is in a box"}]}]}`
+	if out := post(t, s.URL+"/v1/messages", req); !strings.Contains(out, `Done. The command said:\nExit code 3\nnothing of this repo is in a box`) {
+		t.Errorf("not relayed:\n%s", out)
+	}
+	other := strings.Replace(req, back, `model: bash false`, 1)
+	if out := post(t, s.URL+"/v1/messages", other); !strings.Contains(out, `"text":"Done."`) {
+		t.Errorf("another turn's end:\n%s", out)
+	}
+}

@@ -3,6 +3,7 @@ package modeltest
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // responsesRequest is the part of a Responses API request read here.
@@ -12,18 +13,57 @@ type responsesRequest struct {
 		Type    string          `json:"type"`
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
+		Output  json.RawMessage `json:"output"`
 	} `json:"input"`
+	Tools []responsesTool `json:"tools"`
+}
+
+// responsesTool is a tool a Responses request offers: a function, or a
+// namespace of functions (codex 0.171 offers an MCP server's tools as the
+// namespace mcp__<server>).
+type responsesTool struct {
+	Type  string `json:"type"`
+	Name  string `json:"name"`
 	Tools []struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	} `json:"tools"`
 }
 
+// toolNames are the names of the functions req offers, a function of a
+// namespace as NAMESPACE__NAME, and where each is: its namespace ("" for
+// none) and its own name.
+func (req *responsesRequest) toolNames() ([]string, map[string][2]string) {
+	var names []string
+	where := map[string][2]string{}
+	for _, t := range req.Tools {
+		if t.Type == "namespace" {
+			for _, f := range t.Tools {
+				n := t.Name + "__" + f.Name
+				names = append(names, n)
+				where[n] = [2]string{t.Name, f.Name}
+			}
+			continue
+		}
+		names = append(names, t.Name)
+		where[t.Name] = [2]string{"", t.Name}
+	}
+	return names, where
+}
+
 // inputText is the prompt a user input message carries, or "" for the
 // CLI's own context messages (<environment_context>, <user_instructions>
-// and the like).
+// and the like). A skill the user named (codex 0.171 sends its SKILL.md
+// as a message "<skill>\n<name>...</name>\n<path>...</path>\n..." after
+// the user's) is a prompt: the model follows it.
 func inputText(raw json.RawMessage) string {
-	return texts(blocks(raw), "<", "input_text", "text")
+	bs := blocks(raw)
+	for _, b := range bs {
+		if strings.HasPrefix(strings.TrimSpace(b.Text), "<skill>") {
+			return b.Text
+		}
+	}
+	return texts(bs, "<", "input_text", "text")
 }
 
 func responsesTurn(req *responsesRequest) turn {
@@ -42,6 +82,8 @@ func responsesTurn(req *responsesRequest) turn {
 		switch it.Type {
 		case "function_call", "local_shell_call", "custom_tool_call":
 			t.done++
+		case "function_call_output":
+			t.last = outputText(it.Output)
 		}
 	}
 	return t
@@ -75,24 +117,49 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, body []byte) 
 	}
 	var item map[string]any
 	answer := "text"
-	cmd := responsesTurn(&req).next()
+	tu := responsesTurn(&req)
+	cmd := tu.next()
 	if f := failAt(cmd); f != NoFault && len(req.Tools) > 0 {
 		s.record(r, body, "fault:"+f.String())
 		s.writeFault(w, r, f)
 		return
 	}
-	if cmd != "" && len(req.Tools) > 0 {
+	tools, where := req.toolNames()
+	if name, args, ok := toolAt(cmd); ok && len(req.Tools) > 0 {
+		// A function_call item as in OpenAI's "Function calling" guide:
+		// arguments a JSON string; a function of a namespace is called by
+		// its own name with the namespace beside it.
+		if n := offered(tools, name); n != "" {
+			answer = "call:" + n
+			a, _ := json.Marshal(args)
+			item = map[string]any{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call"), "name": where[n][1],
+				"arguments": string(a), "status": "completed"}
+			if ns := where[n][0]; ns != "" {
+				item["namespace"] = ns
+			}
+		} else {
+			answer = "notool:" + name
+			item = map[string]any{"type": "message", "id": s.id("msg"), "role": "assistant", "status": "completed",
+				"content": []any{map[string]any{"type": "output_text", "text": noTool(name, tools), "annotations": []any{}}}}
+		}
+	} else if cmd != "" && len(req.Tools) > 0 {
+		cmd, _ = shellStep(cmd)
 		answer = "tool:" + cmd
 		name, args := shellCall(&req, cmd)
 		a, _ := json.Marshal(args)
 		item = map[string]any{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call"), "name": name,
 			"arguments": string(a), "status": "completed"}
-	} else {
+	}
+	if item == nil {
 		if len(req.Tools) == 0 {
 			answer = "side"
 		}
+		text := "Done."
+		if len(req.Tools) > 0 {
+			text = tu.answer()
+		}
 		item = map[string]any{"type": "message", "id": s.id("msg"), "role": "assistant", "status": "completed",
-			"content": []any{map[string]any{"type": "output_text", "text": "Done.", "annotations": []any{}}}}
+			"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}
 	}
 	s.record(r, body, answer)
 	id := s.id("resp")
@@ -105,8 +172,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, body []byte) 
 	e.event("response.created", map[string]any{"response": resp("in_progress", []any{})})
 	e.event("response.output_item.added", map[string]any{"output_index": 0, "item": item})
 	if item["type"] == "message" {
+		text := item["content"].([]any)[0].(map[string]any)["text"]
 		e.event("response.output_text.delta", map[string]any{"item_id": item["id"],
-			"output_index": 0, "content_index": 0, "delta": "Done."})
+			"output_index": 0, "content_index": 0, "delta": text})
 	}
 	e.event("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 	e.event("response.completed", map[string]any{"response": resp("completed", []any{item})})
