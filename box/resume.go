@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,9 @@ const (
 type lostError struct {
 	err  error
 	code codes.Code
+	// dial is set when the connection was never made (gRPC's "Error
+	// while dialing"): nothing of the call reached the box.
+	dial bool
 }
 
 func (e *lostError) Error() string { return e.err.Error() }
@@ -66,7 +70,8 @@ func (e *lostError) Unwrap() error { return e.err }
 
 // lost wraps a transport error of an Exec as a lostError.
 func (c *Client) lost(op string, err error) error {
-	return &lostError{err: c.wrap(op, err), code: status.Code(err)}
+	return &lostError{err: c.wrap(op, err), code: status.Code(err),
+		dial: status.Code(err) == codes.Unavailable && strings.Contains(status.Convert(err).Message(), "Error while dialing")}
 }
 
 // rsession is the client's side of one resumable command.
@@ -266,7 +271,10 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 				s.notify("the box %s cannot keep a command across a lost connection (its cocoonbox-agent has no sessions); running it without", cmd.Box)
 				return s.fallback(ctx, cancel)
 			}
-			if !transport {
+			// A first call that never reached the box (no local box, no
+			// network) started nothing to resume: it fails at once, as
+			// ssh does when it cannot connect.
+			if !transport || le.dial {
 				return st, err
 			}
 		} else if err != nil && !transport {
