@@ -40,6 +40,9 @@ type Resume struct {
 	Notify io.Writer
 	// Agent is the box's agent command; empty means cocoonbox-agent.
 	Agent string
+	// Prefix starts each Notify line, as the program's own messages
+	// start ("cocoonbox-ssh: "); empty means "cocoonbox: ".
+	Prefix string
 }
 
 // WithResume makes the client's Execs without a terminal resumable.
@@ -325,7 +328,11 @@ func since(t time.Time) string {
 
 func (s *rsession) notify(format string, args ...any) {
 	if s.r.Notify != nil {
-		fmt.Fprintf(s.r.Notify, "cocoonbox: "+format+"\n", args...)
+		p := s.r.Prefix
+		if p == "" {
+			p = "cocoonbox: "
+		}
+		fmt.Fprintf(s.r.Notify, p+format+"\n", args...)
 	}
 }
 

@@ -289,7 +289,9 @@ func (e Env) resume() (*box.Resume, error) {
 	default:
 		return nil, &UsageError{fmt.Errorf("COCOONBOX_RESUME=%q: want on or off", v)}
 	}
-	r := &box.Resume{Notify: os.Stderr}
+	// Its lines start as the running program's own (cocoonbox-ssh's,
+	// git-remote-cocoonbox's).
+	r := &box.Resume{Notify: os.Stderr, Prefix: strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe") + ": "}
 	if v := e.Getenv("COCOONBOX_RESUME_WINDOW"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
