@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -146,7 +147,9 @@ func unknownCommand(c *cobra.Command, name string) error {
 	if c.SuggestionsMinimumDistance <= 0 {
 		c.SuggestionsMinimumDistance = 2 // cobra's default, set only where cobra suggests itself
 	}
-	if s := c.SuggestionsFor(name); len(s) > 0 {
+	// SuggestionsFor names a command once for each way it matches (an
+	// edit away and a SuggestFor of it): once each here.
+	if s := slices.Compact(c.SuggestionsFor(name)); len(s) > 0 {
 		for i := range s {
 			s[i] = c.CommandPath() + " " + s[i]
 		}
@@ -188,8 +191,10 @@ cocoonbox-ssh.`,
 		newMCP(env, s),
 		newSetup(env, s),
 	)
-	groupsRefuseUnknown(root)
+	// After the completion command is made, so that `completion tcsh`
+	// is refused too.
 	bashWithoutPackage(root)
+	groupsRefuseUnknown(root)
 	root.Version = version.String()
 	root.SetVersionTemplate(versionTemplate)
 	// Ours, so that it has -V (as ssh has); cobra answers any bool flag
