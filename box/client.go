@@ -444,19 +444,7 @@ func (c *Client) wrap(op string, err error) error {
 				return fmt.Errorf("%s: %w: %s", op, ErrUnavailable, tls)
 			}
 		}
-		hint := ""
-		if strings.HasPrefix(c.endpoint.URL, "unix://") {
-			hint = "; is the local box running? (cocoonbox localbox start)"
-		} else if host, _, err := net.SplitHostPort(c.endpoint.Target); err == nil && isLoopback(host) {
-			tls := ""
-			if c.endpoint.TLS {
-				tls = " --tls self-signed, or your --tls-cert and --tls-key"
-			}
-			hint = "; is the local box running? (cocoonbox localbox start --listen " + c.endpoint.Target + tls + ")"
-		} else {
-			hint = "; is its box server up, and this endpoint right (COCOONBOX_ENDPOINT, cocoonbox login --endpoint)? else check the network and retry"
-		}
-		return fmt.Errorf("%s: %w: %s: %s%s", op, ErrUnavailable, c.endpoint.URL, dialReason(msg), hint)
+		return fmt.Errorf("%s: %w: %s: %s; %s", op, ErrUnavailable, c.endpoint.URL, dialReason(msg), UnreachableHint(c.endpoint))
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%s: %s did not answer in time", op, c.endpoint.URL)
 	case codes.Canceled:
@@ -471,6 +459,23 @@ func (c *Client) wrap(op string, err error) error {
 
 // dialReason trims gRPC's wrapping from a connection error, leaving the
 // system's reason ("dial unix /x: connect: no such file or directory").
+// UnreachableHint is the next step when ep does not answer: start the
+// local box (with its --listen and TLS flags) where ep is one, else check
+// the endpoint and the network. One clause, no leading separator.
+func UnreachableHint(ep Endpoint) string {
+	if strings.HasPrefix(ep.URL, "unix://") {
+		return "is the local box running? (cocoonbox localbox start)"
+	}
+	if host, _, err := net.SplitHostPort(ep.Target); err == nil && isLoopback(host) {
+		tls := ""
+		if ep.TLS {
+			tls = " --tls self-signed, or your --tls-cert and --tls-key"
+		}
+		return "is the local box running? (cocoonbox localbox start --listen " + ep.Target + tls + ")"
+	}
+	return "is its box server up, and this endpoint right (COCOONBOX_ENDPOINT, cocoonbox login --endpoint)? else check the network and retry"
+}
+
 func dialReason(msg string) string {
 	if i := strings.Index(msg, "Error while dialing: "); i >= 0 {
 		msg = strings.TrimSuffix(msg[i+len("Error while dialing: "):], `"`)

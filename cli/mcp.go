@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -59,6 +61,12 @@ func runMCP(env Env, s Streams, endpoint string) error {
 	}
 	ctx := context.Background()
 	b, err := bridge.New(ctx, bridge.Options{URL: url, HTTPClient: hc, Version: version.String(), Ours: offloadTools(env, endpoint)})
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		// The URL a unix socket's client uses (http://localbox/...) is
+		// no address a user knows: name the endpoint and the next step.
+		return fmt.Errorf("the control MCP at %s did not answer: %v; %s", ep.URL, oe.Err, box.UnreachableHint(ep))
+	}
 	if err != nil {
 		return err
 	}
