@@ -117,7 +117,8 @@ func TestMCPBridge(t *testing.T) {
 	for _, bad := range []struct {
 		name string
 		args map[string]any
-	}{{"box_delete", map[string]any{"box": "work"}}, {"box_create", map[string]any{"name": 1}}, {"nope", nil}} {
+	}{{"box_delete", map[string]any{"box": "work"}}, {"box_create", map[string]any{"name": 1}}, {"nope", nil},
+		{"box_status", map[string]any{"name": "ghost"}}} {
 		_, err := call(bad.name, bad.args, nil)
 		var je *jsonrpc.Error
 		if !errors.As(err, &je) || je.Code != jsonrpc.CodeInvalidParams {

@@ -355,6 +355,18 @@ var controlTools = []*controlTool{
 
 func init() {
 	for _, t := range controlTools {
+		// No argument beyond the contract's: a misspelled one ("name" for
+		// "box") is -32602, not a call on the first box.
+		var m map[string]any
+		if err := json.Unmarshal([]byte(t.input), &m); err != nil {
+			panic(t.name + ": " + err.Error())
+		}
+		m["additionalProperties"] = false
+		in, err := json.Marshal(m)
+		if err != nil {
+			panic(t.name + ": " + err.Error())
+		}
+		t.input = string(in)
 		var sch jsonschema.Schema
 		if err := json.Unmarshal([]byte(t.input), &sch); err != nil {
 			panic(t.name + ": " + err.Error())

@@ -271,6 +271,8 @@ func TestControlMCP(t *testing.T) {
 		{"box_ensure", map[string]any{"wait": "no"}},            // not a boolean
 		{"no_such_tool", map[string]any{}},                      // unknown tool
 		{"box_status", map[string]any{"box": []string{"main"}}}, // not a string
+		{"box_status", map[string]any{"name": "ghost"}},         // no such argument
+		{"box_hibernate", map[string]any{"bx": "work"}},         // a misspelled box
 	} {
 		if code := callCode(t, cs, c.name, c.args); code != jsonrpc.CodeInvalidParams {
 			t.Errorf("%s %v: code %d, want -32602", c.name, c.args, code)
