@@ -439,7 +439,9 @@ func (c *Client) wrap(op string, err error) error {
 		if why != "" {
 			return fmt.Errorf("%s: %w: %s: %s; the link stopped answering for %s; check the network and retry", op, ErrUnavailable, c.endpoint.URL, printable.Line(why, 4*maxEcho), c.linkTimeout)
 		}
-		if strings.Contains(msg, "EOF") {
+		// A TLS server reading our plaintext preface closes (EOF) or,
+		// with bytes unread, resets: either may be what we read.
+		if strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset by peer") {
 			if tls := PlainToTLS(c.endpoint); tls != "" {
 				return fmt.Errorf("%s: %w: %s", op, ErrUnavailable, tls)
 			}

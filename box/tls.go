@@ -240,7 +240,8 @@ const tlsProbeTimeout = 2 * time.Second
 // PlainToTLS is, for an http:// endpoint, the line that says it serves
 // TLS, when a TLS handshake with its host:port gets as far as the
 // server's certificate (trusted or not): a plaintext HTTP/2 client reads
-// only EOF from a TLS server, which would otherwise be all it says. ""
+// only EOF or a reset from a TLS server, which would otherwise be all it
+// says. ""
 // for any other endpoint, or when no TLS server answers there. No token
 // or request is sent.
 func PlainToTLS(ep Endpoint) string {
