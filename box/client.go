@@ -328,9 +328,16 @@ func (c *Client) follow(st interface {
 
 // Status returns box as it stands, without waking it.
 func (c *Client) Status(ctx context.Context, box string) (Box, error) {
+	return c.StatusFor(ctx, box, "status of "+box)
+}
+
+// StatusFor is Status read as the first step of another verb, op (such
+// as "sleep main"): its errors begin with op, since to the user it is the
+// verb that failed.
+func (c *Client) StatusFor(ctx context.Context, box, op string) (Box, error) {
 	r, err := c.boxes.Status(ctx, &controlv1.StatusRequest{Box: box})
 	if err != nil {
-		return Box{}, c.wrap("status of "+box, err)
+		return Box{}, c.wrap(op, err)
 	}
 	return fromProto(r.GetBox()), nil
 }

@@ -124,7 +124,7 @@ func checkOffloads(c *box.Client, name, verb string, force, sleep bool) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := c.Status(ctx, name)
+	b, err := c.StatusFor(ctx, name, verb+" "+name)
 	if errors.Is(err, box.ErrNotFound) {
 		return nil // the verb itself says so
 	}
