@@ -80,8 +80,13 @@ func runSetup(env Env, s Streams, agent string, remove bool) error {
 			fmt.Fprintf(s.Err, "removed the cocoonbox plugin from Claude Code (%s)\n", cfg)
 			return nil
 		}
-		if err := c.Install(); err != nil {
+		changed, err := c.Install()
+		if err != nil {
 			return err
+		}
+		if !changed {
+			fmt.Fprintf(s.Err, "the cocoonbox plugin in Claude Code (%s) is up to date; nothing changed\n", cfg)
+			return nil
 		}
 		fmt.Fprintf(s.Err, "installed the cocoonbox plugin into Claude Code (%s): /cocoonbox:offload, /cocoonbox:back and the MCP server cocoonbox; restart running claude sessions to get them\n", cfg)
 	case "codex":
@@ -101,11 +106,16 @@ func runSetup(env Env, s Streams, agent string, remove bool) error {
 			fmt.Fprintf(s.Err, "removed cocoonbox's skills and MCP server from Codex (%s)\n", h)
 			return nil
 		}
-		if err := c.Install(); err != nil {
+		changed, err := c.Install()
+		if err != nil {
 			if errors.Is(err, setup.ErrNotOurs) {
 				return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: remove it (codex mcp remove cocoonbox) and run setup again, or keep yours", err)}
 			}
 			return err
+		}
+		if !changed {
+			fmt.Fprintf(s.Err, "cocoonbox's skills and MCP server in Codex (%s) are up to date; nothing changed\n", h)
+			return nil
 		}
 		fmt.Fprintf(s.Err, "installed into Codex (%s): the skills $cocoonbox-offload and $cocoonbox-back, and the MCP server cocoonbox; restart running codex sessions to get them\n", h)
 	default:

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -48,25 +49,29 @@ func (c *Claude) statePath() string    { return filepath.Join(c.Dir, "state.json
 func (c *Claude) Marketplace() string { return filepath.Join(c.Dir, "marketplace") }
 
 // Install writes the marketplace and installs or updates its plugin, at
-// user scope. It can run again: an install is updated in place.
-func (c *Claude) Install() error {
+// user scope. It can run again: an install is updated in place, and
+// changed is false when it was there already as this setup would make it.
+func (c *Claude) Install() (changed bool, err error) {
 	st, err := loadState(c.statePath())
 	if err != nil {
-		return err
+		return false, err
 	}
 	before, existed, err := readFile(c.settingsPath())
 	if err != nil {
-		return err
+		return false, err
 	}
+	changed = st == nil
 	if st == nil {
 		st = &state{Existed: existed, Before: before}
 		if err := st.mkdirs(c.Dir, 0o700); err != nil {
-			return err
+			return false, err
 		}
 	}
-	if err := c.writeMarketplace(); err != nil {
-		return err
+	wrote, err := c.writeMarketplace()
+	if err != nil {
+		return false, err
 	}
+	changed = changed || wrote
 	mkt := c.Marketplace()
 	for _, args := range [][]string{
 		{"plugin", "marketplace", "add", mkt},
@@ -75,24 +80,25 @@ func (c *Claude) Install() error {
 		{"plugin", "update", "--scope", "user", PluginID},
 	} {
 		if out, err := c.CLI(args...); err != nil {
-			return fmt.Errorf("claude %s: %v: %s", strings.Join(args, " "), err, lastLine(out))
+			return false, fmt.Errorf("claude %s: %v: %s", strings.Join(args, " "), err, lastLine(out))
 		}
 	}
 	after, _, err := readFile(c.settingsPath())
 	if err != nil {
-		return err
+		return false, err
 	}
 	if existed {
 		want, err := c.withEntries(before)
 		if err == nil && !bytes.Equal(want, after) && sameJSON(want, after) {
 			if err := writeLike(c.settingsPath(), want); err != nil {
-				return err
+				return false, err
 			}
 			after = want
 		}
 	}
+	changed = changed || !bytes.Equal(before, after)
 	st.After = after
-	return st.save(c.statePath())
+	return changed, st.save(c.statePath())
 }
 
 // Remove uninstalls the plugin and removes the marketplace; the settings
@@ -191,8 +197,9 @@ func writeLike(path string, b []byte) error {
 
 // writeMarketplace writes the marketplace afresh: its manifest, the
 // plugin's manifest (its version a hash of the plugin's files, so that an
-// update is seen as one) and its commands.
-func (c *Claude) writeMarketplace() error {
+// update is seen as one) and its commands. It writes nothing, and
+// reports false, when the marketplace on disk is that already.
+func (c *Claude) writeMarketplace() (bool, error) {
 	files := map[string][]byte{}
 	for _, cmd := range c.Commands {
 		files[filepath.Join("commands", cmd.Name+".md")] = cmd.markdown()
@@ -223,25 +230,50 @@ func (c *Claude) writeMarketplace() error {
 	} {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
-			return err
+			return false, err
 		}
 		files[name] = append(b, '\n')
 	}
 	root := c.Marketplace()
-	if err := os.RemoveAll(root); err != nil {
-		return err
-	}
 	pdir := filepath.Join(root, "plugins", Name)
+	if sameTree(root, pdir, files) {
+		return false, nil
+	}
+	if err := os.RemoveAll(root); err != nil {
+		return false, err
+	}
 	for name, b := range files {
 		p := filepath.Join(pdir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
+			return false, err
 		}
 		if err := atomicfile.WriteFile(p, b, 0o644); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return true, nil
+}
+
+// sameTree reports whether the regular files under root are exactly
+// files, named relative to dir (which is under root).
+func sameTree(root, dir string, files map[string][]byte) bool {
+	n := 0
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if want, ok := files[rel]; err != nil || !ok || !bytes.Equal(b, want) {
+			return errors.New("differs")
+		}
+		n++
+		return nil
+	})
+	return err == nil && n == len(files)
 }
 
 // lastLine is the last non-empty line of a CLI's output.

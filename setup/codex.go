@@ -77,16 +77,18 @@ func (c *Codex) block() string {
 
 // Install writes the skills and the MCP server's table, or updates
 // them. It refuses (ErrNotOurs) a config.toml that has an MCP server
-// named cocoonbox of someone else's, and one that is not TOML.
-func (c *Codex) Install() error {
+// named cocoonbox of someone else's, and one that is not TOML. changed is
+// false when all was there already as this setup would write it.
+func (c *Codex) Install() (changed bool, err error) {
 	st, err := loadState(c.statePath())
 	if err != nil {
-		return err
+		return false, err
 	}
 	cur, existed, err := readFile(c.configPath())
 	if err != nil {
-		return err
+		return false, err
 	}
+	changed = st == nil
 	if st == nil {
 		st = &state{Existed: existed, Before: cur}
 	}
@@ -98,10 +100,10 @@ func (c *Codex) Install() error {
 	}
 	has, err := hasServer(base)
 	if err != nil {
-		return fmt.Errorf("%s: %w", c.configPath(), err)
+		return false, fmt.Errorf("%s: %w", c.configPath(), err)
 	}
 	if has {
-		return fmt.Errorf("%s: %w", c.configPath(), ErrNotOurs)
+		return false, fmt.Errorf("%s: %w", c.configPath(), ErrNotOurs)
 	}
 	sep := ""
 	if len(base) > 0 {
@@ -113,29 +115,35 @@ func (c *Codex) Install() error {
 	add := sep + c.block()
 	next := append(bytes.Clone(base), add...)
 	if ok, err := hasServer(next); err != nil || !ok {
-		return fmt.Errorf("%s: the MCP server's table cannot be added at its end (%v): add it with codex mcp add %s -- %s", c.configPath(), err, Name, strings.Join(c.MCP, " "))
+		return false, fmt.Errorf("%s: the MCP server's table cannot be added at its end (%v): add it with codex mcp add %s -- %s", c.configPath(), err, Name, strings.Join(c.MCP, " "))
 	}
 	if err := st.mkdirs(c.Dir, 0o700); err != nil {
-		return err
+		return false, err
 	}
 	for _, cmd := range c.Commands {
 		if err := st.mkdirs(filepath.Dir(c.SkillPath(cmd)), 0o755); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if !bytes.Equal(next, cur) {
+		changed = true
 		if err := writeLike(c.configPath(), next); err != nil {
-			return err
+			return false, err
 		}
 	}
 	st.Appended = add
 	for _, cmd := range c.Commands {
-		if err := atomicfile.WriteFile(c.SkillPath(cmd), cmd.markdown("name: "+SkillName(cmd)), 0o644); err != nil {
-			return err
-		}
 		c.removeOldPrompt(cmd)
+		md := cmd.markdown("name: " + SkillName(cmd))
+		if old, err := os.ReadFile(c.SkillPath(cmd)); err == nil && bytes.Equal(old, md) {
+			continue
+		}
+		changed = true
+		if err := atomicfile.WriteFile(c.SkillPath(cmd), md, 0o644); err != nil {
+			return false, err
+		}
 	}
-	return st.save(c.statePath())
+	return changed, st.save(c.statePath())
 }
 
 // hasServer reports whether TOML b defines an MCP server named cocoonbox.
