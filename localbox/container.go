@@ -39,6 +39,14 @@ const (
 	guestRun = "/run/cocoonbox"
 )
 
+// The labels of what a container engine makes for a box: the local box's
+// state directory, the box's id, and its account (none for the owner's).
+const (
+	stateLabel      = "org.cocoonbox.state"
+	boxLabel        = "org.cocoonbox.box"
+	accountLabelKey = "org.cocoonbox.account"
+)
+
 // containerEngine runs each box as a container of the box image on
 // docker or podman, through the engine's API.
 type containerEngine struct {
@@ -141,7 +149,10 @@ func (e *containerEngine) create(ctx context.Context, b *box) error {
 // container on image img.
 func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 	ctr, home, work := e.names(b)
-	labels := map[string]string{"org.cocoonbox.state": e.s.Dir, "org.cocoonbox.box": b.ID}
+	labels := map[string]string{stateLabel: e.s.Dir, boxLabel: b.ID}
+	if b.account != "" {
+		labels[accountLabelKey] = b.account
+	}
 	// A network of its own: the box's localhost and ports are its own,
 	// and no other box is on its bridge.
 	// Docker 20.10 makes a second network of one name: create only when
@@ -168,7 +179,8 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 	if agent := e.s.agentPath(); agent != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: agent, Target: guestAgent, ReadOnly: true})
 	}
-	pids := e.limits.Pids
+	lim := e.limitsOf(b)
+	pids := lim.Pids
 	initOn := true
 	stop := 2
 	_, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
@@ -191,9 +203,9 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 			// profile; sudo works inside, nothing reaches the host.
 			CapDrop: []string{"NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP", "SYS_CHROOT"},
 			Resources: container.Resources{
-				Memory:     e.limits.MemoryBytes,
-				MemorySwap: e.limits.MemoryBytes,
-				NanoCPUs:   e.limits.NanoCPUs,
+				Memory:     lim.MemoryBytes,
+				MemorySwap: lim.MemoryBytes,
+				NanoCPUs:   lim.NanoCPUs,
 				PidsLimit:  &pids,
 			},
 		},
@@ -202,6 +214,15 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 		return fmt.Errorf("container of box %s: %w", b.Name, err)
 	}
 	return nil
+}
+
+// limitsOf are box b's limits: its account's own, and the local box's
+// where the account sets none.
+func (e *containerEngine) limitsOf(b *box) Limits {
+	if b.account != "" {
+		return e.s.accts.limits(b.account).or(e.limits)
+	}
+	return e.limits
 }
 
 func (e *containerEngine) start(ctx context.Context, b *box) error {
@@ -690,12 +711,18 @@ func (e *containerEngine) forgetInbox(b *box) {
 // network a local box with state directory dir made: what its boxes were,
 // data included. For a state directory removed by hand, and tests.
 func PurgeEngine(ctx context.Context, set EngineSettings, dir string) error {
+	return purgeEngine(ctx, set, stateLabel+"="+dir)
+}
+
+// purgeEngine removes from the engine of set every container, volume and
+// network that carries all of labels (KEY=VALUE).
+func purgeEngine(ctx context.Context, set EngineSettings, labels ...string) error {
 	cli, err := dialEngine(ctx, set.Engine, set.Host)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	f := client.Filters{}.Add("label", "org.cocoonbox.state="+dir)
+	f := client.Filters{}.Add("label", labels...)
 	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		return err
