@@ -72,8 +72,8 @@ account, its user's.`,
 		Short: "Show or set the limits of each box of an account on a container engine",
 		Long: `limits prints the memory, CPUs and processes each box of account NAME gets
 on a container engine; with flags it sets the account's own (remembered in
-accounts.json), which its boxes made from then on get (and those upgraded);
-what the account does not set is the local box's (localbox start
+accounts.json), which its boxes get at once, running or asleep, and those
+made later; what the account does not set is the local box's (localbox start
 --box-memory, --box-cpus, --box-pids). --reset drops the account's own.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, a []string) error { return runAccountLimits(env, s, o, a[0]) },
@@ -306,7 +306,7 @@ func runAccountLimits(env Env, s Streams, o accountOptions, name string) error {
 		float64(lim.NanoCPUs)/1e9, from(own.NanoCPUs != 0),
 		lim.Pids, from(own.Pids != 0))
 	if o.limitFlags.set() || o.Reset {
-		fmt.Fprintf(s.Err, "its boxes made from now on get them (and those upgraded: cocoonbox boxes upgrade BOX)\n")
+		fmt.Fprintf(s.Err, "its boxes get them now, running or asleep, and those made from now on\n")
 		if set, err := localbox.ReadEngineSettings(dir); err == nil && set.Engine == localbox.EngineProcess {
 			fmt.Fprintln(s.Err, "note: this local box runs its boxes on the process engine, which has no limits; they apply on a container engine (cocoonbox localbox start --engine docker)")
 		}

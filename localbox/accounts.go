@@ -528,9 +528,10 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 
 // SetAccountLimits changes the limits of each box of account name of the
 // local box whose state is in dir: set(l) changes the recorded ones (a
-// zero field takes the local box's, EngineSettings.Limits). They apply to
-// its boxes a container engine makes from then on (a new box, an
-// upgrade); a running server reads them at its next reload. It needs root
+// zero field takes the local box's, EngineSettings.Limits). A running
+// server gives them to the account's containers at its next Reload (the
+// CLI sends SIGHUP); one that was not running, at each box's wake. It
+// needs root
 // (ErrNeedsRoot) and returns the account as recorded.
 func SetAccountLimits(dir, name string, set func(*Limits)) (Account, error) {
 	var a Account
@@ -854,7 +855,8 @@ func (s *Server) openAccountThen(name string, ready func([]*box)) error {
 // Reload re-reads the state directory's accounts and tokens, as
 // `localbox account remove` asks with SIGHUP: the calls of tokens no
 // longer there end, and the boxes of accounts no longer there stop (their
-// commands, inboxes and tmux end) and leave the registry.
+// commands, inboxes and tmux end) and leave the registry. On a container
+// engine each account's boxes get the limits it has now.
 func (s *Server) Reload() error {
 	if err := s.init(); err != nil {
 		return err
@@ -865,6 +867,18 @@ func (s *Server) Reload() error {
 	}
 	if err := s.toks.sync(); err != nil {
 		return err
+	}
+	if c, ok := s.eng.(*containerEngine); ok {
+		// Limits an owner set (account limits) apply at once.
+		for _, name := range s.accts.names() {
+			for _, b := range s.reg.list(name) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				if err := c.updateLimits(ctx, b); err != nil {
+					s.logf("%v", err)
+				}
+				cancel()
+			}
+		}
 	}
 	for _, name := range gone {
 		s.acctMu.Lock()

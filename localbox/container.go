@@ -179,8 +179,7 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 	if agent := e.s.agentPath(); agent != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: agent, Target: guestAgent, ReadOnly: true})
 	}
-	lim := e.limitsOf(b)
-	pids := lim.Pids
+	res := resources(e.limitsOf(b))
 	initOn := true
 	stop := 2
 	_, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
@@ -201,13 +200,8 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 			// Box root is container root: docker's default capabilities
 			// less those a box has no use for, seccomp's default
 			// profile; sudo works inside, nothing reaches the host.
-			CapDrop: []string{"NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP", "SYS_CHROOT"},
-			Resources: container.Resources{
-				Memory:     lim.MemoryBytes,
-				MemorySwap: lim.MemoryBytes,
-				NanoCPUs:   lim.NanoCPUs,
-				PidsLimit:  &pids,
-			},
+			CapDrop:   []string{"NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP", "SYS_CHROOT"},
+			Resources: res,
 		},
 	})
 	if err != nil && !cerrdefs.IsConflict(err) {
@@ -225,8 +219,34 @@ func (e *containerEngine) limitsOf(b *box) Limits {
 	return e.limits
 }
 
+// resources are a container's resources under limits l: memory (swap
+// none beyond it), CPUs and processes.
+func resources(l Limits) container.Resources {
+	pids := l.Pids
+	return container.Resources{Memory: l.MemoryBytes, MemorySwap: l.MemoryBytes, NanoCPUs: l.NanoCPUs, PidsLimit: &pids}
+}
+
+// updateLimits gives the container of box b, running or not, the limits
+// limitsOf has for it now: an account's that its owner changed since
+// the container was made.
+func (e *containerEngine) updateLimits(ctx context.Context, b *box) error {
+	ctr, _, _ := e.names(b)
+	r := resources(e.limitsOf(b))
+	_, err := e.cli.ContainerUpdate(ctx, ctr, client.ContainerUpdateOptions{Resources: &r})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("limits of box %s: %w", b.Name, err)
+	}
+	return nil
+}
+
 func (e *containerEngine) start(ctx context.Context, b *box) error {
 	ctr, _, _ := e.names(b)
+	if b.account != "" {
+		// Limits its owner set while the box slept, or the server was down.
+		if err := e.updateLimits(ctx, b); err != nil {
+			e.s.logf("%v", err)
+		}
+	}
 	_, err := e.cli.ContainerStart(ctx, ctr, client.ContainerStartOptions{})
 	if cerrdefs.IsNotFound(err) {
 		img := b.engineImage()
