@@ -396,7 +396,9 @@ type RemovedAccount struct {
 // dir: its tokens (their open calls end once the server reloads), every
 // process of its Unix user, its boxes' data (the user's files removed as
 // that user, then the local box's own), its Unix user if the local box
-// made it, its claim, and last its record. The record is marked Removing
+// made it, its claim, and last its record; on a container engine, its
+// boxes' containers, volumes and networks (for an account with no Unix
+// user, they and its records are all there is). The record is marked Removing
 // first, so that an account a remove left half-way (an error, a kill) is
 // served no more, and the next RemoveAccount finishes it. It needs root
 // (ErrNeedsRoot).
