@@ -34,11 +34,12 @@ func newLocalboxAccount(env Env, s Streams) *cobra.Command {
 		Use:   "account",
 		Short: "Add, list and remove the accounts of the local box (run as root on its machine)",
 		Long: `account manages the people a local box served by root serves, as sshd has
-users: each account's boxes run as a Unix user of its own, and its tokens
-reach only its own boxes and devices. The owner runs these on the server's
-machine, as root; they change the state directory's files, and a running
-local box takes the change at once. A local box not served by root has one
-account, its user's.`,
+users: each account's boxes run as a Unix user of its own (on a container
+engine, as user in containers of their own, with no Unix user), and its
+tokens reach only its own boxes and devices. The owner runs these on the
+server's machine, as root; they change the state directory's files, and a
+running local box takes the change at once. A local box not served by root
+has one account, its user's.`,
 		Args: usageArgs(cobra.NoArgs),
 	}
 	add := &cobra.Command{
