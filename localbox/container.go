@@ -735,7 +735,8 @@ func PurgeEngine(ctx context.Context, set EngineSettings, dir string) error {
 }
 
 // purgeEngine removes from the engine of set every container, volume and
-// network that carries all of labels (KEY=VALUE).
+// network that carries all of labels (KEY=VALUE). One that went
+// meanwhile (the server removed it) is no error.
 func purgeEngine(ctx context.Context, set EngineSettings, labels ...string) error {
 	cli, err := dialEngine(ctx, set.Engine, set.Host)
 	if err != nil {
@@ -750,7 +751,7 @@ func purgeEngine(ctx context.Context, set EngineSettings, labels ...string) erro
 	var errs []error
 	for _, c := range cs.Items {
 		_, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
-		errs = append(errs, err)
+		errs = append(errs, ignoreNotFound(err))
 	}
 	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
 	if err != nil {
@@ -758,7 +759,7 @@ func purgeEngine(ctx context.Context, set EngineSettings, labels ...string) erro
 	}
 	for _, v := range vs.Items {
 		_, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
-		errs = append(errs, err)
+		errs = append(errs, ignoreNotFound(err))
 	}
 	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
 	if err != nil {
@@ -766,7 +767,15 @@ func purgeEngine(ctx context.Context, set EngineSettings, labels ...string) erro
 	}
 	for _, n := range ns.Items {
 		_, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
-		errs = append(errs, err)
+		errs = append(errs, ignoreNotFound(err))
 	}
 	return errors.Join(errs...)
+}
+
+// ignoreNotFound is err, or nil when it says there is no such object.
+func ignoreNotFound(err error) error {
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
