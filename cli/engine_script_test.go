@@ -2,9 +2,17 @@ package cli_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/cocoonbox/cocoonbox/localbox"
@@ -36,10 +44,12 @@ func TestEngineScripts(t *testing.T) {
 		srv.Engine = localbox.EngineSettings{Engine: eng, Limits: localbox.Limits{MemoryBytes: 256 << 20, Pids: 256}}
 		srv.User = ""
 		e.Values["srv"] = srv
-		// Nothing of the script's boxes is left in the engine after it.
+		e.Setenv("ENGINE", eng)
+		// Nothing of the script's boxes is left in the engine after it,
+		// nor of the local boxes it started under $WORK itself.
 		e.Defer(func() {
-			if err := localbox.PurgeEngine(context.Background(), srv.Engine, srv.Dir); err != nil {
-				t.Errorf("purge the boxes of %s: %v", srv.Dir, err)
+			if err := purgeUnder(eng, e.WorkDir); err != nil {
+				t.Errorf("purge the boxes under %s: %v", e.WorkDir, err)
 			}
 		})
 		return nil
@@ -52,9 +62,26 @@ func TestEngineScripts(t *testing.T) {
 		e.Setenv("BOX_HOME", "/home/user")
 		return err
 	}
-	p.Cmds["imagebuild"] = func(ts *testscript.TestScript, neg bool, args []string) {
-		_, err := localbox.BuildImage(context.Background(), localbox.ImageOptions{Engine: eng, CacheDir: imageCache})
+	p.Cmds["imagebump"] = func(ts *testscript.TestScript, neg bool, args []string) {
+		ts.Check(bumpImage(eng))
+	}
+	p.Cmds["enginels"] = func(ts *testscript.TestScript, neg bool, args []string) {
+		if neg || len(args) == 0 {
+			ts.Fatalf("usage: enginels KEY=VALUE...")
+		}
+		names, err := engineObjects(eng, func(l map[string]string) bool {
+			for _, a := range args {
+				k, v, _ := strings.Cut(a, "=")
+				if l[k] != v {
+					return false
+				}
+			}
+			return true
+		})
 		ts.Check(err)
+		for _, n := range names {
+			fmt.Fprintln(ts.Stdout(), n)
+		}
 	}
 	testscript.Run(t, p)
 	// The scripts of testdata/script that hold no host path of the process
@@ -88,4 +115,127 @@ type testLog struct{ t *testing.T }
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Logf("%s", p)
 	return len(p), nil
+}
+
+// engineClient is the API client of engine eng (docker or podman) at its
+// usual rootful socket.
+func engineClient(eng string) (*client.Client, error) {
+	host := "unix:///var/run/docker.sock"
+	if eng == localbox.EnginePodman {
+		host = "unix:///run/podman/podman.sock"
+	}
+	return client.New(client.WithHost(host), client.WithAPIVersionNegotiation())
+}
+
+// engineObjects names the containers, volumes and networks a local box
+// made in engine eng (they carry its state label) whose labels match:
+// "container NAME", "volume NAME", "network NAME".
+func engineObjects(eng string, match func(labels map[string]string) bool) ([]string, error) {
+	cli, err := engineClient(eng)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	f := client.Filters{}.Add("label", "org.cocoonbox.state")
+	var out []string
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs.Items {
+		if match(c.Labels) {
+			out = append(out, "container "+c.ID)
+		}
+	}
+	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vs.Items {
+		if match(v.Labels) {
+			out = append(out, "volume "+v.Name)
+		}
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ns.Items {
+		if match(n.Labels) {
+			out = append(out, "network "+n.ID)
+		}
+	}
+	return out, nil
+}
+
+// purgeUnder removes from engine eng what every local box whose state
+// directory is under dir made: containers first, then volumes and
+// networks.
+func purgeUnder(eng, dir string) error {
+	objs, err := engineObjects(eng, func(l map[string]string) bool {
+		return strings.HasPrefix(l["org.cocoonbox.state"], dir+string(filepath.Separator))
+	})
+	if err != nil || len(objs) == 0 {
+		return err
+	}
+	cli, err := engineClient(eng)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	var errs []error
+	for _, kind := range []string{"container", "volume", "network"} {
+		for _, o := range objs {
+			k, id, _ := strings.Cut(o, " ")
+			if k != kind {
+				continue
+			}
+			switch k {
+			case "container":
+				_, err = cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+			case "volume":
+				_, err = cli.VolumeRemove(ctx, id, client.VolumeRemoveOptions{Force: true})
+			case "network":
+				_, err = cli.NetworkRemove(ctx, id, client.NetworkRemoveOptions{})
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// bumpImage makes a new box image as `localbox image build` would tag
+// it (cocoonbox-box:TIME and :latest) in a second: the latest's files
+// committed again under a label of the time. .ci/run's own build checks
+// the build; the scripts need only an image newer than their boxes'.
+func bumpImage(eng string) error {
+	cli, err := engineClient(eng)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	old, err := cli.ImageInspect(ctx, localbox.ImageRepo+":latest")
+	if err != nil {
+		return err
+	}
+	tag := ""
+	for tag == "" || slices.Contains(old.RepoTags, tag) {
+		if tag != "" {
+			time.Sleep(time.Second)
+		}
+		tag = localbox.ImageRepo + ":" + time.Now().UTC().Format("20060102-150405")
+	}
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: localbox.ImageRepo + ":latest"}})
+	if err != nil {
+		return err
+	}
+	defer cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	if _, err := cli.ContainerCommit(ctx, c.ID, client.ContainerCommitOptions{Reference: tag, Changes: []string{"LABEL org.cocoonbox.test-bump=" + tag}}); err != nil {
+		return err
+	}
+	_, err = cli.ImageTag(ctx, client.ImageTagOptions{Source: tag, Target: localbox.ImageRepo + ":latest"})
+	return err
 }

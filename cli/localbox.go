@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -52,11 +53,53 @@ type localboxOptions struct {
 	// Engine is --engine: docker, podman or process; "" is the one the
 	// local box last ran with (localbox.EngineSettings).
 	Engine string
-	// Memory, CPUs and Pids are each box's limits on a container engine;
-	// zero keeps the remembered ones.
+	// limitFlags are each box's limits on a container engine.
+	limitFlags
+}
+
+// limitFlags are --box-memory, --box-cpus and --box-pids: limits of a
+// box on a container engine; zero keeps the remembered ones.
+type limitFlags struct {
 	Memory string
 	CPUs   float64
 	Pids   int64
+}
+
+// minBoxMemory is the least memory a container engine gives a container
+// (docker refuses less than 6 MiB).
+const minBoxMemory = 6 << 20
+
+// set reports whether any limit was given.
+func (f limitFlags) set() bool { return f.Memory != "" || f.CPUs != 0 || f.Pids != 0 }
+
+// apply puts the limits given in l, or says in one line which is bad
+// (a UsageError).
+func (f limitFlags) apply(l *localbox.Limits) error {
+	if f.Memory != "" {
+		n, err := units.RAMInBytes(f.Memory)
+		if err != nil || n <= 0 {
+			return &UsageError{fmt.Errorf("--box-memory %q: give a size such as 2g or 512m", f.Memory)}
+		}
+		if n < minBoxMemory {
+			return &UsageError{fmt.Errorf("--box-memory %q: a container engine gives a box 6m at least; give a size such as 2g or 512m", f.Memory)}
+		}
+		l.MemoryBytes = n
+	}
+	switch {
+	case f.CPUs < 0 || (f.CPUs > 0 && f.CPUs < 0.01):
+		return &UsageError{fmt.Errorf("--box-cpus %g: give a number of CPUs from 0.01 to %d (this machine's)", f.CPUs, runtime.NumCPU())}
+	case f.CPUs > float64(runtime.NumCPU()):
+		return &UsageError{fmt.Errorf("--box-cpus %g: this machine has %d CPUs; give 0.01 to %d", f.CPUs, runtime.NumCPU(), runtime.NumCPU())}
+	case f.Pids < 0:
+		return &UsageError{fmt.Errorf("--box-pids %d: give a positive number of processes, such as 1024", f.Pids)}
+	}
+	if f.CPUs > 0 {
+		l.NanoCPUs = int64(f.CPUs * 1e9)
+	}
+	if f.Pids > 0 {
+		l.Pids = f.Pids
+	}
+	return nil
 }
 
 // engineSettings is the engine the local box in dir serves with: the
@@ -68,7 +111,7 @@ func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, er
 	if err != nil {
 		return set, err
 	}
-	if o.Engine == "" && o.Memory == "" && o.CPUs == 0 && o.Pids == 0 {
+	if o.Engine == "" && !o.limitFlags.set() {
 		return set, nil
 	}
 	if o.Engine != "" {
@@ -77,21 +120,8 @@ func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, er
 		}
 		set.Engine = o.Engine
 	}
-	if o.Memory != "" {
-		n, err := units.RAMInBytes(o.Memory)
-		if err != nil || n <= 0 {
-			return set, &UsageError{fmt.Errorf("--box-memory %q: give a size such as 2g or 512m", o.Memory)}
-		}
-		set.Limits.MemoryBytes = n
-	}
-	if o.CPUs < 0 || o.Pids < 0 {
-		return set, &UsageError{errors.New("--box-cpus and --box-pids are positive")}
-	}
-	if o.CPUs > 0 {
-		set.Limits.NanoCPUs = int64(o.CPUs * 1e9)
-	}
-	if o.Pids > 0 {
-		set.Limits.Pids = o.Pids
+	if err := o.limitFlags.apply(&set.Limits); err != nil {
+		return set, err
 	}
 	if err := localbox.CheckEngineAnswers(set); err != nil {
 		return set, err

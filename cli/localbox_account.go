@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/cocoonbox/cocoonbox/internal/proc"
@@ -21,6 +22,10 @@ type accountOptions struct {
 	Token bool
 	// Yes confirms remove; JSON makes list print JSON lines.
 	Yes, JSON bool
+	// limitFlags and Reset are limits': the account's box limits, and
+	// dropping its own before the flags apply.
+	limitFlags
+	Reset bool
 }
 
 func newLocalboxAccount(env Env, s Streams) *cobra.Command {
@@ -29,11 +34,12 @@ func newLocalboxAccount(env Env, s Streams) *cobra.Command {
 		Use:   "account",
 		Short: "Add, list and remove the accounts of the local box (run as root on its machine)",
 		Long: `account manages the people a local box served by root serves, as sshd has
-users: each account's boxes run as a Unix user of its own, and its tokens
-reach only its own boxes and devices. The owner runs these on the server's
-machine, as root; they change the state directory's files, and a running
-local box takes the change at once. A local box not served by root has one
-account, its user's.`,
+users: each account's boxes run as a Unix user of its own (on a container
+engine, as user in containers of their own, with no Unix user), and its
+tokens reach only its own boxes and devices. The owner runs these on the
+server's machine, as root; they change the state directory's files, and a
+running local box takes the change at once. A local box not served by root
+has one account, its user's.`,
 		Args: usageArgs(cobra.NoArgs),
 	}
 	add := &cobra.Command{
@@ -62,7 +68,22 @@ account, its user's.`,
 		RunE:    func(_ *cobra.Command, a []string) error { return runAccountRemove(env, s, o, a[0]) },
 	}
 	remove.Flags().BoolVar(&o.Yes, "yes", false, "confirm: the account's boxes are deleted for good")
-	acct.AddCommand(add, code, list, remove)
+	limits := &cobra.Command{
+		Use:   "limits NAME [--box-memory SIZE] [--box-cpus N] [--box-pids N] [--reset]",
+		Short: "Show or set the limits of each box of an account on a container engine",
+		Long: `limits prints the memory, CPUs and processes each box of account NAME gets
+on a container engine; with flags it sets the account's own (remembered in
+accounts.json), which its boxes get at once, running or asleep, and those
+made later; what the account does not set is the local box's (localbox start
+--box-memory, --box-cpus, --box-pids). --reset drops the account's own.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, a []string) error { return runAccountLimits(env, s, o, a[0]) },
+	}
+	limits.Flags().StringVar(&o.Memory, "box-memory", "", "each box's memory, such as 4g or 512m")
+	limits.Flags().Float64Var(&o.CPUs, "box-cpus", 0, "each box's CPUs, such as 1.5")
+	limits.Flags().Int64Var(&o.Pids, "box-pids", 0, "each box's processes and threads")
+	limits.Flags().BoolVar(&o.Reset, "reset", false, "drop the account's own limits first: its boxes get the local box's")
+	acct.AddCommand(add, code, list, remove, limits)
 	return acct
 }
 
@@ -104,13 +125,19 @@ func runAccountAdd(env Env, s Streams, o accountOptions, name string) error {
 	if err != nil {
 		return refusedAccounts(err)
 	}
-	made := "the existing"
-	if a.Account.Created {
-		made = "the new"
-	}
-	fmt.Fprintf(s.Err, "account %s added; its boxes run as %s Unix user `%s` (uid %d)\n", name, made, a.Account.UnixUser, a.Account.UID)
-	if !localbox.ProcHidesOthers() {
-		fmt.Fprintln(s.Err, hidepidNote)
+	if e := a.Account.Engine; e != "" {
+		// Each box is a container with a pid namespace of its own: no
+		// account sees another's processes, whatever /proc's mount.
+		fmt.Fprintf(s.Err, "account %s added; its boxes run as `user` (uid 1000) in containers of their own (engine %s), with no Unix user on this machine\n", name, e)
+	} else {
+		made := "the existing"
+		if a.Account.Created {
+			made = "the new"
+		}
+		fmt.Fprintf(s.Err, "account %s added; its boxes run as %s Unix user `%s` (uid %d)\n", name, made, a.Account.UnixUser, a.Account.UID)
+		if !localbox.ProcHidesOthers() {
+			fmt.Fprintln(s.Err, hidepidNote)
+		}
 	}
 	if o.Token {
 		fmt.Fprintln(s.Out, a.Token)
@@ -168,7 +195,7 @@ func runAccountList(env Env, s Streams, o accountOptions) error {
 		as[0].UnixUser = ri.RunAs
 	}
 	return printList(s.Out, o.JSON, as, func(a localbox.AccountInfo) map[string]any {
-		return map[string]any{"name": a.Name, "unix_user": a.UnixUser, "boxes": nonNil(a.Boxes), "devices": nonNil(a.Devices), "code_expires_at_ms": a.CodeExpiresAtMS, "removing": a.Removing}
+		return map[string]any{"name": a.Name, "unix_user": a.UnixUser, "engine": a.Engine, "limits": a.Limits, "boxes": nonNil(a.Boxes), "devices": nonNil(a.Devices), "code_expires_at_ms": a.CodeExpiresAtMS, "removing": a.Removing}
 	}, "NAME\tUNIX USER\tBOXES\tDEVICES\tSIGN-IN CODE", func(a localbox.AccountInfo) string {
 		u := a.UnixUser
 		if u == "" {
@@ -232,7 +259,59 @@ func runAccountRemove(env Env, s Streams, o accountOptions, name string) error {
 	if bs := nonNil(r.Boxes); len(bs) > 0 {
 		boxes = "boxes deleted: " + strings.Join(bs, ", ")
 	}
+	if e := r.Account.Engine; e != "" {
+		fmt.Fprintf(s.Err, "account %s removed: %s, %s; their containers and volumes removed from %s\n", name, tokens, boxes, e)
+		return nil
+	}
 	fmt.Fprintf(s.Err, "account %s removed: %s, %s; the Unix user `%s` %s\n", name, tokens, boxes, r.Account.UnixUser, user)
+	return nil
+}
+
+func runAccountLimits(env Env, s Streams, o accountOptions, name string) error {
+	dir, err := localboxDir(env)
+	if err != nil {
+		return err
+	}
+	if o.limitFlags.set() || o.Reset {
+		// Checked first, so that a bad value changes nothing.
+		var given localbox.Limits
+		if err := o.limitFlags.apply(&given); err != nil {
+			return err
+		}
+		_, err := localbox.SetAccountLimits(dir, name, func(l *localbox.Limits) {
+			if o.Reset {
+				*l = localbox.Limits{}
+			}
+			o.limitFlags.apply(l)
+		})
+		if err != nil {
+			return refusedAccounts(err)
+		}
+		// A running local box reads them now.
+		if ri, ok := localbox.ReadRuntime(dir); ok {
+			proc.Signal(ri.PID, syscall.SIGHUP)
+		}
+	}
+	lim, own, err := localbox.AccountLimits(dir, name)
+	if err != nil {
+		return err
+	}
+	from := func(set bool) string {
+		if set {
+			return ""
+		}
+		return " (the local box's)"
+	}
+	fmt.Fprintf(s.Out, "account %s: each box %s of memory%s, %g CPUs%s, %d processes%s\n", name,
+		units.BytesSize(float64(lim.MemoryBytes)), from(own.MemoryBytes != 0),
+		float64(lim.NanoCPUs)/1e9, from(own.NanoCPUs != 0),
+		lim.Pids, from(own.Pids != 0))
+	if o.limitFlags.set() || o.Reset {
+		fmt.Fprintf(s.Err, "its boxes get them now, running or asleep, and those made from now on\n")
+		if set, err := localbox.ReadEngineSettings(dir); err == nil && set.Engine == localbox.EngineProcess {
+			fmt.Fprintln(s.Err, "note: this local box runs its boxes on the process engine, which has no limits; they apply on a container engine (cocoonbox localbox start --engine docker)")
+		}
+	}
 	return nil
 }
 

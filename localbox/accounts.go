@@ -70,6 +70,16 @@ type Account struct {
 	Created bool `json:"created,omitempty"`
 	// CreatedAtMS is when the account was added, in Unix milliseconds.
 	CreatedAtMS int64 `json:"created_at_ms"`
+	// Engine is the container engine (EngineDocker, EnginePodman) the
+	// account was added on: its boxes run as the box image's `user`
+	// (uid 1000) in containers of their own, and it has no Unix user
+	// (UnixUser "", UID 0). "" is an account with a Unix user, as the
+	// process engine needs.
+	Engine string `json:"engine,omitempty"`
+	// Limits are the limits of each box of the account on a container
+	// engine, set by the owner (SetAccountLimits); zeros take the local
+	// box's (EngineSettings.Limits).
+	Limits Limits `json:"limits,omitzero"`
 	// Removing is set when RemoveAccount began to remove the account: it
 	// is served no more, gets no sign-in code and is not added again,
 	// and the next RemoveAccount finishes what one that stopped half-way
@@ -215,8 +225,10 @@ type AddedAccount struct {
 var ErrNeedsRoot = errors.New("accounts need a local box served by root: each account's boxes run as a Unix user of its own, and only root can switch to one; here every token is the owner's (to serve others, run the local box as root: docs/self-hosting.md \"Accounts\")")
 
 // AddAccount adds account name to the local box whose state is in dir,
-// with its Unix user (made and claimed here, as root) and its box
-// directory (DIR/accounts/NAME/boxes, root's, 0711 on the way down). It
+// with its Unix user (made and claimed here, as root; none when the local
+// box's engine is a container engine, where its boxes run as the image's
+// `user` in containers) and its box directory (DIR/accounts/NAME/boxes,
+// root's, 0711 on the way down). It
 // fails with ErrNeedsRoot when not run by root, and with one line naming
 // the next step for a bad or taken name, a Unix user another local box
 // (or another account) holds, or a state directory the user cannot reach.
@@ -243,37 +255,25 @@ func AddAccount(dir, name string, o AddAccountOptions) (AddedAccount, error) {
 	} else if ok {
 		return out, fmt.Errorf("account %s exists; a new sign-in code for it: cocoonbox localbox account code %s", name, name)
 	}
-	prefix := o.UserPrefix
-	if prefix == "" {
-		prefix = DefaultUserPrefix
-	}
-	unix, mapped := o.UnixUser, o.UnixUser != ""
-	if !mapped {
-		unix = prefix + name
-	}
-	claims := o.ClaimsDir
-	if claims == "" {
-		claims = DefaultClaimsDir
-	}
-	u, created, err := claimUser(claims, abs, name, unix, mapped)
+	set, err := ReadEngineSettings(abs)
 	if err != nil {
 		return out, err
 	}
-	undo := func() {
-		releaseClaim(claims, abs, unix)
-		if created {
-			deleteUnixUser(unix)
+	a := Account{Name: name, CreatedAtMS: time.Now().UnixMilli()}
+	undo := func() {}
+	if set.Engine != EngineProcess {
+		// Its boxes are containers: no Unix user of this machine is
+		// made or claimed, so no two local boxes collide on its name.
+		if o.UnixUser != "" {
+			return out, fmt.Errorf("--unix-user %s: this local box runs its boxes on %s, as `user` (uid 1000) in containers of their own, so an account needs no Unix user; leave --unix-user out", o.UnixUser, set.Engine)
 		}
-	}
-	if d := closedAbove(abs, u); d != "" {
-		undo()
-		return out, fmt.Errorf("unix user %s cannot search %s (%s) above the state directory %s; next: %s", unix, d, describe(d), abs, StateRecipe)
-	}
-	if err := mkdirAccount(abs, name); err != nil {
-		undo()
+		a.Engine = set.Engine
+		if err := mkdirAccount(abs, name); err != nil {
+			return out, err
+		}
+	} else if undo, err = addAccountUser(abs, name, o, &a); err != nil {
 		return out, err
 	}
-	a := Account{Name: name, UnixUser: unix, UID: u.uid, GID: u.gid, Created: created, CreatedAtMS: time.Now().UnixMilli()}
 	if !o.Token {
 		out.Code, a.CodeSHA256 = newCode()
 		a.CodeExpiresAtMS = time.Now().Add(accountCodeTTL).UnixMilli()
@@ -296,6 +296,44 @@ func AddAccount(dir, name string, o AddAccountOptions) (AddedAccount, error) {
 	}
 	out.Account = a
 	return out, nil
+}
+
+// addAccountUser makes (or maps) and claims the Unix user of account
+// name of the local box in abs, for the process engine, records it in a,
+// makes the account's directories, and returns how to undo it.
+func addAccountUser(abs, name string, o AddAccountOptions, a *Account) (undo func(), err error) {
+	prefix := o.UserPrefix
+	if prefix == "" {
+		prefix = DefaultUserPrefix
+	}
+	unix, mapped := o.UnixUser, o.UnixUser != ""
+	if !mapped {
+		unix = prefix + name
+	}
+	claims := o.ClaimsDir
+	if claims == "" {
+		claims = DefaultClaimsDir
+	}
+	u, created, err := claimUser(claims, abs, name, unix, mapped)
+	if err != nil {
+		return nil, err
+	}
+	undo = func() {
+		releaseClaim(claims, abs, unix)
+		if created {
+			deleteUnixUser(unix)
+		}
+	}
+	if d := closedAbove(abs, u); d != "" {
+		undo()
+		return nil, fmt.Errorf("unix user %s cannot search %s (%s) above the state directory %s; next: %s", unix, d, describe(d), abs, StateRecipe)
+	}
+	if err := mkdirAccount(abs, name); err != nil {
+		undo()
+		return nil, err
+	}
+	a.UnixUser, a.UID, a.GID, a.Created = unix, u.uid, u.gid, created
+	return undo, nil
 }
 
 // mkdirAccount makes the state directory and the directories down to
@@ -358,7 +396,9 @@ type RemovedAccount struct {
 // dir: its tokens (their open calls end once the server reloads), every
 // process of its Unix user, its boxes' data (the user's files removed as
 // that user, then the local box's own), its Unix user if the local box
-// made it, its claim, and last its record. The record is marked Removing
+// made it, its claim, and last its record; on a container engine, its
+// boxes' containers, volumes and networks (for an account with no Unix
+// user, they and its records are all there is). The record is marked Removing
 // first, so that an account a remove left half-way (an error, a kill) is
 // served no more, and the next RemoveAccount finishes it. It needs root
 // (ErrNeedsRoot).
@@ -384,7 +424,7 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 		if i < 0 {
 			return noAccount(name)
 		}
-		if f.Accounts[i].UID == 0 {
+		if f.Accounts[i].UID == 0 && f.Accounts[i].Engine == "" {
 			return fmt.Errorf("account %s's record names uid 0: the local box acts as no account's user there; remove its line from %s by hand", name, accountsPath(abs))
 		}
 		f.Accounts[i].Removing = true
@@ -406,6 +446,22 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 	}
 	if o.Reload != nil {
 		o.Reload()
+	}
+	if err := purgeAccountEngine(abs, a); err != nil {
+		return out, fmt.Errorf("remove the boxes of account %s from the engine: %w", name, err)
+	}
+	if a.Engine != "" {
+		// Its box directories hold the local box's records alone, root's:
+		// what its boxes held went with their volumes.
+		out.Boxes = boxNames(accountBoxesDir(abs, name))
+		if err := os.RemoveAll(filepath.Dir(accountBoxesDir(abs, name))); err != nil {
+			return out, err
+		}
+		_, err = updateAccountFile(abs, func(f *accountFile) error {
+			f.Accounts = slices.DeleteFunc(f.Accounts, func(x Account) bool { return x.Name == name })
+			return nil
+		})
+		return out, err
 	}
 	// What the account left is its recorded uid's, even when its user
 	// is gone or its name has another uid now: it is ended and removed
@@ -472,6 +528,92 @@ func RemoveAccount(dir, name string, o RemoveAccountOptions) (RemovedAccount, er
 	return out, err
 }
 
+// SetAccountLimits changes the limits of each box of account name of the
+// local box whose state is in dir: set(l) changes the recorded ones (a
+// zero field takes the local box's, EngineSettings.Limits). A running
+// server gives them to the account's containers at its next Reload (the
+// CLI sends SIGHUP); one that was not running, at each box's wake. It
+// needs root
+// (ErrNeedsRoot) and returns the account as recorded.
+func SetAccountLimits(dir, name string, set func(*Limits)) (Account, error) {
+	var a Account
+	if geteuid() != 0 {
+		return a, ErrNeedsRoot
+	}
+	if name == OwnerAccount {
+		return a, fmt.Errorf("the owner's boxes take the local box's limits: cocoonbox localbox start --box-memory SIZE --box-cpus N --box-pids N")
+	}
+	if !ValidAccountName(name) {
+		return a, noAccount(name)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return a, err
+	}
+	if err := CheckStateOwner(abs); err != nil {
+		return a, err
+	}
+	_, err = updateAccountFile(abs, func(f *accountFile) error {
+		for i := range f.Accounts {
+			if f.Accounts[i].Name == name {
+				if f.Accounts[i].Removing {
+					return beingRemoved(name)
+				}
+				set(&f.Accounts[i].Limits)
+				a = f.Accounts[i]
+				return nil
+			}
+		}
+		return noAccount(name)
+	})
+	return a, err
+}
+
+// AccountLimits are the limits of each box of account name of the local
+// box whose state is in dir on a container engine, and which of them are
+// the account's own (the rest are the local box's, or DefaultLimits).
+func AccountLimits(dir, name string) (limits, own Limits, err error) {
+	set, err := ReadEngineSettings(dir)
+	if err != nil {
+		return limits, own, err
+	}
+	if name != OwnerAccount {
+		f, err := readAccountFile(accountsPath(dir))
+		if err != nil {
+			return limits, own, err
+		}
+		a, ok := findAccount(f, name)
+		if !ok {
+			return limits, own, noAccount(name)
+		}
+		own = a.Limits
+	}
+	return own.or(set.Limits.or(DefaultLimits)), own, nil
+}
+
+// purgeAccountEngine removes from the container engine the containers,
+// volumes and networks of account a's boxes, where they are containers:
+// on the engine it was added on, or the local box's engine now.
+func purgeAccountEngine(abs string, a Account) error {
+	set, err := ReadEngineSettings(abs)
+	if err != nil {
+		return err
+	}
+	eng := a.Engine
+	if eng == "" {
+		eng = set.Engine
+	}
+	if eng == EngineProcess {
+		return nil
+	}
+	if set.Engine != eng {
+		set = EngineSettings{Engine: eng}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return purgeEngine(ctx, set, stateLabel+"="+abs, accountLabelKey+"="+a.Name)
+}
+
 // AccountInfo is one account as ListAccounts shows it.
 type AccountInfo struct {
 	// Name is the account's name, OwnerAccount for the owner's.
@@ -487,6 +629,11 @@ type AccountInfo struct {
 	CodeExpiresAtMS int64
 	// Removing says a remove began and did not finish (Account.Removing).
 	Removing bool
+	// Engine is Account.Engine: "" for an account with a Unix user.
+	Engine string
+	// Limits are the account's own box limits (Account.Limits); zeros
+	// are the local box's.
+	Limits Limits
 }
 
 // ListAccounts lists the accounts of the local box whose state is in dir,
@@ -503,7 +650,7 @@ func ListAccounts(dir string) ([]AccountInfo, error) {
 	out := []AccountInfo{{Name: OwnerAccount, Boxes: boxNames(filepath.Join(dir, "boxes"))}}
 	slices.SortFunc(f.Accounts, func(a, b Account) int { return cmpString(a.Name, b.Name) })
 	for _, a := range f.Accounts {
-		out = append(out, AccountInfo{Name: a.Name, UnixUser: a.UnixUser, Boxes: boxNames(accountBoxesDir(dir, a.Name)), CodeExpiresAtMS: a.CodeExpiresAtMS, Removing: a.Removing})
+		out = append(out, AccountInfo{Name: a.Name, UnixUser: a.UnixUser, Boxes: boxNames(accountBoxesDir(dir, a.Name)), CodeExpiresAtMS: a.CodeExpiresAtMS, Removing: a.Removing, Engine: a.Engine, Limits: a.Limits})
 	}
 	sortRecords(tf.Tokens)
 	for _, t := range tf.Tokens {
@@ -543,6 +690,9 @@ func boxNames(boxes string) []string {
 // its Unix user, looked up once.
 type accountSet struct {
 	dir string
+	// engine is the server's engine (one of the Engine constants): on a
+	// container engine an account's boxes need no Unix user.
+	engine string
 
 	mu     sync.Mutex
 	byName map[string]*liveAccount
@@ -571,12 +721,19 @@ func (as *accountSet) load() ([]string, error) {
 			// Gone for the server: its boxes stop, its calls are refused.
 			continue
 		}
-		if la, ok := old[a.Name]; ok && la.Account.UnixUser == a.UnixUser && la.Account.UID == a.UID {
+		if la, ok := old[a.Name]; ok && la.Account.UnixUser == a.UnixUser && la.Account.UID == a.UID && la.Account.Engine == a.Engine {
 			la.Account = a
 			as.byName[a.Name] = la
 			continue
 		}
 		la := &liveAccount{Account: a}
+		if a.Engine != "" {
+			if as.engine == EngineProcess {
+				la.err = fmt.Errorf("account %s has no Unix user: it was added for the %s engine, where its boxes are containers; start the local box with --engine %s again, or remove the account and add it again", a.Name, a.Engine, a.Engine)
+			}
+			as.byName[a.Name] = la
+			continue
+		}
 		switch u, err := lookupBoxUser(a.UnixUser); {
 		case os.Geteuid() != 0:
 			la.err = ErrNeedsRoot
@@ -611,6 +768,18 @@ func (as *accountSet) get(name string) (*liveAccount, bool) {
 	defer as.mu.Unlock()
 	la, ok = as.byName[name]
 	return la, ok
+}
+
+// limits are account name's own box limits (Account.Limits), as last
+// read.
+func (as *accountSet) limits(name string) Limits {
+	la, ok := as.get(name)
+	if !ok {
+		return Limits{}
+	}
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	return la.Limits
 }
 
 func (as *accountSet) names() []string {
@@ -688,7 +857,8 @@ func (s *Server) openAccountThen(name string, ready func([]*box)) error {
 // Reload re-reads the state directory's accounts and tokens, as
 // `localbox account remove` asks with SIGHUP: the calls of tokens no
 // longer there end, and the boxes of accounts no longer there stop (their
-// commands, inboxes and tmux end) and leave the registry.
+// commands, inboxes and tmux end) and leave the registry. On a container
+// engine each account's boxes get the limits it has now.
 func (s *Server) Reload() error {
 	if err := s.init(); err != nil {
 		return err
@@ -700,6 +870,18 @@ func (s *Server) Reload() error {
 	if err := s.toks.sync(); err != nil {
 		return err
 	}
+	if c, ok := s.eng.(*containerEngine); ok {
+		// Limits an owner set (account limits) apply at once.
+		for _, name := range s.accts.names() {
+			for _, b := range s.reg.list(name) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				if err := c.updateLimits(ctx, b); err != nil {
+					s.logf("%v", err)
+				}
+				cancel()
+			}
+		}
+	}
 	for _, name := range gone {
 		s.acctMu.Lock()
 		delete(s.opened, name)
@@ -707,6 +889,13 @@ func (s *Server) Reload() error {
 		for _, b := range s.reg.list(name) {
 			s.reg.remove(b)
 			s.endBox(b)
+			if c, ok := s.eng.(*containerEngine); ok {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				if err := c.stop(ctx, b); err != nil {
+					s.logf("%v", err)
+				}
+				cancel()
+			}
 		}
 		s.owner.endSessionsOf(name)
 		s.logf("account %s removed: its boxes stopped", name)

@@ -39,6 +39,14 @@ const (
 	guestRun = "/run/cocoonbox"
 )
 
+// The labels of what a container engine makes for a box: the local box's
+// state directory, the box's id, and its account (none for the owner's).
+const (
+	stateLabel      = "org.cocoonbox.state"
+	boxLabel        = "org.cocoonbox.box"
+	accountLabelKey = "org.cocoonbox.account"
+)
+
 // containerEngine runs each box as a container of the box image on
 // docker or podman, through the engine's API.
 type containerEngine struct {
@@ -141,7 +149,10 @@ func (e *containerEngine) create(ctx context.Context, b *box) error {
 // container on image img.
 func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 	ctr, home, work := e.names(b)
-	labels := map[string]string{"org.cocoonbox.state": e.s.Dir, "org.cocoonbox.box": b.ID}
+	labels := map[string]string{stateLabel: e.s.Dir, boxLabel: b.ID}
+	if b.account != "" {
+		labels[accountLabelKey] = b.account
+	}
 	// A network of its own: the box's localhost and ports are its own,
 	// and no other box is on its bridge.
 	// Docker 20.10 makes a second network of one name: create only when
@@ -168,7 +179,7 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 	if agent := e.s.agentPath(); agent != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: agent, Target: guestAgent, ReadOnly: true})
 	}
-	pids := e.limits.Pids
+	res := resources(e.limitsOf(b))
 	initOn := true
 	stop := 2
 	_, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
@@ -189,13 +200,8 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 			// Box root is container root: docker's default capabilities
 			// less those a box has no use for, seccomp's default
 			// profile; sudo works inside, nothing reaches the host.
-			CapDrop: []string{"NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP", "SYS_CHROOT"},
-			Resources: container.Resources{
-				Memory:     e.limits.MemoryBytes,
-				MemorySwap: e.limits.MemoryBytes,
-				NanoCPUs:   e.limits.NanoCPUs,
-				PidsLimit:  &pids,
-			},
+			CapDrop:   []string{"NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP", "SYS_CHROOT"},
+			Resources: res,
 		},
 	})
 	if err != nil && !cerrdefs.IsConflict(err) {
@@ -204,8 +210,43 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 	return nil
 }
 
+// limitsOf are box b's limits: its account's own, and the local box's
+// where the account sets none.
+func (e *containerEngine) limitsOf(b *box) Limits {
+	if b.account != "" {
+		return e.s.accts.limits(b.account).or(e.limits)
+	}
+	return e.limits
+}
+
+// resources are a container's resources under limits l: memory (swap
+// none beyond it), CPUs and processes.
+func resources(l Limits) container.Resources {
+	pids := l.Pids
+	return container.Resources{Memory: l.MemoryBytes, MemorySwap: l.MemoryBytes, NanoCPUs: l.NanoCPUs, PidsLimit: &pids}
+}
+
+// updateLimits gives the container of box b, running or not, the limits
+// limitsOf has for it now: an account's that its owner changed since
+// the container was made.
+func (e *containerEngine) updateLimits(ctx context.Context, b *box) error {
+	ctr, _, _ := e.names(b)
+	r := resources(e.limitsOf(b))
+	_, err := e.cli.ContainerUpdate(ctx, ctr, client.ContainerUpdateOptions{Resources: &r})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("limits of box %s: %w", b.Name, err)
+	}
+	return nil
+}
+
 func (e *containerEngine) start(ctx context.Context, b *box) error {
 	ctr, _, _ := e.names(b)
+	if b.account != "" {
+		// Limits its owner set while the box slept, or the server was down.
+		if err := e.updateLimits(ctx, b); err != nil {
+			e.s.logf("%v", err)
+		}
+	}
 	_, err := e.cli.ContainerStart(ctx, ctr, client.ContainerStartOptions{})
 	if cerrdefs.IsNotFound(err) {
 		img := b.engineImage()
@@ -690,12 +731,19 @@ func (e *containerEngine) forgetInbox(b *box) {
 // network a local box with state directory dir made: what its boxes were,
 // data included. For a state directory removed by hand, and tests.
 func PurgeEngine(ctx context.Context, set EngineSettings, dir string) error {
+	return purgeEngine(ctx, set, stateLabel+"="+dir)
+}
+
+// purgeEngine removes from the engine of set every container, volume and
+// network that carries all of labels (KEY=VALUE). One that went
+// meanwhile (the server removed it) is no error.
+func purgeEngine(ctx context.Context, set EngineSettings, labels ...string) error {
 	cli, err := dialEngine(ctx, set.Engine, set.Host)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	f := client.Filters{}.Add("label", "org.cocoonbox.state="+dir)
+	f := client.Filters{}.Add("label", labels...)
 	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		return err
@@ -703,7 +751,7 @@ func PurgeEngine(ctx context.Context, set EngineSettings, dir string) error {
 	var errs []error
 	for _, c := range cs.Items {
 		_, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
-		errs = append(errs, err)
+		errs = append(errs, ignoreNotFound(err))
 	}
 	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
 	if err != nil {
@@ -711,7 +759,7 @@ func PurgeEngine(ctx context.Context, set EngineSettings, dir string) error {
 	}
 	for _, v := range vs.Items {
 		_, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
-		errs = append(errs, err)
+		errs = append(errs, ignoreNotFound(err))
 	}
 	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
 	if err != nil {
@@ -719,7 +767,15 @@ func PurgeEngine(ctx context.Context, set EngineSettings, dir string) error {
 	}
 	for _, n := range ns.Items {
 		_, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
-		errs = append(errs, err)
+		errs = append(errs, ignoreNotFound(err))
 	}
 	return errors.Join(errs...)
+}
+
+// ignoreNotFound is err, or nil when it says there is no such object.
+func ignoreNotFound(err error) error {
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return err
 }

@@ -173,7 +173,7 @@ func (s *Server) init() error {
 				return
 			}
 		}
-		s.accts = &accountSet{dir: s.Dir}
+		s.accts = &accountSet{dir: s.Dir, engine: s.eng.name()}
 		if _, err := s.accts.load(); err != nil {
 			s.err = err
 			return
