@@ -45,7 +45,12 @@ func TestFollow(t *testing.T) {
 	stop := Follow()
 	procs := func(want int, why string) {
 		t.Helper()
-		for runtime.GOMAXPROCS(0) != want {
+		// A bound on a wait, not a measure: the policy reacts in a
+		// second at most, however loaded the machine.
+		for end := time.Now().Add(time.Minute); runtime.GOMAXPROCS(0) != want; {
+			if time.Now().After(end) {
+				t.Fatalf("GOMAXPROCS is %d, not %d, a minute on (%s)", runtime.GOMAXPROCS(0), want, why)
+			}
 			time.Sleep(5 * time.Millisecond)
 		}
 		t.Logf("GOMAXPROCS %d: %s", want, why)
