@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/cores"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
 	"github.com/cocoonbox/cocoonbox/internal/safefile"
 	"github.com/cocoonbox/cocoonbox/internal/version"
@@ -145,6 +146,9 @@ func sshStdio(prog string, args []string, env Env, s Streams) int {
 		}
 		return nil
 	}
+	// A relay of SSH packets to Execs: one P while they come one at a
+	// time (an sftp request's round trip), every core for a transfer.
+	defer cores.Follow()()
 	in, restore := stdioIn(s.In, s.Out, s.Err)
 	defer restore()
 	if err := srv.Serve(sshserve.StdioConn(in, s.Out)); err != nil {
