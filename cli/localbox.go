@@ -26,7 +26,6 @@ import (
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
-	"github.com/cocoonbox/cocoonbox/internal/cores"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
@@ -269,8 +268,6 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		return err
 	}
 	defer lock.Close()
-	// Its calls are mostly relays of small messages (internal/cores).
-	defer cores.Follow()()
 	ri := localbox.Runtime{PID: os.Getpid()}
 	var tc *tls.Config
 	if on, err := o.tls(); err != nil {
