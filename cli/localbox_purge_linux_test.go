@@ -36,7 +36,10 @@ func newPurgeSetup(t *testing.T, claims string) purgeSetup {
 	prefix := "cp" + hex.EncodeToString(b) + "-"
 	t.Cleanup(func() { deleteUsers(prefix) })
 	home := shortHome(t)
-	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "COCOONBOX_CLAIMS_DIR=" + claims, "COCOONBOX_CONTROL_PERSIST=no"}
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "COCOONBOX_CLAIMS_DIR=" + claims, "COCOONBOX_CONTROL_PERSIST=no",
+		// No engine: --orphans looks in none but the tests' own (another
+		// test's orphans in the machine's docker are not this one's).
+		"DOCKER_HOST=unix://" + filepath.Join(home, "no-engine.sock")}
 	return purgeSetup{home, filepath.Join(home, ".local", "state", "cocoonbox", "localbox"), claims, prefix, env, runner(t, env)}
 }
 
