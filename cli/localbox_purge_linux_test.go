@@ -319,6 +319,25 @@ func TestLocalboxPurgeOrphans(t *testing.T) {
 	}
 }
 
+// An engine whose socket is there but does not answer (docker stopped,
+// or uninstalled leaving its socket) stops purge --orphans in one line
+// with the ways on: the orphans it holds are not known.
+func TestLocalboxPurgeOrphansEngineDown(t *testing.T) {
+	a := newPurgeSetup(t, filepath.Join(t.TempDir(), "claims"))
+	sock := filepath.Join(a.home, "stale.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	out, code := a.purge(t, []string{"DOCKER_HOST=unix://" + sock}, "--orphans", "--yes")
+	want := "cocoonbox: engine docker does not answer at unix://" + sock + ", so its orphans are not known: start it (systemctl start docker) and purge again, or, if it is uninstalled, remove that socket\n"
+	if code != 1 || out != want {
+		t.Errorf("--orphans with docker down: exit %d\n%s\nwant exit 1\n%s", code, out, want)
+	}
+}
+
 // What `localbox start` saved for its local box goes with it: the token,
 // the current endpoint and the self-signed certificate pinned for it.
 // Another endpoint's token stays.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/moby/moby/client"
 )
@@ -62,9 +63,16 @@ func stateGone(dir string) bool {
 func findEngineOrphans(ctx context.Context) ([]EngineOrphans, error) {
 	var out []EngineOrphans
 	for _, e := range orphanEngines() {
-		cli, err := dialEngine(ctx, e.Engine, e.Host)
+		cli, err := client.New(client.WithHost(e.Host), client.WithAPIVersionNegotiation())
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("engine %s at %s: %w", e.Engine, e.Host, err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err = cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true})
+		cancel()
+		if err != nil {
+			cli.Close()
+			return nil, fmt.Errorf("engine %s does not answer at %s, so its orphans are not known: start it (systemctl start %s) and purge again, or, if it is uninstalled, remove that socket", e.Engine, e.Host, e.Engine)
 		}
 		states, err := labelledStates(ctx, cli)
 		cli.Close()
