@@ -37,7 +37,9 @@ again) and its claims in /var/lib/cocoonbox/claims. A Unix user it was
 given (user, --unix-user) stays. It refuses while the local box runs.
 
 --orphans, as root, purges instead what every local box whose state
-directory is gone left: the Unix users made for it and its claims.
+directory is gone left: the Unix users made for it, its claims, and the
+containers, volumes and networks docker or podman hold for it (by their
+org.cocoonbox.state label).
 
 Without --yes it says what it would remove and exits 4. A purge cut short
 is finished by the next.`,
@@ -45,7 +47,7 @@ is finished by the next.`,
 		RunE: func(*cobra.Command, []string) error { return runLocalboxPurge(env, s, o) },
 	}
 	c.Flags().BoolVar(&o.Yes, "yes", false, "confirm: the boxes are deleted for good")
-	c.Flags().BoolVar(&o.Orphans, "orphans", false, "as root, purge the Unix users and claims of local boxes whose state directory is gone")
+	c.Flags().BoolVar(&o.Orphans, "orphans", false, "as root, purge the Unix users, claims and engine objects of local boxes whose state directory is gone")
 	return c
 }
 
@@ -65,16 +67,16 @@ func runLocalboxPurge(env Env, s Streams, o purgeOptions) error {
 			return err
 		}
 		if plan.Empty() {
-			fmt.Fprintln(s.Err, "no local box whose state is gone left a Unix user or a claim: nothing to purge")
+			fmt.Fprintln(s.Err, "no local box whose state is gone left a Unix user, a claim or a container, volume or network in an engine: nothing to purge")
 			return nil
 		}
 		if !o.Yes {
-			return &ExitError{Code: ExitNeedsYes, Err: fmt.Errorf("purging the orphans %s; to do it: cocoonbox localbox purge --orphans --yes", describePurge(plan, false))}
+			return &ExitError{Code: ExitNeedsYes, Err: fmt.Errorf("purging the orphans %s; to do it: cocoonbox localbox purge --orphans --yes%s", describePurge(plan, false), orphanStates(plan))}
 		}
 		if plan, err = localbox.PurgeOrphans(opts); err != nil {
 			return err
 		}
-		fmt.Fprintf(s.Err, "purged the orphans: %s\n", donePurge(plan, nil))
+		fmt.Fprintf(s.Err, "purged the orphans: %s%s\n", donePurge(plan, nil), orphanStates(plan))
 		return nil
 	}
 
@@ -152,6 +154,9 @@ func describePurge(plan localbox.PurgePlan, client bool) string {
 	if len(plan.Claims) > 0 {
 		parts = append(parts, "releases its claims of "+strings.Join(plan.Claims, ", "))
 	}
+	for _, o := range plan.Orphans {
+		parts = append(parts, fmt.Sprintf("removes from %s the containers, volumes and networks of %s (below)", o.Engine, gone(len(o.States))))
+	}
 	if client {
 		parts = append(parts, "forgets the token and endpoint saved for it")
 	}
@@ -176,11 +181,34 @@ func donePurge(plan localbox.PurgePlan, client []string) string {
 	list("Unix users deleted:", plan.Users)
 	list("Unix users kept (not made by it):", plan.Kept)
 	list("claims released:", plan.Claims)
+	for _, o := range plan.Orphans {
+		parts = append(parts, fmt.Sprintf("removed from %s the containers, volumes and networks of %s (below)", o.Engine, gone(len(o.States))))
+	}
 	list("forgot the saved endpoint", client)
 	if plan.StateExists {
 		parts = append(parts, "state directory removed")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// gone counts n gone state directories.
+func gone(n int) string {
+	if n == 1 {
+		return "1 gone state directory"
+	}
+	return fmt.Sprintf("%d gone state directories", n)
+}
+
+// orphanStates lists the gone state directories of plan's engine
+// orphans, one a line after the sentence (a machine may hold many).
+func orphanStates(plan localbox.PurgePlan) string {
+	var b strings.Builder
+	for _, o := range plan.Orphans {
+		for _, st := range o.States {
+			fmt.Fprintf(&b, "\n  %s: %s", o.Engine, st)
+		}
+	}
+	return b.String()
 }
 
 // savedFor lists the endpoints this user's configuration keeps for the

@@ -36,7 +36,10 @@ func newPurgeSetup(t *testing.T, claims string) purgeSetup {
 	prefix := "cp" + hex.EncodeToString(b) + "-"
 	t.Cleanup(func() { deleteUsers(prefix) })
 	home := shortHome(t)
-	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "COCOONBOX_CLAIMS_DIR=" + claims, "COCOONBOX_CONTROL_PERSIST=no"}
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "COCOONBOX_CLAIMS_DIR=" + claims, "COCOONBOX_CONTROL_PERSIST=no",
+		// No engine: --orphans looks in none but the tests' own (another
+		// test's orphans in the machine's docker are not this one's).
+		"DOCKER_HOST=unix://" + filepath.Join(home, "no-engine.sock")}
 	return purgeSetup{home, filepath.Join(home, ".local", "state", "cocoonbox", "localbox"), claims, prefix, env, runner(t, env)}
 }
 
@@ -313,6 +316,25 @@ func TestLocalboxPurgeOrphans(t *testing.T) {
 	out, code = a.purge(t, nil, "--orphans", "--yes")
 	if code != 0 || !strings.HasPrefix(out, "no local box whose state is gone") {
 		t.Errorf("a second --orphans: exit %d\n%s", code, out)
+	}
+}
+
+// An engine whose socket is there but does not answer (docker stopped,
+// or uninstalled leaving its socket) stops purge --orphans in one line
+// with the ways on: the orphans it holds are not known.
+func TestLocalboxPurgeOrphansEngineDown(t *testing.T) {
+	a := newPurgeSetup(t, filepath.Join(t.TempDir(), "claims"))
+	sock := filepath.Join(a.home, "stale.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	out, code := a.purge(t, []string{"DOCKER_HOST=unix://" + sock}, "--orphans", "--yes")
+	want := "cocoonbox: engine docker does not answer at unix://" + sock + ", so its orphans are not known: start it (systemctl start docker) and purge again, or, if it is uninstalled, remove that socket\n"
+	if code != 1 || out != want {
+		t.Errorf("--orphans with docker down: exit %d\n%s\nwant exit 1\n%s", code, out, want)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -256,4 +258,84 @@ func addMise(ctx context.Context, o ImageOptions, work, root string) {
 		return
 	}
 	fmt.Fprintln(o.Log, "mise from npm's @jdxcode/mise at /usr/local/bin/mise")
+}
+
+// ImagePruneOptions are the settings of PruneImages.
+type ImagePruneOptions struct {
+	// Engine is "docker" or "podman"; Host its API address ("" for its
+	// usual socket).
+	Engine, Host string
+	// Repo is the images' repository; "" is ImageRepo.
+	Repo string
+	// DryRun names what would go and removes nothing.
+	DryRun bool
+}
+
+// buildTag matches the time tags BuildImage gives (YYYYMMDD-HHMMSS).
+var buildTag = regexp.MustCompile(`^[0-9]{8}-[0-9]{6}$`)
+
+// PruneImages removes the box images of the engine that are neither the
+// latest (REPO:latest) nor used by any container, whatever made it: each
+// time tag of the repository (REPO:YYYYMMDD-HHMMSS) whose image is
+// another than the latest's and no container's. Other tags, and images
+// of other repositories, stay. It returns the tags it removed (or would
+// remove), oldest first. An engine with no latest image keeps all. A
+// container made meanwhile on one keeps it: the engine refuses to remove
+// an image a container uses, which is no error here.
+func PruneImages(ctx context.Context, o ImagePruneOptions) ([]string, error) {
+	repo := o.Repo
+	if repo == "" {
+		repo = ImageRepo
+	}
+	cli, err := dialEngine(ctx, o.Engine, o.Host)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	latest, err := cli.ImageInspect(ctx, repo+":latest")
+	if cerrdefs.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{latest.ID: true}
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs.Items {
+		used[c.ImageID] = true
+	}
+	imgs, err := cli.ImageList(ctx, client.ImageListOptions{Filters: client.Filters{}.Add("reference", repo)})
+	if err != nil {
+		return nil, err
+	}
+	var old []string
+	for _, im := range imgs.Items {
+		if used[im.ID] {
+			continue
+		}
+		for _, t := range im.RepoTags {
+			if r, tag, ok := strings.Cut(t, ":"); ok && r == repo && buildTag.MatchString(tag) {
+				old = append(old, t)
+			}
+		}
+	}
+	slices.Sort(old)
+	if o.DryRun {
+		return old, nil
+	}
+	var removed []string
+	for _, t := range old {
+		_, err := cli.ImageRemove(ctx, t, client.ImageRemoveOptions{PruneChildren: true})
+		switch {
+		case err == nil:
+			removed = append(removed, t)
+		case cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err):
+		default:
+			return removed, fmt.Errorf("remove image %s from %s: %w", t, o.Engine, err)
+		}
+	}
+	return removed, nil
 }

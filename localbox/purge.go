@@ -39,9 +39,12 @@ type PurgePlan struct {
 	// (engine.json), whose containers, volumes and networks of its boxes
 	// go too; "" for the process engine.
 	Engine string
+	// Orphans are, for PurgeOrphans, the gone state directories whose
+	// containers, volumes and networks go from each engine.
+	Orphans []EngineOrphans
 }
 
 // Empty reports whether there is nothing to remove.
 func (p PurgePlan) Empty() bool {
-	return !p.StateExists && len(p.Users) == 0 && len(p.Kept) == 0 && len(p.Claims) == 0
+	return !p.StateExists && len(p.Users) == 0 && len(p.Kept) == 0 && len(p.Claims) == 0 && len(p.Orphans) == 0
 }

@@ -58,10 +58,12 @@ func PlanOrphans(o PurgeOptions) (PurgePlan, error) {
 }
 
 // PurgeOrphans removes, for every local box whose state directory is gone,
-// what it left on the machine: the Unix users it made and its claims
-// (a claim is stale, claim.live, when its state directory is gone or made
-// again since). A user made for a state directory that is there is left
-// to that directory's purge. It needs root (ErrNeedsRoot).
+// what it left on the machine: the Unix users it made, its claims (a
+// claim is stale, claim.live, when its state directory is gone or made
+// again since), and the containers, volumes and networks a container
+// engine holds for it (the engines of orphanEngines, by the state label;
+// stateGone). A user or an engine object of a state directory that is
+// there is left to that directory's purge. It needs root (ErrNeedsRoot).
 func PurgeOrphans(o PurgeOptions) (PurgePlan, error) {
 	w, err := planOrphans(o)
 	if err != nil {
@@ -156,6 +158,11 @@ func planOrphans(o PurgeOptions) (purgeWork, error) {
 			w.add(machineUser{boxUser: *u, dir: c.StateDir})
 		}
 	}
+	orphans, err := findEngineOrphans(context.Background())
+	if err != nil {
+		return w, err
+	}
+	w.plan.Orphans = orphans
 	w.sort()
 	return w, nil
 }
@@ -216,6 +223,9 @@ func (w *purgeWork) run(o PurgeOptions) error {
 		if err := PurgeEngine(context.Background(), w.engine, abs); err != nil {
 			return fmt.Errorf("remove the boxes' containers, volumes and networks from %s: %w; purge again once it answers", w.plan.Engine, err)
 		}
+	}
+	if err := purgeEngineOrphans(context.Background(), w.plan.Orphans); err != nil {
+		return err
 	}
 
 	step("boxes")
