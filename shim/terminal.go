@@ -113,8 +113,12 @@ func (t *Terminal) Run(c *box.Client, cmd *box.Command) (end TerminalEnd, st box
 		cmd.TTY = t.TTY()
 	}
 	fd := t.Fd
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancelCause := context.WithCancelCause(context.Background())
+	cancel := func() { cancelCause(nil) }
 	defer cancel()
+	if fd >= 0 && cmd.StatusLine == nil {
+		cmd.StatusLine = t.Msgs
+	}
 	var mu sync.Mutex
 	restore := func() {}
 	started := cmd.Started
@@ -164,6 +168,13 @@ func (t *Terminal) Run(c *box.Client, cmd *box.Command) (end TerminalEnd, st box
 	var killedBy atomic.Value
 	stop := watchTerminal(ctx, fd, resizes, func(s os.Signal) {
 		killedBy.Store(s)
+		if s == syscall.SIGHUP {
+			// The terminal has gone (a closed tab or window): a
+			// resumable session stays in the box to be taken back, as
+			// screen's autodetach does; else it ends.
+			cancelCause(box.ErrDetached)
+			return
+		}
 		cancel()
 	})
 	defer stop()

@@ -1,0 +1,165 @@
+//go:build linux || darwin
+
+package cli_test
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/faultproxy"
+)
+
+// resumeEnv is ttyEnv(b) with resumable sessions on, through proxy p
+// when not nil.
+func resumeEnv(b *testBox, p *faultproxy.Proxy, extra ...string) []string {
+	env := append(ttyEnv(b), "COCOONBOX_RESUME=on")
+	if p != nil {
+		env = append(env, "COCOONBOX_ENDPOINT=http://"+p.Addr(), "COCOONBOX_KEEPALIVE=10s,1s")
+	}
+	return append(env, extra...)
+}
+
+// TestRshTerminalResumes: `rsh -t` on a terminal through a network
+// change (an outage: every connection reset, new ones refused for 2 s)
+// and through a sleep (a freeze the keepalive gives up on) goes on where
+// it was: the terminal shows the one reconnecting line, every line the
+// box wrote meanwhile arrives once and in order, what was typed and the
+// window change made while cut off reach the box, the exit code comes
+// through and the terminal's termios is restored.
+func TestRshTerminalResumes(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []string{"outage", "freeze"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			b := startBox(t)
+			fp, err := faultproxy.Listen("127.0.0.1:0", b.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { fp.Close() })
+			p := startProgOnPTY(t, "cocoonbox", resumeEnv(b, fp), "rsh", "-t", "main",
+				`stty size; echo READY; read a; i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo line$i; sleep 0.1; done; read b; stty size; echo "got:$a:$b"; exit 7`)
+			p.waitFor("24 80\r\n")
+			p.waitFor("READY")
+			p.write("go\r")
+			p.waitFor("line1\r\n")
+			switch fault {
+			case "outage":
+				fp.Outage(2 * time.Second)
+			case "freeze":
+				fp.Freeze(12 * time.Second)
+			}
+			p.waitFor("cocoonbox: connection to main lost; reconnecting")
+			p.resize(30, 100)
+			p.write("second\r")
+			p.waitFor("line40\r\n")
+			p.waitFor("30 100\r\n")
+			p.waitFor("got:go:second\r\n")
+			p.wantExit(7)
+			out := string(p.out)
+			last := 0
+			for i := 1; i <= 40; i++ {
+				l := fmt.Sprintf("line%d\r\n", i)
+				if strings.Count(out, l) != 1 {
+					t.Fatalf("the terminal shows %q %d times, want once:\n%q", l, strings.Count(out, l), out)
+				}
+				at := strings.Index(out, l)
+				if at < last {
+					t.Fatalf("line%d came before line%d:\n%q", i, i-1, out)
+				}
+				last = at
+			}
+			// The line was shown in place and taken away: the cursor went
+			// back where the program had left it.
+			if !strings.Contains(out, "\x1b7\n\r\x1b[Kcocoonbox: connection to main lost; reconnecting") || !strings.Contains(out, "\r\x1b[K\x1b8") {
+				t.Errorf("the reconnecting line was not shown in place and taken away:\n%q", out)
+			}
+		})
+	}
+}
+
+// sessionList is `cocoonbox rsh --list main`'s output.
+func sessionList(t *testing.T, b *testBox) string {
+	t.Helper()
+	cmd := exec.Command("cocoonbox", "rsh", "--list", "main")
+	cmd.Env = resumeEnv(b, nil)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rsh --list: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// waitList polls `rsh --list` until its output contains want (or, with
+// gone, no longer contains it).
+func waitList(t *testing.T, b *testBox, want string, gone bool) string {
+	t.Helper()
+	for range 600 {
+		out := sessionList(t, b)
+		if strings.Contains(out, want) != gone {
+			return out
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("rsh --list never showed %q (gone: %v)", want, gone)
+	return ""
+}
+
+// TestRshTerminalAttach: the client of an `rsh -t` shell killed with
+// SIGKILL leaves the shell in the box; `rsh --list` shows it detached,
+// `rsh --attach` takes it back with the output written meanwhile, input
+// reaches it, and its exit code and the new terminal's termios are right.
+func TestRshTerminalAttach(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	p := startProgOnPTY(t, "cocoonbox", resumeEnv(b, nil), "rsh", "-t", "main",
+		`echo READY; read a; echo "before:$a"; while [ ! -e go ]; do sleep 0.05; done; echo while-away; read b; echo "after:$b"; exit 5`)
+	p.waitFor("READY")
+	p.write("one\r")
+	p.waitFor("before:one\r\n")
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	out := waitList(t, b, "detached", false)
+	if !strings.Contains(out, "echo READY") {
+		t.Errorf("rsh --list does not show the command:\n%s", out)
+	}
+	write(t, filepath.Join(b.Workspace, "go"), "")
+	a := startProgOnPTY(t, "cocoonbox", resumeEnv(b, nil), "rsh", "--attach", "main")
+	a.waitFor("while-away\r\n")
+	a.write("two\r")
+	a.waitFor("after:two\r\n")
+	a.wantExit(5)
+	if out := sessionList(t, b); strings.Contains(out, "echo READY") {
+		t.Errorf("the session is still listed after its exit:\n%s", out)
+	}
+}
+
+// TestRshTerminalWindowEnds: a terminal closed under `rsh -t` (SIGHUP)
+// detaches its shell, which the box keeps for the terminal resume window
+// and then ends, when no client came back.
+func TestRshTerminalWindowEnds(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	p := startProgOnPTY(t, "cocoonbox", resumeEnv(b, nil, "COCOONBOX_RESUME_TERMINAL_WINDOW=2s"), "rsh", "-t", "main",
+		`echo $$ > pid; echo READY; exec sleep 600`)
+	p.waitFor("READY")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.wantExit(255)
+	waitList(t, b, "detached", false)
+	pid := strings.TrimSpace(readFile(t, filepath.Join(b.Workspace, "pid")))
+	var n int
+	fmt.Sscan(pid, &n)
+	for range 600 {
+		if syscall.Kill(n, 0) != nil {
+			waitList(t, b, "sleep", true)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the shell %d still runs 30 s after a window of 2 s", n)
+}
