@@ -60,7 +60,9 @@ func (r *runner) terminal(c *box.Client, cmd *box.Command, fd int) int {
 // Ctrl-C must still reach us as SIGINT) and gets its exact termios back
 // on every way out; SIGWINCH resizes the remote terminal; ssh's escapes
 // work on the input (ssh(1) ESCAPE CHARACTERS); INT, TERM, HUP and QUIT
-// end the session. cocoonbox-ssh -t and `cocoonbox offload sign-in` are
+// end the session, but HUP leaves a resumable one in the box
+// (box.ErrDetached). A resumable session's reconnecting line goes to
+// Msgs, in place. cocoonbox-ssh -t and `cocoonbox offload sign-in` are
 // its users.
 type Terminal struct {
 	// Fd is the local terminal, stdin's descriptor (TerminalFd), or -1
