@@ -608,8 +608,12 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 		}
 		if err := write(w, f.Data[have-f.Off:]); err != nil {
 			// A deliberate end (EPIPE on our stdout): the command ends now.
-			a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill}))
-			a.flushWithin(time.Second)
+			// A terminal that fails has gone (closed, its connection
+			// dead): its session stays, as after a hangup.
+			if s.term == nil {
+				a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill}))
+				a.flushWithin(time.Second)
+			}
 			return err
 		}
 		s.mu.Lock()

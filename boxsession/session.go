@@ -377,6 +377,11 @@ func (s *session) apply(f sessionwire.Frame, gen int) error {
 			s.cond.Wait()
 		}
 	case sessionwire.EOF:
+		if s.tty != nil {
+			// A terminal has no end of input (^D is a byte): the end of a
+			// client's (its connection dead) leaves it for the next.
+			return nil
+		}
 		s.mu.Lock()
 		if f.Off == s.in.End() && s.inEOF < 0 {
 			s.inEOF = int64(f.Off)

@@ -99,7 +99,7 @@ func sessionList(t *testing.T, b *testBox) string {
 // gone, no longer contains it).
 func waitList(t *testing.T, b *testBox, want string, gone bool) string {
 	t.Helper()
-	for range 600 {
+	for range 200 {
 		out := sessionList(t, b)
 		if strings.Contains(out, want) != gone {
 			return out
@@ -162,4 +162,62 @@ func TestRshTerminalWindowEnds(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("the shell %d still runs 30 s after a window of 2 s", n)
+}
+
+// TestSSHStdioTerminalResumes: OpenSSH's ssh -t main.cocoonbox (through
+// cocoonbox-ssh --stdio, the block cocoonbox ssh-config writes) on a
+// terminal, through an outage between --stdio and the box: the
+// reconnecting line shows on ssh's terminal, every line and what was
+// typed meanwhile arrive, ssh exits with the command's code and gives
+// the terminal back as it was. Then ssh killed with SIGKILL leaves its
+// next shell in the box (its --stdio saw the connection end), which rsh
+// --attach takes back.
+func TestSSHStdioTerminalResumes(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	fp, err := faultproxy.Listen("127.0.0.1:0", b.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fp.Close() })
+	cfg := writeSSHConfig(t, b)
+	env := resumeEnv(b, fp)
+	p := startProgOnPTY(t, "ssh", env, "-F", cfg, "-t", "main.cocoonbox",
+		`echo READY; read a; i=0; while [ $i -lt 20 ]; do i=$((i+1)); echo line$i; sleep 0.1; done; read b; echo "got:$a:$b"; exit 7`)
+	p.waitFor("READY")
+	p.write("go\r")
+	p.waitFor("line1\r\n")
+	fp.Outage(2 * time.Second)
+	p.waitFor("cocoonbox-ssh: connection to main lost; reconnecting")
+	p.write("second\r")
+	p.waitFor("line20\r\n")
+	p.waitFor("got:go:second\r\n")
+	p.wantExit(7)
+	for i := 1; i <= 20; i++ {
+		if n := strings.Count(string(p.out), fmt.Sprintf("line%d\r\n", i)); n != 1 {
+			t.Fatalf("line%d shown %d times, want once:\n%q", i, n, p.out)
+		}
+	}
+
+	// --stdio in a session of its own, so that the terminal's hangup at
+	// ssh's death does not kill it too: it sees only its SSH connection
+	// end, as under an editor that killed its ssh.
+	var proxy string
+	for _, l := range strings.Split(readFile(t, cfg), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), " "); ok && strings.EqualFold(k, "ProxyCommand") {
+			proxy = v
+		}
+	}
+	if proxy == "" {
+		t.Fatalf("no ProxyCommand in %s:\n%s", cfg, readFile(t, cfg))
+	}
+	k := startProgOnPTY(t, "ssh", env, "-F", cfg, "-o", "ProxyCommand=setsid "+proxy, "-t", "main.cocoonbox", `echo READY; read a; echo "got:$a"; exit 4`)
+	k.waitFor("READY")
+	k.cmd.Process.Signal(syscall.SIGKILL)
+	<-k.exited
+	waitList(t, b, "detached", false)
+	a := startProgOnPTY(t, "cocoonbox", resumeEnv(b, nil), "rsh", "--attach", "main")
+	a.write("back\r")
+	a.waitFor("got:back\r\n")
+	a.wantExit(4)
 }

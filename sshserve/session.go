@@ -232,6 +232,11 @@ func (ss *session) run(ctx context.Context, line string) {
 		StdoutClosed: ss.eow,
 		Progress:     s.Progress,
 	}
+	if ss.tty != nil {
+		// The client's terminal, raw: a resumable session's reconnecting
+		// line shows there in place.
+		cmd.StatusLine = ss.ch.Stderr()
+	}
 	if ss.sftp && ss.tty == nil {
 		g := newSFTPGate(ss.ch, ss.ch, SFTPQueue)
 		defer g.Close()
