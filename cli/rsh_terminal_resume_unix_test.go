@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/faultproxy"
+	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
 // resumeEnv is ttyEnv(b) with resumable sessions on, through proxy p
@@ -26,17 +27,25 @@ func resumeEnv(b *testBox, p *faultproxy.Proxy, extra ...string) []string {
 
 // TestRshTerminalResumes: `rsh -t` on a terminal through a network
 // change (an outage: every connection reset, new ones refused for 2 s)
-// and through a sleep (a freeze the keepalive gives up on) goes on where
+// and through a sleep (a freeze the keepalive gives up on), and on a box
+// that ends each stream at 2 s (localbox --max-stream), goes on where
 // it was: the terminal shows the one reconnecting line, every line the
 // box wrote meanwhile arrives once and in order, what was typed and the
 // window change made while cut off reach the box, the exit code comes
 // through and the terminal's termios is restored.
 func TestRshTerminalResumes(t *testing.T) {
 	t.Parallel()
-	for _, fault := range []string{"outage", "freeze"} {
+	for _, fault := range []string{"outage", "freeze", "max-stream"} {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
-			b := startBox(t)
+			var b *testBox
+			if fault == "max-stream" {
+				// The box ends every stream 2 s old, as the service's
+				// front end does at an hour: the loop below spans a cut.
+				b = startBox(t, func(s *localbox.Server) { s.MaxStream = 2 * time.Second })
+			} else {
+				b = startBox(t)
+			}
 			fp, err := faultproxy.Listen("127.0.0.1:0", b.Addr)
 			if err != nil {
 				t.Fatal(err)
@@ -54,6 +63,8 @@ func TestRshTerminalResumes(t *testing.T) {
 			case "freeze":
 				fp.Freeze(12 * time.Second)
 			}
+			// Through --max-stream the resume may be done before the
+			// resize and the typing: they then go on the new stream.
 			p.waitFor("cocoonbox: connection to main lost; reconnecting")
 			p.resize(30, 100)
 			p.write("second\r")
