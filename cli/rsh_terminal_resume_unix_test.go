@@ -150,29 +150,52 @@ func TestRshTerminalAttach(t *testing.T) {
 	}
 }
 
-// TestRshTerminalWindowEnds: a terminal closed under `rsh -t` (SIGHUP)
-// detaches its shell, which the box keeps for the terminal resume window
-// and then ends, when no client came back.
+// TestRshTerminalWindowEnds: terminals closed under two `rsh -t` shells
+// (SIGHUP) detach the shells, which the box keeps for the terminal resume
+// window: `rsh --attach` with no id lists both and takes neither (255),
+// and when no client came back the box ends them.
 func TestRshTerminalWindowEnds(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
-	p := startProgOnPTY(t, "cocoonbox", resumeEnv(b, nil, "COCOONBOX_RESUME_TERMINAL_WINDOW=2s"), "rsh", "-t", "main",
-		`echo $$ > pid; echo READY; exec sleep 600`)
-	p.waitFor("READY")
-	p.cmd.Process.Signal(syscall.SIGHUP)
-	p.wantExit(255)
-	waitList(t, b, "detached", false)
-	pid := strings.TrimSpace(readFile(t, filepath.Join(b.Workspace, "pid")))
-	var n int
-	fmt.Sscan(pid, &n)
-	for range 600 {
-		if syscall.Kill(n, 0) != nil {
-			waitList(t, b, "sleep", true)
-			return
+	var pids []int
+	for _, name := range []string{"pid1", "pid2"} {
+		p := startProgOnPTY(t, "cocoonbox", resumeEnv(b, nil, "COCOONBOX_RESUME_TERMINAL_WINDOW=3s"), "rsh", "-t", "main",
+			`echo $$ > `+name+`; echo READY; exec sleep 600`)
+		p.waitFor("READY")
+		p.cmd.Process.Signal(syscall.SIGHUP)
+		p.wantExit(255)
+		var n int
+		fmt.Sscan(readFile(t, filepath.Join(b.Workspace, name)), &n)
+		pids = append(pids, n)
+	}
+	list := sessionList(t, b)
+	for i := 0; strings.Count(list, " detached ") < 2; i++ {
+		if i == 200 {
+			t.Fatalf("rsh --list never showed both shells detached:\n%s", list)
 		}
 		time.Sleep(50 * time.Millisecond)
+		list = sessionList(t, b)
 	}
-	t.Fatalf("the shell %d still runs 30 s after a window of 2 s", n)
+	c := exec.Command("cocoonbox", "rsh", "--attach", "main")
+	c.Env = resumeEnv(b, nil)
+	out, err := c.CombinedOutput()
+	if code := c.ProcessState.ExitCode(); code != 255 || !strings.Contains(string(out), "detached terminal sessions in main: name one with: cocoonbox rsh --attach main ID") {
+		t.Errorf("rsh --attach with two detached: %v, exit %d, want 255 and the list:\n%s", err, code, out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(list), "\n")[1:] {
+		if id, _, _ := strings.Cut(l, " "); !strings.Contains(string(out), id) {
+			t.Errorf("rsh --attach does not list %s:\n%s", id, out)
+		}
+	}
+	for _, n := range pids {
+		for i := 0; syscall.Kill(n, 0) == nil; i++ {
+			if i == 600 {
+				t.Fatalf("the shell %d still runs 30 s after a window of 3 s", n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitList(t, b, "sleep", true)
 }
 
 // TestSSHStdioTerminalResumes: OpenSSH's ssh -t main.cocoonbox (through
