@@ -373,7 +373,7 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 	if s.term != nil {
 		line = s.termLine(hello)
 		if !hello {
-			sub.Env, sub.Dir = s.cmd.Env, s.cmd.Dir
+			sub.Env, sub.Dir = s.termEnv(), s.cmd.Dir
 		}
 	} else if hello {
 		line = s.r.Agent + " session attach " + s.id

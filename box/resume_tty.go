@@ -3,6 +3,7 @@ package box
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -88,6 +89,22 @@ func (s *rsession) termLine(hello bool) string {
 		spec += ":" + hex.EncodeToString(t.Modes)
 	}
 	return s.r.Agent + " session open --tty " + spec + " " + s.id + " " + s.r.Window.String() + " -- " + shellquote.Quote(s.cmd.Line)
+}
+
+// termEnv is the open's environment: the command's, and the terminfo
+// entry of the terminal's type, if the client has one, for the agent to
+// install where the box has none (as a plain Exec's tty carries it).
+func (s *rsession) termEnv() map[string]string {
+	t := s.cmd.TTY
+	if len(t.Terminfo) == 0 || !termNameRE.MatchString(t.Term) {
+		return s.cmd.Env
+	}
+	env := make(map[string]string, len(s.cmd.Env)+1)
+	for k, v := range s.cmd.Env {
+		env[k] = v
+	}
+	env["COCOONBOX_TERMINFO"] = base64.StdEncoding.EncodeToString(t.Terminfo)
+	return env
 }
 
 // waitAdopt holds a client taking a session back from reading stdin until

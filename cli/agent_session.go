@@ -44,6 +44,14 @@ func newAgentSession(a *agentRun) *cobra.Command {
 				if err != nil {
 					return ExitUsage, err
 				}
+				if v := os.Getenv(boxsession.TerminfoVar); v != "" {
+					os.Unsetenv(boxsession.TerminfoVar)
+					if home, err := os.UserHomeDir(); err == nil {
+						// As the local box does: a failure leaves the
+						// box's own entries, if any.
+						boxsession.InstallTerminfo(home, tty.Term, v)
+					}
+				}
 				err = boxsession.OpenTTY(dir(), self, holderArgs, args[0], window, tty, args[2], a.s.In, a.s.Out)
 				if err != nil {
 					return ExitFailure, err

@@ -4,6 +4,7 @@ package cli_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -254,4 +255,35 @@ func TestSSHStdioTerminalResumes(t *testing.T) {
 	a.write("back\r")
 	a.waitFor("got:back\r\n")
 	a.wantExit(4)
+}
+
+// TestRshTerminalTerminfoResume: as TestSSHTerminalTerminfo, on the
+// session path: TERM and the local compiled terminfo entry reach the box
+// (the open carries the entry, the agent installs it), and the box's
+// environment does not keep the entry's variable.
+func TestRshTerminalTerminfoResume(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	src := ""
+	for _, d := range []string{"/usr/share/terminfo", "/lib/terminfo", "/etc/terminfo"} {
+		if _, err := os.Stat(filepath.Join(d, "x", "xterm")); err == nil {
+			src = filepath.Join(d, "x", "xterm")
+			break
+		}
+	}
+	if src == "" {
+		t.Fatal("no compiled terminfo entry for xterm: install ncurses-base")
+	}
+	dir := t.TempDir()
+	local := filepath.Join(dir, "c", "cocoonbox-resume-term")
+	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, local, readFile(t, src))
+	env := append(resumeEnv(b, nil), "TERM=cocoonbox-resume-term", "TERMINFO="+dir)
+	p := startProgOnPTY(t, "cocoonbox", env, "rsh", "-t", "main",
+		fmt.Sprintf(`echo "TERM=$TERM vars=${COCOONBOX_TERMINFO:-none}"; cmp %s ~/.terminfo/c/cocoonbox-resume-term && tput clear >/dev/null && echo TERMINFO-OK`, local))
+	p.waitFor("TERM=cocoonbox-resume-term vars=none\r\n")
+	p.waitFor("TERMINFO-OK\r\n")
+	p.wantExit(0)
 }
