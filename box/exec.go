@@ -79,6 +79,15 @@ type Command struct {
 	// Started, if not nil, is called once the command runs, before any
 	// stdin is read: a terminal goes raw only then.
 	Started func()
+
+	// Attach, with a TTY, takes back the detached terminal session of
+	// that id (Sessions) instead of running Line: its output since the
+	// box's acknowledged offset comes first. Env and Dir are not used.
+	Attach string
+	// StatusLine, if not nil, is the local terminal (raw) on which a
+	// resumable terminal session shows its one reconnecting line in place
+	// and restores the cursor after; else the lines go to Resume.Notify.
+	StatusLine io.Writer
 }
 
 // ExitStatus is how a remote command ended (session.proto Exit).
@@ -127,10 +136,11 @@ func (e *WriteError) Unwrap() error { return e.Err }
 // wake. With a terminal no stdin is read before started (the terminal
 // goes raw only then).
 //
-// With WithResume, a command without a terminal runs as a resumable
-// session (Resume): Exec then outlives the stream it started on.
+// With WithResume, a command runs as a resumable session (Resume): Exec
+// then outlives the stream it started on. A cancel of ctx with cause
+// ErrDetached leaves such a command running in the box for its window.
 func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
-	if c.resume != nil && cmd.TTY == nil {
+	if c.resume != nil || cmd.Attach != "" && cmd.TTY != nil {
 		return c.execResumable(ctx, cmd)
 	}
 	return c.exec(ctx, cmd)

@@ -34,6 +34,9 @@ type Resume struct {
 	// Window is how long the box keeps a command whose client is gone, and
 	// how long the client tries to come back; 0 means DefaultResumeWindow.
 	Window time.Duration
+	// TerminalWindow is Window for a command on a terminal; 0 means
+	// DefaultTerminalWindow.
+	TerminalWindow time.Duration
 	// Notify, if not nil, gets one line when a stream is lost, while the
 	// client reconnects, when it resumed or gave up, and when the box
 	// cannot hold sessions (never the command's stdout).
@@ -45,7 +48,7 @@ type Resume struct {
 	Prefix string
 }
 
-// WithResume makes the client's Execs without a terminal resumable.
+// WithResume makes the client's Execs resumable.
 func WithResume(r Resume) DialOption {
 	return func(o *dialOptions) { o.resume = &r }
 }
@@ -103,12 +106,17 @@ type rsession struct {
 	exit       *ExitStatus
 	fail       string
 	cur        *attempt
+	// pendingCtl are signals that came while no attempt ran.
+	pendingCtl []byte
 	// file is stdin when it is a regular file, read from fileBase on.
 	file     *os.File
 	fileBase int64
 	// dropStdout is set once the caller reads no more stdout.
 	dropStdout atomic.Bool
 	done       bool
+	// term is a terminal session's state (resume_tty.go); nil without a
+	// terminal.
+	term *termState
 }
 
 // attempt is one Exec of the agent, carrying the session's frames: it is
@@ -218,7 +226,10 @@ func (a *attempt) frames(p []byte) []byte {
 func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, error) {
 	id := make([]byte, 16)
 	rand.Read(id)
-	s := &rsession{c: c, cmd: cmd, id: hex.EncodeToString(id), r: *c.resume}
+	s := &rsession{c: c, cmd: cmd, id: hex.EncodeToString(id)}
+	if c.resume != nil {
+		s.r = *c.resume
+	}
 	s.in.Limit = resumeStdinBound
 	if s.r.Window <= 0 {
 		s.r.Window = DefaultResumeWindow
@@ -227,6 +238,9 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 		s.r.Agent = "cocoonbox-agent"
 	}
 	s.cond = sync.NewCond(&s.mu)
+	if cmd.TTY != nil || cmd.Attach != "" {
+		s.startTerm()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer func() {
@@ -250,6 +264,12 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 		var we *WriteError
 		if errors.As(err, &we) {
 			return ExitStatus{}, err
+		}
+		if err := s.adoptFailed(st, err); err != nil {
+			return ExitStatus{}, err
+		}
+		if errors.Is(err, ErrDetached) {
+			return ExitStatus{}, s.detached()
 		}
 		if ctx.Err() != nil {
 			return ExitStatus{}, ctx.Err()
@@ -292,7 +312,7 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 		}
 		s.mu.Unlock()
 		if lostAt.Equal(s.lostAtSeen) {
-			if n%10 == 0 {
+			if n%10 == 0 || s.term != nil {
 				s.notify("connection to %s lost; reconnecting (%s)", cmd.Box, since(lostAt))
 			}
 		} else {
@@ -327,6 +347,10 @@ func since(t time.Time) string {
 }
 
 func (s *rsession) notify(format string, args ...any) {
+	if s.term != nil && s.cmd.StatusLine != nil {
+		s.termNotify(fmt.Sprintf(format, args...))
+		return
+	}
 	if s.r.Notify != nil {
 		p := s.r.Prefix
 		if p == "" {
@@ -346,7 +370,12 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 	s.mu.Unlock()
 	var line string
 	sub := &Command{Box: s.cmd.Box, Stdin: a, Stdout: a, Stderr: s.cmd.Stderr, Progress: s.cmd.Progress}
-	if hello {
+	if s.term != nil {
+		line = s.termLine(hello)
+		if !hello {
+			sub.Env, sub.Dir = s.termEnv(), s.cmd.Dir
+		}
+	} else if hello {
 		line = s.r.Agent + " session attach " + s.id
 	} else {
 		line = s.r.Agent + " session open " + s.id + " " + s.r.Window.String() + " -- " + shellquote.Quote(s.cmd.Line)
@@ -361,9 +390,14 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 		out := s.out
 		s.mu.Unlock()
 		a.ctl = sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Resume, Off: out[0], Off2: out[1]})
+		if s.term != nil {
+			a.ctl = s.termNudge(a.ctl)
+		}
 	}
 	s.mu.Lock()
 	s.cur = a
+	// Signals that came while no attempt ran go first.
+	a.ctl, s.pendingCtl = append(a.ctl, s.pendingCtl...), nil
 	s.mu.Unlock()
 	// The attempt's own context: after the exit it is not cancelled with
 	// ctx, so that the bye reaches the box; a deliberate end (ctx done
@@ -387,6 +421,12 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 	case <-a.exited:
 		time.AfterFunc(10*time.Second, acancel)
 	case <-ctx.Done():
+		if context.Cause(ctx) == ErrDetached {
+			// The box keeps the command for its window.
+			acancel()
+			err = ErrDetached
+			break
+		}
 		a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill}))
 		select {
 		case <-res:
@@ -419,6 +459,9 @@ func (s *rsession) readStdin() {
 	// From a regular file, read at an offset of our own: the file's moves
 	// only once the box has answered (commitStdin), so that a start the box
 	// refuses takes none of it, as in Exec.
+	if !s.waitAdopt() {
+		return
+	}
 	file, pos, peek := regularFile(in)
 	if peek {
 		s.mu.Lock()
@@ -477,6 +520,11 @@ func (s *rsession) control(ctx context.Context) {
 				continue
 			}
 			f = sessionwire.Frame{Type: sessionwire.Resize, Rows: sz.Rows, Cols: sz.Cols}
+			if s.term != nil {
+				s.mu.Lock()
+				s.term.size = sz
+				s.mu.Unlock()
+			}
 		case <-closed:
 			closed = nil
 			s.dropStdout.Store(true)
@@ -486,10 +534,14 @@ func (s *rsession) control(ctx context.Context) {
 	}
 }
 
-// send writes b to the current attempt, if one runs.
+// send writes b to the current attempt, if one runs; else a signal waits
+// for the next attempt (a terminal's size is sent again at the resume).
 func (s *rsession) send(b []byte) {
 	s.mu.Lock()
 	a := s.cur
+	if a == nil && b[0] == sessionwire.Signal {
+		s.pendingCtl = append(s.pendingCtl, b...)
+	}
 	s.mu.Unlock()
 	if a != nil {
 		a.write(b)
@@ -512,8 +564,16 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 		s.hello = true
 		lostAt := s.lostAt
 		s.lostAt = time.Time{}
+		adopt := s.term != nil && s.term.adopt && !s.term.taken
+		if adopt {
+			// A client taking a session back starts its stdin where the
+			// command's stands.
+			s.in.Reset(f.Off)
+		}
 		s.mu.Unlock()
-		if !lostAt.IsZero() {
+		if s.term != nil {
+			s.termResumed(lostAt)
+		} else if !lostAt.IsZero() {
 			s.notify("resumed after %s", since(lostAt))
 		}
 		s.ackStdin(f.Off)
@@ -533,7 +593,11 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 		if end <= have {
 			return nil
 		}
-		if f.Off > have {
+		if f.Off > have && s.term != nil && s.term.adopt && have == 0 {
+			// Taken back by a new client: the output starts where the
+			// box's acknowledged offset is.
+			have = f.Off
+		} else if f.Off > have {
 			return fmt.Errorf("session: %d bytes of stream %d missing", f.Off-have, f.Stream)
 		}
 		w := s.cmd.Stdout
@@ -544,13 +608,19 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 		}
 		if err := write(w, f.Data[have-f.Off:]); err != nil {
 			// A deliberate end (EPIPE on our stdout): the command ends now.
-			a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill}))
-			a.flushWithin(time.Second)
+			// A terminal that fails has gone (closed, its connection
+			// dead): its session stays, as after a hangup.
+			if s.term == nil {
+				a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill}))
+				a.flushWithin(time.Second)
+			}
 			return err
 		}
 		s.mu.Lock()
 		s.out[i] = end
-		ack := end-s.acked[i] >= resumeAckEvery
+		// A terminal's output is acknowledged as soon as it is shown: a
+		// client that takes the session back gets what was not.
+		ack := end-s.acked[i] >= resumeAckEvery || s.term != nil
 		if ack {
 			s.acked[i] = end
 		}

@@ -37,8 +37,8 @@ const idleExit = time.Minute
 
 // request is what an attacher sends the holder first, as one JSON line.
 type request struct {
-	// Op is "open" (start the command, or attach if the id runs) or
-	// "attach".
+	// Op is "open" (start the command, or attach if the id runs),
+	// "attach", or "list" (the sessions, as JSON lines: Info).
 	Op     string        `json:"op"`
 	ID     string        `json:"id"`
 	Window time.Duration `json:"window,omitempty"`
@@ -49,6 +49,40 @@ type request struct {
 	// along with the request: the holder reads and writes them itself,
 	// and the socket only says when the attacher is gone.
 	FDs bool `json:"fds,omitempty"`
+	// TTY, on an open, runs the command on a terminal the holder keeps.
+	TTY *TTY `json:"tty,omitempty"`
+	// Owner is the attaching client's token: an attach whose Owner is
+	// not the session's is refused (another client took the session),
+	// unless Take, which makes Owner the session's.
+	Owner string `json:"owner,omitempty"`
+	Take  bool   `json:"take,omitempty"`
+}
+
+// TTY is the terminal a session's command runs on.
+type TTY struct {
+	Term       string `json:"term"`
+	Rows, Cols uint32
+	// Modes are terminal modes in RFC 4254 section 8's encoding.
+	Modes []byte `json:"modes,omitempty"`
+}
+
+// Info describes one session, as `cocoonbox-agent session list` prints
+// it.
+type Info struct {
+	ID string `json:"id"`
+	// Line is the command line; empty for a login shell.
+	Line string `json:"line"`
+	// Term is the terminal's type; empty for a command without one.
+	Term string `json:"term,omitempty"`
+	// Attached says a client is attached now.
+	Attached bool `json:"attached"`
+	// StartedMs is when the command started, DetachedMs when its last
+	// client went (0 while attached), in Unix milliseconds.
+	StartedMs  int64 `json:"started_ms"`
+	DetachedMs int64 `json:"detached_ms,omitempty"`
+	// Exited says the command has ended and its client not taken the
+	// exit yet.
+	Exited bool `json:"exited,omitempty"`
 }
 
 // Holder keeps the sessions of one box user.
@@ -130,6 +164,12 @@ func (h *Holder) serveConn(c net.Conn) {
 	if err == nil {
 		err = json.Unmarshal(line, &req)
 	}
+	if err == nil && req.Op == "list" {
+		closeFiles(files)
+		h.list(c)
+		c.Close()
+		return
+	}
 	if err != nil || req.ID == "" || req.FDs != (len(files) == 2) {
 		closeFiles(files)
 		c.Close()
@@ -156,6 +196,10 @@ func (h *Holder) serveConn(c net.Conn) {
 	}
 	if s == nil {
 		fail(l, "no session "+req.ID+" in this box: its command has ended")
+		return
+	}
+	if !fresh && !s.claim(req.Owner, req.Take) {
+		fail(l, "session "+req.ID+" was taken over by another client (cocoonbox rsh --attach)")
 		return
 	}
 	s.attach(l, req.Op != "open" || !fresh)
@@ -307,5 +351,47 @@ func Open(dir, self string, holderArgs []string, id string, window time.Duration
 
 // Attach connects stdin and stdout to the running session id.
 func Attach(dir, self string, holderArgs []string, id string, stdin io.Reader, stdout io.Writer) error {
-	return attach(dir, self, holderArgs, request{Op: "attach", ID: id}, stdin, stdout)
+	return AttachAs(dir, self, holderArgs, id, "", false, stdin, stdout)
+}
+
+// AttachAs is Attach as the client owner; take makes owner the session's
+// client, so that the attaches of its previous client are refused.
+func AttachAs(dir, self string, holderArgs []string, id, owner string, take bool, stdin io.Reader, stdout io.Writer) error {
+	return attach(dir, self, holderArgs, request{Op: "attach", ID: id, Owner: owner, Take: take}, stdin, stdout)
+}
+
+// OpenTTY is Open with the command on terminal tty.
+func OpenTTY(dir, self string, holderArgs []string, id string, window time.Duration, tty *TTY, line string, stdin io.Reader, stdout io.Writer) error {
+	wd, _ := os.Getwd()
+	return attach(dir, self, holderArgs, request{Op: "open", ID: id, Window: window, Line: line, Env: os.Environ(), Dir: wd, TTY: tty}, stdin, stdout)
+}
+
+// List writes the sessions of the holder in dir to out, one JSON Info a
+// line; none when no holder runs.
+func List(dir string, out io.Writer) error {
+	c, err := unixsock.Dial(filepath.Join(dir, "holder.sock"))
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	line, _ := json.Marshal(request{Op: "list"})
+	if _, err := c.Write(append(line, '\n')); err != nil {
+		return err
+	}
+	_, err = io.Copy(out, c)
+	return err
+}
+
+// list writes every session's Info to w.
+func (h *Holder) list(w io.Writer) {
+	h.mu.Lock()
+	ss := make([]*session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		ss = append(ss, s)
+	}
+	h.mu.Unlock()
+	enc := json.NewEncoder(w)
+	for _, s := range ss {
+		enc.Encode(s.info())
+	}
 }

@@ -44,6 +44,15 @@ type session struct {
 	// closeOut is set when the client reads no more stdout.
 	closeOut bool
 	pipes    [2]*os.File
+
+	// tty is a terminal session's terminal (its master side), nil for
+	// pipes; line, started and detached describe it to a listing; owner
+	// is the client token attaches must carry.
+	tty      *os.File
+	line     string
+	started  time.Time
+	detached time.Time
+	owner    string
 }
 
 type outBuf struct {
@@ -62,6 +71,9 @@ const exitedWindow = 2 * time.Minute
 const killDelay = 2 * time.Second
 
 func (h *Holder) start(req *request) (*session, error) {
+	if req.TTY != nil {
+		return h.startTTY(req)
+	}
 	shell := envOf(req.Env, "SHELL")
 	if shell == "" {
 		shell = "/bin/sh"
@@ -99,7 +111,8 @@ func (h *Holder) start(req *request) (*session, error) {
 		closeFiles(ours[:])
 		return nil, err
 	}
-	s := &session{h: h, id: req.ID, window: req.Window, cmd: cmd, stdin: inW, inEOF: -1, pipes: ours}
+	s := &session{h: h, id: req.ID, window: req.Window, cmd: cmd, stdin: inW, inEOF: -1, pipes: ours,
+		line: req.Line, started: time.Now(), owner: req.Owner}
 	s.in.Limit = h.bound()
 	for i := range s.out {
 		s.out[i].Limit = h.bound()
@@ -296,6 +309,7 @@ func (s *session) attach(l *link, resume bool) {
 		return
 	}
 	s.conn = nil
+	s.detached = time.Now()
 	s.cond.Broadcast()
 	if !s.done {
 		// An exited command whose client went without its bye is kept
@@ -306,6 +320,31 @@ func (s *session) attach(l *link, resume bool) {
 		}
 		s.timer = time.AfterFunc(window, func() { s.expire(gen) })
 	}
+}
+
+// claim reports whether a client with token owner may attach; take
+// makes it the session's client.
+func (s *session) claim(owner string, take bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if take {
+		s.owner = owner
+	}
+	return s.owner == owner
+}
+
+// info describes the session to a listing.
+func (s *session) info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := Info{ID: s.id, Line: s.line, Attached: s.conn != nil, StartedMs: s.started.UnixMilli(), Exited: s.exit != nil}
+	if s.tty != nil {
+		i.Term = envOf(s.cmd.Env, "TERM")
+	}
+	if s.conn == nil && !s.detached.IsZero() {
+		i.DetachedMs = s.detached.UnixMilli()
+	}
+	return i
 }
 
 // ack drops output stream i up to off. s.mu is held.
@@ -338,6 +377,11 @@ func (s *session) apply(f sessionwire.Frame, gen int) error {
 			s.cond.Wait()
 		}
 	case sessionwire.EOF:
+		if s.tty != nil {
+			// A terminal has no end of input (^D is a byte): the end of a
+			// client's (its connection dead) leaves it for the next.
+			return nil
+		}
 		s.mu.Lock()
 		if f.Off == s.in.End() && s.inEOF < 0 {
 			s.inEOF = int64(f.Off)
@@ -354,6 +398,8 @@ func (s *session) apply(f sessionwire.Frame, gen int) error {
 		if sig := proc.SignalNum(f.Text); sig != 0 {
 			s.signal(sig)
 		}
+	case sessionwire.Resize:
+		s.resize(f.Rows, f.Cols)
 	case sessionwire.CloseStdout:
 		s.mu.Lock()
 		s.closeOut = true

@@ -279,7 +279,8 @@ func (e Env) stateDir() (string, error) {
 // resume is how commands outlive their stream (box.Resume), from
 // COCOONBOX_RESUME (on; off, the default, not at all: the session path
 // still costs startup and throughput, docs/benchmarks.md) and
-// COCOONBOX_RESUME_WINDOW (a duration); nil when off. Its lines go to
+// COCOONBOX_RESUME_WINDOW and COCOONBOX_RESUME_TERMINAL_WINDOW (durations);
+// nil when off. Its lines go to
 // stderr.
 func (e Env) resume() (*box.Resume, error) {
 	switch v := e.Getenv("COCOONBOX_RESUME"); v {
@@ -298,6 +299,13 @@ func (e Env) resume() (*box.Resume, error) {
 			return nil, &UsageError{fmt.Errorf("COCOONBOX_RESUME_WINDOW=%q: want a duration such as 10m", v)}
 		}
 		r.Window = d
+	}
+	if v := e.Getenv("COCOONBOX_RESUME_TERMINAL_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, &UsageError{fmt.Errorf("COCOONBOX_RESUME_TERMINAL_WINDOW=%q: want a duration such as 1h", v)}
+		}
+		r.TerminalWindow = d
 	}
 	return r, nil
 }

@@ -4,18 +4,26 @@ import "github.com/spf13/cobra"
 
 func newRsh(env Env, s Streams) *cobra.Command {
 	return &cobra.Command{
-		Use:   "rsh [ssh options] BOX [COMMAND...]",
+		Use:   "rsh [ssh options] BOX [COMMAND...] | --attach [BOX [ID]] | --list [BOX]",
 		Short: "Run a command in a box, as ssh would",
 		Long: `rsh runs COMMAND in BOX with ssh's semantics: the words are joined with
 single spaces and run by the box user's shell in the workspace; stdout and
 stderr stay apart; the exit status is the remote command's, or 255 for a
-failure of ours. It takes ssh(1)'s options; see: cocoonbox-ssh --help.`,
-		Example:            "  cocoonbox rsh main 'uname -a'\n  tar c . | cocoonbox rsh main tar x -C src",
+failure of ours. It takes ssh(1)'s options; see: cocoonbox-ssh --help.
+
+With COCOONBOX_RESUME=on a terminal session outlives its connection and
+its client: --list lists the box's terminal sessions (BOX: main), and
+--attach takes a detached one back (the only one, or ID, or a prefix of
+it), with the output the box had not seen acknowledged.`,
+		Example:            "  cocoonbox rsh main 'uname -a'\n  tar c . | cocoonbox rsh main tar x -C src\n  cocoonbox rsh --attach main",
 		DisableFlagParsing: true,
 		ValidArgsFunction:  rshBox(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {
 				return cmd.Help()
+			}
+			if len(args) > 0 && (args[0] == "--attach" || args[0] == "--list") {
+				return exitStatus(rshSessions(env, s, args))
 			}
 			return exitStatus(runShim("cocoonbox rsh", args, env, s))
 		},

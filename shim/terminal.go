@@ -60,7 +60,9 @@ func (r *runner) terminal(c *box.Client, cmd *box.Command, fd int) int {
 // Ctrl-C must still reach us as SIGINT) and gets its exact termios back
 // on every way out; SIGWINCH resizes the remote terminal; ssh's escapes
 // work on the input (ssh(1) ESCAPE CHARACTERS); INT, TERM, HUP and QUIT
-// end the session. cocoonbox-ssh -t and `cocoonbox offload sign-in` are
+// end the session, but HUP leaves a resumable one in the box
+// (box.ErrDetached). A resumable session's reconnecting line goes to
+// Msgs, in place. cocoonbox-ssh -t and `cocoonbox offload sign-in` are
 // its users.
 type Terminal struct {
 	// Fd is the local terminal, stdin's descriptor (TerminalFd), or -1
@@ -113,8 +115,12 @@ func (t *Terminal) Run(c *box.Client, cmd *box.Command) (end TerminalEnd, st box
 		cmd.TTY = t.TTY()
 	}
 	fd := t.Fd
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancelCause := context.WithCancelCause(context.Background())
+	cancel := func() { cancelCause(nil) }
 	defer cancel()
+	if fd >= 0 && cmd.StatusLine == nil {
+		cmd.StatusLine = t.Msgs
+	}
 	var mu sync.Mutex
 	restore := func() {}
 	started := cmd.Started
@@ -164,6 +170,13 @@ func (t *Terminal) Run(c *box.Client, cmd *box.Command) (end TerminalEnd, st box
 	var killedBy atomic.Value
 	stop := watchTerminal(ctx, fd, resizes, func(s os.Signal) {
 		killedBy.Store(s)
+		if s == syscall.SIGHUP {
+			// The terminal has gone (a closed tab or window): a
+			// resumable session stays in the box to be taken back, as
+			// screen's autodetach does; else it ends.
+			cancelCause(box.ErrDetached)
+			return
+		}
 		cancel()
 	})
 	defer stop()

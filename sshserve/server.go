@@ -113,7 +113,8 @@ func (s *Server) Serve(conn net.Conn) error {
 		return fmt.Errorf("ssh handshake: %w", err)
 	}
 	s.logf("connection from %s, client %q", sc.User(), sc.ClientVersion())
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancelCause := context.WithCancelCause(context.Background())
+	cancel := func() { cancelCause(nil) }
 	defer cancel()
 
 	c := &connState{s: s, ctx: ctx, sc: sc, settle: make(chan chan struct{}), globalsDone: make(chan struct{})}
@@ -140,8 +141,9 @@ func (s *Server) Serve(conn net.Conn) error {
 		}
 	}
 	// The connection is gone: end every command still running, and every
-	// listener.
-	cancel()
+	// listener; a resumable terminal session stays in the box to be taken
+	// back (the client died, or its terminal was closed).
+	cancelCause(box.ErrDetached)
 	sc.Close()
 	c.closeForwards()
 	wg.Wait()

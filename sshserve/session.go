@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -77,6 +78,7 @@ func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer cancel()
 	ss := &session{s: s, c: c, ch: ch, resizes: make(chan box.Size, 1), signals: make(chan string, 4), eow: make(chan struct{})}
 	var wg sync.WaitGroup
+	ran := make(chan struct{})
 	// The requests channel closes when the client closes the channel (or
 	// the connection goes): then a command still running is cancelled.
 	for r := range reqs {
@@ -147,12 +149,25 @@ func (c *connState) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				// first.
 				c.settled()
 				r.Reply(true, nil)
-				wg.Go(func() { ss.run(ctx, line) })
+				wg.Go(func() {
+					defer close(ran)
+					ss.run(ctx, line)
+				})
 				continue
 			}
 		}
 		if r.WantReply {
 			r.Reply(ok, nil)
+		}
+	}
+	if ss.started && ss.tty != nil {
+		// The channel's requests also end when the whole connection goes,
+		// which ends ctx at once with ErrDetached (a terminal session
+		// then stays in the box); a channel the client closed ends it.
+		select {
+		case <-ctx.Done():
+		case <-ran:
+		case <-time.After(time.Second):
 		}
 	}
 	cancel()
@@ -216,6 +231,11 @@ func (ss *session) run(ctx context.Context, line string) {
 		Resizes:      ss.resizes,
 		StdoutClosed: ss.eow,
 		Progress:     s.Progress,
+	}
+	if ss.tty != nil {
+		// The client's terminal, raw: a resumable session's reconnecting
+		// line shows there in place.
+		cmd.StatusLine = ss.ch.Stderr()
 	}
 	if ss.sftp && ss.tty == nil {
 		g := newSFTPGate(ss.ch, ss.ch, SFTPQueue)

@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/cocoonbox/cocoonbox/box"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/shim"
+)
+
+// defaultSessionBox is the box of `rsh --attach` and `rsh --list`
+// without one.
+const defaultSessionBox = "main"
+
+// rshSessions is `cocoonbox rsh --attach [BOX [ID]]`, which takes a
+// detached terminal session back (docs/cocoonbox.md "Terminals you can
+// take back"), and `cocoonbox rsh --list [BOX]`, which lists the box's
+// terminal sessions; 255 and one line for a failure, as rsh's.
+func rshSessions(env Env, s Streams, args []string) int {
+	const prog = "cocoonbox rsh"
+	fail := func(err error) int {
+		fmt.Fprintf(s.Err, "%s: %s\n", prog, printable.Line(err.Error(), maxLine))
+		return shim.ExitFailure
+	}
+	attach := args[0] == "--attach"
+	args = args[1:]
+	if max := map[bool]int{true: 2, false: 1}[attach]; len(args) > max || len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		return fail(errors.New("usage: cocoonbox rsh --attach [BOX [ID]] | --list [BOX]"))
+	}
+	boxName, id := defaultSessionBox, ""
+	if len(args) > 0 {
+		boxName = args[0]
+	}
+	if len(args) > 1 {
+		id = args[1]
+	}
+	c, err := env.dial("")
+	if err != nil {
+		return fail(err)
+	}
+	defer c.Close()
+	all, err := c.Sessions(context.Background(), boxName)
+	if err != nil {
+		return fail(err)
+	}
+	var terms []box.SessionInfo
+	for _, i := range all {
+		if i.Term != "" && !i.Exited {
+			terms = append(terms, i)
+		}
+	}
+	if !attach {
+		listSessions(s.Out, terms)
+		return 0
+	}
+	var detached []box.SessionInfo
+	for _, i := range terms {
+		if !i.Attached && (id == "" || strings.HasPrefix(i.ID, id)) {
+			detached = append(detached, i)
+		}
+	}
+	switch {
+	case len(detached) == 0 && id != "":
+		return fail(fmt.Errorf("no detached terminal session %s in %s; list them with: cocoonbox rsh --list %s", id, boxName, boxName))
+	case len(detached) == 0:
+		return fail(fmt.Errorf("no detached terminal session in %s; list them with: cocoonbox rsh --list %s", boxName, boxName))
+	case len(detached) > 1:
+		listSessions(s.Err, detached)
+		return fail(fmt.Errorf("%d detached terminal sessions in %s: name one with: cocoonbox rsh --attach %s ID", len(detached), boxName, boxName))
+	}
+	fd := shim.TerminalFd(s.In)
+	if fd < 0 {
+		return fail(errors.New("--attach needs a terminal: stdin is not one"))
+	}
+	t := &shim.Terminal{Fd: fd, Getenv: env.Getenv, Escape: '~', Msgs: s.Err}
+	cmd := &box.Command{Box: boxName, Attach: detached[0].ID, Stdin: s.In, Stdout: s.Out, Stderr: s.Err}
+	end, st, err := t.Run(c, cmd)
+	switch {
+	case end.Signal != nil:
+		return shim.ExitFailure
+	case end.Disconnected:
+	case err != nil:
+		return fail(err)
+	case st.Error != "":
+		return fail(fmt.Errorf("box %s: %s", boxName, st.Error))
+	case st.Signal != "":
+		return shim.ExitFailure
+	}
+	fmt.Fprintf(s.Err, "Connection to %s closed.\r\n", boxName)
+	if end.Disconnected {
+		return shim.ExitFailure
+	}
+	return st.Code
+}
+
+// listSessions writes sessions as a table: id, state, command.
+func listSessions(w io.Writer, sessions []box.SessionInfo) {
+	if len(sessions) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%-32s  %-22s  %s\n", "ID", "STATE", "COMMAND")
+	now := time.Now()
+	for _, i := range sessions {
+		state := "attached"
+		if !i.Attached {
+			state = "detached " + ago(now.Sub(time.UnixMilli(i.DetachedMs))) + " ago"
+		}
+		line := i.Line
+		if line == "" {
+			line = "(login shell)"
+		}
+		fmt.Fprintf(w, "%-32s  %-22s  %s\n", i.ID, state, printable.Line(line, 60))
+	}
+}
+
+// ago is d rounded for a listing: seconds, minutes or hours.
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	}
+	return fmt.Sprintf("%d h", int(d.Hours()))
+}
