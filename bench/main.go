@@ -69,6 +69,9 @@ type env struct {
 	// boxGit is the box's copy of the git rows' directory (gitWork.toBox),
 	// an absolute path, once made.
 	boxGit string
+	// resume, when set, is COCOONBOX_RESUME for our commands (the
+	// resumable twins of the rows, e.resumable).
+	resume string
 }
 
 // a workload runs once through one path and returns its wall time and the

@@ -21,6 +21,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/cocoonbox/cocoonbox/auth"
+	"github.com/cocoonbox/cocoonbox/boxsession"
 	"github.com/cocoonbox/cocoonbox/cli"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
@@ -31,6 +32,7 @@ func TestMain(m *testing.M) {
 		"cocoonbox-ssh":        func() { os.Exit(cli.SSH(os.Args[1:], cli.SystemEnv(), cli.System())) },
 		"git-remote-cocoonbox": func() { os.Exit(cli.GitRemote(os.Args[1:], cli.SystemEnv(), cli.System())) },
 		"cocoonbox-agent":      func() { os.Exit(cli.Agent(os.Args[1:], cli.SystemEnv(), cli.System())) },
+		"cocoonbox-session":    func() { os.Exit(boxsession.Main(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)) },
 		"exitcode":             exitcode,
 		"randbytes":            randbytes,
 		"fakehistory":          fakehistory,

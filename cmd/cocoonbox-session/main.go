@@ -1,0 +1,13 @@
+// Cocoonbox-session is the lean entry point of the box half of resumable
+// sessions: `cocoonbox-session open|attach`, the same as `cocoonbox-agent
+// session open|attach` in a binary of only package boxsession, which every
+// resumable command's start runs (docs/cocoonbox-agent.md "session").
+package main
+
+import (
+	"os"
+
+	"github.com/cocoonbox/cocoonbox/boxsession"
+)
+
+func main() { os.Exit(boxsession.Main(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)) }
