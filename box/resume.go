@@ -18,6 +18,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/sessionwire"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
+	"github.com/cocoonbox/cocoonbox/internal/window"
 )
 
 // DefaultResumeWindow is how long a plain command is kept in its box for
@@ -56,7 +57,7 @@ func WithResume(r Resume) DialOption {
 // it stdin is not read), and how much output it takes before it
 // acknowledges.
 const (
-	resumeStdinBound = 4 << 20
+	resumeStdinBound = window.Stream
 	resumeAckEvery   = 256 << 10
 )
 
