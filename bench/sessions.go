@@ -34,9 +34,9 @@ func (e *env) runSessions(top string) error {
 	defer p.Close()
 	_, ps, _ := net.SplitHostPort(p.Addr())
 	port, _ := strconv.Atoi(ps)
-	// Keepalive of 2 s + 1 s, so that a freeze is noticed in seconds, not
-	// the default 45.
-	e.boxEnv = append(tb.through(e.boxEnv, port), "COCOONBOX_RESUME=on", "COCOONBOX_KEEPALIVE=2s,1s")
+	// Keepalive of 10 s + 1 s (the least gRPC allows), so that a freeze
+	// is noticed in 11 s, not the default 45.
+	e.boxEnv = append(tb.through(e.boxEnv, port), "COCOONBOX_RESUME=on", "COCOONBOX_KEEPALIVE=10s,1s")
 	if out, err := e.ours("cocoonbox-ssh", "main", "true").CombinedOutput(); err != nil {
 		return fmt.Errorf("first call: %v: %s", err, out)
 	}
@@ -50,7 +50,7 @@ func (e *env) runSessions(top string) error {
 		note string
 	}{
 		{"resume after an outage of 3 s", 3 * time.Second, p.Outage, "every link reset, new ones refused for 3 s (a network change); from the link's return to the first echo after it"},
-		{"resume after a freeze of 5 s", 5 * time.Second, p.Freeze, "no byte either way for 5 s (a sleep); keepalive gives up after 3 s; from the thaw to the first echo after it"},
+		{"resume after a freeze of 15 s", 15 * time.Second, p.Freeze, "no byte either way for 15 s (a sleep); keepalive gives up after 11 s and the new dial waits for the thaw; from the thaw to the first echo after it"},
 	} {
 		var ds []time.Duration
 		var rss int64
