@@ -42,6 +42,10 @@ func (e *env) runSessions(top string) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "| row | result (median of %d) | note |\n| --- | --- | --- |\n", *rounds)
+	// Memory first, while the holder has held nothing else.
+	if err := e.detachedMemory(&b); err != nil {
+		return err
+	}
 
 	for _, f := range []struct {
 		name string
@@ -96,9 +100,6 @@ func (e *env) runSessions(top string) error {
 		fmt.Fprintf(&b, "| %s | %s (%d MB/s, %d MiB) | %s |\n", name, d.Round(time.Millisecond), int(float64(n)/d.Seconds()/1e6), n>>20, note)
 	}
 
-	if err := e.detachedMemory(&b); err != nil {
-		return err
-	}
 	return publish(top, "bench-sessions", fmt.Sprintf("; %d rounds; our client through internal/faultproxy to the local box over TLS on loopback", *rounds), b.String())
 }
 
@@ -182,7 +183,7 @@ func (e *env) resumeAfter(d time.Duration, fault func(time.Duration)) (time.Dura
 // that write nothing, and one that writes without stop.
 func (e *env) detachedMemory(b *strings.Builder) error {
 	const k = 20
-	base := holderRSS()
+	base := e.holderRSS()
 	var clients []*exec.Cmd
 	defer func() {
 		for _, c := range clients {
@@ -208,19 +209,19 @@ func (e *env) detachedMemory(b *strings.Builder) error {
 		}
 		clientRSS += vmRSS(c.Process.Pid)
 	}
-	attached := holderRSS()
+	attached := e.holderRSS()
 	for _, c := range clients {
 		c.Process.Signal(syscall.SIGKILL)
 		c.Wait()
 	}
 	clients = nil
 	time.Sleep(time.Second)
-	detached := holderRSS()
+	detached := e.holderRSS()
 	fmt.Fprintf(b, "| box memory per detached session | %.0f KiB | the session holder's RSS: %.1f MiB before, %.1f MiB with %d attached sessions of `sleep`, %.1f MiB once their clients were killed (SIGKILL: no bye, so the box keeps them for the window) |\n",
 		float64(detached-base)/k, float64(base)/1024, float64(attached)/1024, k, float64(detached)/1024)
 	fmt.Fprintf(b, "| client memory per session | %.1f MiB | the RSS of an attached `cocoonbox-ssh main 'sleep 600'`, mean of %d |\n", float64(clientRSS)/k/1024, k)
 
-	before := holderRSS()
+	before := e.holderRSS()
 	c := e.ours("cocoonbox-ssh", "main", "exec yes")
 	c.Env = append(c.Env, "COCOONBOX_RESUME_WINDOW=20s")
 	c.Stdout = io.Discard
@@ -231,7 +232,7 @@ func (e *env) detachedMemory(b *strings.Builder) error {
 	c.Process.Signal(syscall.SIGKILL)
 	c.Wait()
 	time.Sleep(2 * time.Second)
-	full := holderRSS()
+	full := e.holderRSS()
 	fmt.Fprintf(b, "| box memory of a detached session whose command writes on | %.1f MiB | `yes` with its client killed: the holder keeps its output up to the bound (16 MiB a stream) and `yes` then waits |\n", float64(full-before)/1024)
 	return nil
 }
@@ -251,9 +252,10 @@ func vmRSS(pid int) int64 {
 	return 0
 }
 
-// holderRSS is the summed RSS in KiB of the session holders running
-// (cocoonbox-session holder, cocoonbox-agent session holder).
-func holderRSS() int64 {
+// holderRSS is the summed RSS in KiB of this run's session holders
+// (cocoonbox-session holder, cocoonbox-agent session holder, in a box
+// under the work directory).
+func (e *env) holderRSS() int64 {
 	ents, _ := os.ReadDir("/proc")
 	var sum int64
 	for _, ent := range ents {
@@ -267,6 +269,10 @@ func holderRSS() int64 {
 		}
 		args := strings.Split(strings.TrimRight(string(cl), "\x00"), "\x00")
 		if len(args) < 2 || args[len(args)-1] != "holder" {
+			continue
+		}
+		cwd, _ := os.Readlink(filepath.Join("/proc", ent.Name(), "cwd"))
+		if !strings.HasPrefix(cwd, e.work+"/") {
 			continue
 		}
 		if base := filepath.Base(args[0]); base == "cocoonbox-session" || base == "cocoonbox-agent" {
