@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	"github.com/cocoonbox/cocoonbox/internal/sessionwire"
@@ -306,14 +307,59 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 			}
 			return ExitStatus{}, fmt.Errorf("exec in %s: gave up on a lost connection after %s: %w", cmd.Box, since(lostAt), err)
 		}
-		select {
-		case <-ctx.Done():
-			return ExitStatus{}, ctx.Err()
-		case <-time.After(backoff):
+		if err := c.awaitLink(ctx, backoff); err != nil {
+			return ExitStatus{}, err
 		}
 		backoff = min(2*backoff, 2*time.Second)
-		if c.raw != nil {
+	}
+}
+
+// awaitLink waits up to d before the next try, less once the endpoint's
+// connection is ready again: it asks gRPC to reconnect every 250 ms
+// (gRPC's own backoff would wait a second and more), so that a resume
+// goes as the link returns, not at the next try of the backoff, when an
+// Exec would fail fast on a connection still reconnecting. A ready
+// connection still waits a tenth of d, so that a box that ends every
+// stream is not called in a loop. Through a master it waits d.
+func (c *Client) awaitLink(ctx context.Context, d time.Duration) error {
+	start := time.Now()
+	deadline := start.Add(d)
+	if c.raw == nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+			return nil
+		}
+	}
+	for {
+		st := c.raw.GetState()
+		if st == connectivity.Ready {
+			if rest := d/10 - time.Since(start); rest > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(rest):
+				}
+			}
+			return nil
+		}
+		if st == connectivity.TransientFailure || st == connectivity.Idle {
 			c.raw.ResetConnectBackoff()
+			c.raw.Connect()
+		}
+		next := time.Now().Add(250 * time.Millisecond)
+		if next.After(deadline) {
+			next = deadline
+		}
+		wctx, cancel := context.WithDeadline(ctx, next)
+		c.raw.WaitForStateChange(wctx, st)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !time.Now().Before(deadline) {
+			return nil
 		}
 	}
 }
