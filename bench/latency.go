@@ -68,7 +68,7 @@ func (e *env) runLatency(top string) error {
 			*size, *sftpReqs = *rttSize, *rttSftpReqs
 		}
 		for _, w := range e.workloads() {
-			if !contains(latencyWorkloads, w.name) || (*only != "" && !contains(strings.Split(*only, ","), w.name)) {
+			if !contains(latencyWorkloads, strings.TrimPrefix(w.name, "resumable ")) || !selected(w.name) {
 				continue
 			}
 			w.limit = nil

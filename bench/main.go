@@ -23,20 +23,21 @@ import (
 )
 
 var (
-	rounds   = flag.Int("rounds", 5, "rounds; each runs every workload through both paths")
-	size     = flag.Int64("size", 1<<30, "bytes for the download and upload workloads")
-	calls    = flag.Int("calls", 20, "calls of `true` per round for the startup workload")
-	only     = flag.String("only", "", "comma-separated workloads to run (default all)")
-	write    = flag.Bool("write", false, "write the table into docs/benchmarks.md")
-	srcTree  = flag.String("tree", "/usr/local/go/src", "the source tree for the git and rsync workloads")
-	commits  = flag.Int("commits", 300, "commits in the generated git repository")
-	keepWork = flag.Bool("keep", false, "keep the work directory")
-	rtts     = flag.String("rtt", "", "comma-separated round trips in ms (e.g. 0,10,50,100): run the latency table instead, ours over TLS and ssh through a delay proxy; with -offload, the offload table at each round trip")
-	rttSize  = flag.Int64("rtt-size", 256<<20, "bytes for the download and upload workloads at a round trip above 0 in the latency table (-size at 0)")
-	binDir   = flag.String("bin", "", "the directory of the binaries to measure (default bin/ of this tree, which bench/run builds)")
-	verbose  = flag.Bool("v", false, "print each offload's own step times (with -offload)")
-	engine   = flag.String("engine", "", "the local box's engine (localbox start --engine): docker or podman runs the box in a container and writes the table between the bench-ENGINE markers")
-	offloadT = flag.Bool("offload", false, "run the offload table instead: first and second offload and back of the tree's repository with the stand-in CLI (-rounds rounds, then one untimed round that counts processes)")
+	rounds    = flag.Int("rounds", 5, "rounds; each runs every workload through both paths")
+	size      = flag.Int64("size", 1<<30, "bytes for the download and upload workloads")
+	calls     = flag.Int("calls", 20, "calls of `true` per round for the startup workload")
+	only      = flag.String("only", "", "comma-separated workloads to run (default all but the resumable twins, such as \"resumable startup\", which run when named)")
+	write     = flag.Bool("write", false, "write the table into docs/benchmarks.md")
+	srcTree   = flag.String("tree", "/usr/local/go/src", "the source tree for the git and rsync workloads")
+	commits   = flag.Int("commits", 300, "commits in the generated git repository")
+	keepWork  = flag.Bool("keep", false, "keep the work directory")
+	rtts      = flag.String("rtt", "", "comma-separated round trips in ms (e.g. 0,10,50,100): run the latency table instead, ours over TLS and ssh through a delay proxy; with -offload, the offload table at each round trip")
+	rttSize   = flag.Int64("rtt-size", 256<<20, "bytes for the download and upload workloads at a round trip above 0 in the latency table (-size at 0)")
+	binDir    = flag.String("bin", "", "the directory of the binaries to measure (default bin/ of this tree, which bench/run builds)")
+	verbose   = flag.Bool("v", false, "print each offload's own step times (with -offload)")
+	sessionsT = flag.Bool("sessions", false, "run the resumable sessions table instead: time to resume after an outage and a freeze, a download across a cut every 10 s, memory per detached session (ours alone: ssh's session ends at each fault)")
+	engine    = flag.String("engine", "", "the local box's engine (localbox start --engine): docker or podman runs the box in a container and writes the table between the bench-ENGINE markers")
+	offloadT  = flag.Bool("offload", false, "run the offload table instead: first and second offload and back of the tree's repository with the stand-in CLI (-rounds rounds, then one untimed round that counts processes)")
 )
 
 func main() {
@@ -70,6 +71,9 @@ type env struct {
 	// boxGit is the box's copy of the git rows' directory (gitWork.toBox),
 	// an absolute path, once made.
 	boxGit string
+	// resume, when set, is COCOONBOX_RESUME for our commands (the
+	// resumable twins of the rows, e.resumable).
+	resume string
 }
 
 // a workload runs once through one path and returns its wall time and the
@@ -126,6 +130,9 @@ func run() error {
 	if *rtts != "" {
 		return e.runLatency(top)
 	}
+	if *sessionsT {
+		return e.runSessions(top)
+	}
 	stopBox, err := e.startBox()
 	if err != nil {
 		return fmt.Errorf("local box: %w", err)
@@ -137,7 +144,7 @@ func run() error {
 
 	var results []result
 	for _, w := range e.workloads() {
-		if *only != "" && !contains(strings.Split(*only, ","), w.name) {
+		if !selected(w.name) {
 			continue
 		}
 		if w.setup != nil {
@@ -178,6 +185,16 @@ type result struct {
 	rss       int64   // peak RSS of our client, KiB
 	nreq      int     // w.requests() when measured
 	limit     time.Duration
+}
+
+// selected reports whether -only selects the workload named name: every
+// row when -only is empty, but the resumable twins (e.resumable) only
+// when named.
+func selected(name string) bool {
+	if *only == "" {
+		return !strings.HasPrefix(name, "resumable ")
+	}
+	return contains(strings.Split(*only, ","), name)
 }
 
 func measure(w workload) (result, error) {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -144,6 +145,9 @@ func (e *env) ours(name string, args ...string) *exec.Cmd {
 		c = exec.Command(name, args...)
 	}
 	c.Env = e.boxEnv
+	if e.resume != "" {
+		c.Env = append(slices.Clip(c.Env), "COCOONBOX_RESUME="+e.resume)
+	}
 	return c
 }
 
@@ -213,7 +217,7 @@ func (e *env) workloads() []workload {
 		sshdHost = "bench"
 	}
 	headCmd := fmt.Sprintf("head -c %d /dev/zero", *size)
-	return []workload{
+	ws := []workload{
 		{name: "startup", note: "median wall time of one `true`",
 			ours: many(func() *exec.Cmd { return shim("true") }),
 			ssh:  many(func() *exec.Cmd { return ssh("true") })},
@@ -248,6 +252,32 @@ func (e *env) workloads() []workload {
 		{name: "rsync (first)", setup: g.setupRsync, ours: g.rsync(true, true), ssh: g.rsync(false, true)},
 		{name: "rsync (no-op)", ours: g.rsync(true, false), ssh: g.rsync(false, false)},
 	}
+	return append(ws, e.resumable(ws, "startup", "download", "upload", "git clone", "rsync (first)")...)
+}
+
+// resumable returns a twin of each named workload whose commands of ours
+// run as resumable sessions (COCOONBOX_RESUME=on), with the plain one
+// (COCOONBOX_RESUME=off) as its base: "resumable <name>", beside
+// OpenSSH in the same rounds.
+func (e *env) resumable(ws []workload, names ...string) []workload {
+	with := func(v string, f func() (time.Duration, int64, error)) func() (time.Duration, int64, error) {
+		return func() (time.Duration, int64, error) {
+			e.resume = v
+			defer func() { e.resume = "" }()
+			return f()
+		}
+	}
+	var twins []workload
+	for _, w := range ws {
+		if !slices.Contains(names, w.name) {
+			continue
+		}
+		t := w
+		t.name = "resumable " + w.name
+		t.ours, t.base, t.baseName = with("on", w.ours), with("off", w.ours), "the plain "+w.name
+		twins = append(twins, t)
+	}
+	return twins
 }
 
 // boxImage is box main's image as boxes status reports it ("?" when it

@@ -16,20 +16,24 @@ import (
 	"github.com/cocoonbox/cocoonbox/box"
 )
 
-// resumeClient is client with resumable sessions, the box's agent built
-// from this tree.
+// resumeClient is client with resumable sessions, the box's half
+// (cocoonbox-session and cocoonbox-agent) built from this tree and found
+// on the box's PATH, as a local box started from bin/ finds it.
 func resumeClient(tb testing.TB) *box.Client {
 	tb.Helper()
-	// COCOONBOX_BENCH_AGENT names an agent built beforehand, so that a
-	// profiler has its symbols and `perf stat` does not count the build.
-	agent := os.Getenv("COCOONBOX_BENCH_AGENT")
-	if agent == "" {
-		agent = filepath.Join(tb.TempDir(), "cocoonbox-agent")
-		if out, err := exec.Command("go", "build", "-o", agent, "github.com/cocoonbox/cocoonbox/cmd/cocoonbox-agent").CombinedOutput(); err != nil {
-			tb.Fatalf("build the agent: %v\n%s", err, out)
+	// COCOONBOX_BENCH_BIN names a directory with both built beforehand, so
+	// that a profiler has their symbols and `perf stat` does not count the
+	// build.
+	dir := os.Getenv("COCOONBOX_BENCH_BIN")
+	if dir == "" {
+		dir = tb.TempDir()
+		for _, name := range []string{"cocoonbox-session", "cocoonbox-agent"} {
+			if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/cocoonbox/cocoonbox/cmd/"+name).CombinedOutput(); err != nil {
+				tb.Fatalf("build %s: %v\n%s", name, err, out)
+			}
 		}
 	}
-	agentPath = agent
+	binDir = dir
 	// The holder outlives the run by a minute: end it, so that its counts
 	// reach a `perf stat` of the run.
 	tb.Cleanup(func() {
@@ -37,14 +41,15 @@ func resumeClient(tb testing.TB) *box.Client {
 			syscall.Kill(pid, syscall.SIGKILL)
 		})
 	})
-	return clientWith(tb, false, box.WithResume(box.Resume{Agent: agent}))
+	return clientIn(tb, false, dir, box.WithResume(box.Resume{}))
 }
 
-// agentPath is the agent resumeClient built, whose holders cpuTime counts.
-var agentPath string
+// binDir is the directory of the box half resumeClient built, whose
+// holders cpuTime counts.
+var binDir string
 
 // cpuTime is the CPU this process, its reaped children and the live
-// processes of agentPath (the session holder) have used, for a
+// processes of binDir (the session holder) have used, for a
 // benchmark's cpu-ms/op: on a loaded machine wall time says little.
 func cpuTime() time.Duration {
 	var self, kids syscall.Rusage
@@ -65,9 +70,9 @@ func cpuTime() time.Duration {
 	return d
 }
 
-// forHolders calls fn with the pid of each live process of agentPath.
+// forHolders calls fn with the pid of each live process of binDir.
 func forHolders(fn func(pid int)) {
-	if agentPath == "" {
+	if binDir == "" {
 		return
 	}
 	ents, _ := os.ReadDir("/proc")
@@ -77,7 +82,7 @@ func forHolders(fn func(pid int)) {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.HasPrefix(string(cmdline), agentPath+"\x00") {
+		if err == nil && strings.HasPrefix(string(cmdline), binDir+"/") {
 			fn(pid)
 		}
 	}

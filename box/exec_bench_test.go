@@ -20,8 +20,15 @@ func client(tb testing.TB, tlsOn ...bool) *box.Client {
 
 func clientWith(tb testing.TB, tlsOn bool, opts ...box.DialOption) *box.Client {
 	tb.Helper()
+	return clientIn(tb, tlsOn, "", opts...)
+}
+
+// clientIn is clientWith with binDir first on the PATH of the box's
+// commands (localbox.Server.BinDir).
+func clientIn(tb testing.TB, tlsOn bool, binDir string, opts ...box.DialOption) *box.Client {
+	tb.Helper()
 	dir := tb.TempDir()
-	srv := &localbox.Server{Dir: dir}
+	srv := &localbox.Server{Dir: dir, BinDir: binDir}
 	lis, url, err := localbox.Listen(dir, "")
 	var ca string
 	if tlsOn {

@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	"github.com/cocoonbox/cocoonbox/internal/sessionwire"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
+	"github.com/cocoonbox/cocoonbox/internal/window"
 )
 
 // DefaultResumeWindow is how long a plain command is kept in its box for
@@ -41,7 +43,9 @@ type Resume struct {
 	// client reconnects, when it resumed or gave up, and when the box
 	// cannot hold sessions (never the command's stdout).
 	Notify io.Writer
-	// Agent is the box's agent command; empty means cocoonbox-agent.
+	// Agent is the box's agent command, whose `session` verbs run the
+	// box half; empty means cocoonbox-session where the box has it, else
+	// cocoonbox-agent.
 	Agent string
 	// Prefix starts each Notify line, as the program's own messages
 	// start ("cocoonbox-ssh: "); empty means "cocoonbox: ".
@@ -57,7 +61,7 @@ func WithResume(r Resume) DialOption {
 // it stdin is not read), and how much output it takes before it
 // acknowledges.
 const (
-	resumeStdinBound = 4 << 20
+	resumeStdinBound = window.Stream
 	resumeAckEvery   = 256 << 10
 )
 
@@ -234,9 +238,6 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 	if s.r.Window <= 0 {
 		s.r.Window = DefaultResumeWindow
 	}
-	if s.r.Agent == "" {
-		s.r.Agent = "cocoonbox-agent"
-	}
 	s.cond = sync.NewCond(&s.mu)
 	if cmd.TTY != nil || cmd.Attach != "" {
 		s.startTerm()
@@ -326,14 +327,59 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 			}
 			return ExitStatus{}, fmt.Errorf("exec in %s: gave up on a lost connection after %s: %w", cmd.Box, since(lostAt), err)
 		}
-		select {
-		case <-ctx.Done():
-			return ExitStatus{}, ctx.Err()
-		case <-time.After(backoff):
+		if err := c.awaitLink(ctx, backoff); err != nil {
+			return ExitStatus{}, err
 		}
 		backoff = min(2*backoff, 2*time.Second)
-		if c.raw != nil {
+	}
+}
+
+// awaitLink waits up to d before the next try, less once the endpoint's
+// connection is ready again: it asks gRPC to reconnect every 250 ms
+// (gRPC's own backoff would wait a second and more), so that a resume
+// goes as the link returns, not at the next try of the backoff, when an
+// Exec would fail fast on a connection still reconnecting. A ready
+// connection still waits a tenth of d, so that a box that ends every
+// stream is not called in a loop. Through a master it waits d.
+func (c *Client) awaitLink(ctx context.Context, d time.Duration) error {
+	start := time.Now()
+	deadline := start.Add(d)
+	if c.raw == nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+			return nil
+		}
+	}
+	for {
+		st := c.raw.GetState()
+		if st == connectivity.Ready {
+			if rest := d/10 - time.Since(start); rest > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(rest):
+				}
+			}
+			return nil
+		}
+		if st == connectivity.TransientFailure || st == connectivity.Idle {
 			c.raw.ResetConnectBackoff()
+			c.raw.Connect()
+		}
+		next := time.Now().Add(250 * time.Millisecond)
+		if next.After(deadline) {
+			next = deadline
+		}
+		wctx, cancel := context.WithDeadline(ctx, next)
+		c.raw.WaitForStateChange(wctx, st)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !time.Now().Before(deadline) {
+			return nil
 		}
 	}
 }
@@ -376,9 +422,9 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 			sub.Env, sub.Dir = s.termEnv(), s.cmd.Dir
 		}
 	} else if hello {
-		line = s.r.Agent + " session attach " + s.id
+		line = s.agentLine("attach " + s.id)
 	} else {
-		line = s.r.Agent + " session open " + s.id + " " + s.r.Window.String() + " -- " + shellquote.Quote(s.cmd.Line)
+		line = s.agentLine("open " + s.id + " " + s.r.Window.String() + " -- " + shellquote.Quote(s.cmd.Line))
 		sub.Env, sub.Dir = s.cmd.Env, s.cmd.Dir
 	}
 	sub.Line = line
@@ -443,6 +489,18 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	return st, err
+}
+
+// agentLine is the command line of the box half with args (words for
+// the shell): Resume.Agent's `session` verb when it is set, else the lean
+// cocoonbox-session where the box has it (it starts in a few ms, against
+// the agent's 15 to 25) and cocoonbox-agent's otherwise, chosen by the
+// box's shell with no round trip.
+func (s *rsession) agentLine(args string) string {
+	if s.r.Agent != "" {
+		return s.r.Agent + " session " + args
+	}
+	return "set -- " + args + `; command -v cocoonbox-session >/dev/null && exec cocoonbox-session "$@"; exec cocoonbox-agent session "$@"`
 }
 
 // readStdin reads the caller's stdin while what the box has not

@@ -67,7 +67,7 @@ var termNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
 // with the terminal's type, size and modes, or an attach as the client.
 func (s *rsession) termLine(hello bool) string {
 	if hello {
-		line := s.r.Agent + " session attach "
+		line := "attach "
 		if s.term.owner != "" {
 			line += "--owner " + s.term.owner + " "
 			s.mu.Lock()
@@ -77,7 +77,7 @@ func (s *rsession) termLine(hello bool) string {
 				line += "--take "
 			}
 		}
-		return line + s.id
+		return s.agentLine(line + s.id)
 	}
 	t := s.cmd.TTY
 	term := t.Term
@@ -88,7 +88,7 @@ func (s *rsession) termLine(hello bool) string {
 	if len(t.Modes) > 0 {
 		spec += ":" + hex.EncodeToString(t.Modes)
 	}
-	return s.r.Agent + " session open --tty " + spec + " " + s.id + " " + s.r.Window.String() + " -- " + shellquote.Quote(s.cmd.Line)
+	return s.agentLine("open --tty " + spec + " " + s.id + " " + s.r.Window.String() + " -- " + shellquote.Quote(s.cmd.Line))
 }
 
 // termEnv is the open's environment: the command's, and the terminfo

@@ -30,7 +30,10 @@ import (
 
 // DefaultBound is how many bytes of each output stream a session keeps
 // that its client has not acknowledged; past it the command's writes wait.
-const DefaultBound = 4 << 20
+// It is the client's stream window (internal/window.Stream), so that a
+// session's output is limited by the window over the round trip as a
+// plain Exec's (4 MiB held a download at 50 ms to 84 MB/s).
+const DefaultBound = 16 << 20
 
 // idleExit is how long a holder with no session and no client lives on.
 const idleExit = time.Minute

@@ -25,6 +25,10 @@ type Env struct {
 	// GOOS is the platform the commands act for; "" is runtime.GOOS.
 	// Tests set it to run another platform's paths (platform.go).
 	GOOS string
+	// resumeWindow, when not 0, is the resume window of an option
+	// (cocoonbox-ssh's -o CocoonboxResumeWindow), which wins over
+	// COCOONBOX_RESUME_WINDOW.
+	resumeWindow time.Duration
 }
 
 // SystemEnv returns the process's own environment.
@@ -293,7 +297,9 @@ func (e Env) resume() (*box.Resume, error) {
 	// Its lines start as the running program's own (cocoonbox-ssh's,
 	// git-remote-cocoonbox's).
 	r := &box.Resume{Notify: os.Stderr, Prefix: strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe") + ": "}
-	if v := e.Getenv("COCOONBOX_RESUME_WINDOW"); v != "" {
+	if e.resumeWindow > 0 {
+		r.Window = e.resumeWindow
+	} else if v := e.Getenv("COCOONBOX_RESUME_WINDOW"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			return nil, &UsageError{fmt.Errorf("COCOONBOX_RESUME_WINDOW=%q: want a duration such as 10m", v)}

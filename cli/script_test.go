@@ -21,6 +21,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/cocoonbox/cocoonbox/auth"
+	"github.com/cocoonbox/cocoonbox/boxsession"
 	"github.com/cocoonbox/cocoonbox/cli"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
@@ -31,18 +32,22 @@ func TestMain(m *testing.M) {
 		"cocoonbox-ssh":        func() { os.Exit(cli.SSH(os.Args[1:], cli.SystemEnv(), cli.System())) },
 		"git-remote-cocoonbox": func() { os.Exit(cli.GitRemote(os.Args[1:], cli.SystemEnv(), cli.System())) },
 		"cocoonbox-agent":      func() { os.Exit(cli.Agent(os.Args[1:], cli.SystemEnv(), cli.System())) },
-		"exitcode":             exitcode,
-		"randbytes":            randbytes,
-		"fakehistory":          fakehistory,
-		"waitfile":             waitfile,
-		"waitlog":              waitlog,
-		"killmaster":           killmaster,
-		"masterfds":            masterfds,
-		"browse":               browse,
-		"formbrowse":           formbrowse,
-		"mktree":               mktree,
-		"blackhole":            blackhole,
-		"pasteback":            pasteback,
+		"cocoonbox-session": func() {
+			p := boxsession.Program{Name: "cocoonbox-session", HolderArgs: []string{"holder"}}
+			os.Exit(boxsession.Main(p, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+		},
+		"exitcode":    exitcode,
+		"randbytes":   randbytes,
+		"fakehistory": fakehistory,
+		"waitfile":    waitfile,
+		"waitlog":     waitlog,
+		"killmaster":  killmaster,
+		"masterfds":   masterfds,
+		"browse":      browse,
+		"formbrowse":  formbrowse,
+		"mktree":      mktree,
+		"blackhole":   blackhole,
+		"pasteback":   pasteback,
 	}
 	if cmds[strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe")] == nil {
 		takeIgnoredSignals()

@@ -72,6 +72,9 @@ func runShim(prog string, args []string, env Env, s Streams) int {
 		Stdout:  s.Out,
 		Stderr:  s.Err,
 		Environ: env.Environ,
-		Dial:    func() (*box.Client, error) { return env.dial("") },
+		Dial: func() (*box.Client, error) {
+			env.resumeWindow = o.ResumeWindow
+			return env.dial("")
+		},
 	})
 }

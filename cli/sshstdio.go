@@ -14,11 +14,13 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/cores"
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
 	"github.com/cocoonbox/cocoonbox/internal/safefile"
 	"github.com/cocoonbox/cocoonbox/internal/version"
@@ -30,7 +32,7 @@ import (
 
 // stdioUsage is the synopsis of prog's protocol mode.
 func stdioUsage(prog string) string {
-	return "usage: " + prog + " --stdio [--suffix SUFFIX] [-q] [-v] HOST\n" +
+	return "usage: " + prog + " --stdio [--suffix SUFFIX] [-q] [-v] [-o CocoonboxResumeWindow=TIME] HOST\n" +
 		"   as ssh_config's ProxyCommand: ProxyCommand " + prog + " --stdio %h\n"
 }
 
@@ -46,6 +48,9 @@ type stdioOptions struct {
 	// run, for a client that reads a proxy command's stderr as part of
 	// the SSH stream (asyncssh 2.10, Debian 12's).
 	Quiet bool
+	// ResumeWindow is -o CocoonboxResumeWindow, as the shim's; 0 when
+	// not given.
+	ResumeWindow time.Duration
 }
 
 // parseStdio parses the arguments after --stdio.
@@ -56,7 +61,16 @@ func parseStdio(args []string) (*stdioOptions, error) {
 	fs.StringVar(&o.Suffix, "suffix", ".cocoonbox", "")
 	fs.BoolVar(&o.Verbose, "v", false, "")
 	fs.BoolVar(&o.Quiet, "q", false, "")
+	// An -o error is said as it is, not wrapped in the flag package's.
+	var oerr error
+	fs.Func("o", "", func(v string) error {
+		oerr = stdioOption(o, v)
+		return oerr
+	})
 	if err := fs.Parse(args); err != nil {
+		if oerr != nil {
+			return nil, oerr
+		}
 		return nil, err
 	}
 	if fs.NArg() != 1 {
@@ -71,6 +85,26 @@ func parseStdio(args []string) (*stdioOptions, error) {
 		return nil, fmt.Errorf("bad HOST %q: want BOX or BOX%s", host, o.Suffix)
 	}
 	return o, nil
+}
+
+// stdioOption applies --stdio's -o v: CocoonboxResumeWindow=TIME, the only
+// ssh_config option that is --stdio's own (a first value wins, as ssh's).
+func stdioOption(o *stdioOptions, v string) error {
+	key, val, ok := strings.Cut(strings.TrimSpace(v), "=")
+	if !ok {
+		key, val, _ = strings.Cut(key, " ")
+	}
+	if !strings.EqualFold(strings.TrimSpace(key), "CocoonboxResumeWindow") {
+		return fmt.Errorf("-o %s: --stdio takes only -o CocoonboxResumeWindow=TIME (the other options are the ssh's that runs it)", printable.Line(key, 40))
+	}
+	d, err := shim.ParseTime(strings.TrimSpace(val))
+	if err != nil || d <= 0 {
+		return fmt.Errorf("-o CocoonboxResumeWindow: bad value %q: want a time such as 10m, 1h or 90 (seconds)", printable.Line(val, 40))
+	}
+	if o.ResumeWindow == 0 {
+		o.ResumeWindow = d
+	}
+	return nil
 }
 
 // sshStdio is cocoonbox-ssh --stdio (prog names it): an SSH-2 server on stdin and stdout
@@ -109,6 +143,7 @@ func sshStdio(prog string, args []string, env Env, s Streams) int {
 	// ssh's ControlMaster or VS Code keep this process for days: each
 	// channel's call sends the token saved then, so a new sign-in (after
 	// devices revoke, or a localbox start) reaches it.
+	env.resumeWindow = o.ResumeWindow
 	c, err := env.dialFor("", true)
 	if err != nil {
 		return fail(err)

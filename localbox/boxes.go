@@ -330,8 +330,10 @@ var skelFiles = []string{".profile", ".bashrc"}
 
 // prepareScript is prepareHome's, run as the box user: $1 is
 // cocoonbox-agent's path or "", $2 skelDir, the rest skeleton files to
-// copy where the home has nothing of that name. A link of ours to another
-// agent is replaced; a file that is no link is the user's, and stays.
+// copy where the home has nothing of that name. The agent, and
+// cocoonbox-session where it is beside it, get links of the same name in
+// ~/.local/bin: a link of ours to another one is replaced; a file that is
+// no link is the user's, and stays.
 const prepareScript = `umask 022
 agent=$1 skel=$2
 shift 2
@@ -340,12 +342,15 @@ for f; do
 done
 [ -n "$agent" ] || exit 0
 mkdir -p "$HOME/.local/bin"
-p=$HOME/.local/bin/cocoonbox-agent
-if [ -L "$p" ]; then
-	[ "$(readlink "$p")" = "$agent" ] || ln -sfn "$agent" "$p"
-elif [ ! -e "$p" ]; then
-	ln -s "$agent" "$p"
-fi
+for t in "$agent" "${agent%/*}/cocoonbox-session"; do
+	[ -x "$t" ] || continue
+	p=$HOME/.local/bin/${t##*/}
+	if [ -L "$p" ]; then
+		[ "$(readlink "$p")" = "$t" ] || ln -sfn "$t" "$p"
+	elif [ ! -e "$p" ]; then
+		ln -s "$t" "$p"
+	fi
+done
 `
 
 // prepareHome, as box b's user, gives a home that create just made the

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,6 +179,11 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 	}
 	if agent := e.s.agentPath(); agent != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: agent, Target: guestAgent, ReadOnly: true})
+		// The lean session binary beside it, which every resumable
+		// command starts (docs/cocoonbox-agent.md "session").
+		if sess := filepath.Join(filepath.Dir(agent), "cocoonbox-session"); regularFile(sess) {
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: sess, Target: path.Join(path.Dir(guestAgent), "cocoonbox-session"), ReadOnly: true})
+		}
 	}
 	res := resources(e.limitsOf(b))
 	initOn := true
@@ -778,4 +784,11 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+// regularFile reports whether p is a regular file (following links, as
+// a bind mount's source does).
+func regularFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }

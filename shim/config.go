@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // keywords are the ssh_config(5) keywords OpenSSH 9.2 accepts in -o, with
@@ -47,6 +49,47 @@ smartcarddevice tisauthentication useblacklistedkeys userknownhostsfile2
 useprivilegedport useroaming usersh setuptimeout
 `)
 
+// ourKeywords are the options of ours, named in OpenSSH's style with a
+// Cocoonbox prefix, so that an ssh_config that holds them for OpenSSH's
+// ssh can skip them with IgnoreUnknown Cocoonbox*.
+var ourKeywords = setOf("cocoonboxresumewindow")
+
+// ParseTime reads an ssh_config time (sshd_config(5) TIME FORMATS): a
+// number of seconds, or numbers each followed by a unit, s, m, h, d or w
+// in either case ("90", "10m", "1h30m").
+func ParseTime(v string) (time.Duration, error) {
+	units := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour, 'w': 7 * 24 * time.Hour}
+	var total time.Duration
+	for rest := v; rest != ""; {
+		i := 0
+		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+			i++
+		}
+		if i == 0 || i > 9 {
+			return 0, fmt.Errorf("bad time %q", v)
+		}
+		n, _ := strconv.Atoi(rest[:i])
+		unit := time.Second
+		if i < len(rest) {
+			u, ok := units[rest[i]|0x20]
+			if !ok {
+				return 0, fmt.Errorf("bad time %q", v)
+			}
+			unit = u
+			i++
+		}
+		total += time.Duration(n) * unit
+		if total > 365*24*time.Hour {
+			return 0, fmt.Errorf("bad time %q", v)
+		}
+		rest = rest[i:]
+	}
+	if v == "" {
+		return 0, fmt.Errorf("bad time %q", v)
+	}
+	return total, nil
+}
+
 // listKeywords are those of the ignored keywords that ssh keeps a list of.
 var listKeywords = setOf("identityfile certificatefile")
 
@@ -86,7 +129,7 @@ func (o *Options) configLine(line string) error {
 	if err := checkValue("o", v); err != nil {
 		return err
 	}
-	if !keywords[key] {
+	if !keywords[key] && !ourKeywords[key] {
 		for _, p := range o.ignoreUnkn {
 			if ok, _ := path.Match(strings.ToLower(p), key); ok {
 				return nil
@@ -135,6 +178,16 @@ func (o *Options) configLine(line string) error {
 		}
 	case "forkafterauthentication":
 		return o.boolOption(key, v, &o.ForkAfterAuthentication)
+	case "cocoonboxresumewindow":
+		d, err := ParseTime(v)
+		if err != nil || d <= 0 {
+			return usagef("-o cocoonboxresumewindow: bad value %q: want a time such as 10m, 1h or 90 (seconds)", printable(v))
+		}
+		if o.first(key) {
+			o.ResumeWindow = d
+			o.other(key, strconv.FormatInt(int64(d/time.Second), 10), false)
+		}
+		return nil
 	case "permitlocalcommand":
 		if !isNo(v) {
 			return usagef("-o permitlocalcommand: a local command is not supported")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -118,6 +119,10 @@ type Options struct {
 	// goes to the background once its forwards listen and its command has
 	// started (background.go).
 	ForkAfterAuthentication bool
+	// ResumeWindow is -o CocoonboxResumeWindow (ours): how long the box
+	// keeps the command while the connection is lost, and how long the
+	// client tries to come back (box.Resume.Window); 0 when not given.
+	ResumeWindow time.Duration
 	// Session is -N, -s or -o SessionType.
 	Session SessionType
 	// LogLevel is -q, -v or -o LogLevel; zero is INFO.
