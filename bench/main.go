@@ -35,6 +35,7 @@ var (
 	rttSize  = flag.Int64("rtt-size", 256<<20, "bytes for the download and upload workloads at a round trip above 0 in the latency table (-size at 0)")
 	binDir   = flag.String("bin", "", "the directory of the binaries to measure (default bin/ of this tree, which bench/run builds)")
 	verbose  = flag.Bool("v", false, "print each offload's own step times (with -offload)")
+	engine   = flag.String("engine", "", "the local box's engine (localbox start --engine): docker or podman runs the box in a container and writes the table between the bench-ENGINE markers")
 	offloadT = flag.Bool("offload", false, "run the offload table instead: first and second offload and back of the tree's repository with the stand-in CLI (-rounds rounds, then one untimed round that counts processes)")
 )
 
@@ -151,8 +152,12 @@ func run() error {
 		fmt.Fprintf(os.Stderr, "%-14s ours %8s  ssh %8s  ratio %.2f\n", w.name, r.ours.Round(time.Millisecond), r.ssh.Round(time.Millisecond), r.ratio)
 		results = append(results, r)
 	}
-	return publish(top, "bench", fmt.Sprintf("; %d rounds, %d MiB transfers; %s; %s",
-		*rounds, *size>>20, version("ssh", "-V"), version("rsync", "--version")), render(results))
+	marker, where := "bench", ""
+	if *engine != "" && *engine != "process" {
+		marker, where = "bench-"+*engine, fmt.Sprintf("; the box a %s container of %s", *engine, boxImage(e))
+	}
+	return publish(top, marker, fmt.Sprintf("; %d rounds, %d MiB transfers%s; %s; %s",
+		*rounds, *size>>20, where, version("ssh", "-V"), version("rsync", "--version")), render(results))
 }
 
 func contains(list []string, s string) bool {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -126,6 +127,9 @@ func (e *env) startBox(args ...string) (func(), error) {
 	}
 	// Registered first, so that a signal during start stops it too.
 	stop := atExit(func() { e.ours("cocoonbox", "localbox", "stop").Run() })
+	if *engine != "" {
+		args = append(args, "--engine", *engine)
+	}
 	if out, err := e.ours("cocoonbox", append([]string{"localbox", "start"}, args...)...).CombinedOutput(); err != nil {
 		stop()
 		return nil, fmt.Errorf("%v: %s", err, out)
@@ -244,4 +248,15 @@ func (e *env) workloads() []workload {
 		{name: "rsync (first)", setup: g.setupRsync, ours: g.rsync(true, true), ssh: g.rsync(false, true)},
 		{name: "rsync (no-op)", ours: g.rsync(true, false), ssh: g.rsync(false, false)},
 	}
+}
+
+// boxImage is box main's image as boxes status reports it ("?" when it
+// cannot be read).
+func boxImage(e *env) string {
+	out, err := e.ours("cocoonbox", "boxes", "status", "main", "--json").Output()
+	var st struct{ Image string }
+	if err != nil || json.Unmarshal(out, &st) != nil || st.Image == "" {
+		return "?"
+	}
+	return st.Image
 }
