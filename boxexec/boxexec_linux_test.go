@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +156,51 @@ func TestExecOutputEndsAtExit(t *testing.T) {
 	syscall.Kill(n, syscall.SIGKILL)
 	if ex := c.Wait(); ex.Code != 0 {
 		t.Errorf("exit %v", ex)
+	}
+}
+
+// A box that opens connections and says nothing costs the host at most
+// maxConns of them; the server that says hello after they are gone is
+// served.
+func TestExecConnsBounded(t *testing.T) {
+	h, err := Listen(filepath.Join(t.TempDir(), "exec.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	addr := &net.UnixAddr{Name: h.path, Net: "unixpacket"}
+	var silent []*net.UnixConn
+	for range maxConns + 3 {
+		c, err := net.DialUnix("unixpacket", nil, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	// The ones past maxConns are closed by the host: a read ends.
+	closed := 0
+	for _, c := range silent[maxConns:] {
+		if n, _ := c.Read(make([]byte, 1)); n == 0 {
+			closed++
+		}
+	}
+	if closed != 3 {
+		t.Errorf("%d of the connections past %d closed, want 3", closed, maxConns)
+	}
+	for _, c := range silent {
+		c.Close()
+	}
+	for {
+		h.mu.Lock()
+		n := h.conns
+		h.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	go Serve(h.path)
+	if !h.WaitConnected(30 * time.Second) {
+		t.Fatal("the server after them did not connect")
 	}
 }

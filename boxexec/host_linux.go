@@ -20,6 +20,11 @@ const helloWait = 10 * time.Second
 // reading loses its connection rather than holding up the host.
 const writeWait = 10 * time.Second
 
+// maxConns is how many connections from one box the host keeps open at
+// once (the server's, an old one's, greetings): more are closed at once,
+// so a box that opens many costs the host no more than these.
+const maxConns = 4
+
 // startWait bounds the wait for a started reply.
 const startWait = 30 * time.Second
 
@@ -33,6 +38,7 @@ type Host struct {
 	path string
 
 	mu     sync.Mutex
+	conns  int // open connections
 	cur    *conn
 	change chan struct{} // closed when cur changes
 	closed bool
@@ -66,7 +72,22 @@ func (h *Host) accept() {
 		if err != nil {
 			return
 		}
-		go h.greet(c)
+		h.mu.Lock()
+		full := h.conns >= maxConns
+		if !full {
+			h.conns++
+		}
+		h.mu.Unlock()
+		if full {
+			c.Close()
+			continue
+		}
+		go func() {
+			h.greet(c)
+			h.mu.Lock()
+			h.conns--
+			h.mu.Unlock()
+		}()
 	}
 }
 
