@@ -166,7 +166,7 @@ and out of the box and talk to its inbox; each prints one JSON line.
 	}
 	root.AddCommand(off)
 	off.AddCommand(agentVerbs(a)...)
-	root.AddCommand(newAgentRelay(a), newAgentListen(a), newAgentTake(a), newAgentSession(a))
+	root.AddCommand(newAgentRelay(a), newAgentListen(a), newAgentTake(a), newAgentSession(a), newAgentExecServe(a))
 	return root
 }
 

@@ -62,6 +62,8 @@ type containerEngine struct {
 	// prefix names this local box's containers, volumes and networks:
 	// two local boxes on one engine never share one.
 	prefix string
+	// fast are the boxes' exec servers (container_exec.go).
+	fast execHosts
 }
 
 // newContainerEngine dials the engine of set for the local box in dir.
@@ -185,10 +187,15 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: sess, Target: path.Join(path.Dir(guestAgent), "cocoonbox-session"), ReadOnly: true})
 		}
 	}
+	em, err := execMount(b)
+	if err != nil {
+		return fmt.Errorf("exec directory of box %s: %w", b.Name, err)
+	}
+	mounts = append(mounts, em)
 	res := resources(e.limitsOf(b))
 	initOn := true
 	stop := 2
-	_, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+	_, err = e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: ctr,
 		Config: &container.Config{
 			Image:       img,
@@ -269,6 +276,7 @@ func (e *containerEngine) start(ctx context.Context, b *box) error {
 	if err != nil {
 		return fmt.Errorf("start box %s: %w", b.Name, err)
 	}
+	e.startExecServer(ctx, b, ctr)
 	return nil
 }
 
@@ -285,6 +293,7 @@ func (e *containerEngine) stop(ctx context.Context, b *box) error {
 
 func (e *containerEngine) remove(ctx context.Context, b *box) error {
 	e.forgetInbox(b)
+	e.dropExecHost(b)
 	ctr, home, work := e.names(b)
 	if _, err := e.cli.ContainerRemove(ctx, ctr, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove the container of box %s: %w", b.Name, err)
@@ -330,6 +339,7 @@ func (e *containerEngine) shutdown() {
 		}()
 	}
 	wg.Wait()
+	e.closeExecHosts()
 }
 
 // upgrade recreates box b's container on the latest image, keeping its
@@ -449,6 +459,11 @@ func (e *containerEngine) exec(b *box, start *controlv1.Start) (running, error) 
 		dir = path.Join(guestWorkspace, dir)
 	}
 	t := start.GetTty()
+	if t == nil {
+		if x, err := e.fastExec(b, start, dir); err != errAPIPath {
+			return x, err
+		}
+	}
 	cmd := start.GetCommand()
 	if cmd == "" {
 		cmd = "-"

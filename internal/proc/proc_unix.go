@@ -49,9 +49,15 @@ func SignalNum(name string) syscall.Signal {
 // ps's process, or "" when it exited by itself.
 func ExitSignal(ps *os.ProcessState) string {
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return strings.TrimPrefix(unix.SignalName(ws.Signal()), "SIG")
+		return SignalName(ws.Signal())
 	}
 	return ""
+}
+
+// SignalName is sig's name without SIG ("KILL"), or "" for a number this
+// system does not name.
+func SignalName(sig syscall.Signal) string {
+	return strings.TrimPrefix(unix.SignalName(sig), "SIG")
 }
 
 // NotifyResize relays each change of the terminal's size (SIGWINCH) to ch

@@ -68,6 +68,17 @@ var signals = map[string]syscall.Signal{
 // or 0: Windows knows HUP, INT, QUIT, KILL and TERM only by number.
 func SignalNum(name string) syscall.Signal { return signals[strings.ToUpper(name)] }
 
+// SignalName is sig's name without SIG ("KILL") among those SignalNum
+// knows, or "".
+func SignalName(sig syscall.Signal) string {
+	for k, v := range signals {
+		if v == sig {
+			return k
+		}
+	}
+	return ""
+}
+
 // ExitSignal is always "": no Windows process ends by a signal.
 func ExitSignal(*os.ProcessState) string { return "" }
 

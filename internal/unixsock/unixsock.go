@@ -36,6 +36,23 @@ func Listen(path string) (net.Listener, error) {
 	return &listener{Listener: lis, path: path}, nil
 }
 
+// ListenPacket listens for SOCK_SEQPACKET connections ("unixpacket") at
+// path, as Listen. Closing the listener leaves the socket file: its
+// caller removes it.
+func ListenPacket(path string) (*net.UnixListener, error) {
+	short, done, err := shorten(path)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	lis, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: short, Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	lis.SetUnlinkOnClose(false)
+	return lis, nil
+}
+
 // Dial connects to the unix socket at path.
 func Dial(path string) (net.Conn, error) {
 	short, done, err := shorten(path)

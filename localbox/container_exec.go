@@ -1,0 +1,267 @@
+package localbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cocoonbox/cocoonbox/boxexec"
+	"github.com/cocoonbox/cocoonbox/internal/proc"
+	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
+)
+
+// A container box's fast exec path (package boxexec): at each start of
+// the box, the local box starts `cocoonbox-agent exec-serve` in it once
+// through the engine's API, as the box user; the server connects out to
+// a socket the local box listens on in a directory of its own, bound
+// read-only into the box at guestExecDir. Each command without a
+// terminal then goes to that server with its pipes, so its bytes skip
+// the engine. A box without the server (a container made before it, an
+// image without the agent, a server that died) takes the API path until
+// its next start.
+
+// guestExecDir is where the box sees the directory of the exec server's
+// socket.
+const guestExecDir = "/run/cocoonbox-exec"
+
+// execSockName is the exec server's socket in that directory.
+const execSockName = "exec.sock"
+
+// serverWait bounds how long a box start waits for its exec server to
+// connect.
+const serverWait = 5 * time.Second
+
+// execHosts are the local box's ends of its boxes' exec servers, by box id.
+type execHosts struct {
+	mu    sync.Mutex
+	hosts map[string]*boxexec.Host
+}
+
+// execDir is the host directory of box b's exec socket: in the box's
+// record directory, root's; the box sees it read-only and cannot plant
+// anything in it.
+func execDir(b *box) string { return filepath.Join(b.dir, "exec") }
+
+// execMount is the bind mount of box b's exec directory, which it makes.
+func execMount(b *box) (mount.Mount, error) {
+	dir := execDir(b)
+	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		return mount.Mount{}, err
+	}
+	// Made by an older server or by hand: root's, not a link, searchable.
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return mount.Mount{}, err
+	}
+	if !fi.IsDir() {
+		return mount.Mount{}, errors.New(dir + " is not a directory")
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return mount.Mount{}, err
+	}
+	return mount.Mount{Type: mount.TypeBind, Source: dir, Target: guestExecDir, ReadOnly: true}, nil
+}
+
+// execHost is box b's exec host, listening (made when there is none), or
+// nil when it cannot listen.
+func (e *containerEngine) execHost(b *box, create bool) *boxexec.Host {
+	e.fast.mu.Lock()
+	defer e.fast.mu.Unlock()
+	if h := e.fast.hosts[b.ID]; h != nil || !create {
+		return h
+	}
+	if _, err := os.Lstat(execDir(b)); err != nil {
+		return nil
+	}
+	h, err := boxexec.Listen(filepath.Join(execDir(b), execSockName))
+	if err != nil {
+		e.s.logf("box %s: exec server socket: %v", b.Name, err)
+		return nil
+	}
+	if e.fast.hosts == nil {
+		e.fast.hosts = map[string]*boxexec.Host{}
+	}
+	e.fast.hosts[b.ID] = h
+	return h
+}
+
+// dropExecHost closes box b's exec host: the box is going away.
+func (e *containerEngine) dropExecHost(b *box) {
+	e.fast.mu.Lock()
+	h := e.fast.hosts[b.ID]
+	delete(e.fast.hosts, b.ID)
+	e.fast.mu.Unlock()
+	if h != nil {
+		h.Close()
+	}
+}
+
+// closeExecHosts closes every exec host: the server is going away.
+func (e *containerEngine) closeExecHosts() {
+	e.fast.mu.Lock()
+	hs := e.fast.hosts
+	e.fast.hosts = nil
+	e.fast.mu.Unlock()
+	for _, h := range hs {
+		h.Close()
+	}
+}
+
+// startExecServer starts box b's exec server in its container ctr unless
+// one is connected, and waits (up to serverWait) for it to connect. A
+// container without the socket's mount or the agent gets none: its
+// commands take the API path.
+func (e *containerEngine) startExecServer(ctx context.Context, b *box, ctr string) {
+	if e.s.agentPath() == "" {
+		return
+	}
+	h := e.execHost(b, true)
+	if h == nil || h.Connected() {
+		return
+	}
+	// The server's environment is the container's, as an exec's: each
+	// command's is laid over it.
+	cr, err := e.cli.ExecCreate(ctx, ctr, client.ExecCreateOptions{
+		User: "1000:1000",
+		Cmd:  []string{guestAgent, "exec-serve", guestExecDir + "/" + execSockName},
+	})
+	if err == nil {
+		_, err = e.cli.ExecStart(ctx, cr.ID, client.ExecStartOptions{Detach: true})
+	}
+	if err != nil {
+		e.s.logf("box %s: exec server: %v", b.Name, err)
+		return
+	}
+	deadline := time.Now().Add(serverWait)
+	for time.Now().Before(deadline) {
+		if h.WaitConnected(50 * time.Millisecond) {
+			return
+		}
+		// One that exited (no mount in an older container) is not waited for.
+		if res, err := e.cli.ExecInspect(ctx, cr.ID, client.ExecInspectOptions{}); err != nil || !res.Running {
+			if !h.Connected() {
+				e.s.logf("box %s: no exec server (exit %d): its commands take the engine's API", b.Name, res.ExitCode)
+			}
+			return
+		}
+	}
+}
+
+// errAPIPath is fastExec's answer when the command takes the API path.
+var errAPIPath = errors.New("take the engine's API")
+
+// fastExec starts a command without a terminal through box b's exec
+// server in dir; errAPIPath when there is none, or the request is too
+// long for it.
+func (e *containerEngine) fastExec(b *box, start *controlv1.Start, dir string) (running, error) {
+	h := e.execHost(b, false)
+	if h == nil || !h.Connected() {
+		return nil, errAPIPath
+	}
+	req := &boxexec.Request{Path: "/bin/bash", Env: e.environ(b, start), Dir: dir}
+	if c := start.GetCommand(); c == "" {
+		req.Args = []string{"-bash"}
+	} else {
+		req.Args = []string{"/bin/bash", "-c", c}
+	}
+	var child, ours [3]*os.File
+	for i := range child {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(child[:i])
+			closeAll(ours[:i])
+			return nil, status.Errorf(codes.Internal, "pipe: %v", err)
+		}
+		if i == 0 {
+			child[i], ours[i] = r, w
+		} else {
+			child[i], ours[i] = w, r
+		}
+		proc.GrowPipe(r, pipeSize)
+	}
+	cmd, err := h.Start(req, child[0], child[1], child[2])
+	closeAll(child[:])
+	if err != nil {
+		closeAll(ours[:])
+		var se *boxexec.StartError
+		switch {
+		case errors.Is(err, boxexec.ErrNoServer), errors.Is(err, boxexec.ErrTooLarge):
+			return nil, errAPIPath
+		case errors.As(err, &se):
+			return nil, startError(b, start, "/bin/bash", err)
+		}
+		return nil, status.Errorf(codes.Internal, "exec in box %s: %v", b.Name, err)
+	}
+	return &serverExec{cmd: cmd, stdin: ours[0], outs: []output{{r: cmd.Output(ours[1])}, {r: cmd.Output(ours[2]), stderr: true}}}, nil
+}
+
+// serverExec is a command the box's exec server started: its pipes are
+// the local box's own, as a host process's.
+type serverExec struct {
+	cmd    *boxexec.Cmd
+	stdin  *os.File
+	outs   []output
+	mu     sync.Mutex
+	closed bool
+}
+
+func (x *serverExec) streams() []output { return x.outs }
+
+func (x *serverExec) write(p []byte) {
+	x.mu.Lock()
+	closed := x.closed
+	x.mu.Unlock()
+	if !closed {
+		// An error means the command closed its stdin; the rest is
+		// dropped, as sshd does.
+		x.stdin.Write(p)
+	}
+}
+
+func (x *serverExec) closeStdin() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.closed {
+		x.closed = true
+		x.stdin.Close()
+	}
+}
+
+// closeStdout closes our end of stdout, as process.closeStdout.
+func (x *serverExec) closeStdout() { x.outs[0].r.Close() }
+
+func (x *serverExec) signal(name string) {
+	if sig := proc.SignalNum(name); sig != 0 {
+		x.cmd.Signal(sig)
+	}
+}
+
+func (x *serverExec) resize(uint32, uint32) {}
+
+func (x *serverExec) kill() { x.cmd.Kill(killDelay) }
+
+func (x *serverExec) wait() *controlv1.Exit {
+	ex := x.cmd.Wait()
+	switch {
+	case ex.Err != nil:
+		return &controlv1.Exit{Code: 255, Error: ex.Err.Error()}
+	case ex.Signal != 0:
+		return &controlv1.Exit{Signal: proc.SignalName(ex.Signal)}
+	}
+	return &controlv1.Exit{Code: int32(ex.Code)}
+}
+
+func (x *serverExec) close() {
+	x.closeStdin()
+	for _, o := range x.outs {
+		o.r.Close()
+	}
+}
