@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/internal/version"
 )
 
 // Exit statuses of Main, as cocoonbox-agent's.
@@ -69,6 +71,9 @@ func Main(p Program, args []string, getenv func(string) string, stdin io.Reader,
 	switch verb {
 	case "-h", "--help", "help":
 		fmt.Fprintf(stderr, usageText, p.Name)
+		return exitOK
+	case "--version":
+		fmt.Fprintf(stdout, "%s version %s\n", p.Name, version.String())
 		return exitOK
 	case "open", "attach", "list", "holder":
 	default:

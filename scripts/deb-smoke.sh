@@ -84,7 +84,7 @@ install "$deb"
 dpkg-query -W -f '${Status}' cocoonbox | grep -q ' installed$' || fail "cocoonbox is not installed after apt-get install"
 # dpkg -L now, while it is installed: what removal must take away.
 mapfile -t listed < <(dpkg -L cocoonbox)
-for f in /usr/bin/cocoonbox /usr/bin/cocoonbox-ssh /usr/bin/git-remote-cocoonbox /usr/bin/cocoonbox-agent \
+for f in /usr/bin/cocoonbox /usr/bin/cocoonbox-ssh /usr/bin/git-remote-cocoonbox /usr/bin/cocoonbox-agent /usr/bin/cocoonbox-session \
 	/usr/share/man/man1/cocoonbox.1 /usr/share/man/man1/cocoonbox-rsh.1 /usr/share/man/man1/cocoonbox-ssh.1 \
 	/usr/share/man/man1/git-remote-cocoonbox.1 /usr/share/man/man1/cocoonbox-agent.1 \
 	/usr/share/bash-completion/completions/cocoonbox /usr/share/zsh/vendor-completions/_cocoonbox \
@@ -92,7 +92,7 @@ for f in /usr/bin/cocoonbox /usr/bin/cocoonbox-ssh /usr/bin/git-remote-cocoonbox
 	printf '%s\n' "${listed[@]}" | grep -qx "$f" || fail "dpkg -L cocoonbox does not list $f"
 	[ -f "$f" ] || fail "$f is not installed"
 done
-for f in /usr/bin/cocoonbox /usr/bin/cocoonbox-ssh /usr/bin/git-remote-cocoonbox /usr/bin/cocoonbox-agent; do
+for f in /usr/bin/cocoonbox /usr/bin/cocoonbox-ssh /usr/bin/git-remote-cocoonbox /usr/bin/cocoonbox-agent /usr/bin/cocoonbox-session; do
 	[ "$(stat -c '%a %U' "$f")" = "755 root" ] || fail "$f is $(stat -c '%a %U' "$f"), want 755 root"
 done
 other=$(printf '%s\n' "${listed[@]}" | grep -v '^/usr\(/\|$\)' | grep -vx '/\.' || true)
@@ -110,7 +110,7 @@ export HOME=$tmp/home XDG_STATE_HOME=$tmp/state
 unset XDG_CONFIG_HOME XDG_DATA_HOME COCOONBOX_ENDPOINT COCOONBOX_TOKEN MANPATH
 mkdir -p "$HOME" "$XDG_STATE_HOME"
 chmod 711 "$HOME" "$XDG_STATE_HOME"
-for b in cocoonbox cocoonbox-ssh git-remote-cocoonbox cocoonbox-agent; do
+for b in cocoonbox cocoonbox-ssh git-remote-cocoonbox cocoonbox-agent cocoonbox-session; do
 	[ "$(command -v "$b")" = "/usr/bin/$b" ] || fail "$b is not /usr/bin/$b: $(command -v "$b")"
 	got=$("$b" --version) || fail "$b --version failed"
 	[ "$got" = "$b version $VERSION" ] || fail "$b --version printed '$got', want '$b version $VERSION'"

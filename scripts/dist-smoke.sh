@@ -82,7 +82,7 @@ while read -r _ a; do
 	*.zip) n=${a%.zip} exe=.exe list=$(python3 -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$dist/$a") ;;
 	*) continue ;;
 	esac
-	for f in bin/cocoonbox bin/cocoonbox-ssh bin/git-remote-cocoonbox bin/cocoonbox-agent; do
+	for f in bin/cocoonbox bin/cocoonbox-ssh bin/git-remote-cocoonbox bin/cocoonbox-agent bin/cocoonbox-session; do
 		grep -qx "$n/$f$exe" <<<"$list" || fail "$a has no $n/$f$exe"
 	done
 	for f in share/doc/cocoonbox/README.md share/doc/cocoonbox/docs/install.md \
@@ -152,7 +152,7 @@ echo "dist-smoke: the formula parses and names the 4 archives with their SHA256S
 tar -xzf "$archive" -C "$prefix" --strip-components=1
 # Only the archive's binaries: the PATH has none of ./bin, GOPATH/bin or Go.
 export PATH="$prefix/bin:/usr/local/bin:/usr/bin:/bin"
-for b in cocoonbox cocoonbox-ssh git-remote-cocoonbox cocoonbox-agent; do
+for b in cocoonbox cocoonbox-ssh git-remote-cocoonbox cocoonbox-agent cocoonbox-session; do
 	[ "$(command -v "$b")" = "$prefix/bin/$b" ] || fail "$b is not the archive's: $(command -v "$b")"
 	got=$("$b" --version) || fail "$b --version failed"
 	[ "$got" = "$b version $VERSION" ] || fail "$b --version printed '$got', want '$b version $VERSION'"
