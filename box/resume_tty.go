@@ -222,10 +222,44 @@ type SessionInfo struct {
 	Exited bool `json:"exited,omitempty"`
 }
 
-// Sessions lists the sessions box keeps, as its agent reports them.
+// maxSessionList bounds the answer of a box's `session list` that
+// Sessions reads, in bytes: thousands of sessions, and no more of a
+// box's memory on the laptop.
+const maxSessionList = 1 << 20
+
+// errListTooLong ends the read of a session list past maxSessionList.
+var errListTooLong = errors.New("too long")
+
+// capWriter keeps what is written to it up to max bytes; past that its
+// writes fail with errListTooLong, which ends the Exec.
+type capWriter struct {
+	b   strings.Builder
+	max int
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	if w.b.Len()+len(p) > w.max {
+		return 0, errListTooLong
+	}
+	return w.b.Write(p)
+}
+
+func (w *capWriter) String() string { return w.b.String() }
+
+// SessionIDRE is the form of a session's id as a client makes it (16
+// random bytes in hex) and the only one it attaches to: the id goes on
+// the agent's command line.
+var SessionIDRE = regexp.MustCompile(`^[0-9a-f]{1,64}$`)
+
+// Sessions lists the sessions box keeps, as its agent reports them. The
+// box's answer is read up to 1 MiB; its fields are the box's, to be made
+// printable before they reach a terminal.
 func (c *Client) Sessions(ctx context.Context, box string) ([]SessionInfo, error) {
-	var out, errOut strings.Builder
-	st, err := c.exec(ctx, &Command{Box: box, Line: "cocoonbox-agent session list", Stdout: &out, Stderr: &errOut})
+	out, errOut := &capWriter{max: maxSessionList}, &capWriter{max: maxSessionList}
+	st, err := c.exec(ctx, &Command{Box: box, Line: "cocoonbox-agent session list", Stdout: out, Stderr: errOut})
+	if errors.Is(err, errListTooLong) {
+		return nil, fmt.Errorf("list the sessions of %s: its answer passed 1 MiB; look in the box: cocoonbox-agent session list", box)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,9 @@ func rshSessions(env Env, s Streams, args []string) int {
 	}
 	if len(args) > 1 {
 		id = args[1]
+		if !box.SessionIDRE.MatchString(id) {
+			return fail(fmt.Errorf("bad session id %s: want the hex id cocoonbox rsh --list %s shows", id, boxName))
+		}
 	}
 	c, err := env.dial("")
 	if err != nil {
@@ -60,7 +63,9 @@ func rshSessions(env Env, s Streams, args []string) int {
 	}
 	var detached []box.SessionInfo
 	for _, i := range terms {
-		if !i.Attached && (id == "" || strings.HasPrefix(i.ID, id)) {
+		// An id of another form is the box's invention: it would go on
+		// the agent's command line.
+		if !i.Attached && box.SessionIDRE.MatchString(i.ID) && (id == "" || strings.HasPrefix(i.ID, id)) {
 			detached = append(detached, i)
 		}
 	}
@@ -114,7 +119,7 @@ func listSessions(w io.Writer, sessions []box.SessionInfo) {
 		if line == "" {
 			line = "(login shell)"
 		}
-		fmt.Fprintf(w, "%-32s  %-22s  %s\n", i.ID, state, printable.Line(line, 60))
+		fmt.Fprintf(w, "%-32s  %-22s  %s\n", printable.Line(i.ID, 64), state, printable.Line(line, 60))
 	}
 }
 

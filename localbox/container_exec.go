@@ -45,29 +45,45 @@ type execHosts struct {
 	hosts map[string]*boxexec.Host
 }
 
-// execDir is the host directory of box b's exec socket: in the box's
-// record directory, root's; the box sees it read-only and cannot plant
-// anything in it.
-func execDir(b *box) string { return filepath.Join(b.dir, "exec") }
+// execDir is the host directory of box b's exec socket, which the box
+// sees at guestExecDir: root's, 0711, inside execGuard, so that the
+// box's own directory being searchable (a box the process engine made,
+// whose Unix user had to reach its home) opens it to no user of the
+// host; the box sees it read-only and cannot plant anything in it.
+func execDir(b *box) string { return filepath.Join(execGuard(b), "box") }
+
+// execGuard is the directory above execDir: root's and 0700, so that
+// only root and the box, through its bind mount, reach the socket.
+// (Before, execDir was b.dir/exec itself, 0711: any user of the host
+// who could search b.dir connected and became the box's exec server,
+// taking its commands' stdin.)
+func execGuard(b *box) string { return filepath.Join(b.dir, "exec") }
+
+// mkdirRoot makes directory d with perm, or checks that what is there is
+// a directory (not a link), and sets perm.
+func mkdirRoot(d string, perm os.FileMode) error {
+	if err := os.Mkdir(d, perm); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(d)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return errors.New(d + " is not a directory")
+	}
+	return os.Chmod(d, perm)
+}
 
 // execMount is the bind mount of box b's exec directory, which it makes.
 func execMount(b *box) (mount.Mount, error) {
-	dir := execDir(b)
-	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := mkdirRoot(execGuard(b), 0o700); err != nil {
 		return mount.Mount{}, err
 	}
-	// Made by an older server or by hand: root's, not a link, searchable.
-	fi, err := os.Lstat(dir)
-	if err != nil {
+	if err := mkdirRoot(execDir(b), 0o711); err != nil {
 		return mount.Mount{}, err
 	}
-	if !fi.IsDir() {
-		return mount.Mount{}, errors.New(dir + " is not a directory")
-	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		return mount.Mount{}, err
-	}
-	return mount.Mount{Type: mount.TypeBind, Source: dir, Target: guestExecDir, ReadOnly: true}, nil
+	return mount.Mount{Type: mount.TypeBind, Source: execDir(b), Target: guestExecDir, ReadOnly: true}, nil
 }
 
 // execHost is box b's exec host, listening (made when there is none), or
@@ -77,6 +93,11 @@ func (e *containerEngine) execHost(b *box, create bool) *boxexec.Host {
 	defer e.fast.mu.Unlock()
 	if h := e.fast.hosts[b.ID]; h != nil || !create {
 		return h
+	}
+	// A container made with the guard's directory as its mount (before
+	// the guard) has no execDir: it takes the API path.
+	if err := mkdirRoot(execGuard(b), 0o700); err != nil {
+		return nil
 	}
 	if _, err := os.Lstat(execDir(b)); err != nil {
 		return nil
