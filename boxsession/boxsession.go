@@ -279,6 +279,14 @@ func privateDir(dir string) error {
 	if err != nil {
 		return err
 	}
+	return checkPrivate(dir, fi)
+}
+
+// checkPrivate refuses dir (its Lstat fi) unless it is a directory of this
+// user's that no one else can enter: a holder.sock in anyone else's
+// reach could be a stranger's, who would get each open's environment,
+// command line and streams.
+func checkPrivate(dir string, fi os.FileInfo) error {
 	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 || !ownedByMe(fi) {
 		return fmt.Errorf("%s: not a private directory of this user's; remove it", dir)
 	}
@@ -290,12 +298,14 @@ func privateDir(dir string) error {
 // when the holder closes the connection (the session is over, or moved to
 // another attachment) or stdout fails.
 func attach(dir string, self string, holderArgs []string, req request, stdin io.Reader, stdout io.Writer) error {
+	// The directory first: a socket there is trusted only when no one
+	// else could have put it there.
+	if err := privateDir(dir); err != nil {
+		return err
+	}
 	sock := filepath.Join(dir, "holder.sock")
 	c, err := unixsock.Dial(sock)
 	if err != nil {
-		if err := privateDir(dir); err != nil {
-			return err
-		}
 		cmd := exec.Command(self, holderArgs...)
 		proc.NewSession(cmd)
 		if err := cmd.Start(); err != nil {
@@ -372,6 +382,16 @@ func OpenTTY(dir, self string, holderArgs []string, id string, window time.Durat
 // List writes the sessions of the holder in dir to out, one JSON Info a
 // line; none when no holder runs.
 func List(dir string, out io.Writer) error {
+	fi, err := os.Lstat(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := checkPrivate(dir, fi); err != nil {
+		return err
+	}
 	c, err := unixsock.Dial(filepath.Join(dir, "holder.sock"))
 	if err != nil {
 		return nil
