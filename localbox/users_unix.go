@@ -438,6 +438,12 @@ func removeBoxDir(dir string, u *boxUser) error {
 	if err := removeParts(dir, u, boxParts...); err != nil {
 		return err
 	}
+	// The exec server's directories (execGuard), root's and out of the
+	// box's reach: its socket and the directory the box sees go first,
+	// so the loop below finds execGuard empty.
+	ex := filepath.Join(dir, "exec", "box")
+	os.Remove(filepath.Join(ex, execSockName))
+	os.Remove(ex)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
