@@ -60,17 +60,10 @@ func execDir(b *box) string { return filepath.Join(execGuard(b), "box") }
 func execGuard(b *box) string { return filepath.Join(b.dir, "exec") }
 
 // mkdirRoot makes directory d with perm, or checks that what is there is
-// a directory (not a link), and sets perm.
+// a directory (not a link: mkdirOwn), and sets perm.
 func mkdirRoot(d string, perm os.FileMode) error {
-	if err := os.Mkdir(d, perm); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := mkdirOwn(d, perm); err != nil {
 		return err
-	}
-	fi, err := os.Lstat(d)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return errors.New(d + " is not a directory")
 	}
 	return os.Chmod(d, perm)
 }
