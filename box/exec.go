@@ -77,7 +77,9 @@ type Command struct {
 	// be woken first.
 	Progress io.Writer
 	// Started, if not nil, is called once the command runs, before any
-	// stdin is read: a terminal goes raw only then.
+	// stdin is read: a terminal goes raw only then. A resumable Exec calls
+	// it once, when the first of its streams starts, also when an earlier
+	// one was lost before.
 	Started func()
 
 	// Attach, with a TTY, takes back the detached terminal session of
