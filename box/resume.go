@@ -79,9 +79,14 @@ type lostError struct {
 func (e *lostError) Error() string { return e.err.Error() }
 func (e *lostError) Unwrap() error { return e.err }
 
-// lost wraps a transport error of an Exec as a lostError.
-func (c *Client) lost(op string, err error) error {
-	return &lostError{err: c.wrap(op, err), code: status.Code(err),
+// lost wraps a transport error of an Exec as a lostError; running says
+// the command had started (wrapRunning).
+func (c *Client) lost(op string, err error, running bool) error {
+	wrapped := c.wrap(op, err)
+	if running {
+		wrapped = c.wrapRunning(op, err)
+	}
+	return &lostError{err: wrapped, code: status.Code(err),
 		dial: status.Code(err) == codes.Unavailable && strings.Contains(status.Convert(err).Message(), "Error while dialing")}
 }
 
