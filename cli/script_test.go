@@ -127,9 +127,12 @@ func randbytes() {
 }
 
 // pace RATE copies stdin to stdout at RATE bytes a second at most, each
-// read passed on at once (a protocol that waits for a short answer is not
-// held up), so that a transfer through it spans a known time: a box
-// command's pipe (git-upload-pack "$@" | pace 2000000) whatever the link.
+// read passed on at once, so that a transfer through it spans a known
+// time whatever the link: a box command's pipe (git-upload-pack "$@" |
+// pace 2000000). Not head -c or dd in a shell loop: GNU head writes
+// through stdio, which holds a short message (upload-pack's first
+// pkt-lines) while git waits for it, and the clone hangs with or without
+// cuts.
 func pace() {
 	rate, err := strconv.Atoi(os.Args[len(os.Args)-1])
 	if err != nil || len(os.Args) != 2 || rate <= 0 {
