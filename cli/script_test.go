@@ -129,7 +129,7 @@ func randbytes() {
 // pace RATE copies stdin to stdout at RATE bytes a second at most, each
 // read passed on at once, so that a transfer through it spans a known
 // time whatever the link: a box command's pipe (git-upload-pack "$@" |
-// pace 2000000). Not head -c or dd in a shell loop: GNU head writes
+// pace 2000000). Not head -c in the pipe: GNU head writes
 // through stdio, which holds a short message (upload-pack's first
 // pkt-lines) while git waits for it, and the clone hangs with or without
 // cuts.
