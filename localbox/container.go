@@ -437,9 +437,11 @@ func (e *containerEngine) environ(b *box, start *controlv1.Start) []string {
 
 // execScript wraps every command: it records the command's pid in the
 // box (for signals, which the engine's exec API lacks) and runs it as a
-// login shell does. The engine starts each exec's process as the leader
-// of a session of its own (runc and crun call setsid), with pipes too, so
-// its pid is its process group's, as under the process engine.
+// login shell does. It runs under bash: the image's sh is dash, which has
+// no exec -a (a login shell ended in "exec: -a: not found", exit 127).
+// The engine starts each exec's process as the leader of a session of its
+// own (runc and crun call setsid), with pipes too, so its pid is its
+// process group's, as under the process engine.
 // $1 is the pid file, $2 "-" for a login shell or the command, $3 and $4
 // a PTY's rows and columns: set before the command starts, since API
 // 1.41 (docker 20.10) sets no size at an exec's create.
@@ -471,7 +473,7 @@ func (e *containerEngine) exec(b *box, start *controlv1.Start) (running, error) 
 	id := make([]byte, 8)
 	rand.Read(id)
 	pidFile := guestRun + "/exec-" + hex.EncodeToString(id) + ".pid"
-	argv := []string{"/bin/sh", "-c", execScript, "sh", pidFile, cmd}
+	argv := []string{"/bin/bash", "-c", execScript, "bash", pidFile, cmd}
 	if t != nil && t.GetRows() > 0 && t.GetCols() > 0 {
 		argv = append(argv, fmt.Sprint(t.GetRows()), fmt.Sprint(t.GetCols()))
 	}
