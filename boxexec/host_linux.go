@@ -1,14 +1,18 @@
 package boxexec
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 )
@@ -66,8 +70,15 @@ func Listen(path string) (*Host, error) {
 	return h, nil
 }
 
+// acceptRate bounds how many connections a second the host takes from a
+// box (maxConns at once): an honest server connects once a box start, and
+// a box that connects in a loop then costs the host next to nothing.
+const acceptRate = 10
+
 func (h *Host) accept() {
+	lim := rate.NewLimiter(acceptRate, maxConns)
 	for {
+		lim.Wait(context.Background())
 		c, err := h.lis.AcceptUnix()
 		if err != nil {
 			return
@@ -287,6 +298,7 @@ func (k *conn) send(m *message) {
 // ends every command's wait that has not had its exit.
 func (k *conn) read() {
 	var err error
+loop:
 	for {
 		var m *message
 		if m, err = readMessage(k.c); err != nil {
@@ -295,11 +307,24 @@ func (k *conn) read() {
 		k.mu.Lock()
 		x := k.cmds[m.ID]
 		k.mu.Unlock()
+		// An honest server sends one started, then one exit, for each
+		// command the host gave it: anything else (an id it was not
+		// given or whose exit it sent, a second started, an exit before
+		// started, another op) is a box flooding the host, whose reads
+		// cost the host's CPU outside the box's cgroup: it loses its
+		// connection.
 		if x == nil {
-			continue
+			err = fmt.Errorf("the exec server sent %.20q for command %d, which it does not run", m.Op, m.ID)
+			break
 		}
-		switch m.Op {
-		case "started":
+		started := false
+		select {
+		case <-x.started:
+			started = true
+		default:
+		}
+		switch {
+		case m.Op == "started" && !started:
 			x.once.Do(func() {
 				x.pid = m.Pid
 				if m.Pid <= 0 {
@@ -307,18 +332,16 @@ func (k *conn) read() {
 				}
 				close(x.started)
 			})
-		case "exit":
-			select {
-			case <-x.started:
-			default:
-				continue
-			}
+		case m.Op == "exit" && started:
 			x.exitOnce.Do(func() {
 				x.exit = Exit{Code: m.Code, Signal: syscall.Signal(m.Signal)}
 				close(x.exited)
 				x.wake()
 			})
 			k.forget(m.ID)
+		default:
+			err = fmt.Errorf("the exec server sent %.20q out of turn for command %d", m.Op, m.ID)
+			break loop
 		}
 	}
 	k.c.Close()
