@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -70,5 +71,41 @@ func TestExecFloodClosed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// ListenPeer's check sees the pid of the process that connected, and a
+// connection it refuses is closed before its hello: that process never
+// becomes the box's exec server.
+func TestExecPeerChecked(t *testing.T) {
+	var seen []int
+	var mu sync.Mutex
+	h, err := ListenPeer(filepath.Join(t.TempDir(), "exec.sock"), func(pid int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, pid)
+		return errors.New("not in the box")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	done := make(chan error, 1)
+	go func() { done <- Serve(h.path) }()
+	// Its connection ends, and Serve returns, without its hello taken.
+	for ended := false; !ended; {
+		if h.Connected() {
+			t.Fatal("a refused server is connected")
+		}
+		select {
+		case <-done:
+			ended = true
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != os.Getpid() {
+		t.Errorf("the check saw pids %v, want [%d]", seen, os.Getpid())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"golang.org/x/time/rate"
 
 	"github.com/cocoonbox/cocoonbox/internal/unixsock"
@@ -41,6 +42,8 @@ type Host struct {
 	lis  *net.UnixListener
 	path string
 
+	peer func(pid int) error
+
 	mu     sync.Mutex
 	conns  int // open connections
 	cur    *conn
@@ -51,7 +54,12 @@ type Host struct {
 // Listen listens at path, a socket in a directory of the caller's that
 // nothing else writes (an old socket there is replaced), readable by the
 // box user through a bind mount.
-func Listen(path string) (*Host, error) {
+func Listen(path string) (*Host, error) { return ListenPeer(path, nil) }
+
+// ListenPeer is Listen with a second check beside the directory's: a
+// connection is taken only when peer, given the pid of the process that
+// made it (SO_PEERCRED, in the caller's pid namespace), returns nil.
+func ListenPeer(path string, peer func(pid int) error) (*Host, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -65,7 +73,7 @@ func Listen(path string) (*Host, error) {
 		lis.Close()
 		return nil, err
 	}
-	h := &Host{lis: lis, path: path, change: make(chan struct{})}
+	h := &Host{lis: lis, path: path, peer: peer, change: make(chan struct{})}
 	go h.accept()
 	return h, nil
 }
@@ -104,6 +112,16 @@ func (h *Host) accept() {
 
 // greet takes c as the box's exec server once it says hello.
 func (h *Host) greet(c *net.UnixConn) {
+	if h.peer != nil {
+		cred, err := peerCred(c)
+		if err == nil {
+			err = h.peer(int(cred.Pid))
+		}
+		if err != nil {
+			c.Close()
+			return
+		}
+	}
 	c.SetReadDeadline(time.Now().Add(helloWait))
 	m, err := readMessage(c)
 	if err != nil || m.Op != "hello" || m.Version != Version {
@@ -506,4 +524,18 @@ func (x *Cmd) Kill(delay time.Duration) {
 func (x *Cmd) Wait() Exit {
 	<-x.exited
 	return x.exit
+}
+
+// peerCred is the credentials of the process that connected c.
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	cerr := rc.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if cerr != nil {
+		return nil, cerr
+	}
+	return cred, err
 }
