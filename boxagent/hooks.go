@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -144,9 +145,20 @@ const (
 // idle session does. A message that cannot be typed goes back to the head
 // of the queue, for the next hook.
 func (ib *Inbox) pasteQueued(s record, q queued) {
-	for deadline := time.Now().Add(hookWait); inHook(s.CLIPid) && time.Now().Before(deadline); {
-		time.Sleep(hookPoll)
+	// Out of the hook is when the CLI has reaped every hook process seen
+	// (an exited one is a zombie, without its command line, until then),
+	// and has had pasteSettle to come back to its prompt.
+	seen := map[int]bool{}
+	for deadline := time.Now().Add(hookWait); time.Now().Before(deadline); time.Sleep(hookPoll) {
+		ps := hookProcs(s.CLIPid)
+		for _, p := range ps {
+			seen[p] = true
+		}
+		if len(ps) == 0 && !slices.ContainsFunc(slices.Collect(maps.Keys(seen)), procExists) {
+			break
+		}
 	}
+	time.Sleep(pasteSettle)
 	session := SessionName(s.Repo, s.CLI)
 	err := errors.New("its CLI does not hold the terminal")
 	if pid := ib.cfg.tmuxForeground(session); pid == s.CLIPid {
