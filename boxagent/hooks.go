@@ -7,9 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/safefile"
@@ -105,26 +108,80 @@ func turnEnd(r *record) {
 }
 
 // deliverQueued hands a session at its prompt its first queued message,
-// when its CLI holds the pane (pane).
+// when its CLI holds the pane (pane): the record says so now (the message
+// out of the queue, a turn begun), and the message is typed in the
+// background once the CLI has left its hooks (pasteQueued).
 func (ib *Inbox) deliverQueued(r *record, pane paneState) {
 	if !atPrompt(r.Status) || len(r.Queue) == 0 {
 		return
 	}
 	q := r.Queue[0]
-	session := SessionName(r.Repo, r.CLI)
-	// The CLI is in the hook this answers, so still in its turn:
-	// the Enter waits pasteSettle (claude 2.1.197 took a quick one
-	// into the next message as well).
 	if pane != paneCLI {
-		ib.cfg.logf("queued message %d for %s stays queued: its CLI does not hold the terminal", q.Seq, session)
-	} else if err := ib.cfg.tmuxPaste(session, q.Body, false, false); err != nil {
-		ib.cfg.logf("deliver queued message %d to %s: %v", q.Seq, session, err)
-	} else {
-		ib.confirmPaste(r, nowMS())
-		r.Queue = r.Queue[1:]
-		r.Status, r.Question = StatusWorking, false
-		newTurn(r, q.Seq)
+		ib.cfg.logf("queued message %d for %s stays queued: its CLI does not hold the terminal", q.Seq, SessionName(r.Repo, r.CLI))
+		return
 	}
+	r.Queue = r.Queue[1:]
+	r.Status, r.Question = StatusWorking, false
+	newTurn(r, q.Seq)
+	go ib.pasteQueued(record{Repo: r.Repo, CLI: r.CLI, StartedAtMS: r.StartedAtMS, CLIPid: r.CLIPid}, q)
+}
+
+// hookWait bounds how long a queued message waits for its CLI to leave
+// its hooks; hookPoll is how often it looks.
+const (
+	hookWait = 30 * time.Second
+	hookPoll = 10 * time.Millisecond
+)
+
+// pasteQueued types queued message q into the session of s (its repo,
+// CLI, start and CLI's pid) once the CLI has left its hooks. The hook
+// that found the session at its prompt (Stop) is still running while the
+// inbox answers it, so the CLI is still in its turn: claude 2.1.197 took
+// a message typed then as one typed while busy, sent it, and sometimes
+// kept it at its prompt as well, in front of the next message typed
+// (realcli claude_queue: BACK reached the model as the previous message
+// followed by BACK, and no post --back came). Typed once the hook is
+// over, the message meets the CLI at its prompt, as a message sent to an
+// idle session does. A message that cannot be typed goes back to the head
+// of the queue, for the next hook.
+func (ib *Inbox) pasteQueued(s record, q queued) {
+	// Out of the hook is when the CLI has reaped every hook process seen
+	// (an exited one is a zombie, without its command line, until then),
+	// and has had pasteSettle to come back to its prompt.
+	seen := map[int]bool{}
+	for deadline := time.Now().Add(hookWait); time.Now().Before(deadline); time.Sleep(hookPoll) {
+		ps := hookProcs(s.CLIPid)
+		for _, p := range ps {
+			seen[p] = true
+		}
+		if len(ps) == 0 && !slices.ContainsFunc(slices.Collect(maps.Keys(seen)), procExists) {
+			break
+		}
+	}
+	time.Sleep(pasteSettle)
+	session := SessionName(s.Repo, s.CLI)
+	err := errors.New("its CLI does not hold the terminal")
+	if pid := ib.cfg.tmuxForeground(session); pid == s.CLIPid {
+		err = ib.cfg.tmuxPaste(session, q.Body, false, true)
+	}
+	if err == nil {
+		ib.confirmPaste(&s, nowMS())
+		return
+	}
+	ib.cfg.logf("deliver queued message %d to %s: %v; queued again", q.Seq, session, err)
+	ib.change(s.Repo, func(r *record) (*record, error) {
+		if !r.running() || r.CLI != s.CLI || r.StartedAtMS != s.StartedAtMS {
+			return nil, nil
+		}
+		if q.Back && slices.ContainsFunc(r.Queue, func(x queued) bool { return x.Back }) {
+			return nil, nil // a later BACK replaced it
+		}
+		r.Queue = append([]queued{q}, r.Queue...)
+		if r.Status == StatusWorking && r.TurnSeq == q.Seq {
+			r.Status = StatusIdle
+		}
+		return r, nil
+	})
 }
 
 // sessionThread reports whether a codex notify of thread is the

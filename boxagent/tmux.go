@@ -218,20 +218,26 @@ func foreground(shell int) int {
 // offload event) runs under the process cli: the CLI is in a hook of its
 // own, so still in its turn, though the hook's news may say it is at its
 // prompt (a Stop hook waits for the inbox's answer).
-func inHook(cli int) bool {
+func inHook(cli int) bool { return len(hookProcs(cli)) > 0 }
+
+// hookProcs are the processes under cli that run one of our hook
+// commands: cocoonbox-agent offload event itself, or the shell the CLI
+// runs it with.
+func hookProcs(cli int) []int {
 	if cli <= 0 {
-		return false
+		return nil
 	}
+	var out []int
 	kids := procChildren()
 	for todo := append([]int(nil), kids[cli]...); len(todo) > 0; todo = todo[1:] {
 		p := todo[0]
 		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "cmdline"))
-		if bytes.Contains(b, []byte("offload\x00event\x00")) {
-			return true
+		if bytes.Contains(b, []byte("offload\x00event\x00")) || bytes.Contains(b, []byte("offload event ")) {
+			out = append(out, p)
 		}
 		todo = append(todo, kids[p]...)
 	}
-	return false
+	return out
 }
 
 // alive are those of pids that still run as children of parent (not
@@ -333,4 +339,10 @@ func (c *Config) endCLI(session, kind string, grace time.Duration) {
 		}
 	}
 	c.tmux(nil, "kill-session", "-t", "="+session)
+}
+
+// procExists reports whether process pid exists, a zombie included.
+func procExists(pid int) bool {
+	_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
+	return err == nil
 }

@@ -1,14 +1,19 @@
 package boxexec
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/time/rate"
 
 	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 )
@@ -37,6 +42,8 @@ type Host struct {
 	lis  *net.UnixListener
 	path string
 
+	peer func(pid int) error
+
 	mu     sync.Mutex
 	conns  int // open connections
 	cur    *conn
@@ -47,7 +54,12 @@ type Host struct {
 // Listen listens at path, a socket in a directory of the caller's that
 // nothing else writes (an old socket there is replaced), readable by the
 // box user through a bind mount.
-func Listen(path string) (*Host, error) {
+func Listen(path string) (*Host, error) { return ListenPeer(path, nil) }
+
+// ListenPeer is Listen with a second check beside the directory's: a
+// connection is taken only when peer, given the pid of the process that
+// made it (SO_PEERCRED, in the caller's pid namespace), returns nil.
+func ListenPeer(path string, peer func(pid int) error) (*Host, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -61,13 +73,20 @@ func Listen(path string) (*Host, error) {
 		lis.Close()
 		return nil, err
 	}
-	h := &Host{lis: lis, path: path, change: make(chan struct{})}
+	h := &Host{lis: lis, path: path, peer: peer, change: make(chan struct{})}
 	go h.accept()
 	return h, nil
 }
 
+// acceptRate bounds how many connections a second the host takes from a
+// box (maxConns at once): an honest server connects once a box start, and
+// a box that connects in a loop then costs the host next to nothing.
+const acceptRate = 10
+
 func (h *Host) accept() {
+	lim := rate.NewLimiter(acceptRate, maxConns)
 	for {
+		lim.Wait(context.Background())
 		c, err := h.lis.AcceptUnix()
 		if err != nil {
 			return
@@ -93,6 +112,16 @@ func (h *Host) accept() {
 
 // greet takes c as the box's exec server once it says hello.
 func (h *Host) greet(c *net.UnixConn) {
+	if h.peer != nil {
+		cred, err := peerCred(c)
+		if err == nil {
+			err = h.peer(int(cred.Pid))
+		}
+		if err != nil {
+			c.Close()
+			return
+		}
+	}
 	c.SetReadDeadline(time.Now().Add(helloWait))
 	m, err := readMessage(c)
 	if err != nil || m.Op != "hello" || m.Version != Version {
@@ -287,6 +316,7 @@ func (k *conn) send(m *message) {
 // ends every command's wait that has not had its exit.
 func (k *conn) read() {
 	var err error
+loop:
 	for {
 		var m *message
 		if m, err = readMessage(k.c); err != nil {
@@ -295,11 +325,24 @@ func (k *conn) read() {
 		k.mu.Lock()
 		x := k.cmds[m.ID]
 		k.mu.Unlock()
+		// An honest server sends one started, then one exit, for each
+		// command the host gave it: anything else (an id it was not
+		// given or whose exit it sent, a second started, an exit before
+		// started, another op) is a box flooding the host, whose reads
+		// cost the host's CPU outside the box's cgroup: it loses its
+		// connection.
 		if x == nil {
-			continue
+			err = fmt.Errorf("the exec server sent %.20q for command %d, which it does not run", m.Op, m.ID)
+			break
 		}
-		switch m.Op {
-		case "started":
+		started := false
+		select {
+		case <-x.started:
+			started = true
+		default:
+		}
+		switch {
+		case m.Op == "started" && !started:
 			x.once.Do(func() {
 				x.pid = m.Pid
 				if m.Pid <= 0 {
@@ -307,18 +350,16 @@ func (k *conn) read() {
 				}
 				close(x.started)
 			})
-		case "exit":
-			select {
-			case <-x.started:
-			default:
-				continue
-			}
+		case m.Op == "exit" && started:
 			x.exitOnce.Do(func() {
 				x.exit = Exit{Code: m.Code, Signal: syscall.Signal(m.Signal)}
 				close(x.exited)
 				x.wake()
 			})
 			k.forget(m.ID)
+		default:
+			err = fmt.Errorf("the exec server sent %.20q out of turn for command %d", m.Op, m.ID)
+			break loop
 		}
 	}
 	k.c.Close()
@@ -483,4 +524,18 @@ func (x *Cmd) Kill(delay time.Duration) {
 func (x *Cmd) Wait() Exit {
 	<-x.exited
 	return x.exit
+}
+
+// peerCred is the credentials of the process that connected c.
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	cerr := rc.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if cerr != nil {
+		return nil, cerr
+	}
+	return cred, err
 }

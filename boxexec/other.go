@@ -19,6 +19,9 @@ type Host struct{}
 // Listen fails: the exec server is Linux's.
 func Listen(string) (*Host, error) { return nil, errLinux }
 
+// ListenPeer fails: the exec server is Linux's.
+func ListenPeer(string, func(int) error) (*Host, error) { return nil, errLinux }
+
 // Connected reports false.
 func (*Host) Connected() bool { return false }
 

@@ -322,6 +322,9 @@ func attach(dir string, self string, holderArgs []string, req request, stdin io.
 		}
 	}
 	defer c.Close()
+	if err := checkPeer(c, sock); err != nil {
+		return err
+	}
 	in, inFile := stdin.(*os.File)
 	out, outFile := stdout.(*os.File)
 	if inFile && outFile {
@@ -392,11 +395,15 @@ func List(dir string, out io.Writer) error {
 	if err := checkPrivate(dir, fi); err != nil {
 		return err
 	}
-	c, err := unixsock.Dial(filepath.Join(dir, "holder.sock"))
+	sock := filepath.Join(dir, "holder.sock")
+	c, err := unixsock.Dial(sock)
 	if err != nil {
 		return nil
 	}
 	defer c.Close()
+	if err := checkPeer(c, sock); err != nil {
+		return err
+	}
 	line, _ := json.Marshal(request{Op: "list"})
 	if _, err := c.Write(append(line, '\n')); err != nil {
 		return err

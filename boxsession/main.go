@@ -140,7 +140,13 @@ var termRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
 // section 8's encoded terminal modes, in hex); the error is one line
 // naming the value.
 func ParseTTY(spec string) (*TTY, error) {
-	bad := errors.New("bad --tty " + spec + ": want TERM:ROWSxCOLS[:MODES], such as xterm-256color:24x80")
+	// Quoted and cut: the value is the client's, and the line goes back
+	// to its terminal.
+	shown := spec
+	if len(shown) > 80 {
+		shown = shown[:80] + "..."
+	}
+	bad := errors.New("bad --tty " + strconv.Quote(shown) + ": want TERM:ROWSxCOLS[:MODES], such as xterm-256color:24x80")
 	parts := strings.Split(spec, ":")
 	if len(parts) < 2 || len(parts) > 3 || !termRE.MatchString(parts[0]) {
 		return nil, bad

@@ -86,7 +86,7 @@ func (f limitFlags) apply(l *localbox.Limits) error {
 		l.MemoryBytes = n
 	}
 	switch {
-	case f.CPUs < 0 || (f.CPUs > 0 && f.CPUs < 0.01):
+	case !(f.CPUs >= 0) || (f.CPUs > 0 && f.CPUs < 0.01): // NaN too
 		return &UsageError{fmt.Errorf("--box-cpus %g: give a number of CPUs from 0.01 to %d (this machine's)", f.CPUs, runtime.NumCPU())}
 	case f.CPUs > float64(runtime.NumCPU()):
 		return &UsageError{fmt.Errorf("--box-cpus %g: this machine has %d CPUs; give 0.01 to %d", f.CPUs, runtime.NumCPU(), runtime.NumCPU())}

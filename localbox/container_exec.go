@@ -3,6 +3,7 @@ package localbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -95,7 +96,7 @@ func (e *containerEngine) execHost(b *box, create bool) *boxexec.Host {
 	if _, err := os.Lstat(execDir(b)); err != nil {
 		return nil
 	}
-	h, err := boxexec.Listen(filepath.Join(execDir(b), execSockName))
+	h, err := boxexec.ListenPeer(filepath.Join(execDir(b), execSockName), execPeer)
 	if err != nil {
 		e.s.logf("box %s: exec server socket: %v", b.Name, err)
 		return nil
@@ -105,6 +106,26 @@ func (e *containerEngine) execHost(b *box, create bool) *boxexec.Host {
 	}
 	e.fast.hosts[b.ID] = h
 	return h
+}
+
+// execPeer refuses a connection to an exec socket made by a process of
+// the local box's own pid namespace: the box's exec server runs in its
+// container's. A second layer behind execGuard's mode: whoever reached
+// the socket from the host (root, or a user through a directory left
+// open) cannot become a box's exec server and take its commands' stdin.
+func execPeer(pid int) error {
+	self, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return err
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		return err
+	}
+	if ns == self {
+		return fmt.Errorf("process %d is the host's, not the box's", pid)
+	}
+	return nil
 }
 
 // dropExecHost closes box b's exec host: the box is going away.

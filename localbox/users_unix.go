@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 	"github.com/cocoonbox/cocoonbox/internal/flock"
 )
@@ -438,12 +440,7 @@ func removeBoxDir(dir string, u *boxUser) error {
 	if err := removeParts(dir, u, boxParts...); err != nil {
 		return err
 	}
-	// The exec server's directories (execGuard), root's and out of the
-	// box's reach: its socket and the directory the box sees go first,
-	// so the loop below finds execGuard empty.
-	ex := filepath.Join(dir, "exec", "box")
-	os.Remove(filepath.Join(ex, execSockName))
-	os.Remove(ex)
+	removeExecDirs(dir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -461,6 +458,29 @@ func removeBoxDir(dir string, u *boxUser) error {
 		}
 	}
 	return os.Remove(dir)
+}
+
+// removeExecDirs removes the exec server's socket and the directory the
+// box sees (execDir) from box directory dir, so that removeBoxDir's loop
+// finds execGuard empty. Each step is relative to a directory opened
+// without following a link: a link at execGuard or execDir is not
+// entered (the loop, or the unlink here, removes the link itself), so
+// nothing is removed through one.
+func removeExecDirs(dir string) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	g, err := unix.Open(filepath.Join(dir, "exec"), flags, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(g)
+	b, err := unix.Openat(g, "box", flags, 0)
+	if err != nil {
+		unix.Unlinkat(g, "box", 0) // a link, or no directory: never entered
+		return
+	}
+	unix.Unlinkat(b, execSockName, 0)
+	unix.Close(b)
+	unix.Unlinkat(g, "box", unix.AT_REMOVEDIR)
 }
 
 // removeRunDir removes run directory run (RunDir) of a box whose user is
