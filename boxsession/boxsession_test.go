@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,5 +247,95 @@ func TestResumeFiles(t *testing.T) {
 	c.send(sessionwire.Frame{Type: sessionwire.Bye})
 	if err := <-c.res; err != nil {
 		t.Errorf("attach: %v", err)
+	}
+}
+
+// runLine opens a session of line and reads it to its exit: its stdout,
+// stderr and exit code.
+func runLine(t *testing.T, dir, id, line string) (string, string, int32) {
+	t.Helper()
+	c := open(t, dir, "open", id, line)
+	c.send(sessionwire.Frame{Type: sessionwire.EOF, Stream: sessionwire.Stdin})
+	var out, errb bytes.Buffer
+	for {
+		f, err := sessionwire.Read(c.out)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		switch f.Type {
+		case sessionwire.Data:
+			if f.Stream == sessionwire.Stderr {
+				errb.Write(f.Data)
+			} else {
+				out.Write(f.Data)
+			}
+		case sessionwire.Exit:
+			c.send(sessionwire.Frame{Type: sessionwire.Bye})
+			<-c.res
+			return out.String(), errb.String(), f.Code
+		}
+	}
+}
+
+// A line that is one program and its words starts without a shell of
+// the holder's; anything else a shell must do (a builtin, an expansion,
+// a list, a script without #!, a missing program) still goes to the
+// shell, with the shell's result. The shell here is a bash that leaves a
+// mark each time it runs.
+func TestDirectStart(t *testing.T) {
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		t.Fatal("this test needs /bin/bash: ", err)
+	}
+	tmp := t.TempDir()
+	mark := filepath.Join(tmp, "shell-ran")
+	shell := filepath.Join(tmp, "bash")
+	if err := os.WriteFile(shell, []byte("#!/bin/bash\necho >>"+mark+"\nexec -a bash /bin/bash \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SHELL", shell)
+	t.Setenv("_", "before")
+	script := filepath.Join(tmp, "script")
+	if err := os.WriteFile(script, []byte("echo from-script\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := holderIn(t)
+	for i, tc := range []struct {
+		line, out string
+		code      int32
+		direct    bool
+	}{
+		{"printenv _", "/usr/bin/printenv\n", 0, true},
+		{"/usr/bin/printf '%s|' 'a b;$x' c", "a b;$x|c|", 0, true},
+		{"true", "", 0, true},
+		{"false", "", 1, true},
+		{"echo $HOME", os.Getenv("HOME") + "\n", 0, false},
+		{"exit 3", "", 3, false},
+		{"echo a; echo b", "a\nb\n", 0, false},
+		{script, "from-script\n", 0, false},
+		{"no-such-program-here", "", 127, false},
+	} {
+		os.Remove(mark)
+		out, _, code := runLine(t, dir, "d"+strconv.Itoa(i), tc.line)
+		if out != tc.out || code != tc.code {
+			t.Errorf("%s: stdout %q, exit %d; want %q, %d", tc.line, out, code, tc.out, tc.code)
+		}
+		if _, err := os.Stat(mark); (err == nil) == tc.direct {
+			t.Errorf("%s: a shell ran: %v, want %v", tc.line, err == nil, !tc.direct)
+		}
+	}
+}
+
+func TestTermName(t *testing.T) {
+	for s, want := range map[string]bool{
+		"xterm-256color": true, "screen.xterm": true, "a": true, "vt100+fnkeys": true, "9term": true,
+		"": false, "-x": false, ".x": false, "x y": false, "x/y": false, "x\x1b": false, "é": false,
+		strings.Repeat("a", 64): true, strings.Repeat("a", 65): false,
+	} {
+		if termName(s) != want {
+			t.Errorf("termName(%q) = %v, want %v", s, !want, want)
+		}
+	}
+	if _, err := ParseTTY("../x:24x80"); err == nil {
+		t.Error("ParseTTY took ../x")
 	}
 }

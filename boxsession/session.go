@@ -78,13 +78,26 @@ func (h *Holder) start(req *request) (*session, error) {
 	if shell == "" {
 		shell = "/bin/sh"
 	}
-	cmd := &exec.Cmd{Path: shell, Dir: req.Dir, Env: req.Env}
-	if req.Line == "" {
-		cmd.Args = []string{"-" + filepath.Base(shell)}
-	} else {
-		cmd.Args = []string{filepath.Base(shell), "-c", req.Line}
+	viaShell := func() *exec.Cmd {
+		cmd := &exec.Cmd{Path: shell, Dir: req.Dir, Env: req.Env}
+		if req.Line == "" {
+			cmd.Args = []string{"-" + filepath.Base(shell)}
+		} else {
+			cmd.Args = []string{filepath.Base(shell), "-c", req.Line}
+		}
+		return cmd
 	}
-	proc.NewSession(cmd)
+	// The box's shell ran once already for the Exec: a line it would
+	// only run one program for starts without a second.
+	cmd := viaShell()
+	if path, args := directCommand(shell, req.Line, req.Dir, req.Env); path != "" {
+		env := req.Env
+		if filepath.Base(shell) == "bash" {
+			// As bash sets it for the program it runs.
+			env = append(env[:len(env):len(env)], "_="+path)
+		}
+		cmd = &exec.Cmd{Path: path, Args: args, Dir: req.Dir, Env: env}
+	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -102,8 +115,18 @@ func (h *Holder) start(req *request) (*session, error) {
 		proc.GrowPipe(r, 1<<20)
 		ours[i], theirs[i] = r, w
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, theirs[0], theirs[1]
-	err = cmd.Start()
+	start := func(cmd *exec.Cmd) error {
+		proc.NewSession(cmd)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, theirs[0], theirs[1]
+		return cmd.Start()
+	}
+	err = start(cmd)
+	if err != nil && cmd.Path != shell {
+		// Not a program after all (a script without #!, gone since the
+		// lookup): the shell runs the line as it would have.
+		cmd = viaShell()
+		err = start(cmd)
+	}
 	inR.Close()
 	closeFiles(theirs[:])
 	if err != nil {
