@@ -339,3 +339,59 @@ func TestTermName(t *testing.T) {
 		t.Error("ParseTTY took ../x")
 	}
 }
+
+// Output passed on by tee(2) while the client keeps up arrives whole and
+// in order, through a ring smaller than it (the client's acks make room),
+// across a cut in the middle (the second attachment resumes from the
+// offset it names, from the ring) and to the exit.
+func TestTeeOutput(t *testing.T) {
+	dir := holderIn(t)
+	var want bytes.Buffer
+	for i := 1; i <= 300000; i++ {
+		want.WriteString(strconv.Itoa(i) + "\n")
+	}
+	teed0 := teed.Load()
+	c := openFiles(t, dir, "open", "t1", "seq 1 300000")
+	var got bytes.Buffer
+	read := func(c *fileClient, until int) *sessionwire.Frame {
+		for got.Len() < until {
+			f, err := sessionwire.Read(c.out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch f.Type {
+			case sessionwire.Data:
+				if f.Stream != sessionwire.Stdout || f.Off != uint64(got.Len()) {
+					t.Fatalf("stream %d at %d, want stdout at %d", f.Stream, f.Off, got.Len())
+				}
+				got.Write(f.Data)
+				// 16 KiB behind: what a resume may ask for again.
+				if got.Len() > 16<<10 {
+					c.send(sessionwire.Frame{Type: sessionwire.Ack, Stream: sessionwire.Stdout, Off: uint64(got.Len() - 16<<10)})
+				}
+			case sessionwire.Exit:
+				return &f
+			}
+		}
+		return nil
+	}
+	read(c, 700<<10)
+	c.cut()
+	<-c.res
+	// Back having kept 1000 bytes less than it was sent.
+	got.Truncate(got.Len() - 1000)
+	c = openFiles(t, dir, "attach", "t1", "")
+	c.send(sessionwire.Frame{Type: sessionwire.Resume, Off: uint64(got.Len())})
+	x := read(c, want.Len()+1)
+	if x == nil || x.Code != 0 {
+		t.Fatalf("exit %+v", x)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("got %d bytes, want %d; they differ", got.Len(), want.Len())
+	}
+	c.send(sessionwire.Frame{Type: sessionwire.Bye})
+	<-c.res
+	if teed.Load() == teed0 {
+		t.Error("no byte went by tee")
+	}
+}

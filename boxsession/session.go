@@ -1,12 +1,14 @@
 package boxsession
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,6 +40,12 @@ type session struct {
 	// conn is the current attachment, nil while detached; gen counts them.
 	conn *link
 	gen  int
+	// w writes to the current attachment once its client said where its
+	// output stands (nil before, and while detached); a goroutine writes
+	// to it only while it holds w.busy, and tokenWait counts those that
+	// wait for it.
+	w         *connWriter
+	tokenWait int
 	// done is set when the session is over (bye, window, kill after exit).
 	done  bool
 	timer *time.Timer
@@ -193,6 +201,10 @@ func exitFrame(ps *os.ProcessState, err error) sessionwire.Frame {
 // while what the client has not acknowledged is under the bound: a
 // command that writes faster than an absent client reads waits, as under
 // ssh's window. Once the session is over the output is read and dropped.
+//
+// While the attachment has all the output there was and no one else
+// writes to it, the pump passes what comes on itself (teeOut): no hand-off
+// to the sender, and the bytes go into the Exec's pipe without a copy.
 func (s *session) pump(i int, f *os.File) {
 	o := &s.out[i]
 	var scratch []byte
@@ -213,7 +225,20 @@ func (s *session) pump(i int, f *os.File) {
 			sp = scratch
 		}
 		s.mu.Unlock()
-		n, err := f.Read(sp)
+		var n int
+		var err error
+		if dropping || s.tty != nil {
+			n, err = f.Read(sp)
+		} else {
+			var avail int
+			avail, n, err = pending(f, sp)
+			if avail > 0 {
+				if s.teeOut(i, f, sp[:min(avail, len(sp), maxFrame)]) {
+					continue
+				}
+				n, err = f.Read(sp)
+			}
+		}
 		s.mu.Lock()
 		if n > 0 && !dropping {
 			o.Commit(n)
@@ -231,6 +256,77 @@ func (s *session) pump(i int, f *os.File) {
 			return
 		}
 	}
+}
+
+// errNoTee is tee's error when a file is not a pipe.
+var errNoTee = errors.New("not a pipe")
+
+// teed counts the bytes teeOut passed on by tee (for tests).
+var teed atomic.Int64
+
+// teeOut sends the len(sp) bytes at the front of pipe f, output stream i,
+// to the attachment as one Data frame, and takes them into the ring (sp,
+// its room after End): the frame's payload is tee'd from f into the
+// Exec's pipe, then read into the ring. It reports false, having done
+// nothing, unless the attachment has all of stream i there was, its turn
+// to write is free and its stdout is a pipe.
+func (s *session) teeOut(i int, f *os.File, sp []byte) bool {
+	o := &s.out[i]
+	s.mu.Lock()
+	w := s.w
+	if w == nil || w.out == nil || w.noTee || w.busy || w.err != nil || o.sent != o.End() || i == 0 && s.closeOut {
+		s.mu.Unlock()
+		return false
+	}
+	w.busy = true
+	off := o.End()
+	s.mu.Unlock()
+	defer s.release(w)
+	var hdr [32]byte
+	if !w.write(sessionwire.AppendDataHeader(hdr[:0], byte(i+1), off, len(sp))) {
+		// The attachment is gone: the bytes stay in f for the next.
+		return true
+	}
+	left := sp
+	for len(left) > 0 {
+		t, err := tee(f, w.out, len(left))
+		if t == 0 || err != nil {
+			if errors.Is(err, errNoTee) {
+				w.noTee = true
+			}
+			// The frame is promised: its rest is read and written as
+			// bytes (or as zeros when f was closed: stdout's end, whose
+			// bytes the client drops).
+			nr, _ := io.ReadFull(f, left)
+			clear(left[nr:])
+			w.write(left)
+			s.commitSent(i, w, nr)
+			return true
+		}
+		nr, _ := io.ReadFull(f, left[:t])
+		s.commitSent(i, w, nr)
+		teed.Add(int64(t))
+		left = left[t:]
+	}
+	return true
+}
+
+// commitSent adds n bytes read into stream i's ring and sent to the
+// attachment of w: sent with them, unless another attachment came.
+func (s *session) commitSent(i int, w *connWriter, n int) {
+	o := &s.out[i]
+	s.mu.Lock()
+	o.Commit(n)
+	if s.w == w {
+		o.sent = o.End()
+	} else {
+		// The new attachment's sender sends them.
+		s.cond.Broadcast()
+	}
+	if i == 0 && s.closeOut {
+		o.Drop(o.End())
+	}
+	s.mu.Unlock()
 }
 
 // feed writes stdin to the command as it comes, from its ring in place.
@@ -279,6 +375,7 @@ func (s *session) attach(l *link, resume bool) {
 	s.gen++
 	gen := s.gen
 	s.conn = l
+	s.w = nil
 	hello := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Hello, Off: s.in.Base(), Text: s.id})
 	s.mu.Unlock()
 	if l.files != nil {
@@ -289,6 +386,9 @@ func (s *session) attach(l *link, resume bool) {
 		}()
 	}
 	w := &connWriter{w: l.w}
+	if len(l.files) == 2 && s.tty == nil {
+		w.out = l.files[1]
+	}
 	w.write(hello)
 	started := false
 	begin := func(f sessionwire.Frame) {
@@ -299,6 +399,7 @@ func (s *session) attach(l *link, resume bool) {
 			o := &s.out[i]
 			o.sent = min(max(off, o.Base()), o.End())
 		}
+		s.w = w
 		s.mu.Unlock()
 		started = true
 		go s.send(w, gen)
@@ -332,6 +433,7 @@ func (s *session) attach(l *link, resume bool) {
 		return
 	}
 	s.conn = nil
+	s.w = nil
 	s.detached = time.Now()
 	s.cond.Broadcast()
 	if !s.done {
@@ -488,13 +590,20 @@ func (s *session) send(w *connWriter, gen int) {
 	exitSent := false
 	for {
 		s.mu.Lock()
-		for s.gen == gen && !s.done && !s.pending(ackedIn, exitSent) {
+		for s.gen == gen && !s.done && (!s.pending(ackedIn, exitSent) || w.busy) {
+			if w.busy {
+				s.tokenWait++
+				s.cond.Wait()
+				s.tokenWait--
+				continue
+			}
 			s.cond.Wait()
 		}
 		if s.gen != gen || s.done {
 			s.mu.Unlock()
 			return
 		}
+		w.busy = true
 		bufs, ctl = bufs[:0], ctl[:0]
 		for i := range s.out {
 			o := &s.out[i]
@@ -516,10 +625,22 @@ func (s *session) send(w *connWriter, gen int) {
 			bufs = append(bufs, ctl)
 		}
 		s.mu.Unlock()
-		if !w.writev(bufs) {
+		ok := w.writev(bufs)
+		s.release(w)
+		if !ok {
 			return
 		}
 	}
+}
+
+// release gives back w's turn to write.
+func (s *session) release(w *connWriter) {
+	s.mu.Lock()
+	w.busy = false
+	if s.tokenWait > 0 {
+		s.cond.Broadcast()
+	}
+	s.mu.Unlock()
 }
 
 // pending reports whether the attachment has something to send. s.mu is
@@ -537,6 +658,12 @@ func (s *session) pending(ackedIn uint64, exitSent bool) bool {
 type connWriter struct {
 	w   io.Writer
 	err error
+	// out is w when it is the Exec's stdout a pipe may be tee'd into (a
+	// session on pipes); noTee is set once tee failed for it.
+	out   *os.File
+	noTee bool
+	// busy is set while a goroutine writes (guarded by the session's mu).
+	busy bool
 }
 
 func (w *connWriter) write(b []byte) bool {
