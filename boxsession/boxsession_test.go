@@ -5,6 +5,8 @@ package boxsession
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"os"
 	"path/filepath"
@@ -184,7 +186,7 @@ func TestResumeFiles(t *testing.T) {
 		c.send(sessionwire.Frame{Type: sessionwire.Data, Stream: sessionwire.Stdin, Off: uint64(off), Data: in[off:end]})
 	}
 	// wc's count comes once all of it was written to the command; the
-	// holder acknowledges stdin as it goes.
+	// holder acknowledges stdin as it goes, inAckEvery at a time.
 	var out bytes.Buffer
 	var acked uint64
 	for !bytes.Contains(out.Bytes(), []byte("\n")) {
@@ -202,7 +204,8 @@ func TestResumeFiles(t *testing.T) {
 	if out.String() != "1048576\n" {
 		t.Fatalf("wc says %q", out.String())
 	}
-	for acked < 1<<20 {
+	// Acknowledged in steps of inAckEvery: all but the last step's rest.
+	for acked+inAckEvery <= 1<<20 {
 		f, err := sessionwire.Read(c.out)
 		if err != nil {
 			t.Fatal(err)
@@ -393,5 +396,57 @@ func TestTeeOutput(t *testing.T) {
 	<-c.res
 	if teed.Load() == teed0 {
 		t.Error("no byte went by tee")
+	}
+}
+
+// Stdin goes to the command whole and in order when most of it is
+// written from its frames (the ring empty) and the rest through the ring
+// (a command that reads slowly), and the holder acknowledges it in steps
+// of inAckEvery, not once a write.
+func TestStdinDirect(t *testing.T) {
+	dir := holderIn(t)
+	in := make([]byte, 4<<20)
+	for i := range in {
+		in[i] = byte(i * 7 >> 3)
+	}
+	sum := sha256.Sum256(in)
+	direct0 := directIn.Load()
+	c := openFiles(t, dir, "open", "i1", "sleep 0.2; sha256sum")
+	go func() {
+		for off := 0; off < len(in); off += 100 << 10 {
+			end := min(off+100<<10, len(in))
+			c.send(sessionwire.Frame{Type: sessionwire.Data, Stream: sessionwire.Stdin, Off: uint64(off), Data: in[off:end]})
+		}
+		c.send(sessionwire.Frame{Type: sessionwire.EOF, Stream: sessionwire.Stdin, Off: uint64(len(in))})
+	}()
+	var out bytes.Buffer
+	acks := 0
+	var acked uint64
+	for {
+		f, err := sessionwire.Read(c.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == sessionwire.Data {
+			out.Write(f.Data)
+		}
+		if f.Type == sessionwire.Ack {
+			acks++
+			acked = f.Off
+		}
+		if f.Type == sessionwire.Exit {
+			break
+		}
+	}
+	c.send(sessionwire.Frame{Type: sessionwire.Bye})
+	<-c.res
+	if want := hex.EncodeToString(sum[:]) + "  -\n"; out.String() != want {
+		t.Errorf("sha256sum says %q, want %q", out.String(), want)
+	}
+	if acked != uint64(len(in)) || acks > len(in)/inAckEvery+1 {
+		t.Errorf("%d acks, the last at %d; want at most %d, the last at %d", acks, acked, len(in)/inAckEvery+1, len(in))
+	}
+	if directIn.Load() == direct0 {
+		t.Error("no stdin was written from its frame")
 	}
 }

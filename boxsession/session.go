@@ -35,6 +35,12 @@ type session struct {
 	// the client closed it (-1: open).
 	in    sessionwire.Ring
 	inEOF int64
+	// stdinFile is the command's stdin pipe (nil on a terminal): while
+	// the ring is empty a Data frame is written to it at once (direct
+	// is set while that runs; directWait counts who waits for its end).
+	stdinFile  *os.File
+	direct     bool
+	directWait int
 	// exit is set once the command has exited and its output ended.
 	exit *sessionwire.Frame
 	// conn is the current attachment, nil while detached; gen counts them.
@@ -46,6 +52,8 @@ type session struct {
 	// wait for it.
 	w         *connWriter
 	tokenWait int
+	// inAcked is the stdin offset the current attachment was last told.
+	inAcked uint64
 	// done is set when the session is over (bye, window, kill after exit).
 	done  bool
 	timer *time.Timer
@@ -71,6 +79,13 @@ type outBuf struct {
 
 // maxFrame bounds the payload of a Data frame the holder sends, in bytes.
 const maxFrame = sessionwire.MaxPayload
+
+// inAckEvery is how much stdin written to the command the holder
+// acknowledges at once (and at stdin's end; a terminal's at each write):
+// an ack per write cost a frame through the Exec and the client per
+// chunk of an upload. The client keeps what is not acknowledged and
+// sends it again on a resume, which skips what the command has.
+const inAckEvery = 256 << 10
 
 // exitedWindow bounds how long an exited session waits for its client.
 const exitedWindow = 2 * time.Minute
@@ -110,6 +125,9 @@ func (h *Holder) start(req *request) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	// As large as the Exec's own: a client's frame (up to 128 KiB) then
+	// goes to the command from the frame, not through the ring.
+	proc.GrowPipe(inW, 1<<20)
 	var ours, theirs [2]*os.File
 	for i := range ours {
 		r, w, err := os.Pipe()
@@ -142,7 +160,7 @@ func (h *Holder) start(req *request) (*session, error) {
 		closeFiles(ours[:])
 		return nil, err
 	}
-	s := &session{h: h, id: req.ID, window: req.Window, cmd: cmd, stdin: inW, inEOF: -1, pipes: ours,
+	s := &session{h: h, id: req.ID, window: req.Window, cmd: cmd, stdin: inW, stdinFile: inW, inEOF: -1, pipes: ours,
 		line: req.Line, started: time.Now(), owner: req.Owner}
 	s.in.Limit = h.bound()
 	for i := range s.out {
@@ -261,8 +279,9 @@ func (s *session) pump(i int, f *os.File) {
 // errNoTee is tee's error when a file is not a pipe.
 var errNoTee = errors.New("not a pipe")
 
-// teed counts the bytes teeOut passed on by tee (for tests).
-var teed atomic.Int64
+// teed counts the bytes teeOut passed on by tee, directIn those of stdin
+// written to the command from their frame (for tests).
+var teed, directIn atomic.Int64
 
 // teeOut sends the len(sp) bytes at the front of pipe f, output stream i,
 // to the attachment as one Data frame, and takes them into the ring (sp,
@@ -333,7 +352,7 @@ func (s *session) commitSent(i int, w *connWriter, n int) {
 func (s *session) feed() {
 	for {
 		s.mu.Lock()
-		for s.in.Len() == 0 && !(s.inEOF >= 0 && uint64(s.inEOF) == s.in.Base()) && !s.done {
+		for (s.in.Len() == 0 || s.direct) && !(s.inEOF >= 0 && uint64(s.inEOF) == s.in.Base()) && !s.done {
 			s.cond.Wait()
 		}
 		if s.in.Len() == 0 {
@@ -376,7 +395,9 @@ func (s *session) attach(l *link, resume bool) {
 	gen := s.gen
 	s.conn = l
 	s.w = nil
-	hello := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Hello, Off: s.in.Base(), Text: s.id})
+	helloIn := s.in.Base()
+	s.inAcked = helloIn
+	hello := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Hello, Off: helloIn, Text: s.id})
 	s.mu.Unlock()
 	if l.files != nil {
 		// The attacher is gone (its Exec ended) when its socket ends.
@@ -402,7 +423,7 @@ func (s *session) attach(l *link, resume bool) {
 		s.w = w
 		s.mu.Unlock()
 		started = true
-		go s.send(w, gen)
+		go s.send(w, gen, helloIn)
 	}
 	if !resume {
 		begin(sessionwire.Frame{Type: sessionwire.Resume})
@@ -488,14 +509,44 @@ func (s *session) apply(f sessionwire.Frame, gen int) error {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		tried := false
 		for s.inEOF < 0 && !s.done && s.gen == gen {
+			if s.direct {
+				s.directWait++
+				s.cond.Wait()
+				s.directWait--
+				continue
+			}
 			// What is new in f from where stdin stands, recomputed after
 			// each wait: another attachment may have moved it.
 			at := s.in.End()
 			if f.Off > at || f.Off+uint64(len(f.Data)) <= at {
 				return nil
 			}
-			if s.in.Write(f.Data[at-f.Off:]) > 0 {
+			p := f.Data[at-f.Off:]
+			if s.in.Len() == 0 && s.stdinFile != nil && !tried {
+				// Nothing waits before it: as much as the command's pipe
+				// takes now goes there from the frame, without the ring
+				// and the feeder; the rest goes to the ring.
+				tried = true
+				s.direct = true
+				s.mu.Unlock()
+				k, err := writeNow(s.stdinFile, p)
+				s.mu.Lock()
+				s.direct = false
+				if err != nil {
+					// The command closed its stdin: dropped, as feed does.
+					k = len(p)
+				} else {
+					directIn.Add(int64(k))
+				}
+				s.in.Advance(k)
+				if s.directWait > 0 || s.inAckDue(s.inAcked) {
+					s.cond.Broadcast()
+				}
+				continue
+			}
+			if s.in.Write(p) > 0 {
 				s.cond.Broadcast()
 				continue
 			}
@@ -582,11 +633,10 @@ func (s *session) end() {
 // send sends the attachment what its client lacks: output from where it
 // stands, stdin acks, and the exit after the last output. The output goes
 // from the rings in place, each frame's header and payload in one writev.
-func (s *session) send(w *connWriter, gen int) {
+func (s *session) send(w *connWriter, gen int, ackedIn uint64) {
 	var hdr [2][32]byte
 	var ctl []byte
 	var bufs net.Buffers
-	var ackedIn uint64
 	exitSent := false
 	for {
 		s.mu.Lock()
@@ -613,8 +663,9 @@ func (s *session) send(w *connWriter, gen int) {
 				o.sent += uint64(len(p))
 			}
 		}
-		if s.in.Base() != ackedIn {
+		if s.inAckDue(ackedIn) {
 			ackedIn = s.in.Base()
+			s.inAcked = ackedIn
 			ctl = sessionwire.Append(ctl, sessionwire.Frame{Type: sessionwire.Ack, Stream: sessionwire.Stdin, Off: ackedIn})
 		}
 		if len(bufs) == 0 && s.exit != nil && !exitSent {
@@ -651,7 +702,14 @@ func (s *session) pending(ackedIn uint64, exitSent bool) bool {
 			return true
 		}
 	}
-	return s.in.Base() != ackedIn || s.exit != nil && !exitSent
+	return s.inAckDue(ackedIn) || s.exit != nil && !exitSent
+}
+
+// inAckDue reports whether stdin written to the command since acked is
+// to be acknowledged now (inAckEvery). s.mu is held.
+func (s *session) inAckDue(acked uint64) bool {
+	base := s.in.Base()
+	return base != acked && (base-acked >= inAckEvery || s.tty != nil || s.inEOF >= 0 && uint64(s.inEOF) == base)
 }
 
 // connWriter writes frames to an attachment; false once it failed.
