@@ -38,6 +38,9 @@ func directCommand(shell, line, dir string, env []string) (string, []string) {
 	name := args[0]
 	if strings.Contains(name, "/") {
 		if !filepath.IsAbs(name) {
+			if !filepath.IsAbs(dir) {
+				return "", nil
+			}
 			name = filepath.Join(dir, name)
 		}
 		if !executable(name) {
