@@ -5,9 +5,13 @@ package boxsession
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,7 +186,7 @@ func TestResumeFiles(t *testing.T) {
 		c.send(sessionwire.Frame{Type: sessionwire.Data, Stream: sessionwire.Stdin, Off: uint64(off), Data: in[off:end]})
 	}
 	// wc's count comes once all of it was written to the command; the
-	// holder acknowledges stdin as it goes.
+	// holder acknowledges stdin as it goes, inAckEvery at a time.
 	var out bytes.Buffer
 	var acked uint64
 	for !bytes.Contains(out.Bytes(), []byte("\n")) {
@@ -200,7 +204,8 @@ func TestResumeFiles(t *testing.T) {
 	if out.String() != "1048576\n" {
 		t.Fatalf("wc says %q", out.String())
 	}
-	for acked < 1<<20 {
+	// Acknowledged in steps of inAckEvery: all but the last step's rest.
+	for acked+inAckEvery <= 1<<20 {
 		f, err := sessionwire.Read(c.out)
 		if err != nil {
 			t.Fatal(err)
@@ -245,5 +250,203 @@ func TestResumeFiles(t *testing.T) {
 	c.send(sessionwire.Frame{Type: sessionwire.Bye})
 	if err := <-c.res; err != nil {
 		t.Errorf("attach: %v", err)
+	}
+}
+
+// runLine opens a session of line and reads it to its exit: its stdout,
+// stderr and exit code.
+func runLine(t *testing.T, dir, id, line string) (string, string, int32) {
+	t.Helper()
+	c := open(t, dir, "open", id, line)
+	c.send(sessionwire.Frame{Type: sessionwire.EOF, Stream: sessionwire.Stdin})
+	var out, errb bytes.Buffer
+	for {
+		f, err := sessionwire.Read(c.out)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		switch f.Type {
+		case sessionwire.Data:
+			if f.Stream == sessionwire.Stderr {
+				errb.Write(f.Data)
+			} else {
+				out.Write(f.Data)
+			}
+		case sessionwire.Exit:
+			c.send(sessionwire.Frame{Type: sessionwire.Bye})
+			<-c.res
+			return out.String(), errb.String(), f.Code
+		}
+	}
+}
+
+// A line that is one program and its words starts without a shell of
+// the holder's; anything else a shell must do (a builtin, an expansion,
+// a list, a script without #!, a missing program) still goes to the
+// shell, with the shell's result. The shell here is a bash that leaves a
+// mark each time it runs.
+func TestDirectStart(t *testing.T) {
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		t.Fatal("this test needs /bin/bash: ", err)
+	}
+	tmp := t.TempDir()
+	mark := filepath.Join(tmp, "shell-ran")
+	shell := filepath.Join(tmp, "bash")
+	if err := os.WriteFile(shell, []byte("#!/bin/bash\necho >>"+mark+"\nexec -a bash /bin/bash \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SHELL", shell)
+	t.Setenv("_", "before")
+	script := filepath.Join(tmp, "script")
+	if err := os.WriteFile(script, []byte("echo from-script\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := holderIn(t)
+	for i, tc := range []struct {
+		line, out string
+		code      int32
+		direct    bool
+	}{
+		{"printenv _", "/usr/bin/printenv\n", 0, true},
+		{"/usr/bin/printf '%s|' 'a b;$x' c", "a b;$x|c|", 0, true},
+		{"true", "", 0, true},
+		{"false", "", 1, true},
+		{"echo $HOME", os.Getenv("HOME") + "\n", 0, false},
+		{"exit 3", "", 3, false},
+		{"echo a; echo b", "a\nb\n", 0, false},
+		{script, "from-script\n", 0, false},
+		{"no-such-program-here", "", 127, false},
+	} {
+		os.Remove(mark)
+		out, _, code := runLine(t, dir, "d"+strconv.Itoa(i), tc.line)
+		if out != tc.out || code != tc.code {
+			t.Errorf("%s: stdout %q, exit %d; want %q, %d", tc.line, out, code, tc.out, tc.code)
+		}
+		if _, err := os.Stat(mark); (err == nil) == tc.direct {
+			t.Errorf("%s: a shell ran: %v, want %v", tc.line, err == nil, !tc.direct)
+		}
+	}
+}
+
+func TestTermName(t *testing.T) {
+	for s, want := range map[string]bool{
+		"xterm-256color": true, "screen.xterm": true, "a": true, "vt100+fnkeys": true, "9term": true,
+		"": false, "-x": false, ".x": false, "x y": false, "x/y": false, "x\x1b": false, "é": false,
+		strings.Repeat("a", 64): true, strings.Repeat("a", 65): false,
+	} {
+		if termName(s) != want {
+			t.Errorf("termName(%q) = %v, want %v", s, !want, want)
+		}
+	}
+	if _, err := ParseTTY("../x:24x80"); err == nil {
+		t.Error("ParseTTY took ../x")
+	}
+}
+
+// Output passed on by tee(2) while the client keeps up arrives whole and
+// in order, through a ring smaller than it (the client's acks make room),
+// across a cut in the middle (the second attachment resumes from the
+// offset it names, from the ring) and to the exit.
+func TestTeeOutput(t *testing.T) {
+	dir := holderIn(t)
+	var want bytes.Buffer
+	for i := 1; i <= 300000; i++ {
+		want.WriteString(strconv.Itoa(i) + "\n")
+	}
+	teed0 := teed.Load()
+	c := openFiles(t, dir, "open", "t1", "seq 1 300000")
+	var got bytes.Buffer
+	read := func(c *fileClient, until int) *sessionwire.Frame {
+		for got.Len() < until {
+			f, err := sessionwire.Read(c.out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch f.Type {
+			case sessionwire.Data:
+				if f.Stream != sessionwire.Stdout || f.Off != uint64(got.Len()) {
+					t.Fatalf("stream %d at %d, want stdout at %d", f.Stream, f.Off, got.Len())
+				}
+				got.Write(f.Data)
+				// 16 KiB behind: what a resume may ask for again.
+				if got.Len() > 16<<10 {
+					c.send(sessionwire.Frame{Type: sessionwire.Ack, Stream: sessionwire.Stdout, Off: uint64(got.Len() - 16<<10)})
+				}
+			case sessionwire.Exit:
+				return &f
+			}
+		}
+		return nil
+	}
+	read(c, 700<<10)
+	c.cut()
+	<-c.res
+	// Back having kept 1000 bytes less than it was sent.
+	got.Truncate(got.Len() - 1000)
+	c = openFiles(t, dir, "attach", "t1", "")
+	c.send(sessionwire.Frame{Type: sessionwire.Resume, Off: uint64(got.Len())})
+	x := read(c, want.Len()+1)
+	if x == nil || x.Code != 0 {
+		t.Fatalf("exit %+v", x)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("got %d bytes, want %d; they differ", got.Len(), want.Len())
+	}
+	c.send(sessionwire.Frame{Type: sessionwire.Bye})
+	<-c.res
+	if teed.Load() == teed0 {
+		t.Error("no byte went by tee")
+	}
+}
+
+// Stdin goes to the command whole and in order when most of it is
+// written from its frames (the ring empty) and the rest through the ring
+// (a command that reads slowly), and the holder acknowledges it in steps
+// of inAckEvery, not once a write.
+func TestStdinDirect(t *testing.T) {
+	dir := holderIn(t)
+	in := make([]byte, 4<<20)
+	for i := range in {
+		in[i] = byte(i * 7 >> 3)
+	}
+	sum := sha256.Sum256(in)
+	direct0 := directIn.Load()
+	c := openFiles(t, dir, "open", "i1", "sleep 0.2; sha256sum")
+	go func() {
+		for off := 0; off < len(in); off += 100 << 10 {
+			end := min(off+100<<10, len(in))
+			c.send(sessionwire.Frame{Type: sessionwire.Data, Stream: sessionwire.Stdin, Off: uint64(off), Data: in[off:end]})
+		}
+		c.send(sessionwire.Frame{Type: sessionwire.EOF, Stream: sessionwire.Stdin, Off: uint64(len(in))})
+	}()
+	var out bytes.Buffer
+	acks := 0
+	var acked uint64
+	for {
+		f, err := sessionwire.Read(c.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == sessionwire.Data {
+			out.Write(f.Data)
+		}
+		if f.Type == sessionwire.Ack {
+			acks++
+			acked = f.Off
+		}
+		if f.Type == sessionwire.Exit {
+			break
+		}
+	}
+	c.send(sessionwire.Frame{Type: sessionwire.Bye})
+	<-c.res
+	if want := hex.EncodeToString(sum[:]) + "  -\n"; out.String() != want {
+		t.Errorf("sha256sum says %q, want %q", out.String(), want)
+	}
+	if acked != uint64(len(in)) || acks > len(in)/inAckEvery+1 {
+		t.Errorf("%d acks, the last at %d; want at most %d, the last at %d", acks, acked, len(in)/inAckEvery+1, len(in))
+	}
+	if directIn.Load() == direct0 {
+		t.Error("no stdin was written from its frame")
 	}
 }

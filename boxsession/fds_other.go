@@ -19,3 +19,6 @@ func writev(w io.Writer, bufs net.Buffers) error {
 	_, err := bufs.WriteTo(w)
 	return err
 }
+
+// writeNow writes nothing: the ring and feed take every byte.
+func writeNow(*os.File, []byte) (int, error) { return 0, nil }

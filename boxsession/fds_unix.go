@@ -94,3 +94,29 @@ func writev(w io.Writer, bufs net.Buffers) error {
 	}
 	return nil
 }
+
+// writeNow writes what of b pipe f takes without waiting: 0 when it is
+// full, an error when its reader is gone.
+func writeNow(f *os.File, b []byte) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, nil
+	}
+	var n int
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		for {
+			n, werr = unix.Write(int(fd), b)
+			if werr != unix.EINTR {
+				break
+			}
+		}
+		return true
+	}); err != nil {
+		return 0, err
+	}
+	if werr == unix.EAGAIN {
+		return 0, nil
+	}
+	return max(n, 0), werr
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -134,8 +133,6 @@ func Main(p Program, args []string, getenv func(string) string, stdin io.Reader,
 	return exitOK
 }
 
-var termRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
-
 // ParseTTY reads open's --tty TERM:ROWSxCOLS[:MODES] (MODES: RFC 4254
 // section 8's encoded terminal modes, in hex); the error is one line
 // naming the value.
@@ -148,7 +145,7 @@ func ParseTTY(spec string) (*TTY, error) {
 	}
 	bad := errors.New("bad --tty " + strconv.Quote(shown) + ": want TERM:ROWSxCOLS[:MODES], such as xterm-256color:24x80")
 	parts := strings.Split(spec, ":")
-	if len(parts) < 2 || len(parts) > 3 || !termRE.MatchString(parts[0]) {
+	if len(parts) < 2 || len(parts) > 3 || !termName(parts[0]) {
 		return nil, bad
 	}
 	var tty TTY

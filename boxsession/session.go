@@ -1,12 +1,14 @@
 package boxsession
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,11 +35,25 @@ type session struct {
 	// the client closed it (-1: open).
 	in    sessionwire.Ring
 	inEOF int64
+	// stdinFile is the command's stdin pipe (nil on a terminal): while
+	// the ring is empty a Data frame is written to it at once (direct
+	// is set while that runs; directWait counts who waits for its end).
+	stdinFile  *os.File
+	direct     bool
+	directWait int
 	// exit is set once the command has exited and its output ended.
 	exit *sessionwire.Frame
 	// conn is the current attachment, nil while detached; gen counts them.
 	conn *link
 	gen  int
+	// w writes to the current attachment once its client said where its
+	// output stands (nil before, and while detached); a goroutine writes
+	// to it only while it holds w.busy, and tokenWait counts those that
+	// wait for it.
+	w         *connWriter
+	tokenWait int
+	// inAcked is the stdin offset the current attachment was last told.
+	inAcked uint64
 	// done is set when the session is over (bye, window, kill after exit).
 	done  bool
 	timer *time.Timer
@@ -64,6 +80,13 @@ type outBuf struct {
 // maxFrame bounds the payload of a Data frame the holder sends, in bytes.
 const maxFrame = sessionwire.MaxPayload
 
+// inAckEvery is how much stdin written to the command the holder
+// acknowledges at once (and at stdin's end; a terminal's at each write):
+// an ack per write cost a frame through the Exec and the client per
+// chunk of an upload. The client keeps what is not acknowledged and
+// sends it again on a resume, which skips what the command has.
+const inAckEvery = 256 << 10
+
 // exitedWindow bounds how long an exited session waits for its client.
 const exitedWindow = 2 * time.Minute
 
@@ -78,17 +101,33 @@ func (h *Holder) start(req *request) (*session, error) {
 	if shell == "" {
 		shell = "/bin/sh"
 	}
-	cmd := &exec.Cmd{Path: shell, Dir: req.Dir, Env: req.Env}
-	if req.Line == "" {
-		cmd.Args = []string{"-" + filepath.Base(shell)}
-	} else {
-		cmd.Args = []string{filepath.Base(shell), "-c", req.Line}
+	viaShell := func() *exec.Cmd {
+		cmd := &exec.Cmd{Path: shell, Dir: req.Dir, Env: req.Env}
+		if req.Line == "" {
+			cmd.Args = []string{"-" + filepath.Base(shell)}
+		} else {
+			cmd.Args = []string{filepath.Base(shell), "-c", req.Line}
+		}
+		return cmd
 	}
-	proc.NewSession(cmd)
+	// The box's shell ran once already for the Exec: a line it would
+	// only run one program for starts without a second.
+	cmd := viaShell()
+	if path, args := directCommand(shell, req.Line, req.Dir, req.Env); path != "" {
+		env := req.Env
+		if filepath.Base(shell) == "bash" {
+			// As bash sets it for the program it runs.
+			env = append(env[:len(env):len(env)], "_="+path)
+		}
+		cmd = &exec.Cmd{Path: path, Args: args, Dir: req.Dir, Env: env}
+	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	// As large as the Exec's own: a client's frame (up to 128 KiB) then
+	// goes to the command from the frame, not through the ring.
+	proc.GrowPipe(inW, 1<<20)
 	var ours, theirs [2]*os.File
 	for i := range ours {
 		r, w, err := os.Pipe()
@@ -102,8 +141,18 @@ func (h *Holder) start(req *request) (*session, error) {
 		proc.GrowPipe(r, 1<<20)
 		ours[i], theirs[i] = r, w
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, theirs[0], theirs[1]
-	err = cmd.Start()
+	start := func(cmd *exec.Cmd) error {
+		proc.NewSession(cmd)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, theirs[0], theirs[1]
+		return cmd.Start()
+	}
+	err = start(cmd)
+	if err != nil && cmd.Path != shell {
+		// Not a program after all (a script without #!, gone since the
+		// lookup): the shell runs the line as it would have.
+		cmd = viaShell()
+		err = start(cmd)
+	}
 	inR.Close()
 	closeFiles(theirs[:])
 	if err != nil {
@@ -111,7 +160,7 @@ func (h *Holder) start(req *request) (*session, error) {
 		closeFiles(ours[:])
 		return nil, err
 	}
-	s := &session{h: h, id: req.ID, window: req.Window, cmd: cmd, stdin: inW, inEOF: -1, pipes: ours,
+	s := &session{h: h, id: req.ID, window: req.Window, cmd: cmd, stdin: inW, stdinFile: inW, inEOF: -1, pipes: ours,
 		line: req.Line, started: time.Now(), owner: req.Owner}
 	s.in.Limit = h.bound()
 	for i := range s.out {
@@ -170,6 +219,10 @@ func exitFrame(ps *os.ProcessState, err error) sessionwire.Frame {
 // while what the client has not acknowledged is under the bound: a
 // command that writes faster than an absent client reads waits, as under
 // ssh's window. Once the session is over the output is read and dropped.
+//
+// While the attachment has all the output there was and no one else
+// writes to it, the pump passes what comes on itself (teeOut): no hand-off
+// to the sender, and the bytes go into the Exec's pipe without a copy.
 func (s *session) pump(i int, f *os.File) {
 	o := &s.out[i]
 	var scratch []byte
@@ -190,7 +243,20 @@ func (s *session) pump(i int, f *os.File) {
 			sp = scratch
 		}
 		s.mu.Unlock()
-		n, err := f.Read(sp)
+		var n int
+		var err error
+		if dropping || s.tty != nil {
+			n, err = f.Read(sp)
+		} else {
+			var avail int
+			avail, n, err = pending(f, sp)
+			if avail > 0 {
+				if s.teeOut(i, f, sp[:min(avail, len(sp), maxFrame)]) {
+					continue
+				}
+				n, err = f.Read(sp)
+			}
+		}
 		s.mu.Lock()
 		if n > 0 && !dropping {
 			o.Commit(n)
@@ -210,11 +276,83 @@ func (s *session) pump(i int, f *os.File) {
 	}
 }
 
+// errNoTee is tee's error when a file is not a pipe.
+var errNoTee = errors.New("not a pipe")
+
+// teed counts the bytes teeOut passed on by tee, directIn those of stdin
+// written to the command from their frame (for tests).
+var teed, directIn atomic.Int64
+
+// teeOut sends the len(sp) bytes at the front of pipe f, output stream i,
+// to the attachment as one Data frame, and takes them into the ring (sp,
+// its room after End): the frame's payload is tee'd from f into the
+// Exec's pipe, then read into the ring. It reports false, having done
+// nothing, unless the attachment has all of stream i there was, its turn
+// to write is free and its stdout is a pipe.
+func (s *session) teeOut(i int, f *os.File, sp []byte) bool {
+	o := &s.out[i]
+	s.mu.Lock()
+	w := s.w
+	if w == nil || w.out == nil || w.noTee || w.busy || w.err != nil || o.sent != o.End() || i == 0 && s.closeOut {
+		s.mu.Unlock()
+		return false
+	}
+	w.busy = true
+	off := o.End()
+	s.mu.Unlock()
+	defer s.release(w)
+	var hdr [32]byte
+	if !w.write(sessionwire.AppendDataHeader(hdr[:0], byte(i+1), off, len(sp))) {
+		// The attachment is gone: the bytes stay in f for the next.
+		return true
+	}
+	left := sp
+	for len(left) > 0 {
+		t, err := tee(f, w.out, len(left))
+		if t == 0 || err != nil {
+			if errors.Is(err, errNoTee) {
+				w.noTee = true
+			}
+			// The frame is promised: its rest is read and written as
+			// bytes (or as zeros when f was closed: stdout's end, whose
+			// bytes the client drops).
+			nr, _ := io.ReadFull(f, left)
+			clear(left[nr:])
+			w.write(left)
+			s.commitSent(i, w, nr)
+			return true
+		}
+		nr, _ := io.ReadFull(f, left[:t])
+		s.commitSent(i, w, nr)
+		teed.Add(int64(t))
+		left = left[t:]
+	}
+	return true
+}
+
+// commitSent adds n bytes read into stream i's ring and sent to the
+// attachment of w: sent with them, unless another attachment came.
+func (s *session) commitSent(i int, w *connWriter, n int) {
+	o := &s.out[i]
+	s.mu.Lock()
+	o.Commit(n)
+	if s.w == w {
+		o.sent = o.End()
+	} else {
+		// The new attachment's sender sends them.
+		s.cond.Broadcast()
+	}
+	if i == 0 && s.closeOut {
+		o.Drop(o.End())
+	}
+	s.mu.Unlock()
+}
+
 // feed writes stdin to the command as it comes, from its ring in place.
 func (s *session) feed() {
 	for {
 		s.mu.Lock()
-		for s.in.Len() == 0 && !(s.inEOF >= 0 && uint64(s.inEOF) == s.in.Base()) && !s.done {
+		for (s.in.Len() == 0 || s.direct) && !(s.inEOF >= 0 && uint64(s.inEOF) == s.in.Base()) && !s.done {
 			s.cond.Wait()
 		}
 		if s.in.Len() == 0 {
@@ -256,7 +394,10 @@ func (s *session) attach(l *link, resume bool) {
 	s.gen++
 	gen := s.gen
 	s.conn = l
-	hello := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Hello, Off: s.in.Base(), Text: s.id})
+	s.w = nil
+	helloIn := s.in.Base()
+	s.inAcked = helloIn
+	hello := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Hello, Off: helloIn, Text: s.id})
 	s.mu.Unlock()
 	if l.files != nil {
 		// The attacher is gone (its Exec ended) when its socket ends.
@@ -266,6 +407,9 @@ func (s *session) attach(l *link, resume bool) {
 		}()
 	}
 	w := &connWriter{w: l.w}
+	if len(l.files) == 2 && s.tty == nil {
+		w.out = l.files[1]
+	}
 	w.write(hello)
 	started := false
 	begin := func(f sessionwire.Frame) {
@@ -276,9 +420,10 @@ func (s *session) attach(l *link, resume bool) {
 			o := &s.out[i]
 			o.sent = min(max(off, o.Base()), o.End())
 		}
+		s.w = w
 		s.mu.Unlock()
 		started = true
-		go s.send(w, gen)
+		go s.send(w, gen, helloIn)
 	}
 	if !resume {
 		begin(sessionwire.Frame{Type: sessionwire.Resume})
@@ -309,6 +454,7 @@ func (s *session) attach(l *link, resume bool) {
 		return
 	}
 	s.conn = nil
+	s.w = nil
 	s.detached = time.Now()
 	s.cond.Broadcast()
 	if !s.done {
@@ -363,14 +509,44 @@ func (s *session) apply(f sessionwire.Frame, gen int) error {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		tried := false
 		for s.inEOF < 0 && !s.done && s.gen == gen {
+			if s.direct {
+				s.directWait++
+				s.cond.Wait()
+				s.directWait--
+				continue
+			}
 			// What is new in f from where stdin stands, recomputed after
 			// each wait: another attachment may have moved it.
 			at := s.in.End()
 			if f.Off > at || f.Off+uint64(len(f.Data)) <= at {
 				return nil
 			}
-			if s.in.Write(f.Data[at-f.Off:]) > 0 {
+			p := f.Data[at-f.Off:]
+			if s.in.Len() == 0 && s.stdinFile != nil && !tried {
+				// Nothing waits before it: as much as the command's pipe
+				// takes now goes there from the frame, without the ring
+				// and the feeder; the rest goes to the ring.
+				tried = true
+				s.direct = true
+				s.mu.Unlock()
+				k, err := writeNow(s.stdinFile, p)
+				s.mu.Lock()
+				s.direct = false
+				if err != nil {
+					// The command closed its stdin: dropped, as feed does.
+					k = len(p)
+				} else {
+					directIn.Add(int64(k))
+				}
+				s.in.Advance(k)
+				if s.directWait > 0 || s.inAckDue(s.inAcked) {
+					s.cond.Broadcast()
+				}
+				continue
+			}
+			if s.in.Write(p) > 0 {
 				s.cond.Broadcast()
 				continue
 			}
@@ -457,21 +633,27 @@ func (s *session) end() {
 // send sends the attachment what its client lacks: output from where it
 // stands, stdin acks, and the exit after the last output. The output goes
 // from the rings in place, each frame's header and payload in one writev.
-func (s *session) send(w *connWriter, gen int) {
+func (s *session) send(w *connWriter, gen int, ackedIn uint64) {
 	var hdr [2][32]byte
 	var ctl []byte
 	var bufs net.Buffers
-	var ackedIn uint64
 	exitSent := false
 	for {
 		s.mu.Lock()
-		for s.gen == gen && !s.done && !s.pending(ackedIn, exitSent) {
+		for s.gen == gen && !s.done && (!s.pending(ackedIn, exitSent) || w.busy) {
+			if w.busy {
+				s.tokenWait++
+				s.cond.Wait()
+				s.tokenWait--
+				continue
+			}
 			s.cond.Wait()
 		}
 		if s.gen != gen || s.done {
 			s.mu.Unlock()
 			return
 		}
+		w.busy = true
 		bufs, ctl = bufs[:0], ctl[:0]
 		for i := range s.out {
 			o := &s.out[i]
@@ -481,8 +663,9 @@ func (s *session) send(w *connWriter, gen int) {
 				o.sent += uint64(len(p))
 			}
 		}
-		if s.in.Base() != ackedIn {
+		if s.inAckDue(ackedIn) {
 			ackedIn = s.in.Base()
+			s.inAcked = ackedIn
 			ctl = sessionwire.Append(ctl, sessionwire.Frame{Type: sessionwire.Ack, Stream: sessionwire.Stdin, Off: ackedIn})
 		}
 		if len(bufs) == 0 && s.exit != nil && !exitSent {
@@ -493,10 +676,22 @@ func (s *session) send(w *connWriter, gen int) {
 			bufs = append(bufs, ctl)
 		}
 		s.mu.Unlock()
-		if !w.writev(bufs) {
+		ok := w.writev(bufs)
+		s.release(w)
+		if !ok {
 			return
 		}
 	}
+}
+
+// release gives back w's turn to write.
+func (s *session) release(w *connWriter) {
+	s.mu.Lock()
+	w.busy = false
+	if s.tokenWait > 0 {
+		s.cond.Broadcast()
+	}
+	s.mu.Unlock()
 }
 
 // pending reports whether the attachment has something to send. s.mu is
@@ -507,13 +702,26 @@ func (s *session) pending(ackedIn uint64, exitSent bool) bool {
 			return true
 		}
 	}
-	return s.in.Base() != ackedIn || s.exit != nil && !exitSent
+	return s.inAckDue(ackedIn) || s.exit != nil && !exitSent
+}
+
+// inAckDue reports whether stdin written to the command since acked is
+// to be acknowledged now (inAckEvery). s.mu is held.
+func (s *session) inAckDue(acked uint64) bool {
+	base := s.in.Base()
+	return base != acked && (base-acked >= inAckEvery || s.tty != nil || s.inEOF >= 0 && uint64(s.inEOF) == base)
 }
 
 // connWriter writes frames to an attachment; false once it failed.
 type connWriter struct {
 	w   io.Writer
 	err error
+	// out is w when it is the Exec's stdout a pipe may be tee'd into (a
+	// session on pipes); noTee is set once tee failed for it.
+	out   *os.File
+	noTee bool
+	// busy is set while a goroutine writes (guarded by the session's mu).
+	busy bool
 }
 
 func (w *connWriter) write(b []byte) bool {

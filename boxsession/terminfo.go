@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 )
 
@@ -17,7 +16,21 @@ const TerminfoVar = "COCOONBOX_TERMINFO"
 // maxTerminfo bounds an entry InstallTerminfo writes, in bytes.
 const maxTerminfo = 64 << 10
 
-var terminfoNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
+// termName reports whether s is a terminal type's name: a letter or
+// digit, then up to 63 of letters, digits and .+_- (no regexp: its
+// compilation at init cost every session's start about a millisecond).
+func termName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || i > 0 && (c == '.' || c == '+' || c == '_' || c == '-')) {
+			return false
+		}
+	}
+	return true
+}
 
 // InstallTerminfo puts entry (base64), the compiled terminfo entry of
 // term, in home's .terminfo, where ncurses looks first, under the first
@@ -26,7 +39,7 @@ var terminfoNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
 // the box user, in the user's own home.
 func InstallTerminfo(home, term, entry string) error {
 	data, err := base64.StdEncoding.DecodeString(entry)
-	if err != nil || len(data) == 0 || len(data) > maxTerminfo || !terminfoNameRE.MatchString(term) {
+	if err != nil || len(data) == 0 || len(data) > maxTerminfo || !termName(term) {
 		return errors.New("bad terminfo entry for " + term)
 	}
 	for _, sub := range []string{term[:1], strconv.FormatInt(int64(term[0]), 16)} {

@@ -84,6 +84,15 @@ func (r *Ring) Drop(off uint64) {
 	r.base = min(max(off, r.base), r.end)
 }
 
+// Advance moves Base and End of an empty ring on by n bytes that went
+// their way without it; a ring that holds bytes is left as it is.
+func (r *Ring) Advance(n int) {
+	if r.Len() == 0 {
+		r.base += uint64(n)
+		r.end = r.base
+	}
+}
+
 // Reset empties the ring at offset off and lets its buffer go.
 func (r *Ring) Reset(off uint64) {
 	r.buf, r.base, r.end = nil, off, off

@@ -114,3 +114,16 @@ func TestRing(t *testing.T) {
 		t.Error("Write did not fill the ring")
 	}
 }
+
+func TestRingAdvance(t *testing.T) {
+	r := Ring{Limit: 8}
+	r.Advance(5)
+	if r.Base() != 5 || r.End() != 5 {
+		t.Fatalf("empty ring advanced to %d..%d, want 5..5", r.Base(), r.End())
+	}
+	r.Write([]byte("abc"))
+	r.Advance(2)
+	if r.Base() != 5 || r.End() != 8 || string(r.Peek(5, 8)) != "abc" {
+		t.Fatalf("a ring that holds bytes moved: %d..%d %q", r.Base(), r.End(), r.Peek(5, 8))
+	}
+}

@@ -1,0 +1,87 @@
+package boxsession
+
+import (
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// pending is how many bytes wait to be read in pipe f, 0 when none or
+// when f is not a pipe (or cannot be asked); it waits until f is
+// readable, and returns the first read's bytes (into b) and error
+// when it found nothing to count: at its end, or a file that does not
+// count.
+func pending(f *os.File, b []byte) (avail, n int, err error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		n, err = f.Read(b)
+		return 0, n, err
+	}
+	rerr := rc.Read(func(fd uintptr) bool {
+		if a, ierr := unix.IoctlGetInt(int(fd), unix.TIOCINQ); ierr == nil && a > 0 {
+			avail = a
+			return true
+		}
+		for {
+			n, err = unix.Read(int(fd), b)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		if err == unix.EAGAIN {
+			return false
+		}
+		if n < 0 {
+			n = 0
+		}
+		if n == 0 && err == nil {
+			err = io.EOF
+		}
+		return true
+	})
+	if rerr != nil {
+		return 0, 0, rerr
+	}
+	return avail, n, err
+}
+
+// tee duplicates up to n bytes from the front of pipe src into pipe dst
+// without taking them from src (tee(2): the pages are shared, not
+// copied), waiting while dst is full; errNoTee when either is not a pipe.
+func tee(src, dst *os.File, n int) (int, error) {
+	src1, err := src.SyscallConn()
+	if err != nil {
+		return 0, errNoTee
+	}
+	dst1, err := dst.SyscallConn()
+	if err != nil {
+		return 0, errNoTee
+	}
+	var t int
+	var terr error
+	werr := dst1.Write(func(out uintptr) bool {
+		cerr := src1.Control(func(in uintptr) {
+			for {
+				var k int64
+				k, terr = unix.Tee(int(in), int(out), n, unix.SPLICE_F_NONBLOCK)
+				t = int(k)
+				if terr != unix.EINTR {
+					return
+				}
+			}
+		})
+		if cerr != nil {
+			terr = cerr
+			return true
+		}
+		return terr != unix.EAGAIN
+	})
+	if werr != nil {
+		return 0, werr
+	}
+	if terr == unix.EINVAL {
+		return 0, errNoTee
+	}
+	return max(t, 0), terr
+}
