@@ -34,7 +34,7 @@ func FuzzParseTTY(f *testing.F) {
 			}
 			return
 		}
-		if !termRE.MatchString(tty.Term) || tty.Rows > 0xffff || tty.Cols > 0xffff {
+		if !termName(tty.Term) || tty.Rows > 0xffff || tty.Cols > 0xffff {
 			t.Fatalf("took %q as %+v", spec, tty)
 		}
 		again := fmt.Sprintf("%s:%dx%d", tty.Term, tty.Rows, tty.Cols)
