@@ -43,11 +43,29 @@ type Request struct {
 	Env []string `json:"env,omitempty"`
 	// Dir is the working directory; "" is the server's.
 	Dir string `json:"dir,omitempty"`
+	// TTY, when set, starts the command on a terminal the server opens
+	// in the box (the container's devpts) and relays to the request's
+	// two pipes: stdin to the terminal, the terminal to stdout.
+	TTY *TTY `json:"tty,omitempty"`
+}
+
+// TTY is a command's terminal: its size (0 by 0 leaves the kernel's),
+// the client's modes in SSH's pty-req encoding (RFC 4254 section 8), and
+// the client's compiled terminfo entry for Term, which the server puts
+// in $HOME/.terminfo where it has none (Term is checked by the host:
+// letters, digits and .+_- only).
+type TTY struct {
+	Rows     uint16 `json:"rows,omitempty"`
+	Cols     uint16 `json:"cols,omitempty"`
+	Modes    []byte `json:"modes,omitempty"`
+	Term     string `json:"term,omitempty"`
+	Terminfo []byte `json:"terminfo,omitempty"`
 }
 
 // message is one packet either way. Ops: host to box "exec" (Req, with
-// stdin, stdout and stderr as SCM_RIGHTS), "signal" (Signal), "kill"
-// (SIGHUP now, SIGKILL after DelayMS); box to host "hello" (Version),
+// stdin, stdout and stderr as SCM_RIGHTS; stdin and stdout alone with a
+// TTY), "signal" (Signal), "kill" (SIGHUP now, SIGKILL after DelayMS),
+// "resize" (Rows, Cols of a TTY); box to host "hello" (Version),
 // "started" (Pid, or Errno and Error), "exit" (Code, or Signal).
 type message struct {
 	Op      string   `json:"op"`
@@ -60,6 +78,8 @@ type message struct {
 	Code    int      `json:"code,omitempty"`
 	Signal  int      `json:"signal,omitempty"`
 	DelayMS int64    `json:"delay_ms,omitempty"`
+	Rows    uint16   `json:"rows,omitempty"`
+	Cols    uint16   `json:"cols,omitempty"`
 }
 
 // ErrNoServer is Start's error when no exec server is connected, or its

@@ -204,3 +204,70 @@ func TestExecConnsBounded(t *testing.T) {
 		t.Fatal("the server after them did not connect")
 	}
 }
+
+// A command with a TTY runs on a terminal the server opens: of the size
+// asked, with the client's modes, named in SSH_TTY, the terminfo entry
+// installed; a resize reaches it as SIGWINCH, what it types and writes
+// passes the two pipes, and what it wrote just before its exit arrives
+// before the exit code.
+func TestExecTerminal(t *testing.T) {
+	h, _ := serve(t)
+	home := t.TempDir()
+	child, in, out, errf := pipes(t)
+	errf.Close()
+	child[2].Close()
+	script := `tty; stty size; stty -a | grep -o -- -echo; echo "tty=$SSH_TTY"
+trap 'stty size; echo last; exit 5' WINCH
+read -r line; echo "got $line"
+while :; do sleep 0.05; done`
+	// ECHO (53) off, then TTY_OP_END.
+	modes := []byte{53, 0, 0, 0, 0, 0}
+	c, err := h.Start(&Request{Path: "/bin/bash", Args: []string{"bash", "-c", script}, Env: []string{"HOME=" + home},
+		TTY: &TTY{Rows: 33, Cols: 91, Modes: modes, Term: "xterm-boxexec", Terminfo: []byte("entry")}}, child[0], child[1], nil)
+	child[0].Close()
+	child[1].Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outc := make(chan string, 1)
+	lines := make(chan string, 100)
+	go func() {
+		var all strings.Builder
+		buf := make([]byte, 4096)
+		r := c.Output(out)
+		for {
+			n, err := r.Read(buf)
+			all.Write(buf[:n])
+			if strings.Contains(all.String(), "got ") {
+				select {
+				case lines <- all.String():
+				default:
+				}
+			}
+			if err != nil {
+				outc <- all.String()
+				return
+			}
+		}
+	}()
+	in.Write([]byte("hello\r"))
+	<-lines
+	c.Resize(40, 100)
+	if ex := c.Wait(); ex.Code != 5 || ex.Err != nil {
+		t.Errorf("exit %v, want exit 5", ex)
+	}
+	got := <-outc
+	for _, want := range []string{"/dev/pts/", "33 91", "-echo", "tty=/dev/pts/", "got hello", "40 100", "last"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output %q lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "hello\r\nhello") || strings.Count(got, "hello") != 1 {
+		t.Errorf("output %q: the input was echoed with ECHO off", got)
+	}
+	for _, sub := range []string{"x", "78"} {
+		if b, err := os.ReadFile(filepath.Join(home, ".terminfo", sub, "xterm-boxexec")); string(b) != "entry" {
+			t.Errorf("terminfo entry in %s: %q, %v", sub, b, err)
+		}
+	}
+}

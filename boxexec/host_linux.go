@@ -49,6 +49,7 @@ type Host struct {
 	cur    *conn
 	change chan struct{} // closed when cur changes
 	closed bool
+	done   chan struct{} // closed by Close
 }
 
 // Listen listens at path, a socket in a directory of the caller's that
@@ -73,7 +74,7 @@ func ListenPeer(path string, peer func(pid int) error) (*Host, error) {
 		lis.Close()
 		return nil, err
 	}
-	h := &Host{lis: lis, path: path, peer: peer, change: make(chan struct{})}
+	h := &Host{lis: lis, path: path, peer: peer, change: make(chan struct{}), done: make(chan struct{})}
 	go h.accept()
 	return h, nil
 }
@@ -177,6 +178,26 @@ func (h *Host) WaitConnected(d time.Duration) bool {
 	}
 }
 
+// Await waits until an exec server is connected (connected true) or
+// none is (false), and reports true; false once the host is closed.
+func (h *Host) Await(connected bool) bool {
+	for {
+		h.mu.Lock()
+		now, ch, closed := h.cur != nil, h.change, h.closed
+		h.mu.Unlock()
+		if closed {
+			return false
+		}
+		if now == connected {
+			return true
+		}
+		<-ch
+	}
+}
+
+// Done is closed when the host is.
+func (h *Host) Done() <-chan struct{} { return h.done }
+
 // Drop closes the connection of the current exec server, if any: its
 // commands' waits end with an error. For tests of the fallback, and a
 // box whose container went.
@@ -192,7 +213,12 @@ func (h *Host) Drop() {
 // Close stops listening, removes the socket and drops the server.
 func (h *Host) Close() {
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
 	h.closed = true
+	close(h.done)
 	k := h.cur
 	close(h.change)
 	h.change = make(chan struct{})
@@ -205,9 +231,10 @@ func (h *Host) Close() {
 }
 
 // Start has the exec server start req with stdin, stdout and stderr (the
-// command's ends of its pipes, which the caller closes after). It fails
-// with ErrNoServer or ErrTooLarge when nothing ran, with a *StartError
-// when the server could not start the command.
+// command's ends of its pipes, which the caller closes after; stderr is
+// nil for a request with a TTY, whose output all comes on stdout). It
+// fails with ErrNoServer or ErrTooLarge when nothing ran, with a
+// *StartError when the server could not start the command.
 func (h *Host) Start(req *Request, stdin, stdout, stderr *os.File) (*Cmd, error) {
 	h.mu.Lock()
 	k := h.cur
@@ -215,7 +242,11 @@ func (h *Host) Start(req *Request, stdin, stdout, stderr *os.File) (*Cmd, error)
 	if k == nil {
 		return nil, ErrNoServer
 	}
-	return k.start(req, []*os.File{stdin, stdout, stderr})
+	files := []*os.File{stdin, stdout}
+	if req.TTY == nil {
+		files = append(files, stderr)
+	}
+	return k.start(req, files)
 }
 
 // conn is one exec server's connection.
@@ -512,6 +543,13 @@ func (x *Cmd) Pid() int { return x.pid }
 // the command was reaped.
 func (x *Cmd) Signal(sig syscall.Signal) {
 	x.k.send(&message{Op: "signal", ID: x.id, Signal: int(sig)})
+}
+
+// Resize sets the size of the command's terminal (a request with a TTY),
+// unless the command was reaped: the kernel sends its foreground group
+// SIGWINCH.
+func (x *Cmd) Resize(rows, cols uint16) {
+	x.k.send(&message{Op: "resize", ID: x.id, Rows: rows, Cols: cols})
 }
 
 // Kill has the server send SIGHUP to the command's process group, and

@@ -28,6 +28,16 @@ func (*Host) Connected() bool { return false }
 // WaitConnected reports false.
 func (*Host) WaitConnected(time.Duration) bool { return false }
 
+// Await reports false.
+func (*Host) Await(bool) bool { return false }
+
+// Done is a closed channel.
+func (*Host) Done() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
 // Drop does nothing.
 func (*Host) Drop() {}
 
@@ -45,6 +55,9 @@ func (*Cmd) Pid() int { return 0 }
 
 // Signal does nothing.
 func (*Cmd) Signal(syscall.Signal) {}
+
+// Resize does nothing.
+func (*Cmd) Resize(uint16, uint16) {}
 
 // Kill does nothing.
 func (*Cmd) Kill(time.Duration) {}

@@ -61,6 +61,9 @@ func Serve(path string) error {
 		case "kill":
 			closeFiles(files)
 			s.kill(m.ID, time.Duration(m.DelayMS)*time.Millisecond)
+		case "resize":
+			closeFiles(files)
+			s.resize(m.ID, m.Rows, m.Cols)
 		default:
 			closeFiles(files)
 		}
@@ -104,6 +107,8 @@ type child struct {
 	cmd    *exec.Cmd
 	reaped bool
 	killAt time.Time
+	// term is the command's terminal, when it has one.
+	term *terminal
 }
 
 func (s *server) send(m *message) error {
@@ -118,18 +123,40 @@ func (s *server) send(m *message) error {
 }
 
 func (s *server) start(id uint64, req *Request, files []*os.File) {
-	defer closeFiles(files)
-	if req == nil || len(files) != 3 || req.Path == "" || len(req.Args) == 0 {
+	defer func() { closeFiles(files) }()
+	want := 3
+	if req != nil && req.TTY != nil {
+		want = 2
+	}
+	if req == nil || len(files) != want || req.Path == "" || len(req.Args) == 0 {
 		s.send(&message{Op: "started", ID: id, Errno: int(syscall.EINVAL), Error: "a bad exec request"})
 		return
 	}
-	cmd := &exec.Cmd{Path: req.Path, Args: req.Args, Dir: req.Dir, Env: environ(os.Environ(), req.Env),
-		Stdin: files[0], Stdout: files[1], Stderr: files[2]}
-	proc.NewSession(cmd)
+	cmd := &exec.Cmd{Path: req.Path, Args: req.Args, Dir: req.Dir, Env: environ(os.Environ(), req.Env)}
+	var term *terminal
+	if req.TTY != nil {
+		var err error
+		if term, err = openTerminal(cmd, req.TTY, files[0], files[1]); err != nil {
+			s.send(&message{Op: "started", ID: id, Error: err.Error()})
+			return
+		}
+		files = nil // the terminal's relay has them
+
+	} else {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
+		proc.NewSession(cmd)
+	}
 	s.mu.Lock()
 	err := cmd.Start()
+	if term != nil {
+		// The child has its own copy of the terminal's far side.
+		term.tty.Close()
+	}
 	if err != nil {
 		s.mu.Unlock()
+		if term != nil {
+			term.close()
+		}
 		m := &message{Op: "started", ID: id, Error: err.Error()}
 		var errno syscall.Errno
 		if errors.As(err, &errno) {
@@ -138,9 +165,12 @@ func (s *server) start(id uint64, req *Request, files []*os.File) {
 		s.send(m)
 		return
 	}
-	c := &child{cmd: cmd}
+	c := &child{cmd: cmd, term: term}
 	s.cmds[id] = c
 	s.mu.Unlock()
+	if term != nil {
+		term.relay()
+	}
 	s.send(&message{Op: "started", ID: id, Pid: cmd.Process.Pid})
 	go s.wait(id, c)
 }
@@ -171,6 +201,10 @@ func (s *server) wait(id uint64, c *child) {
 	delete(s.cmds, id)
 	s.mu.Unlock()
 	c.cmd.Wait()
+	if c.term != nil {
+		// What the command wrote reaches the host before its exit does.
+		c.term.finish()
+	}
 	m := &message{Op: "exit", ID: id}
 	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		m.Signal = int(ws.Signal())
@@ -201,6 +235,15 @@ func (s *server) kill(id uint64, delay time.Duration) {
 	s.mu.Unlock()
 	s.signal(id, syscall.SIGHUP)
 	time.AfterFunc(delay, func() { s.signal(id, syscall.SIGKILL) })
+}
+
+func (s *server) resize(id uint64, rows, cols uint16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The terminal is closed only after the command is reaped.
+	if c := s.cmds[id]; c != nil && !c.reaped && c.term != nil && rows > 0 && cols > 0 {
+		c.term.setSize(rows, cols)
+	}
 }
 
 // environ is base with over laid on it: a later entry of a name wins.

@@ -460,12 +460,10 @@ func (e *containerEngine) exec(b *box, start *controlv1.Start) (running, error) 
 	case !path.IsAbs(dir):
 		dir = path.Join(guestWorkspace, dir)
 	}
-	t := start.GetTty()
-	if t == nil {
-		if x, err := e.fastExec(b, start, dir); err != errAPIPath {
-			return x, err
-		}
+	if x, err := e.fastExec(b, start, dir); err != errAPIPath {
+		return x, err
 	}
+	t := start.GetTty()
 	cmd := start.GetCommand()
 	if cmd == "" {
 		cmd = "-"

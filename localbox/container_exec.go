@@ -23,11 +23,13 @@ import (
 // the box, the local box starts `cocoonbox-agent exec-serve` in it once
 // through the engine's API, as the box user; the server connects out to
 // a socket the local box listens on in a directory of its own, bound
-// read-only into the box at guestExecDir. Each command without a
-// terminal then goes to that server with its pipes, so its bytes skip
-// the engine. A box without the server (a container made before it, an
-// image without the agent, a server that died) takes the API path until
-// its next start.
+// read-only into the box at guestExecDir. Each command then goes to that
+// server with its pipes (a command on a terminal gets one the server
+// opens in the box, relayed to two pipes), so its bytes skip the engine.
+// A box without the server (a container made before it, an image without
+// the agent) takes the API path until its next start; one whose server
+// went away (killed in the box) takes it until revive has started a new
+// one.
 
 // guestExecDir is where the box sees the directory of the exec server's
 // socket.
@@ -40,10 +42,28 @@ const execSockName = "exec.sock"
 // connect.
 const serverWait = 5 * time.Second
 
+// A box's exec server that went away while its box runs is started
+// again after reviveMin, then after twice the last wait, up to
+// reviveMax, for as long as each one lasts less than reviveStable: a box
+// user who kills it in a loop costs the engine one exec a minute.
+const (
+	reviveMin    = time.Second
+	reviveMax    = time.Minute
+	reviveStable = time.Minute
+)
+
 // execHosts are the local box's ends of its boxes' exec servers, by box id.
 type execHosts struct {
 	mu    sync.Mutex
-	hosts map[string]*boxexec.Host
+	hosts map[string]*execHost
+}
+
+// execHost is one box's end of its exec server.
+type execHost struct {
+	*boxexec.Host
+	// starting serialises the starts of the server (the box's start and
+	// revive): one at a time, each only while none is connected.
+	starting sync.Mutex
 }
 
 // execDir is the host directory of box b's exec socket, which the box
@@ -80,9 +100,9 @@ func execMount(b *box) (mount.Mount, error) {
 	return mount.Mount{Type: mount.TypeBind, Source: execDir(b), Target: guestExecDir, ReadOnly: true}, nil
 }
 
-// execHost is box b's exec host, listening (made when there is none), or
-// nil when it cannot listen.
-func (e *containerEngine) execHost(b *box, create bool) *boxexec.Host {
+// execHost is box b's exec host, listening (made when there is none,
+// with its revive), or nil when it cannot listen.
+func (e *containerEngine) execHost(b *box, create bool) *execHost {
 	e.fast.mu.Lock()
 	defer e.fast.mu.Unlock()
 	if h := e.fast.hosts[b.ID]; h != nil || !create {
@@ -96,15 +116,17 @@ func (e *containerEngine) execHost(b *box, create bool) *boxexec.Host {
 	if _, err := os.Lstat(execDir(b)); err != nil {
 		return nil
 	}
-	h, err := boxexec.ListenPeer(filepath.Join(execDir(b), execSockName), execPeer)
+	bh, err := boxexec.ListenPeer(filepath.Join(execDir(b), execSockName), execPeer)
 	if err != nil {
 		e.s.logf("box %s: exec server socket: %v", b.Name, err)
 		return nil
 	}
 	if e.fast.hosts == nil {
-		e.fast.hosts = map[string]*boxexec.Host{}
+		e.fast.hosts = map[string]*execHost{}
 	}
+	h := &execHost{Host: bh}
 	e.fast.hosts[b.ID] = h
+	go e.revive(b, h)
 	return h
 }
 
@@ -126,6 +148,44 @@ func execPeer(pid int) error {
 		return fmt.Errorf("process %d is the host's, not the box's", pid)
 	}
 	return nil
+}
+
+// revive starts box b's exec server again when its connection goes while
+// the box runs (a box user can kill it: it is theirs), waiting between
+// tries as reviveMin says; meanwhile the box's commands take the API
+// path. A box that went to sleep gets its server at its next start.
+func (e *containerEngine) revive(b *box, h *execHost) {
+	wait := reviveMin
+	for {
+		if !h.Await(true) {
+			return
+		}
+		up := time.Now()
+		if !h.Await(false) {
+			return
+		}
+		if time.Since(up) >= reviveStable {
+			wait = reviveMin
+		}
+		for !h.Connected() {
+			select {
+			case <-h.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, reviveMax)
+			b.mu.Lock()
+			asleep := b.Hibernated || b.deleted
+			b.mu.Unlock()
+			if asleep {
+				break
+			}
+			ctr, _, _ := e.names(b)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			e.runExecServer(ctx, b, h, ctr)
+			cancel()
+		}
+	}
 }
 
 // dropExecHost closes box b's exec host: the box is going away.
@@ -158,8 +218,16 @@ func (e *containerEngine) startExecServer(ctx context.Context, b *box, ctr strin
 	if e.s.agentPath() == "" {
 		return
 	}
-	h := e.execHost(b, true)
-	if h == nil || h.Connected() {
+	if h := e.execHost(b, true); h != nil {
+		e.runExecServer(ctx, b, h, ctr)
+	}
+}
+
+// runExecServer is startExecServer with box b's exec host h.
+func (e *containerEngine) runExecServer(ctx context.Context, b *box, h *execHost, ctr string) {
+	h.starting.Lock()
+	defer h.starting.Unlock()
+	if h.Connected() {
 		return
 	}
 	// The server's environment is the container's, as an exec's: each
@@ -193,9 +261,9 @@ func (e *containerEngine) startExecServer(ctx context.Context, b *box, ctr strin
 // errAPIPath is fastExec's answer when the command takes the API path.
 var errAPIPath = errors.New("take the engine's API")
 
-// fastExec starts a command without a terminal through box b's exec
-// server in dir; errAPIPath when there is none, or the request is too
-// long for it.
+// fastExec starts a command through box b's exec server in dir, on a
+// terminal the server opens when start asks for one; errAPIPath when
+// there is no server, or the request is too long for it.
 func (e *containerEngine) fastExec(b *box, start *controlv1.Start, dir string) (running, error) {
 	h := e.execHost(b, false)
 	if h == nil || !h.Connected() {
@@ -207,8 +275,18 @@ func (e *containerEngine) fastExec(b *box, start *controlv1.Start, dir string) (
 	} else {
 		req.Args = []string{"/bin/bash", "-c", c}
 	}
+	n := 3
+	if t := start.GetTty(); t != nil {
+		// 0x0 stays 0x0, as under the process engine.
+		req.TTY = &boxexec.TTY{Rows: uint16(t.GetRows()), Cols: uint16(t.GetCols()), Modes: t.GetModes()}
+		if data := t.GetTerminfo(); len(data) > 0 && len(data) <= maxTerminfo && termRE.MatchString(t.GetTerm()) {
+			req.TTY.Term, req.TTY.Terminfo = t.GetTerm(), data
+		}
+		// The terminal's output is all on stdout.
+		n = 2
+	}
 	var child, ours [3]*os.File
-	for i := range child {
+	for i := range n {
 		r, w, err := os.Pipe()
 		if err != nil {
 			closeAll(child[:i])
@@ -223,9 +301,9 @@ func (e *containerEngine) fastExec(b *box, start *controlv1.Start, dir string) (
 		proc.GrowPipe(r, pipeSize)
 	}
 	cmd, err := h.Start(req, child[0], child[1], child[2])
-	closeAll(child[:])
+	closeAll(child[:n])
 	if err != nil {
-		closeAll(ours[:])
+		closeAll(ours[:n])
 		var se *boxexec.StartError
 		switch {
 		case errors.Is(err, boxexec.ErrNoServer), errors.Is(err, boxexec.ErrTooLarge):
@@ -235,14 +313,20 @@ func (e *containerEngine) fastExec(b *box, start *controlv1.Start, dir string) (
 		}
 		return nil, status.Errorf(codes.Internal, "exec in box %s: %v", b.Name, err)
 	}
-	return &serverExec{cmd: cmd, stdin: ours[0], outs: []output{{r: cmd.Output(ours[1])}, {r: cmd.Output(ours[2]), stderr: true}}}, nil
+	x := &serverExec{cmd: cmd, stdin: ours[0], tty: n == 2, outs: []output{{r: cmd.Output(ours[1])}}}
+	if !x.tty {
+		x.outs = append(x.outs, output{r: cmd.Output(ours[2]), stderr: true})
+	}
+	return x, nil
 }
 
 // serverExec is a command the box's exec server started: its pipes are
-// the local box's own, as a host process's.
+// the local box's own, as a host process's. On a terminal (tty) its
+// output is all on the first.
 type serverExec struct {
 	cmd    *boxexec.Cmd
 	stdin  *os.File
+	tty    bool
 	outs   []output
 	mu     sync.Mutex
 	closed bool
@@ -270,8 +354,13 @@ func (x *serverExec) closeStdin() {
 	}
 }
 
-// closeStdout closes our end of stdout, as process.closeStdout.
-func (x *serverExec) closeStdout() { x.outs[0].r.Close() }
+// closeStdout closes our end of stdout, as process.closeStdout; a
+// terminal stays open, as under sshd.
+func (x *serverExec) closeStdout() {
+	if !x.tty {
+		x.outs[0].r.Close()
+	}
+}
 
 func (x *serverExec) signal(name string) {
 	if sig := proc.SignalNum(name); sig != 0 {
@@ -279,7 +368,11 @@ func (x *serverExec) signal(name string) {
 	}
 }
 
-func (x *serverExec) resize(uint32, uint32) {}
+func (x *serverExec) resize(rows, cols uint32) {
+	if x.tty && rows > 0 && cols > 0 {
+		x.cmd.Resize(uint16(rows), uint16(cols))
+	}
+}
 
 func (x *serverExec) kill() { x.cmd.Kill(killDelay) }
 
