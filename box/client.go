@@ -466,6 +466,28 @@ func (c *Client) wrap(op string, err error) error {
 	return errors.New(text)
 }
 
+// wrapRunning is wrap for an Exec's stream lost once its command ran: the
+// endpoint had answered, so a reset (UNAVAILABLE, or a front end's
+// RST_STREAM) is a lost connection, not a box that may not be running.
+// Without resumable sessions the box's command ended with it, and the
+// line says what would have kept it.
+func (c *Client) wrapRunning(op string, err error) error {
+	st, ok := status.FromError(err)
+	reset := ok && (st.Code() == codes.Unavailable || st.Code() == codes.Internal && strings.Contains(st.Message(), "RST_STREAM"))
+	if !reset || c.certErr.Load() != nil || c.ioErr.Load() != nil {
+		return c.wrap(op, err)
+	}
+	if _, ok := share.LinkTimedOut(st); ok {
+		return c.wrap(op, err)
+	}
+	next := "; the command in the box ended with it (COCOONBOX_RESUME=on makes commands outlive a lost connection)"
+	if c.resume != nil {
+		next = ""
+	}
+	return fmt.Errorf("%s: the connection to %s was lost while the command ran (%s)%s",
+		printable.Line(op, maxEcho), c.endpoint.URL, printable.Line(dialReason(st.Message()), 4*maxEcho), next)
+}
+
 // dialReason trims gRPC's wrapping from a connection error, leaving the
 // system's reason ("dial unix /x: connect: no such file or directory").
 // UnreachableHint is the next step when ep does not answer: start the

@@ -77,7 +77,9 @@ type Command struct {
 	// be woken first.
 	Progress io.Writer
 	// Started, if not nil, is called once the command runs, before any
-	// stdin is read: a terminal goes raw only then.
+	// stdin is read: a terminal goes raw only then. A resumable Exec calls
+	// it once, when the first of its streams starts, also when an earlier
+	// one was lost before.
 	Started func()
 
 	// Attach, with a TTY, takes back the detached terminal session of
@@ -162,7 +164,7 @@ func (c *Client) exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
 		st, execID, err = c.start(ctx, cmd, first)
 	}
 	if err != nil {
-		return ExitStatus{}, c.lost("exec in "+cmd.Box, err)
+		return ExitStatus{}, c.lost("exec in "+cmd.Box, err, false)
 	}
 	if first != nil && first.peek {
 		// Before Exec can return, so that what follows on the file starts
@@ -367,7 +369,7 @@ func (c *Client) receive(st controlv1.Session_ExecClient, cmd *Command, dropStdo
 			return ExitStatus{Code: int(exit.GetCode()), Signal: exit.GetSignal(), Error: exit.GetError()}, nil
 		}
 		if err != nil {
-			return ExitStatus{}, c.lost("exec in "+cmd.Box, err)
+			return ExitStatus{}, c.lost("exec in "+cmd.Box, err, true)
 		}
 		stdout := cmd.Stdout
 		if dropStdout.Load() {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
+	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/sessionwire"
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/internal/window"
@@ -78,9 +79,14 @@ type lostError struct {
 func (e *lostError) Error() string { return e.err.Error() }
 func (e *lostError) Unwrap() error { return e.err }
 
-// lost wraps a transport error of an Exec as a lostError.
-func (c *Client) lost(op string, err error) error {
-	return &lostError{err: c.wrap(op, err), code: status.Code(err),
+// lost wraps a transport error of an Exec as a lostError; running says
+// the command had started (wrapRunning).
+func (c *Client) lost(op string, err error, running bool) error {
+	wrapped := c.wrap(op, err)
+	if running {
+		wrapped = c.wrapRunning(op, err)
+	}
+	return &lostError{err: wrapped, code: status.Code(err),
 		dial: status.Code(err) == codes.Unavailable && strings.Contains(status.Convert(err).Message(), "Error while dialing")}
 }
 
@@ -117,7 +123,11 @@ type rsession struct {
 	fileBase int64
 	// dropStdout is set once the caller reads no more stdout.
 	dropStdout atomic.Bool
-	done       bool
+	// startOnce calls cmd.Started once.
+	startOnce sync.Once
+	// early is the agent's stderr until its hello.
+	early earlyStderr
+	done  bool
 	// term is a terminal session's state (resume_tty.go); nil without a
 	// terminal.
 	term *termState
@@ -253,6 +263,14 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 	go s.readStdin()
 	go s.control(ctx)
 	defer s.commitStdin()
+	// What the box said before a hello that never came is the caller's,
+	// but for the fallback, whose one line names it.
+	fellBack := false
+	defer func() {
+		if !fellBack {
+			s.early.pass(cmd.Stderr)
+		}
+	}()
 	backoff := 100 * time.Millisecond
 	for n := 0; ; n++ {
 		st, err := s.run(ctx, n)
@@ -292,7 +310,8 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 			if err == nil {
 				// The agent ran and said nothing of ours: it cannot hold
 				// sessions (missing, or too old). Today's plain Exec, once.
-				s.notify("the box %s cannot keep a command across a lost connection (its cocoonbox-agent has no sessions); running it without", cmd.Box)
+				s.notify("the box %s cannot keep a command across a lost connection (its cocoonbox-agent has no sessions%s); running it without", cmd.Box, s.early.said())
+				fellBack = true
 				return s.fallback(ctx, cancel)
 			}
 			// A first call that never reached the box (no local box, no
@@ -428,8 +447,16 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 		sub.Env, sub.Dir = s.cmd.Env, s.cmd.Dir
 	}
 	sub.Line = line
-	if n == 0 {
-		sub.Started = s.cmd.Started
+	if s.cmd.Started != nil {
+		// Once, on the first attempt that starts: a first one lost before
+		// the box answered must not leave a caller that reads stdin only
+		// after it (git's helper) waiting for ever.
+		sub.Started = func() { s.startOnce.Do(s.cmd.Started) }
+	}
+	if !hello {
+		// Until the box half answers, what the box's shell says is kept:
+		// the one line of a box that cannot hold sessions names it.
+		sub.Stderr = &s.early
 	}
 	if hello || n > 0 {
 		s.mu.Lock()
@@ -618,6 +645,9 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 	s := a.s
 	switch f.Type {
 	case sessionwire.Hello:
+		if err := s.early.pass(s.cmd.Stderr); err != nil {
+			return err
+		}
 		s.mu.Lock()
 		s.hello = true
 		lostAt := s.lostAt
@@ -752,4 +782,51 @@ func (r sessionStdin) Read(p []byte) (int, error) {
 	s.in.Drop(s.in.Base() + uint64(n))
 	s.cond.Broadcast()
 	return n, nil
+}
+
+// earlyStderr is the box half's stderr until its hello: kept (its first
+// 4 KiB) while it may be a box's shell that has no session verbs, then
+// passed on to the command's stderr.
+type earlyStderr struct {
+	mu     sync.Mutex
+	buf    []byte
+	passed bool
+	w      io.Writer
+}
+
+func (e *earlyStderr) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.passed {
+		if err := write(e.w, p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	e.buf = append(e.buf, p[:min(len(p), max(0, 4<<10-len(e.buf)))]...)
+	return len(p), nil
+}
+
+// pass writes what was kept to w, and from then on all that comes.
+func (e *earlyStderr) pass(w io.Writer) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.passed {
+		return nil
+	}
+	e.passed, e.w = true, w
+	b := e.buf
+	e.buf = nil
+	return write(w, b)
+}
+
+// said is the first line kept, as ": LINE", or "".
+func (e *earlyStderr) said() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(e.buf)), "\n")
+	if line == "" {
+		return ""
+	}
+	return ": " + printable.Line(line, 200)
 }

@@ -4,7 +4,6 @@ package cli_test
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -264,22 +263,7 @@ func TestSSHStdioTerminalResumes(t *testing.T) {
 func TestRshTerminalTerminfoResume(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
-	src := ""
-	for _, d := range []string{"/usr/share/terminfo", "/lib/terminfo", "/etc/terminfo"} {
-		if _, err := os.Stat(filepath.Join(d, "x", "xterm")); err == nil {
-			src = filepath.Join(d, "x", "xterm")
-			break
-		}
-	}
-	if src == "" {
-		t.Fatal("no compiled terminfo entry for xterm: install ncurses-base")
-	}
-	dir := t.TempDir()
-	local := filepath.Join(dir, "c", "cocoonbox-resume-term")
-	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	write(t, local, readFile(t, src))
+	dir, local := localTerminfo(t, "cocoonbox-resume-term")
 	env := append(resumeEnv(b, nil), "TERM=cocoonbox-resume-term", "TERMINFO="+dir)
 	p := startProgOnPTY(t, "cocoonbox", env, "rsh", "-t", "main",
 		fmt.Sprintf(`echo "TERM=$TERM vars=${COCOONBOX_TERMINFO:-none}"; cmp %s ~/.terminfo/c/cocoonbox-resume-term && tput clear >/dev/null && echo TERMINFO-OK`, local))

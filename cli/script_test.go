@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -46,6 +47,7 @@ func TestMain(m *testing.M) {
 		"browse":      browse,
 		"formbrowse":  formbrowse,
 		"mktree":      mktree,
+		"pace":        pace,
 		"blackhole":   blackhole,
 		"pasteback":   pasteback,
 	}
@@ -121,6 +123,42 @@ func randbytes() {
 	if err := os.WriteFile(os.Args[2], b, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+}
+
+// pace RATE copies stdin to stdout at RATE bytes a second at most, each
+// read passed on at once, so that a transfer through it spans a known
+// time whatever the link: a box command's pipe (git-upload-pack "$@" |
+// pace 2000000). Not head -c in the pipe: GNU head writes
+// through stdio, which holds a short message (upload-pack's first
+// pkt-lines) while git waits for it, and the clone hangs with or without
+// cuts.
+func pace() {
+	rate, err := strconv.Atoi(os.Args[len(os.Args)-1])
+	if err != nil || len(os.Args) != 2 || rate <= 0 {
+		fmt.Fprintln(os.Stderr, "usage: pace BYTES_PER_SECOND")
+		os.Exit(2)
+	}
+	buf := make([]byte, 32<<10)
+	start := time.Now()
+	var sent int64
+	for {
+		n, err := os.Stdin.Read(buf)
+		if n > 0 {
+			if _, err := os.Stdout.Write(buf[:n]); err != nil {
+				fmt.Fprintln(os.Stderr, "pace:", err)
+				os.Exit(1)
+			}
+			sent += int64(n)
+			time.Sleep(time.Duration(sent)*time.Second/time.Duration(rate) - time.Since(start))
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pace:", err)
+			os.Exit(1)
+		}
 	}
 }
 

@@ -243,22 +243,7 @@ func TestSSHTerminalEscapeNone(t *testing.T) {
 func TestSSHTerminalTerminfo(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
-	src := ""
-	for _, d := range []string{"/usr/share/terminfo", "/lib/terminfo", "/etc/terminfo"} {
-		if _, err := os.Stat(filepath.Join(d, "x", "xterm")); err == nil {
-			src = filepath.Join(d, "x", "xterm")
-			break
-		}
-	}
-	if src == "" {
-		t.Fatal("no compiled terminfo entry for xterm: install ncurses-base")
-	}
-	dir := t.TempDir()
-	local := filepath.Join(dir, "c", "cocoonbox-test-term")
-	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	write(t, local, readFile(t, src))
+	dir, local := localTerminfo(t, "cocoonbox-test-term")
 	env := append(append([]string{}, b.Env...), "TERM=cocoonbox-test-term", "TERMINFO="+dir)
 	p := startOnPTY(t, env, "-t", "main", fmt.Sprintf(`echo "TERM=$TERM"; cmp %s ~/.terminfo/c/cocoonbox-test-term && tput clear >/dev/null && echo TERMINFO-OK`, local))
 	p.waitFor("TERM=cocoonbox-test-term\r\n")
@@ -305,4 +290,29 @@ func TestSSHTerminalRestoredOnEveryExit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// localTerminfo copies the system's compiled xterm entry to a terminfo
+// directory of the test's own under name, so a terminal type the box has
+// never heard of exists on the laptop side; it returns the directory (for
+// TERMINFO) and the entry's path.
+func localTerminfo(t *testing.T, name string) (dir, entry string) {
+	t.Helper()
+	src := ""
+	for _, d := range []string{"/usr/share/terminfo", "/lib/terminfo", "/etc/terminfo"} {
+		if _, err := os.Stat(filepath.Join(d, "x", "xterm")); err == nil {
+			src = filepath.Join(d, "x", "xterm")
+			break
+		}
+	}
+	if src == "" {
+		t.Fatal("no compiled terminfo entry for xterm: install ncurses-base")
+	}
+	dir = t.TempDir()
+	entry = filepath.Join(dir, name[:1], name)
+	if err := os.MkdirAll(filepath.Dir(entry), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, entry, readFile(t, src))
+	return dir, entry
 }

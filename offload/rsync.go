@@ -346,12 +346,35 @@ func (r *Rsync) run(ctx context.Context, prep func(*exec.Cmd), env []string, arg
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 			msg = strings.TrimSpace(msg[i+1:])
 		}
+		if l := shimLine(args, errb.String()); l != "" && c.ProcessState != nil && c.ProcessState.ExitCode() == 255 {
+			// The remote shell failed (rsync's 255): its own last line says
+			// why (a lost connection), where rsync's says "unexplained
+			// error" or "connection unexpectedly closed".
+			msg = l
+		}
 		if msg == "" {
 			msg = err.Error()
 		}
 		return out.String(), fmt.Errorf("rsync: %s", msg)
 	}
 	return out.String(), nil
+}
+
+// shimLine is the last line of stderr that the remote shell of args (its
+// -e, as QuoteCommand made it) wrote, by its "NAME: " prefix; "" if none.
+func shimLine(args []string, stderr string) string {
+	i := slices.Index(args, "-e")
+	if i < 0 || i+1 >= len(args) {
+		return ""
+	}
+	prefix := path.Base(strings.Trim(filepath.ToSlash(args[i+1]), "'")) + ": "
+	last := ""
+	for _, l := range strings.Split(stderr, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, prefix) {
+			last = l
+		}
+	}
+	return last
 }
 
 var totalSizeRE = regexp.MustCompile(`(?m)^Total file size: ([\d,.]+) bytes`)
