@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,13 +56,53 @@ func TestEngineScripts(t *testing.T) {
 		})
 		return nil
 	})
-	// The box's paths are the guest's.
+	// The box's own commands see the guest's paths; the script reaches
+	// the same files from here in the box's volumes and, while its
+	// container runs, its /run/cocoonbox through /proc.
 	setup := p.Setup
 	p.Setup = func(e *testscript.Env) error {
-		err := setup(e)
-		e.Setenv("BOX_WORKSPACE", "/workspace")
-		e.Setenv("BOX_HOME", "/home/user")
-		return err
+		if err := setup(e); err != nil {
+			return err
+		}
+		d, err := containerBoxDirs(eng, e.Getenv("BOX_STATE"), localbox.DefaultBox)
+		if err != nil {
+			return err
+		}
+		e.Setenv("BOX_WORKSPACE", d.workspace)
+		e.Setenv("BOX_HOME", d.home)
+		e.Setenv("BOX_RUN", d.run)
+		e.Setenv("GUEST_WORKSPACE", "/workspace")
+		e.Setenv("GUEST_HOME", "/home/user")
+		e.Setenv("GUEST_RUN", "/run/cocoonbox")
+		return nil
+	}
+	cond := p.Condition
+	p.Condition = func(c string) (bool, error) {
+		if c == "container" {
+			return true, nil
+		}
+		return cond(c)
+	}
+	p.Cmds["boxdir"] = func(ts *testscript.TestScript, neg bool, args []string) {
+		if neg || len(args) != 3 {
+			ts.Fatalf("usage: boxdir BOX home|workspace|run VAR")
+		}
+		d, err := containerBoxDirs(eng, ts.Getenv("BOX_STATE"), args[0])
+		ts.Check(err)
+		switch args[1] {
+		case "home":
+			ts.Setenv(args[2], d.home)
+		case "workspace":
+			ts.Setenv(args[2], d.workspace)
+		case "run":
+			ts.Setenv(args[2], d.run)
+		default:
+			ts.Fatalf("usage: boxdir BOX home|workspace|run VAR")
+		}
+	}
+	// What a script puts in a box from outside is the guest user's.
+	p.Cmds["boxown"] = func(ts *testscript.TestScript, neg bool, args []string) {
+		chownAll(ts, neg, args, guestUID, guestUID)
 	}
 	p.Cmds["imagebump"] = func(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(bumpImage(eng))
@@ -83,26 +125,156 @@ func TestEngineScripts(t *testing.T) {
 			fmt.Fprintln(ts.Stdout(), n)
 		}
 	}
-	testscript.Run(t, p)
-	// The scripts of testdata/script that hold no host path of the process
-	// engine run against the container box too.
+	// The scripts mostly wait (on the engine, on timeouts they provoke),
+	// so they run more at once than go test's -parallel, which the
+	// package's other tests share.
+	pool := newScriptPool(t, engineParallel())
+	testscript.RunT(pool, p)
+	// The scripts of testdata/script of the areas engineAreas names run
+	// against the container box too.
 	t.Run("common", func(t *testing.T) {
-		p.Dir = ""
-		p.Files = nil
-		for _, n := range engineCommon {
-			p.Files = append(p.Files, "testdata/script/"+n+".txtar")
+		files, err := engineCommonScripts("testdata/script")
+		if err != nil {
+			t.Fatal(err)
 		}
-		testscript.Run(t, p)
+		p.Dir = ""
+		p.Files = files
+		common := pool.under(t)
+		testscript.RunT(common, p)
+		common.wait()
 	})
+	pool.wait()
 }
 
-// engineCommon are the scripts of testdata/script that run on both
-// engines; the others read or write the box's files through the host
-// paths of the process engine ($BOX_WORKSPACE from outside the box, or
-// the state directory's boxes/), which a container box does not have.
-var engineCommon = []string{
-	"git_push", "git_big", "git_tls", "share_persist", "git_shallow_partial", "git_submodule", "git_protocol", "git_wake",
-	"rsh_wake", "rsh_epipe", "rsh_concurrent", "rsh_stdin_refused", "rsh_auth", "ssh_git", "ssh_options",
+// engineParallel is how many engine scripts run at once:
+// COCOONBOX_TEST_ENGINE_PARALLEL, or 6.
+func engineParallel() int {
+	if n, err := strconv.Atoi(os.Getenv("COCOONBOX_TEST_ENGINE_PARALLEL")); err == nil && n > 0 {
+		return n
+	}
+	return 6
+}
+
+// scriptPool is a testscript.T whose scripts run at once, at most cap(sem)
+// of them, each as a subtest of t started from a goroutine of its own
+// (Run may be called so) rather than as a parallel subtest, which would
+// wait for one of go test's -parallel slots.
+type scriptPool struct {
+	*testing.T
+	sem chan struct{}
+	wg  *sync.WaitGroup
+}
+
+func newScriptPool(t *testing.T, n int) scriptPool {
+	return scriptPool{T: t, sem: make(chan struct{}, n), wg: new(sync.WaitGroup)}
+}
+
+// under is a pool of t's subtests that shares p's limit.
+func (p scriptPool) under(t *testing.T) scriptPool {
+	return scriptPool{T: t, sem: p.sem, wg: new(sync.WaitGroup)}
+}
+
+// wait returns when every script Run started has ended.
+func (p scriptPool) wait() { p.wg.Wait() }
+
+// Parallel does nothing: the pool already runs the script beside others.
+func (p scriptPool) Parallel() {}
+
+// Verbose is go test's -v.
+func (p scriptPool) Verbose() bool { return testing.Verbose() }
+
+// Run runs f as subtest name once the pool has room.
+func (p scriptPool) Run(name string, f func(testscript.T)) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.sem <- struct{}{}
+		defer func() { <-p.sem }()
+		p.T.Run(name, func(t *testing.T) {
+			f(scriptPool{T: t, sem: p.sem, wg: new(sync.WaitGroup)})
+		})
+	}()
+}
+
+// engineAreas are the name prefixes of the scripts of testdata/script
+// that run on the container engine as well as on the process engine:
+// every script of rsh, cocoonbox-ssh (ssh_), git-remote-cocoonbox (git_),
+// sshconfig, offload and back, accounts, the resumable sessions', and the
+// one of sharing that keeps a share across a restart. A script among them that holds to the
+// process engine's shape for a reason says so with [container] or
+// [!container] on the lines concerned.
+var engineAreas = []string{"rsh_", "ssh_", "git_", "sshconfig_", "offload_", "back_", "localbox_accounts", "share_persist", "session_"}
+
+// engineCommonScripts are the scripts of dir that engineAreas names.
+func engineCommonScripts(dir string) ([]string, error) {
+	all, err := filepath.Glob(filepath.Join(dir, "*.txtar"))
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, f := range all {
+		if slices.ContainsFunc(engineAreas, func(a string) bool { return strings.HasPrefix(filepath.Base(f), a) }) {
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+// guestUID is the box image's user `user`, uid and gid 1000 as on the
+// contract's guest, whose files a box's volumes hold.
+const guestUID = 1000
+
+// boxDirs are where a test reaches a box's directories from the host.
+type boxDirs struct{ home, workspace, run string }
+
+// containerBoxDirs finds the directories of the owner's box name of the
+// local box at state on engine eng: its home and workspace volumes'
+// mount points, and its /run/cocoonbox through the /proc root of its
+// container's first process (a path that moves when the container
+// restarts, and is missing while it is stopped).
+func containerBoxDirs(eng, state, name string) (boxDirs, error) {
+	cli, err := engineClient(eng)
+	if err != nil {
+		return boxDirs{}, err
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", "org.cocoonbox.state="+state)})
+	if err != nil {
+		return boxDirs{}, err
+	}
+	for _, c := range cs.Items {
+		if c.Labels["org.cocoonbox.account"] != "" {
+			continue
+		}
+		res, err := cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			return boxDirs{}, err
+		}
+		in := res.Container
+		if in.Config == nil || !slices.Contains(in.Config.Env, "COCOONBOX_BOX="+name) {
+			continue
+		}
+		var d boxDirs
+		for _, m := range in.Mounts {
+			switch m.Destination {
+			case "/home/user":
+				d.home = m.Source
+			case "/workspace":
+				d.workspace = m.Source
+			}
+		}
+		if d.home == "" || d.workspace == "" {
+			return boxDirs{}, fmt.Errorf("container %s of box %s has no home or workspace volume", c.ID, name)
+		}
+		pid := 0
+		if in.State != nil && in.State.Running {
+			pid = in.State.Pid
+		}
+		d.run = fmt.Sprintf("/proc/%d/root/run/cocoonbox", pid)
+		return d, nil
+	}
+	return boxDirs{}, fmt.Errorf("no container of box %s under %s", name, state)
 }
 
 // imageCache is where the box image's debootstrap tree is kept between

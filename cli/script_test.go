@@ -229,16 +229,25 @@ func private(ts *testscript.TestScript, neg bool, args []string) {
 // home or workspace from outside (a stand-in CLI, a profile) is then the
 // box user's to change. Links are given, not followed.
 func boxown(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) == 0 {
-		ts.Fatalf("usage: boxown PATH...")
-	}
 	if os.Geteuid() != 0 {
+		if neg || len(args) == 0 {
+			ts.Fatalf("usage: boxown PATH...")
+		}
 		return
 	}
 	u, err := user.Lookup(localbox.DefaultUser)
 	ts.Check(err)
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
+	chownAll(ts, neg, args, uid, gid)
+}
+
+// chownAll is boxown's work: each of args, and what is under it, to
+// uid:gid, links given, not followed.
+func chownAll(ts *testscript.TestScript, neg bool, args []string, uid, gid int) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: boxown PATH...")
+	}
 	for _, a := range args {
 		ts.Check(filepath.WalkDir(ts.MkAbs(a), func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -247,6 +256,25 @@ func boxown(ts *testscript.TestScript, neg bool, args []string) {
 			return os.Lchown(p, uid, gid)
 		}))
 	}
+}
+
+// boxdir BOX home|workspace|run VAR sets $VAR to where the script reaches
+// box BOX's home, workspace or run directory from this machine (on the
+// process engine, the state directory's; TestEngineScripts has its own).
+func boxdir(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: boxdir BOX home|workspace|run VAR")
+	}
+	dir := filepath.Join(ts.Getenv("BOX_STATE"), "boxes", args[0])
+	switch args[1] {
+	case "home", "workspace":
+		dir = filepath.Join(dir, args[1])
+	case "run":
+		dir = localbox.RunDir(dir)
+	default:
+		ts.Fatalf("usage: boxdir BOX home|workspace|run VAR")
+	}
+	ts.Setenv(args[2], dir)
 }
 
 // openToBoxUser lets others search (not list) each of dirs, so that the
@@ -306,6 +334,11 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			if cond == "hidepid" {
 				return localbox.ProcHidesOthers(), nil
 			}
+			// [container]: the script's box is a container (TestEngineScripts),
+			// not a host directory of the process engine.
+			if cond == "container" {
+				return false, nil
+			}
 			if p, ok := strings.CutPrefix(cond, "exists:"); ok {
 				_, err := os.Stat(p)
 				return err == nil, nil
@@ -319,6 +352,7 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			"stdoutvar":  stdoutvar,
 			"boxown":     boxown,
 			"faultproxy": faultproxyCmd,
+			"boxdir":     boxdir,
 		},
 		Setup: func(e *testscript.Env) error {
 			home := filepath.Join(e.WorkDir, "home")
@@ -344,6 +378,9 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 				return err
 			}
 			srv := &localbox.Server{Dir: state, BinDir: filepath.Dir(bin)}
+			// The engine of the script's box, for a local box the script
+			// starts itself (TestEngineScripts' hook sets its own).
+			e.Setenv("ENGINE", localbox.EngineProcess)
 			// Served by root, box commands run as the box user, as
 			// `localbox start` run by root has them: never as root.
 			if os.Geteuid() == 0 {
@@ -402,6 +439,11 @@ func paramsWith(t *testing.T, dir string, before func(e *testscript.Env, srv *lo
 			e.Setenv("BOX_WORKSPACE", filepath.Join(state, "boxes", localbox.DefaultBox, "workspace"))
 			e.Setenv("BOX_HOME", filepath.Join(state, "boxes", localbox.DefaultBox, "home"))
 			e.Setenv("BOX_RUN", localbox.RunDir(filepath.Join(state, "boxes", localbox.DefaultBox)))
+			// As the box's own commands name them: the same directories
+			// on the process engine.
+			e.Setenv("GUEST_WORKSPACE", e.Getenv("BOX_WORKSPACE"))
+			e.Setenv("GUEST_HOME", e.Getenv("BOX_HOME"))
+			e.Setenv("GUEST_RUN", e.Getenv("BOX_RUN"))
 			e.Setenv("STANDIN", standin)
 			// Each script claims Unix users in a claims directory of its own
 			// (root's, 0700), so scripts in parallel never see each other's.
