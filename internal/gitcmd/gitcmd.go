@@ -33,11 +33,11 @@ type Error struct {
 }
 
 // Error is "git ARGS: " and one line of Stderr (Err's text when Stderr is
-// blank). The line is Cause when set; the first when FirstLine is set; else the first
-// error: or fatal: line, which names the cause (git add's "error:
-// 'sub/' does not have a commit checked out" before its "fatal: adding
-// files failed"; a lock clash's "fatal: Unable to create '….lock': File
-// exists." before its advice), else the last line.
+// blank). The line is Cause when set; else the first when FirstLine is
+// set; else the first error: or fatal: line, which names the cause (git
+// add's "error: 'sub/' does not have a commit checked out" before its
+// "fatal: adding files failed"; a lock clash's "fatal: Unable to create
+// '….lock': File exists." before its advice), else the last line.
 func (e *Error) Error() string {
 	msg := e.Cause
 	switch {
