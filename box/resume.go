@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -410,6 +411,18 @@ func since(t time.Time) string {
 	}
 	return fmt.Sprintf("%d min", int(d.Minutes()))
 }
+
+// noticeRE matches the lines notify writes while a session goes on (a
+// loss, a resume, a fallback to a plain Exec), not those on giving up.
+var noticeRE = regexp.MustCompile(`^(connection to \S+ lost; reconnecting( \(\d+ (s|min)\))?|resumed after \d+ (s|min)|the box \S+ cannot keep a command across a lost connection \(.*\); running it without)$`)
+
+// IsNotice reports whether line, without its program's prefix
+// (Resume.Prefix), is one of the notices a resumable session writes on
+// its way: "connection to BOX lost; reconnecting", "resumed after N s",
+// a fallback to a plain command. Such a line never says why a command
+// failed, so a caller that shows a tool's remote shell's last line as the
+// cause skips it.
+func IsNotice(line string) bool { return noticeRE.MatchString(line) }
 
 func (s *rsession) notify(format string, args ...any) {
 	if s.term != nil && s.cmd.StatusLine != nil {

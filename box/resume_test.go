@@ -220,9 +220,33 @@ func TestResumeNoSessionsOneLine(t *testing.T) {
 	if notify.String() != want {
 		t.Errorf("notify = %q\nwant %q", notify.String(), want)
 	}
+	if l := strings.TrimSuffix(strings.TrimPrefix(notify.String(), "cocoonbox: "), "\n"); !box.IsNotice(l) {
+		t.Errorf("IsNotice(%q) = false; want true", l)
+	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if len(srv.lines) != 2 || srv.lines[1] != "cat; exit 3" {
 		t.Errorf("lines run = %q; want the session's, then the command's", srv.lines)
+	}
+}
+
+func TestIsNotice(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want bool
+	}{
+		{"connection to main lost; reconnecting", true},
+		{"connection to my-box lost; reconnecting (12 s)", true},
+		{"connection to main lost; reconnecting (2 min)", true},
+		{"resumed after 0 s", true},
+		{"resumed after 3 min", true},
+		{"gave up after 5 min: the command in main was ended", false},
+		{"exec in main: the connection to https://127.0.0.1:1 was lost while the command ran (x); the command in the box ended with it (COCOONBOX_RESUME=on makes commands outlive a lost connection)", false},
+		{"no box named main", false},
+		{"resumed after 3 s; and then", false},
+	} {
+		if got := box.IsNotice(tc.line); got != tc.want {
+			t.Errorf("IsNotice(%q) = %v, want %v", tc.line, got, tc.want)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
+	"github.com/cocoonbox/cocoonbox/internal/gitcmd"
 	"github.com/cocoonbox/cocoonbox/internal/safefile"
 )
 
@@ -279,10 +280,20 @@ func (r *Repo) boxBranches(ctx context.Context, branches map[string]string) erro
 }
 
 // fetchBox fetches specs from the box copy at src (BOX:PATH) with git
-// over the shim, as the contract's back does ("Back, Mac side" 3).
+// over the shim, as the contract's back does ("Back, Mac side" 3). Its
+// error is "git fetch SRC: " and, when the shim failed (a lost
+// connection), the shim's line, as rsync's is (shellLine), not git's
+// "fatal: early EOF"; else git's cause line.
 func (r *Repo) fetchBox(ctx context.Context, environ []string, shim, src string, specs []string) error {
 	fetch := git{dir: r.Top, env: append(HostEnv(environ, true), "GIT_SSH_COMMAND="+shim, "GIT_SSH_VARIANT=simple"), prep: r.git.prep}
 	_, err := fetch.run(ctx, nil, append([]string{"fetch", "-q", "--no-tags", "--no-write-fetch-head", src}, specs...)...)
+	var ge *gitcmd.Error
+	if errors.As(err, &ge) {
+		// Without our options and refspecs, which would crowd the
+		// shim's line out of the one line shown.
+		ge.Args = []string{"fetch", src}
+		ge.Cause = shellLine(shim, ge.Stderr)
+	}
 	return err
 }
 

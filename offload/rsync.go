@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
 
@@ -346,10 +347,12 @@ func (r *Rsync) run(ctx context.Context, prep func(*exec.Cmd), env []string, arg
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 			msg = strings.TrimSpace(msg[i+1:])
 		}
-		if l := shimLine(args, errb.String()); l != "" && c.ProcessState != nil && c.ProcessState.ExitCode() == 255 {
-			// The remote shell failed (rsync's 255): its own last line says
-			// why (a lost connection), where rsync's says "unexplained
-			// error" or "connection unexpectedly closed".
+		if l := shimLine(args, errb.String()); l != "" {
+			// The remote shell failed: its own last line says why (a lost
+			// connection), where rsync's says "unexplained error (code
+			// 255)", "connection unexpectedly closed" or, when it saw the
+			// pipe end before the shell's exit, "error in socket IO (code
+			// 10)".
 			msg = l
 		}
 		if msg == "" {
@@ -360,19 +363,31 @@ func (r *Rsync) run(ctx context.Context, prep func(*exec.Cmd), env []string, arg
 	return out.String(), nil
 }
 
-// shimLine is the last line of stderr that the remote shell of args (its
-// -e, as QuoteCommand made it) wrote, by its "NAME: " prefix; "" if none.
+// shimLine is shellLine for the remote shell of args (its -e, as
+// QuoteCommand made it); "" if args name none.
 func shimLine(args []string, stderr string) string {
 	i := slices.Index(args, "-e")
 	if i < 0 || i+1 >= len(args) {
 		return ""
 	}
-	prefix := path.Base(strings.Trim(filepath.ToSlash(args[i+1]), "'")) + ": "
+	return shellLine(args[i+1], stderr)
+}
+
+// shellLine is the last line of stderr that the remote shell shell (a
+// command as QuoteCommand made it) wrote, by its "NAME: " prefix, when
+// that line says why it failed: "" if it wrote none, or if its last is a
+// resumable session's notice on its way (box.IsNotice), which a command
+// that failed in the box may follow.
+func shellLine(shell, stderr string) string {
+	prefix := path.Base(strings.Trim(filepath.ToSlash(shell), "'")) + ": "
 	last := ""
 	for _, l := range strings.Split(stderr, "\n") {
 		if l = strings.TrimSpace(l); strings.HasPrefix(l, prefix) {
 			last = l
 		}
+	}
+	if box.IsNotice(strings.TrimPrefix(last, prefix)) {
+		return ""
 	}
 	return last
 }

@@ -319,3 +319,20 @@ func copyDest(t *testing.T) string {
 	}
 	return dest
 }
+
+func TestShellLine(t *testing.T) {
+	lost := "cocoonbox-ssh: exec in main: the connection to https://b:1 was lost while the command ran (x)"
+	for _, tc := range []struct {
+		name, stderr, want string
+	}{
+		{"lost", lost + "\nfatal: early EOF\nfatal: index-pack failed\n", lost},
+		{"after notices", "cocoonbox-ssh: connection to main lost; reconnecting\r\n" + lost + "\r\nfatal: early EOF\n", lost},
+		// A command that failed in the box after a resume: its own line.
+		{"notice last", "cocoonbox-ssh: connection to main lost; reconnecting\ncocoonbox-ssh: resumed after 1 s\nfatal: 'x' does not appear to be a git repository\n", ""},
+		{"none", "fatal: the remote end hung up unexpectedly\n", ""},
+	} {
+		if got := shellLine("'/opt/bin/cocoonbox-ssh'", tc.stderr); got != tc.want {
+			t.Errorf("%s: shellLine = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -25,19 +25,26 @@ type Error struct {
 	Err error
 	// FirstLine makes Error name Stderr's first line, not its cause line.
 	FirstLine bool
+	// Cause, when set, is the line Error names over Stderr's: one the
+	// caller found in Stderr that says better why git failed (the remote
+	// shell's own line on a lost connection, where git says "fatal:
+	// early EOF").
+	Cause string
 }
 
 // Error is "git ARGS: " and one line of Stderr (Err's text when Stderr is
-// blank). The line is the first when FirstLine is set; else the first
-// error: or fatal: line, which names the cause (git add's "error:
-// 'sub/' does not have a commit checked out" before its "fatal: adding
-// files failed"; a lock clash's "fatal: Unable to create '….lock': File
-// exists." before its advice), else the last line.
+// blank). The line is Cause when set; else the first when FirstLine is
+// set; else the first error: or fatal: line, which names the cause (git
+// add's "error: 'sub/' does not have a commit checked out" before its
+// "fatal: adding files failed"; a lock clash's "fatal: Unable to create
+// '….lock': File exists." before its advice), else the last line.
 func (e *Error) Error() string {
-	msg := ""
-	if e.FirstLine {
+	msg := e.Cause
+	switch {
+	case msg != "":
+	case e.FirstLine:
 		msg, _, _ = strings.Cut(strings.TrimSpace(e.Stderr), "\n")
-	} else {
+	default:
 		for _, l := range strings.Split(e.Stderr, "\n") {
 			if l = strings.TrimSpace(l); l == "" {
 				continue

@@ -17,6 +17,7 @@ func TestErrorLine(t *testing.T) {
 		{Error{Args: []string{"add", "-A"}, Stderr: stderr}, "git add -A: error: 'sub/' does not have a commit checked out"},
 		{Error{Args: []string{"add", "-A"}, Stderr: stderr, FirstLine: true}, "git add -A: hint: one"},
 		{Error{Args: []string{"x"}, Stderr: "a\n\nlast\n\n"}, "git x: last"},
+		{Error{Args: []string{"fetch"}, Stderr: "ssh: lost\nfatal: early EOF\n", Cause: "ssh: lost"}, "git fetch: ssh: lost"},
 		{Error{Args: []string{"x"}, Stderr: " \n", Err: errors.New("exit status 1")}, "git x: exit status 1"},
 		{Error{Args: []string{"x"}, Stderr: "", Err: errors.New("exit status 1"), FirstLine: true}, "git x: exit status 1"},
 	} {
