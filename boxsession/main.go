@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/version"
@@ -134,7 +135,7 @@ func Main(p Program, args []string, getenv func(string) string, stdin io.Reader,
 	return exitOK
 }
 
-var termRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
+var termRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`) })
 
 // ParseTTY reads open's --tty TERM:ROWSxCOLS[:MODES] (MODES: RFC 4254
 // section 8's encoded terminal modes, in hex); the error is one line
@@ -142,7 +143,7 @@ var termRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
 func ParseTTY(spec string) (*TTY, error) {
 	bad := errors.New("bad --tty " + spec + ": want TERM:ROWSxCOLS[:MODES], such as xterm-256color:24x80")
 	parts := strings.Split(spec, ":")
-	if len(parts) < 2 || len(parts) > 3 || !termRE.MatchString(parts[0]) {
+	if len(parts) < 2 || len(parts) > 3 || !termRE().MatchString(parts[0]) {
 		return nil, bad
 	}
 	var tty TTY

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 )
 
 // TerminfoVar is the variable of a terminal session's open that carries
@@ -17,7 +18,7 @@ const TerminfoVar = "COCOONBOX_TERMINFO"
 // maxTerminfo bounds an entry InstallTerminfo writes, in bytes.
 const maxTerminfo = 64 << 10
 
-var terminfoNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
+var terminfoNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`) })
 
 // InstallTerminfo puts entry (base64), the compiled terminfo entry of
 // term, in home's .terminfo, where ncurses looks first, under the first
@@ -26,7 +27,7 @@ var terminfoNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
 // the box user, in the user's own home.
 func InstallTerminfo(home, term, entry string) error {
 	data, err := base64.StdEncoding.DecodeString(entry)
-	if err != nil || len(data) == 0 || len(data) > maxTerminfo || !terminfoNameRE.MatchString(term) {
+	if err != nil || len(data) == 0 || len(data) > maxTerminfo || !terminfoNameRE().MatchString(term) {
 		return errors.New("bad terminfo entry for " + term)
 	}
 	for _, sub := range []string{term[:1], strconv.FormatInt(int64(term[0]), 16)} {
