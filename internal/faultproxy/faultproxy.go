@@ -281,6 +281,7 @@ func (p *Proxy) pipe(dst, src net.Conn, delay time.Duration) {
 		q = make(chan chunk)
 	}
 	go func() {
+		defer close(q)
 		for {
 			buf := make([]byte, 64<<10)
 			n, err := src.Read(buf)
@@ -289,6 +290,14 @@ func (p *Proxy) pipe(dst, src net.Conn, delay time.Duration) {
 				return
 			}
 		}
+	}()
+	// Whatever way this ends, the reader's last sends are taken: it ends
+	// at src's end or reset.
+	defer func() {
+		go func() {
+			for range q {
+			}
+		}()
 	}()
 	for c := range q {
 		n, err := len(c.b), c.err
