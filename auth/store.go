@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync"
 
 	"github.com/cocoonbox/cocoonbox/internal/atomicfile"
 )
@@ -176,8 +177,8 @@ func (s FileStore) Delete(endpoint string) error {
 	return s.save(d)
 }
 
-var tokenRE = regexp.MustCompile(`^cb_[0-9a-f]{64}$`)
+var tokenRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^cb_[0-9a-f]{64}$`) })
 
 // ValidToken reports whether t has the shape of a cocoonbox token: "cb_"
 // followed by 64 lower-case hex digits.
-func ValidToken(t string) bool { return tokenRE.MatchString(t) }
+func ValidToken(t string) bool { return tokenRE().MatchString(t) }

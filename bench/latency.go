@@ -15,12 +15,9 @@ import (
 
 // The latency table's markers in docs/benchmarks.md.
 
-// Windows that cap one stream at window/RTT: ours (internal/window) and
-// OpenSSH's channel window.
-const (
-	ourWindow = window.Stream
-	sshWindow = 2 << 20
-)
+// OpenSSH's channel window, which caps one stream at window/RTT; ours is
+// the control master's, sized to the round trip (window.ForRTT).
+const sshWindow = 2 << 20
 
 // latencyWorkloads are the rows of the latency table.
 var latencyWorkloads = []string{"startup", "download", "upload", "sftp requests via ssh --stdio", "git clone", "rsync (first)", "rsync (no-op)"}
@@ -211,7 +208,8 @@ func renderRTT(rows []rttRow) string {
 			limit = fmt.Sprintf("round trips per request (%d requests): ours ≈ %.2f, ssh ≈ %.2f", r.nreq, per(r.ours), per(r.ssh))
 		case r.bytes > 0:
 			cap := func(w int) string { return fmt.Sprintf("%.0f MB/s", float64(w)/r.rtt.Seconds()/1e6) }
-			limit = fmt.Sprintf("window/RTT: ours ≤ %s (%d MiB stream window), ssh ≤ %s (%d MiB channel window)", cap(ourWindow), ourWindow>>20, cap(sshWindow), sshWindow>>20)
+			ours, _ := window.ForRTT(r.rtt)
+			limit = fmt.Sprintf("window/RTT: ours ≤ %s (%d MiB stream window, the master's for this RTT), ssh ≤ %s (%d MiB channel window)", cap(int(ours)), ours>>20, cap(sshWindow), sshWindow>>20)
 			if r.limit > 0 {
 				limit += fmt.Sprintf("; the proxy alone carries %s, ours %.0f%% of it", rate(r.bytes, r.limit), 100*float64(r.limit)/float64(r.ours))
 			}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/sessionwire"
@@ -61,7 +62,7 @@ func (s *rsession) startTerm() {
 	}
 }
 
-var termNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
+var termNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`) })
 
 // termLine is the agent's command line for a terminal session: an open
 // with the terminal's type, size and modes, or an attach as the client.
@@ -81,7 +82,7 @@ func (s *rsession) termLine(hello bool) string {
 	}
 	t := s.cmd.TTY
 	term := t.Term
-	if !termNameRE.MatchString(term) {
+	if !termNameRE().MatchString(term) {
 		term = "dumb"
 	}
 	spec := fmt.Sprintf("%s:%dx%d", term, min(t.Rows, 65535), min(t.Cols, 65535))
@@ -96,7 +97,7 @@ func (s *rsession) termLine(hello bool) string {
 // install where the box has none (as a plain Exec's tty carries it).
 func (s *rsession) termEnv() map[string]string {
 	t := s.cmd.TTY
-	if len(t.Terminfo) == 0 || !termNameRE.MatchString(t.Term) {
+	if len(t.Terminfo) == 0 || !termNameRE().MatchString(t.Term) {
 		return s.cmd.Env
 	}
 	env := make(map[string]string, len(s.cmd.Env)+1)
@@ -249,7 +250,7 @@ func (w *capWriter) String() string { return w.b.String() }
 // SessionIDRE is the form of a session's id as a client makes it (16
 // random bytes in hex) and the only one it attaches to: the id goes on
 // the agent's command line.
-var SessionIDRE = regexp.MustCompile(`^[0-9a-f]{1,64}$`)
+var SessionIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{1,64}$`) })
 
 // Sessions lists the sessions box keeps, as its agent reports them. The
 // box's answer is read up to 1 MiB; its fields are the box's, to be made

@@ -1,6 +1,8 @@
 package box
 
 import (
+	"time"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/experimental"
 
@@ -52,11 +54,16 @@ func (c *Client) linkError(err error) error {
 }
 
 // transportOptions are the options of every connection Dial makes;
-// local is for a connection over a unix socket (window.LocalStream).
-func transportOptions(local bool) []grpc.DialOption {
+// local is for a connection over a unix socket (window.LocalStream), and
+// rtt, if not zero, a path's measured round trip that sizes the windows
+// of any other (window.ForRTT).
+func transportOptions(local bool, rtt time.Duration) []grpc.DialOption {
 	stream, conn := int32(window.Stream), int32(window.Conn)
-	if local {
+	switch {
+	case local:
 		stream, conn = window.LocalStream, window.LocalConn
+	case rtt > 0:
+		stream, conn = window.ForRTT(rtt)
 	}
 	return []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.ForceCodecV2(bufpool.Codec{})),

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
@@ -148,22 +149,22 @@ const (
 const MaxSessions = 3
 
 var (
-	keyRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-	nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$`)
+	keyRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`) })
+	nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$`) })
 )
 
 // ValidRepoKey reports whether k can be a repo key: 1 to 64 of A-Z, a-z,
 // 0-9, '_' and '-', starting with a letter or digit. It names directories
 // and the tmux session, so nothing else is allowed.
-func ValidRepoKey(k string) bool { return keyRE.MatchString(k) }
+func ValidRepoKey(k string) bool { return keyRE().MatchString(k) }
 
 // ValidName reports whether n can name a copy under the workspace: 1 to
 // 100 of A-Z, a-z, 0-9, '_', '-' and '.', not starting with '.'.
-func ValidName(n string) bool { return nameRE.MatchString(n) }
+func ValidName(n string) bool { return nameRE().MatchString(n) }
 
 // ValidID reports whether id can be an offload id (it names
 // refs/cocoonbox/offload/<id>): the same alphabet as a repo key.
-func ValidID(id string) bool { return keyRE.MatchString(id) }
+func ValidID(id string) bool { return keyRE().MatchString(id) }
 
 func checkKey(k string) error { return checkWord("--repo", "repo key", k, ValidRepoKey) }
 

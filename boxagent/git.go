@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cocoonbox/cocoonbox/internal/gitcmd"
@@ -33,7 +34,7 @@ func (c *Config) git1(dir string, args ...string) (string, error) {
 	return strings.TrimSpace(out), err
 }
 
-var oidRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+var oidRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`) })
 
 // bundleHeader is a git bundle's header (gitformat-bundle(5)).
 type bundleHeader struct {
@@ -65,13 +66,13 @@ func readBundleHeader(r *bufio.Reader) (*bundleHeader, error) {
 		case strings.HasPrefix(line, "@"): // v3 capability
 		case strings.HasPrefix(line, "-"):
 			oid, _, _ := strings.Cut(line[1:], " ")
-			if !oidRE.MatchString(oid) {
+			if !oidRE().MatchString(oid) {
 				return nil, fmt.Errorf("offload.bundle: bad prerequisite line")
 			}
 			h.Prereqs = append(h.Prereqs, oid)
 		default:
 			oid, ref, ok := strings.Cut(line, " ")
-			if !ok || !oidRE.MatchString(oid) || (ref != "HEAD" && !strings.HasPrefix(ref, "refs/")) || strings.ContainsAny(ref, " \t\x00") {
+			if !ok || !oidRE().MatchString(oid) || (ref != "HEAD" && !strings.HasPrefix(ref, "refs/")) || strings.ContainsAny(ref, " \t\x00") {
 				return nil, fmt.Errorf("offload.bundle: bad ref line")
 			}
 			h.Refs = append(h.Refs, [2]string{oid, ref})

@@ -2,6 +2,7 @@ package boxagent
 
 import (
 	"github.com/cocoonbox/cocoonbox/handover"
+	"sync"
 
 	"archive/tar"
 	"crypto/sha256"
@@ -52,7 +53,9 @@ func (e *StreamError) Error() string {
 }
 
 var (
-	secretRE  = regexp.MustCompile(`^(aws|kube|gcloud|ssh:[A-Za-z0-9][A-Za-z0-9._-]{0,99}|file:.+)$`)
+	secretRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(aws|kube|gcloud|ssh:[A-Za-z0-9][A-Za-z0-9._-]{0,99}|file:.+)$`)
+	})
 	typeNames = map[byte]string{
 		tar.TypeLink: "a hard link", tar.TypeSymlink: "a symlink", tar.TypeChar: "a character device",
 		tar.TypeBlock: "a block device", tar.TypeDir: "a directory", tar.TypeFifo: "a fifo",
@@ -164,7 +167,7 @@ func readStream(r io.Reader, stage, secrets string) (*stream, error) {
 			}
 		case strings.HasPrefix(name, "secrets/"):
 			entry := strings.TrimPrefix(name, "secrets/")
-			if !secretRE.MatchString(entry) {
+			if !secretRE().MatchString(entry) {
 				return nil, &StreamError{Member: name, Reason: "is not a secret entry (aws, kube, gcloud, ssh:<key>, file:<repo path>)"}
 			}
 			if strings.HasPrefix(entry, "file:") {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -69,13 +70,13 @@ func printError(s Streams, err error) {
 
 // tokenLike is anything shaped as a cocoonbox token ("cb_" and 64 hex
 // digits, auth.ValidToken), upper-case hex too.
-var tokenLike = regexp.MustCompile(`cb_[0-9a-fA-F]{64}`)
+var tokenLike = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`cb_[0-9a-fA-F]{64}`) })
 
 // redactTokens shows every token in msg as "cb_…": errors echo arguments
 // (an unknown command, a bad endpoint), and a token typed in the wrong
 // place must still never be printed.
 func redactTokens(msg string) string {
-	return tokenLike.ReplaceAllLiteralString(msg, "cb_…")
+	return tokenLike().ReplaceAllLiteralString(msg, "cb_…")
 }
 
 // isCobraUsage recognises the errors cobra makes itself for an unknown

@@ -38,7 +38,7 @@ func rshSessions(env Env, s Streams, args []string) int {
 	}
 	if len(args) > 1 {
 		id = args[1]
-		if !box.SessionIDRE.MatchString(id) {
+		if !box.SessionIDRE().MatchString(id) {
 			return fail(fmt.Errorf("bad session id %s: want the hex id cocoonbox rsh --list %s shows", id, boxName))
 		}
 	}
@@ -65,7 +65,7 @@ func rshSessions(env Env, s Streams, args []string) int {
 	for _, i := range terms {
 		// An id of another form is the box's invention: it would go on
 		// the agent's command line.
-		if !i.Attached && box.SessionIDRE.MatchString(i.ID) && (id == "" || strings.HasPrefix(i.ID, id)) {
+		if !i.Attached && box.SessionIDRE().MatchString(i.ID) && (id == "" || strings.HasPrefix(i.ID, id)) {
 			detached = append(detached, i)
 		}
 	}

@@ -180,7 +180,9 @@ func runControlMaster(env Env, o controlMasterOptions) error {
 		}
 		opts = append(opts, box.WithKeepalive(t, timeout))
 	}
-	dial := func() (*share.Upstream, error) { return box.DialUpstream(ep, opts...) }
+	dial := func(rtt time.Duration) (*share.Upstream, error) {
+		return box.DialUpstream(ep, append(opts, box.WithPathRTT(rtt))...)
+	}
 	m := &share.Master{URL: ep.URL, Dial: dial, Socket: o.Socket, Lock: lock, Persist: persist, Log: env.Getenv("COCOONBOX_CONTROL_LOG")}
 	return m.Serve()
 }

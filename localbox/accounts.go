@@ -42,12 +42,12 @@ var geteuid = os.Geteuid
 // accountCodeTTL is how long an account's sign-in code works.
 const accountCodeTTL = 24 * time.Hour
 
-var accountRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,21}$`)
+var accountRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,21}$`) })
 
 // ValidAccountName reports whether s can name an account: 1 to 22 of a-z,
 // 0-9 and '-', starting with a letter (so that with DefaultUserPrefix it
 // is a Unix user name of at most 32 bytes), and not OwnerAccount.
-func ValidAccountName(s string) bool { return accountRE.MatchString(s) && s != OwnerAccount }
+func ValidAccountName(s string) bool { return accountRE().MatchString(s) && s != OwnerAccount }
 
 // Account is one account of a local box other than the owner's, as
 // DIR/accounts.json keeps it.

@@ -30,11 +30,11 @@ const LatestImage = "localbox:v2"
 // Images are the image labels the local box offers, oldest first.
 var Images = []string{"localbox:v1", LatestImage}
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`) })
 
 // ValidName reports whether s can name a box: 1 to 63 of a-z, 0-9 and '-',
 // not starting with '-'.
-func ValidName(s string) bool { return nameRE.MatchString(s) }
+func ValidName(s string) bool { return nameRE().MatchString(s) }
 
 // boxMeta is DIR/boxes/NAME/box.json.
 type boxMeta struct {

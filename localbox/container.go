@@ -687,7 +687,7 @@ func (e *containerEngine) runEnv(ctx context.Context, ctr string, env []string, 
 // ~/.terminfo, as the process engine does.
 func (e *containerEngine) installTerminfo(b *box, t *controlv1.Tty) {
 	term, data := t.GetTerm(), t.GetTerminfo()
-	if len(data) == 0 || len(data) > maxTerminfo || !termRE.MatchString(term) {
+	if len(data) == 0 || len(data) > maxTerminfo || !termRE().MatchString(term) {
 		return
 	}
 	ctr, _, _ := e.names(b)

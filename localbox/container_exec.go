@@ -279,7 +279,7 @@ func (e *containerEngine) fastExec(b *box, start *controlv1.Start, dir string) (
 	if t := start.GetTty(); t != nil {
 		// 0x0 stays 0x0, as under the process engine.
 		req.TTY = &boxexec.TTY{Rows: uint16(t.GetRows()), Cols: uint16(t.GetCols()), Modes: t.GetModes()}
-		if data := t.GetTerminfo(); len(data) > 0 && len(data) <= maxTerminfo && termRE.MatchString(t.GetTerm()) {
+		if data := t.GetTerminfo(); len(data) > 0 && len(data) <= maxTerminfo && termRE().MatchString(t.GetTerm()) {
 			req.TTY.Term, req.TTY.Terminfo = t.GetTerm(), data
 		}
 		// The terminal's output is all on stdout.

@@ -546,7 +546,7 @@ func (s *Server) environ(b *box, start *controlv1.Start) []string {
 // (install-cli's npm among them).
 var trustVars = []string{"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "REQUESTS_CA_BUNDLE"}
 
-var termRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
+var termRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`) })
 
 // maxTerminfo is the largest compiled terminfo entry installTerminfo
 // keeps, in bytes; ncurses' own entries are under 4 KiB, extended ones
@@ -573,7 +573,7 @@ done
 // the box user (asUser), since the home is its.
 func (s *Server) installTerminfo(b *box, t *controlv1.Tty) {
 	term, data := t.GetTerm(), t.GetTerminfo()
-	if len(data) == 0 || len(data) > maxTerminfo || !termRE.MatchString(term) {
+	if len(data) == 0 || len(data) > maxTerminfo || !termRE().MatchString(term) {
 		return
 	}
 	// ncurses names the subdirectory by the first letter, or by its hex

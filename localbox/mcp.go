@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -353,7 +354,9 @@ var controlTools = []*controlTool{
 	},
 }
 
-func init() {
+// resolveTools makes each tool's schemas: once, when the first control
+// MCP is made, not at every start of a binary that links this package.
+var resolveTools = sync.OnceFunc(func() {
 	for _, t := range controlTools {
 		// No argument beyond the contract's: a misspelled one ("name" for
 		// "box") is -32602, not a call on the first box.
@@ -377,7 +380,7 @@ func init() {
 		}
 		t.inputSchema, t.inputRaw, t.outputRaw = rs, json.RawMessage(t.input), json.RawMessage(t.output)
 	}
-}
+})
 
 // ControlTools are the names of the control MCP's tools, in the
 // contract's order.
@@ -394,6 +397,7 @@ const recordInfo = "cocoonbox/record"
 
 // controlMCP is the control MCP's server: one for every session.
 func (s *Server) controlMCP() *mcp.Server {
+	resolveTools()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "cocoonbox-localbox", Title: "cocoonbox local box", Version: version.String()},
 		&mcp.ServerOptions{Instructions: "Tools for the lifecycle of the user's cocoonbox boxes: list, status, ensure, create, hibernate, save, upgrade, delete, and the account's usage."})
 	for _, t := range controlTools {

@@ -91,7 +91,7 @@ func (t *tokens) setFrom(f tokenFile) {
 	t.bySum = m
 }
 
-var tokenRE = regexp.MustCompile(`^cb_[0-9a-f]{64}$`)
+var tokenRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^cb_[0-9a-f]{64}$`) })
 
 func sum(token string) string {
 	s := sha256.Sum256([]byte(token))
@@ -102,7 +102,7 @@ func sum(token string) string {
 // index is keyed by the token's sha256, so a check is one map lookup and
 // reveals nothing about a token through its timing.
 func (t *tokens) check(token string) (TokenRecord, bool) {
-	if !tokenRE.MatchString(token) {
+	if !tokenRE().MatchString(token) {
 		return TokenRecord{}, false
 	}
 	h := sum(token)

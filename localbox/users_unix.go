@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -77,7 +78,7 @@ func makeDirID(dir string) string {
 	return id
 }
 
-var unixNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+var unixNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`) })
 
 // gecosMark is the comment of a Unix user the local box made, so that a
 // user is known for one of ours even without its claim.
@@ -151,7 +152,7 @@ func claimUser(claims, stateDir, account, unix string, mapped bool) (u *boxUser,
 	if account == OwnerAccount {
 		other = "serve this local box as a user who is not root (its boxes then run as that user), or remove that account there first"
 	}
-	if !unixNameRE.MatchString(unix) {
+	if !unixNameRE().MatchString(unix) {
 		return nil, false, fmt.Errorf("bad unix user name %q: use 1 to 32 of a-z, 0-9, _ and -, not starting with -", unix)
 	}
 	err = withClaims(claims, func() error {

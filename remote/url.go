@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 )
@@ -18,7 +19,7 @@ const (
 
 // boxRE admits box names ([a-z0-9-]) and ids (box_ and hex), and a little
 // more, so that the service rather than the grammar says which exist.
-var boxRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+var boxRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`) })
 
 // Repo is a repository in a box, as a cocoonbox URL names it.
 type Repo struct {
@@ -76,7 +77,7 @@ func ParseURL(s string) (Repo, error) {
 	if box == "" {
 		return bad("no box name")
 	}
-	if !boxRE.MatchString(box) {
+	if !boxRE().MatchString(box) {
 		return bad("%q is not a box name or id", box)
 	}
 	switch {

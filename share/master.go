@@ -97,8 +97,9 @@ type Master struct {
 	// URL is the endpoint's URL, for the log.
 	URL string
 	// Dial makes the master's connection to the endpoint, as box.Dial
-	// would (box.DialUpstream).
-	Dial func() (*Upstream, error)
+	// would (box.DialUpstream), with windows sized to rtt, the link's
+	// measured round trip (window.ForRTT), or the default ones for 0.
+	Dial func(rtt time.Duration) (*Upstream, error)
 	// Socket is the path to serve; Lock is the lock file the starter
 	// took, held until Serve returns.
 	Socket string
@@ -120,16 +121,18 @@ func (m *Master) Serve() error {
 	if fi, err := os.Lstat(m.Socket); err == nil && !fi.IsDir() {
 		os.Remove(m.Socket) // stale: a live master would hold the lock
 	}
-	u, err := m.Dial()
+	u, err := m.Dial(0)
 	if err != nil {
 		return err
 	}
-	up := u.Conn
-	defer up.Close()
-	if err := ready(up); err != nil {
+	if err := ready(u.Conn); err != nil {
+		u.Conn.Close()
 		m.logf("no connection to %s: %v", m.URL, err)
 		return err
 	}
+	u = m.sized(u)
+	up := u.Conn
+	defer up.Close()
 
 	lis, err := net.Listen("unix", m.Socket)
 	if err != nil {
@@ -177,6 +180,42 @@ func (m *Master) Serve() error {
 }
 
 var errUpstream = errors.New("its connection to the endpoint failed")
+
+// sizeSamples is how many health checks measure the round trip that
+// sizes the connection's windows (sized).
+const sizeSamples = 2
+
+// sized measures the round trip of u, a ready connection with the default
+// windows, and returns a ready connection whose windows are sized to it
+// (window.ForRTT), u closed, when that makes them larger; else u. It runs
+// before the master serves its socket, so no call waits for it: they
+// dial the endpoint themselves until then.
+func (m *Master) sized(u *Upstream) *Upstream {
+	p := &proxy{up: u.Conn}
+	rtt := time.Duration(math.MaxInt64)
+	for range sizeSamples {
+		d, err := p.probe(context.Background())
+		if err != nil {
+			return u
+		}
+		rtt = min(rtt, d)
+	}
+	stream, _ := window.ForRTT(rtt)
+	if stream <= window.Stream {
+		return u
+	}
+	s, err := m.Dial(rtt)
+	if err != nil {
+		return u
+	}
+	if err := ready(s.Conn); err != nil {
+		s.Conn.Close()
+		return u
+	}
+	u.Conn.Close()
+	m.logf("stream window %d MiB for a round trip of %v", stream>>20, rtt.Round(time.Millisecond))
+	return s
+}
 
 // wait returns the first reason to end.
 func (m *Master) wait(p *proxy, up *grpc.ClientConn, mine os.FileInfo, served <-chan error) error {

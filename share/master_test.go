@@ -54,7 +54,7 @@ func TestClientFallsBackInProcess(t *testing.T) {
 		if err := flock.Lock(own, flock.Exclusive|flock.NoWait); err != nil && err != flock.ErrLocked {
 			return err
 		}
-		m := &share.Master{URL: url, Dial: func() (*share.Upstream, error) { return box.DialUpstream(ep) }, Socket: sock, Lock: own, Persist: share.DefaultPersist, Log: log}
+		m := &share.Master{URL: url, Dial: func(rtt time.Duration) (*share.Upstream, error) { return box.DialUpstream(ep, box.WithPathRTT(rtt)) }, Socket: sock, Lock: own, Persist: share.DefaultPersist, Log: log}
 		go func() { served <- m.Serve() }()
 		return nil
 	}}

@@ -326,7 +326,7 @@ func (e *escapeReader) help() {
 }
 
 // termRE is a terminal name that is safe as a file name.
-var termRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`)
+var termRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$`) })
 
 // maxTerminfo bounds a compiled terminfo entry we send, in bytes.
 const maxTerminfo = 64 << 10
@@ -337,7 +337,7 @@ const maxTerminfo = 64 << 10
 // entries under their first letter or its hex code. It returns nil when
 // there is none.
 func terminfo(name string, getenv func(string) string) []byte {
-	if !termRE.MatchString(name) {
+	if !termRE().MatchString(name) {
 		return nil
 	}
 	var dirs []string

@@ -29,10 +29,12 @@ type Proxy struct {
 	thaw chan struct{}
 	// refuseUntil is when an outage ends.
 	refuseUntil time.Time
-	accepted    int
-	resets      int
-	closed      bool
-	wg          sync.WaitGroup
+	// delay is the round trip added to links opened from now on (Delay).
+	delay    time.Duration
+	accepted int
+	resets   int
+	closed   bool
+	wg       sync.WaitGroup
 }
 
 // Listen starts a proxy on addr ("127.0.0.1:0" for any free port) to
@@ -59,6 +61,16 @@ func (p *Proxy) ResetEvery(d time.Duration) {
 	for l := range p.conns {
 		l.schedule(d)
 	}
+	p.mu.Unlock()
+}
+
+// Delay adds rtt to the round trip of the links opened from now on: each
+// chunk read, in each direction, is written on half of rtt later. What is
+// in flight is buffered without a bound, as a long fat path carries it,
+// so the windows of the protocol above, not the proxy, bound a stream.
+func (p *Proxy) Delay(rtt time.Duration) {
+	p.mu.Lock()
+	p.delay = rtt
 	p.mu.Unlock()
 }
 
@@ -211,11 +223,12 @@ func (p *Proxy) forward(a net.Conn) {
 	}
 	p.conns[l] = struct{}{}
 	l.schedule(p.every)
+	half := p.delay / 2
 	p.mu.Unlock()
 	var both sync.WaitGroup
 	both.Add(2)
-	go func() { defer both.Done(); p.pipe(b, a) }()
-	go func() { defer both.Done(); p.pipe(a, b) }()
+	go func() { defer both.Done(); p.pipe(b, a, half) }()
+	go func() { defer both.Done(); p.pipe(a, b, half) }()
 	both.Wait()
 	p.mu.Lock()
 	delete(p.conns, l)
@@ -252,17 +265,48 @@ func (l *link) reset() {
 	})
 }
 
-// pipe copies from src to dst while the link is not frozen, and half-closes
-// dst at src's end.
-func (p *Proxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := src.Read(buf)
+// chunk is what one read got, due to be written at due.
+type chunk struct {
+	b   []byte
+	due time.Time
+	err error
+}
+
+// pipe copies from src to dst while the link is not frozen, each chunk
+// delay after it was read, and half-closes dst at src's end.
+func (p *Proxy) pipe(dst, src net.Conn, delay time.Duration) {
+	q := make(chan chunk, 1<<16)
+	if delay == 0 {
+		// One read at a time: a frozen link then holds its sender back.
+		q = make(chan chunk)
+	}
+	go func() {
+		defer close(q)
+		for {
+			buf := make([]byte, 64<<10)
+			n, err := src.Read(buf)
+			q <- chunk{buf[:n], time.Now().Add(delay), err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// Whatever way this ends, the reader's last sends are taken: it ends
+	// at src's end or reset.
+	defer func() {
+		go func() {
+			for range q {
+			}
+		}()
+	}()
+	for c := range q {
+		n, err := len(c.b), c.err
+		time.Sleep(time.Until(c.due))
 		if n > 0 {
 			if !p.gate() {
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if _, werr := dst.Write(c.b); werr != nil {
 				abort(src)
 				return
 			}
