@@ -45,15 +45,29 @@ func unsafe(r rune) bool {
 	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r)
 }
 
-// Lines is Text with each line cut as Line cuts a value, so that a
-// message of several lines keeps them, and its tabs, and no line floods
-// the terminal.
+// Lines is Text with each line of more than max runes cut in the
+// middle: its first runes and its last max/4, with "…" between, max in
+// all. A message of several lines keeps them, and its tabs, no line
+// floods the terminal, and a line's end, where an error names the next
+// step, stays whole however long the value before it.
 func Lines(s string, max int) string {
 	lines := strings.Split(Text(s), "\n")
 	for i, l := range lines {
-		lines[i] = cut(l, max)
+		lines[i] = cutMiddle(l, max)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// cutMiddle keeps the first max-max/4-1 runes of s and its last max/4,
+// joined by "…", when s has more than max runes.
+func cutMiddle(s string, max int) string {
+	n := utf8.RuneCountInString(s)
+	if max <= 0 || n <= max {
+		return s
+	}
+	r := []rune(s)
+	tail := max / 4
+	return string(r[:max-tail-1]) + "…" + string(r[n-tail:])
 }
 
 // cut keeps the first max runes of s, and "…" when there were more.

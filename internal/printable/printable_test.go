@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+	"unicode/utf8"
 )
 
 func TestText(t *testing.T) {
@@ -46,10 +47,13 @@ func TestLine(t *testing.T) {
 }
 
 func TestLines(t *testing.T) {
-	in := "no box \"" + strings.Repeat("b", 500) + "\"\n\x1b[31mnext:\tcocoonbox boxes list"
-	want := "no box \"" + strings.Repeat("b", 92) + "…\n?[31mnext:\tcocoonbox boxes list"
+	in := "no box \"" + strings.Repeat("b", 500) + "\"; to do it: x --yes\n\x1b[31mnext:\tcocoonbox boxes list"
+	want := "no box \"" + strings.Repeat("b", 66) + "…" + strings.Repeat("b", 5) + "\"; to do it: x --yes\n?[31mnext:\tcocoonbox boxes list"
 	if got := Lines(in, 100); got != want {
 		t.Errorf("Lines = %q, want %q", got, want)
+	}
+	if got := utf8.RuneCountInString(strings.Split(Lines(in, 100), "\n")[0]); got != 100 {
+		t.Errorf("the cut line has %d runes, want 100", got)
 	}
 }
 
