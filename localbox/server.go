@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agnivade/levenshtein"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -500,9 +501,27 @@ func (s *Server) streamAuth(srv any, ss grpc.ServerStream, _ *grpc.StreamServerI
 func (s *Server) lookup(ctx context.Context, ref string) (*box, error) {
 	b, ok := s.reg.get(caller(ctx).Account, ref)
 	if !ok {
+		if near := s.nearBox(caller(ctx).Account, ref); near != "" {
+			return nil, status.Errorf(codes.NotFound, "no box %q; did you mean %s? list them with `cocoonbox boxes list`", ref, near)
+		}
 		return nil, status.Errorf(codes.NotFound, "no box %q; list them with `cocoonbox boxes list`", ref)
 	}
 	return b, nil
+}
+
+// nearBox is the name of account's box nearest to ref, a typo away (at
+// most two edits, and at most half of ref's letters), or "".
+func (s *Server) nearBox(account, ref string) string {
+	if len(ref) > 64 {
+		return ""
+	}
+	best, bestD := "", 3
+	for _, b := range s.reg.list(account) {
+		if d := levenshtein.ComputeDistance(ref, b.Name); d < bestD && 2*d <= len(ref) {
+			best, bestD = b.Name, d
+		}
+	}
+	return best
 }
 
 func notRunning(b *box) error {
