@@ -2,6 +2,7 @@ package agentwire
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 )
 
@@ -101,10 +102,14 @@ func (claude) OwnsLog([]byte, string) bool { return true }
 // and its sign-in screen ("Select login method:", from its bundle's
 // strings: this machine cannot reach the vendor to show it); and its
 // retries ("Unable to connect to API (ConnectionRefused) · Retrying in 7s
-// · attempt 5/10", "API error · Retrying in 8s · ..." for a 500 or 529).
+// · attempt 5/10", "API error · Retrying in 8s · ..." for a 500 or 529;
+// 2.1.337's "Can't reach the API server — check your internet or DNS
+// (ENOTFOUND) · retrying in 5s · attempt 7/10").
 func (claude) ReadScreen(lines []string) (string, string) {
-	if l := screenLine(lines, "· Retrying in "); l != "" {
-		return FaultRetrying, retryText(l, "· Retrying in ")
+	for _, l := range lines {
+		if m := claudeRetryRE.FindString(l); m != "" {
+			return FaultRetrying, retryText(strings.TrimSpace(l), m)
+		}
 	}
 	if l := screenLine(lines, "Select login method", "Paste code here if prompted"); l != "" {
 		return FaultLogin, l
@@ -114,6 +119,10 @@ func (claude) ReadScreen(lines []string) (string, string) {
 	}
 	return "", ""
 }
+
+// claudeRetryRE matches the part of claude's retry line from its
+// countdown on, in either case ("· Retrying in 7s", "· retrying in 5s").
+var claudeRetryRE = regexp.MustCompile(`·\s*[Rr]etrying in \d`)
 
 // RefusedRoot reads claude's refusal to skip its permission prompts as
 // root ("--dangerously-skip-permissions cannot be used with root/sudo

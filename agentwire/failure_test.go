@@ -129,6 +129,11 @@ func TestReadScreen(t *testing.T) {
 			t.Errorf("%s: %q %q, want %q %q...", tt.file, kind, line, tt.want, tt.line)
 		}
 	}
+	// Claude Code 2.1.337's retry line, as a user's pane showed it: the
+	// countdown's word in lower case.
+	if k, l := KindOf("claude").ReadScreen([]string{"❯ go on", "", "✻ Can't reach the API server — check your internet or DNS (ENOTFOUND) · retrying in 5s · attempt 7/10"}); k != FaultRetrying || l != "Can't reach the API server — check your internet or DNS (ENOTFOUND)" {
+		t.Errorf("claude 2.1.337's retry line: %q %q", k, l)
+	}
 	if k, l := KindOf("claude").ReadScreen([]string{"Select login method:", " ❯ 1. Claude account with subscription"}); k != FaultLogin || l != "Select login method:" {
 		t.Errorf("claude's sign-in screen: %q %q", k, l)
 	}

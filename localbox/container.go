@@ -192,6 +192,11 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 		return fmt.Errorf("exec directory of box %s: %w", b.Name, err)
 	}
 	mounts = append(mounts, em)
+	tm, err := e.trustMount(b)
+	if err != nil {
+		return fmt.Errorf("trust directory of box %s: %w", b.Name, err)
+	}
+	mounts = append(mounts, tm)
 	res := resources(e.limitsOf(b))
 	initOn := true
 	stop := 2
@@ -276,6 +281,7 @@ func (e *containerEngine) start(ctx context.Context, b *box) error {
 	if err != nil {
 		return fmt.Errorf("start box %s: %w", b.Name, err)
 	}
+	e.copyTrust(b)
 	e.startExecServer(ctx, b, ctr)
 	return nil
 }
@@ -409,7 +415,8 @@ func (e *containerEngine) status(ctx context.Context, b *box) (string, error) {
 }
 
 // environ is a command's environment in the box: the guest's login
-// environment plus what the client asked for.
+// environment, the machine's trust settings (trustEnv), plus what the
+// client asked for.
 func (e *containerEngine) environ(b *box, start *controlv1.Start) []string {
 	env := map[string]string{
 		"HOME": guestHome, "USER": guestUser, "LOGNAME": guestUser, "SHELL": "/bin/bash",
@@ -420,6 +427,7 @@ func (e *containerEngine) environ(b *box, start *controlv1.Start) []string {
 		"COCOONBOX_RUN_DIR": guestRun,
 		"TMUX_TMPDIR":       guestRun,
 	}
+	trustEnv(b, env)
 	if t := start.GetTty(); t != nil && t.GetTerm() != "" {
 		env["TERM"] = t.GetTerm()
 	}

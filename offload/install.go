@@ -23,8 +23,9 @@ type BoxRun func(ctx context.Context, line string, stdin io.Reader, stdout, stde
 // failure names its step: the vendor's installer script is downloaded
 // with curl and run with bash (a `curl | bash` hides curl's failure
 // behind bash's success); when its host cannot be reached from the box,
-// or the kind has no script, npm installs the kind's package into
-// ~/.local; then the CLI must answer --version on the box's login PATH.
+// curl is not there, or the kind has no script, npm installs the kind's
+// package into ~/.local; then the CLI must answer --version on the box's
+// login PATH.
 type Installer struct {
 	Kind agentwire.Kind
 	Run  BoxRun
@@ -63,6 +64,7 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 	k := in.Kind
 	res := &InstallResult{}
 	viaNPM := k.Install().ScriptURL == ""
+	noCurl := false
 	if !viaNPM {
 		in.logf("downloading the %s installer: curl -fsSL %s", k.Title(), k.Install().ScriptURL)
 		var script, errb bytes.Buffer
@@ -83,6 +85,11 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 		case curlUnreachable[code] && k.Install().Package != "":
 			in.logf("%s cannot be reached from the box (curl exit %d); installing %s from npm instead", hostOf(k.Install().ScriptURL), code, k.Install().Package)
 			viaNPM = true
+		case code == 127 && k.Install().Package != "":
+			in.logf("curl is not in the box; installing %s from npm instead", k.Install().Package)
+			viaNPM, noCurl = true, true
+		case code == 127:
+			return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("install-cli: curl is not in the box (on its login PATH)"), Next: []Step{in.installCurl()}}
 		default:
 			return nil, in.failed("download the installer", exitErr(code, nil, &errb),
 				[]Step{{"check that the box reaches " + hostOf(k.Install().ScriptURL) + ", then run install-cli again"}})
@@ -107,6 +114,8 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 			}
 			var next []Step
 			switch {
+			case code == 127 && noCurl:
+				return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("install-cli: curl is not in the box, nor is npm (on its login PATH): %s needs one of them", k.Title()), Next: []Step{in.installCurl()}}
 			case code == 127:
 				next = append(next, Step{"npm is not on the box's login PATH: install Node.js and npm in the box first"})
 			case npmTLSRE.Match(out.Bytes()):
@@ -131,6 +140,14 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 	}
 	res.Version, _, _ = strings.Cut(strings.TrimSpace(out.String()), "\n")
 	return res, nil
+}
+
+// installCurl is the step that installs curl in a box lacking it: as
+// root through sudo, which the box user has without a password (the
+// contract's guest, the local box's image); apt's lists first, as the
+// image is built without them.
+func (in *Installer) installCurl() Step {
+	return Step{"install curl in the box: ", Command{Verb: VerbRsh, Box: in.Box, Args: []string{"'sudo apt-get update && sudo apt-get install -y curl'"}}, ", then run install-cli again"}
 }
 
 func (in *Installer) logf(format string, args ...any) {

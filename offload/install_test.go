@@ -63,13 +63,18 @@ func TestInstaller(t *testing.T) {
 		// Codex 0.171.0's stderr with a box home under /tmp (met in the
 		// README trial): its version is still stdout's line.
 		{"codex warns", codex, map[string]fakeAnswer{"npm": {}, "codex": {stdout: "codex-cli 0.171.0\n", stderr: "WARNING: proceeding, even though we could not create PATH aliases: Refusing to create helper binaries under temporary dir \"/tmp\"\n"}}, "npm", "", ""},
+		// The box image has neither curl nor npm: curl's 127 is no
+		// download failure, and the step installs curl.
+		{"no curl, npm", claude, map[string]fakeAnswer{"npm": {stdout: "added 2 packages\n"}, "claude": version}, "npm", "", ""},
+		{"no curl, no npm", claude, map[string]fakeAnswer{},
+			"", "install-cli: curl is not in the box, nor is npm (on its login PATH): Claude Code needs one of them", "install curl in the box: cocoonbox rsh main 'sudo apt-get update && sudo apt-get install -y curl', then run install-cli again"},
 		{"no npm", codex, map[string]fakeAnswer{}, "", "install-cli: npm install @openai/codex failed: command not found", "npm is not on the box's login PATH"},
 		{"not on PATH after", codex, map[string]fakeAnswer{"npm": {}}, "", "install-cli: check codex --version failed: command not found", "~/.profile"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeBox{answers: tt.answers}
 			var log bytes.Buffer
-			in := &Installer{Kind: tt.kind, Run: f.run, Log: &log}
+			in := &Installer{Kind: tt.kind, Run: f.run, Box: "main", Log: &log}
 			res, err := in.Install(context.Background())
 			if tt.err == "" {
 				want, _, _ := strings.Cut(tt.answers[tt.kind.Binary()].stdout, "\n")
@@ -82,8 +87,12 @@ func TestInstaller(t *testing.T) {
 			if !ok || e.Code != ExitFailed || !strings.Contains(e.Error(), tt.err) || strings.Contains(e.Error(), "\n") {
 				t.Fatalf("Install: %v, want exit 1 with %q in one line; ran %q", err, tt.err, f.ran)
 			}
-			if tt.next != "" && !strings.Contains(nextText(e.Next...), tt.next) {
-				t.Errorf("next steps %s lack %q", nextText(e.Next...), tt.next)
+			var next []string
+			for _, s := range e.Next {
+				next = append(next, s.Text(testRender))
+			}
+			if tt.next != "" && !strings.Contains(strings.Join(next, "\n"), tt.next) {
+				t.Errorf("next steps %q lack %q", next, tt.next)
 			}
 		})
 	}
