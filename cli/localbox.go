@@ -129,6 +129,34 @@ func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, er
 	return set, localbox.SaveEngineSettings(dir, set)
 }
 
+// runsAs refuses o's --engine and limits when the local box ri, which
+// runs, serves with others: they are read at a start, so taking it as it
+// is would drop them in silence.
+func (o localboxOptions) runsAs(dir string, ri localbox.Runtime) error {
+	if o.Engine == "" && !o.limitFlags.set() {
+		return nil
+	}
+	if err := localbox.CheckEngine(o.Engine); err != nil {
+		return &UsageError{err}
+	}
+	set, err := localbox.ReadEngineSettings(dir)
+	if err != nil {
+		return err
+	}
+	running := cmp.Or(ri.Engine, set.Engine)
+	if o.Engine != "" && o.Engine != running {
+		return fmt.Errorf("a local box already runs on the %s engine, not %s\nto change its engine, stop it first: cocoonbox localbox stop", running, o.Engine)
+	}
+	want := set.Limits
+	if err := o.limitFlags.apply(&want); err != nil {
+		return err
+	}
+	if want != set.Limits {
+		return errors.New("a local box already runs with other box limits\nto change them, stop it first: cocoonbox localbox stop")
+	}
+	return nil
+}
+
 // engineArgs are o's engine flags for the serve that start runs.
 func (o localboxOptions) engineArgs() []string {
 	var a []string
@@ -327,7 +355,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	} else {
 		note = "uid 1000 in each box's own container (engine " + eng.Engine + ")"
 	}
-	ri.RunAs, ri.RunAsNote = boxUser, note
+	ri.RunAs, ri.RunAsNote, ri.Engine = boxUser, note, eng.Engine
 	if eng.Engine != localbox.EngineProcess {
 		ri.RunAs = "user"
 	} else if boxUser == "" {
@@ -400,6 +428,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		// it listens: "start" is the way back in from every state.
 		if want := listenURL(dir, o); o.Listen != "" && want != "" && want != ri.Endpoint {
 			return fmt.Errorf("a local box already runs at %s, not %s\nto move it, stop it first: cocoonbox localbox stop", ri.Endpoint, want)
+		}
+		if err := o.runsAs(dir, ri); err != nil {
+			return err
 		}
 		if err := adopt(env, dir, ri); err != nil {
 			return err

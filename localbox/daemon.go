@@ -47,6 +47,9 @@ type Runtime struct {
 	// certificate's that is not a loopback one or a wildcard, or this
 	// machine's host name for a self-signed one; empty otherwise.
 	Laptop string `json:"laptop,omitempty"`
+	// Engine is the engine its boxes run on (EngineSettings.Engine);
+	// empty in the file of a local box older than the field.
+	Engine string `json:"engine,omitempty"`
 }
 
 // startTimeout is how long Start waits for the server it started to serve.
