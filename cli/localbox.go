@@ -502,7 +502,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		return err == nil || certErr != nil
 	})
 	if err == nil {
-		err = localbox.SaveListening(dir, o.listening())
+		l := o.listening()
+		l.Endpoint = ri.Endpoint
+		err = localbox.SaveListening(dir, l)
 	}
 	switch {
 	case err != nil:
