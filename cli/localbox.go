@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log"
 	"net"
 	"os"
@@ -272,12 +273,45 @@ func localboxDir(env Env) (string, error) {
 	return filepath.Join(d, "localbox"), nil
 }
 
+// mkdirState is localbox.MkdirState; when a directory cannot be made its
+// error names the state directory and the variables that move it.
+func mkdirState(env Env, dir string) error {
+	err := localbox.MkdirState(dir)
+	if _, ok := errors.AsType[*fs.PathError](err); ok {
+		return fmt.Errorf("cannot make the local box's state directory %s (%v): %s", dir, err, movedBy(env, "XDG_STATE_HOME"))
+	}
+	return err
+}
+
+// mkdirConfig makes the configuration directory, where start saves the
+// local box as the current endpoint with its token; when it cannot, the
+// error names it and the variables that move it.
+func mkdirConfig(env Env) error {
+	d, err := env.configDir()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return fmt.Errorf("cannot make the configuration directory %s, where start saves the local box as the current endpoint (%v): %s", d, err, movedBy(env, "XDG_CONFIG_HOME"))
+	}
+	return nil
+}
+
+// movedBy is the next step for a directory under HOME, or under the
+// variable xdg that moves it, that could not be made.
+func movedBy(env Env, xdg string) string {
+	if d := env.Getenv(xdg); d != "" && filepath.IsAbs(d) {
+		return "set " + xdg + " to a directory you can write"
+	}
+	return "set HOME to a directory you can write, or " + xdg
+}
+
 func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	dir, err := localboxDir(env)
 	if err != nil {
 		return err
 	}
-	if err := localbox.MkdirState(dir); err != nil {
+	if err := mkdirState(env, dir); err != nil {
 		return err
 	}
 	// One local box per state directory: the lock is held while this
@@ -444,7 +478,12 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if err := localbox.CheckEngine(o.Engine); err != nil {
 		return &UsageError{err}
 	}
-	if err := localbox.MkdirState(dir); err != nil {
+	if err := mkdirState(env, dir); err != nil {
+		return err
+	}
+	// Made now, not once the local box serves: there start could not
+	// save it as the current endpoint, and waited for nothing.
+	if err := mkdirConfig(env); err != nil {
 		return err
 	}
 	if o, err = o.remembered(dir, s); err != nil {
@@ -489,6 +528,10 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	var certErr *box.CertError
 	var pinned string
 	var nameErr error
+	// adoptErr is why the local box, serving at adoptAt, was last not
+	// taken: start's own failure, which its log does not hold.
+	var adoptErr error
+	var adoptAt string
 	ri, err := localbox.Start(dir, &exec.Cmd{Path: exe, Args: args, Env: env.Environ}, func(ri localbox.Runtime) bool {
 		if nameErr = unresolved(ri.Endpoint); nameErr != nil {
 			return true
@@ -499,8 +542,12 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 			pinned, err = adoptPinned(env, dir, ri, o.TLSCert, err)
 			certErr, _ = errors.AsType[*box.CertError](err)
 		}
+		adoptErr, adoptAt = err, ri.Endpoint
 		return err == nil || certErr != nil
 	})
+	if err != nil && adoptErr != nil && !errors.Is(adoptErr, box.ErrUnavailable) && !errors.Is(adoptErr, context.DeadlineExceeded) {
+		return fmt.Errorf("start could not make the local box the current endpoint: %v\nit served at %s; start stopped it", adoptErr, adoptAt)
+	}
 	if err == nil {
 		l := o.listening()
 		l.Endpoint = ri.Endpoint
