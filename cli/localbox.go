@@ -492,6 +492,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if _, err := o.tls(); err != nil {
 		return err
 	}
+	switched := engineSwitchLines(dir, o.Engine)
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -579,7 +580,36 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if ri.CA != "" {
 		fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", cmp.Or(ri.Laptop, ri.Endpoint), ri.CA)
 	}
+	for _, l := range switched {
+		fmt.Fprintln(s.Err, l)
+	}
 	return nil
+}
+
+// engineSwitchLines warn a start that moves the local box in dir to the
+// engine to that no box's files move with it: the owner's boxes find
+// none of the files they made on the engine they ran on, which keeps
+// them. The second line is how to copy them over, or go back. None when
+// the engine stays or there is no box.
+func engineSwitchLines(dir, to string) []string {
+	set, err := localbox.ReadEngineSettings(dir)
+	names := localbox.BoxNames(dir)
+	if to == "" || err != nil || set.Engine == to || len(names) == 0 {
+		return nil
+	}
+	from, list := set.Engine, strings.Join(names, ", ")
+	back := "`cocoonbox localbox stop; cocoonbox localbox start --engine " + from + "`"
+	if from == localbox.EngineProcess {
+		boxes := filepath.Join(dir, "boxes")
+		return []string{
+			fmt.Sprintf("cocoonbox: warning: on %s the boxes %s find none of the files they made on the process engine: those stay in %s/BOX/home and workspace", to, list, boxes),
+			fmt.Sprintf("copy a workspace in with `rsync -a -e cocoonbox-ssh %s/ %s:`, or go back with %s", shellquote.Word(filepath.Join(boxes, names[0], "workspace")), names[0], back),
+		}
+	}
+	return []string{
+		fmt.Sprintf("cocoonbox: warning: on %s the boxes %s find none of the files they made on %s: those stay in its volumes", to, list, from),
+		fmt.Sprintf("to bring them here, go back with %s, copy them out (`rsync -a -e cocoonbox-ssh %s: DIR/`), then switch again", back, names[0]),
+	}
 }
 
 // listening is o's --listen and TLS flags, the files' paths absolute;
