@@ -228,6 +228,10 @@ func (e Env) signInHint(ep box.Endpoint) string {
 	if ep.URL == "unix://"+localbox.SocketPath(dir) {
 		return "start your local box with `cocoonbox localbox start`"
 	}
+	if l, err := localbox.ReadListening(dir); err == nil && l.Endpoint == ep.URL {
+		// A plain start listens there again (listen.json).
+		return "start your local box with `cocoonbox localbox start`"
+	}
 	if strings.HasPrefix(ep.URL, "unix://") {
 		return fmt.Sprintf("a unix socket takes no browser sign-in: give a key with `cocoonbox login --endpoint %s --token -`", ep.URL)
 	}
