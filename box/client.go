@@ -57,9 +57,11 @@ type Client struct {
 	raw      *grpc.ClientConn
 	endpoint Endpoint
 	signIn   string // the next step when the token is refused
-	boxes    controlv1.BoxesClient
-	session  controlv1.SessionClient
-	account  controlv1.AccountClient
+	// unreachable, if not "", replaces UnreachableHint(endpoint).
+	unreachable string
+	boxes       controlv1.BoxesClient
+	session     controlv1.SessionClient
+	account     controlv1.AccountClient
 	// certErr is the last refused server certificate, if any.
 	certErr *atomic.Pointer[CertError]
 	// ioErr is the current connection's timed-out read or write, if any.
@@ -77,6 +79,7 @@ type DialOption func(*dialOptions)
 type dialOptions struct {
 	keepaliveTime, keepaliveTimeout time.Duration
 	signIn                          string
+	unreachable                     string
 	sharing                         *share.Sharing
 	// noIdleTimeout keeps the connection open however long it is unused
 	// (DialUpstream).
@@ -102,6 +105,14 @@ func WithPathRTT(rtt time.Duration) DialOption {
 // endpoint is a local box, where login may not be the way back in.
 func WithSignIn(hint string) DialOption {
 	return func(o *dialOptions) { o.signIn = hint }
+}
+
+// WithUnreachable replaces the next step an UNAVAILABLE error names,
+// UnreachableHint's, with hint: the caller knows better when the endpoint
+// is the one a local box it started last served at, where a plain
+// `localbox start` serves it there again.
+func WithUnreachable(hint string) DialOption {
+	return func(o *dialOptions) { o.unreachable = hint }
 }
 
 // WithKeepalive replaces wire.KeepaliveTime and wire.KeepaliveTimeout: a ping after
@@ -147,7 +158,7 @@ func Dial(ep Endpoint, token string, options ...DialOption) (*Client, error) {
 	// path's round trip below Sharing.MinRTT) gives it the small windows
 	// of a local hop, enough for that path (window.LocalStream).
 	direct := func(near bool) (*grpc.ClientConn, error) { return dialDirect(ep, token, do, near, certErr, ioErr) }
-	c := &Client{endpoint: ep, signIn: do.signIn, certErr: certErr, ioErr: ioErr, linkTimeout: do.keepaliveTimeout, resume: do.resume}
+	c := &Client{endpoint: ep, signIn: do.signIn, unreachable: do.unreachable, certErr: certErr, ioErr: ioErr, linkTimeout: do.keepaliveTimeout, resume: do.resume}
 	var err error
 	if do.sharing != nil {
 		c.conn, err = do.sharing.Connect(ep.Target, ep.URL, ep.CAFile, append(transportOptions(true, 0), do.creds(token)...), direct)
@@ -465,7 +476,11 @@ func (c *Client) wrap(op string, err error) error {
 				return fmt.Errorf("%s: %w: %s", op, ErrUnavailable, tls)
 			}
 		}
-		return fmt.Errorf("%s: %w: %s: %s; %s", op, ErrUnavailable, c.endpoint.URL, dialReason(msg), UnreachableHint(c.endpoint))
+		hint := c.unreachable
+		if hint == "" {
+			hint = UnreachableHint(c.endpoint)
+		}
+		return fmt.Errorf("%s: %w: %s: %s; %s", op, ErrUnavailable, c.endpoint.URL, dialReason(msg), hint)
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%s: %s did not answer in time", op, c.endpoint.URL)
 	case codes.Canceled:

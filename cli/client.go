@@ -92,7 +92,7 @@ func (e Env) dialFor(endpointFlag string, follow bool) (*box.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []box.DialOption{box.WithSignIn(e.signInHint(ep))}
+	opts := []box.DialOption{box.WithSignIn(e.signInHint(ep)), box.WithUnreachable(e.unreachableHint(ep))}
 	if follow && e.Getenv("COCOONBOX_TOKEN") == "" {
 		if src, err := e.tokenSource(ep, tok); err == nil {
 			opts = append(opts, box.WithTokenSource(src))
@@ -191,6 +191,20 @@ func (e Env) nothingThere(ep box.Endpoint) string {
 	return line + fmt.Sprintf(": is the endpoint right (--endpoint, COCOONBOX_ENDPOINT)? a local box listens there after `cocoonbox localbox start --listen unix:%s`", path)
 }
 
+// unreachableHint is box.UnreachableHint for ep, but for the endpoint this
+// user's local box served at after the last start that gave --listen or
+// TLS flags (listen.json): there a plain start serves it again with those
+// flags, which a `--listen ep` hint would change (a local box on every
+// address, named otherwise on laptops, moved to one).
+func (e Env) unreachableHint(ep box.Endpoint) string {
+	if dir, err := localboxDir(e); err == nil {
+		if l, err := localbox.ReadListening(dir); err == nil && l.Endpoint == ep.URL {
+			return "is the local box running? (cocoonbox localbox start)"
+		}
+	}
+	return box.UnreachableHint(ep)
+}
+
 // signInHint names the command that gets a token for ep from where this
 // user stands: a local box this user runs, or could run there, is entered
 // by localbox start, which saves a token for it; a unix socket cannot take
@@ -212,6 +226,10 @@ func (e Env) signInHint(ep box.Endpoint) string {
 		return "this is your local box: `cocoonbox localbox start` saves a token for it again"
 	}
 	if ep.URL == "unix://"+localbox.SocketPath(dir) {
+		return "start your local box with `cocoonbox localbox start`"
+	}
+	if l, err := localbox.ReadListening(dir); err == nil && l.Endpoint == ep.URL {
+		// A plain start listens there again (listen.json).
 		return "start your local box with `cocoonbox localbox start`"
 	}
 	if strings.HasPrefix(ep.URL, "unix://") {

@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log"
 	"net"
 	"os"
@@ -129,6 +130,34 @@ func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, er
 	return set, localbox.SaveEngineSettings(dir, set)
 }
 
+// runsAs refuses o's --engine and limits when the local box ri, which
+// runs, serves with others: they are read at a start, so taking it as it
+// is would drop them in silence.
+func (o localboxOptions) runsAs(dir string, ri localbox.Runtime) error {
+	if o.Engine == "" && !o.limitFlags.set() {
+		return nil
+	}
+	if err := localbox.CheckEngine(o.Engine); err != nil {
+		return &UsageError{err}
+	}
+	set, err := localbox.ReadEngineSettings(dir)
+	if err != nil {
+		return err
+	}
+	running := cmp.Or(ri.Engine, set.Engine)
+	if o.Engine != "" && o.Engine != running {
+		return fmt.Errorf("a local box already runs on the %s engine, not %s\nto change its engine, stop it first: cocoonbox localbox stop", running, o.Engine)
+	}
+	want := set.Limits
+	if err := o.limitFlags.apply(&want); err != nil {
+		return err
+	}
+	if want != set.Limits {
+		return errors.New("a local box already runs with other box limits\nto change them, stop it first: cocoonbox localbox stop")
+	}
+	return nil
+}
+
 // engineArgs are o's engine flags for the serve that start runs.
 func (o localboxOptions) engineArgs() []string {
 	var a []string
@@ -244,12 +273,45 @@ func localboxDir(env Env) (string, error) {
 	return filepath.Join(d, "localbox"), nil
 }
 
+// mkdirState is localbox.MkdirState; when a directory cannot be made its
+// error names the state directory and the variables that move it.
+func mkdirState(env Env, dir string) error {
+	err := localbox.MkdirState(dir)
+	if _, ok := errors.AsType[*fs.PathError](err); ok {
+		return fmt.Errorf("cannot make the local box's state directory %s (%v): %s", dir, err, movedBy(env, "XDG_STATE_HOME"))
+	}
+	return err
+}
+
+// mkdirConfig makes the configuration directory, where start saves the
+// local box as the current endpoint with its token; when it cannot, the
+// error names it and the variables that move it.
+func mkdirConfig(env Env) error {
+	d, err := env.configDir()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return fmt.Errorf("cannot make the configuration directory %s, where start saves the local box as the current endpoint (%v): %s", d, err, movedBy(env, "XDG_CONFIG_HOME"))
+	}
+	return nil
+}
+
+// movedBy is the next step for a directory under HOME, or under the
+// variable xdg that moves it, that could not be made.
+func movedBy(env Env, xdg string) string {
+	if d := env.Getenv(xdg); d != "" && filepath.IsAbs(d) {
+		return "set " + xdg + " to a directory you can write"
+	}
+	return "set HOME to a directory you can write, or " + xdg
+}
+
 func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	dir, err := localboxDir(env)
 	if err != nil {
 		return err
 	}
-	if err := localbox.MkdirState(dir); err != nil {
+	if err := mkdirState(env, dir); err != nil {
 		return err
 	}
 	// One local box per state directory: the lock is held while this
@@ -327,7 +389,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	} else {
 		note = "uid 1000 in each box's own container (engine " + eng.Engine + ")"
 	}
-	ri.RunAs, ri.RunAsNote = boxUser, note
+	ri.RunAs, ri.RunAsNote, ri.Engine = boxUser, note, eng.Engine
 	if eng.Engine != localbox.EngineProcess {
 		ri.RunAs = "user"
 	} else if boxUser == "" {
@@ -401,6 +463,9 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		if want := listenURL(dir, o); o.Listen != "" && want != "" && want != ri.Endpoint {
 			return fmt.Errorf("a local box already runs at %s, not %s\nto move it, stop it first: cocoonbox localbox stop", ri.Endpoint, want)
 		}
+		if err := o.runsAs(dir, ri); err != nil {
+			return err
+		}
 		if err := adopt(env, dir, ri); err != nil {
 			return err
 		}
@@ -413,7 +478,12 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if err := localbox.CheckEngine(o.Engine); err != nil {
 		return &UsageError{err}
 	}
-	if err := localbox.MkdirState(dir); err != nil {
+	if err := mkdirState(env, dir); err != nil {
+		return err
+	}
+	// Made now, not once the local box serves: there start could not
+	// save it as the current endpoint, and waited for nothing.
+	if err := mkdirConfig(env); err != nil {
 		return err
 	}
 	if o, err = o.remembered(dir, s); err != nil {
@@ -422,6 +492,7 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if _, err := o.tls(); err != nil {
 		return err
 	}
+	switched := engineSwitchLines(dir, o.Engine)
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -458,6 +529,10 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	var certErr *box.CertError
 	var pinned string
 	var nameErr error
+	// adoptErr is why the local box, serving at adoptAt, was last not
+	// taken: start's own failure, which its log does not hold.
+	var adoptErr error
+	var adoptAt string
 	ri, err := localbox.Start(dir, &exec.Cmd{Path: exe, Args: args, Env: env.Environ}, func(ri localbox.Runtime) bool {
 		if nameErr = unresolved(ri.Endpoint); nameErr != nil {
 			return true
@@ -468,10 +543,16 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 			pinned, err = adoptPinned(env, dir, ri, o.TLSCert, err)
 			certErr, _ = errors.AsType[*box.CertError](err)
 		}
+		adoptErr, adoptAt = err, ri.Endpoint
 		return err == nil || certErr != nil
 	})
+	if err != nil && adoptErr != nil && !errors.Is(adoptErr, box.ErrUnavailable) && !errors.Is(adoptErr, context.DeadlineExceeded) {
+		return fmt.Errorf("start could not make the local box the current endpoint: %v\nit served at %s; start stopped it", adoptErr, adoptAt)
+	}
 	if err == nil {
-		err = localbox.SaveListening(dir, o.listening())
+		l := o.listening()
+		l.Endpoint = ri.Endpoint
+		err = localbox.SaveListening(dir, l)
 	}
 	switch {
 	case err != nil:
@@ -499,7 +580,36 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	if ri.CA != "" {
 		fmt.Fprintf(s.Err, "a laptop trusts it with: cocoonbox login --endpoint %s --ca FILE, FILE a copy of %s (docs/self-hosting.md)\n", cmp.Or(ri.Laptop, ri.Endpoint), ri.CA)
 	}
+	for _, l := range switched {
+		fmt.Fprintln(s.Err, l)
+	}
 	return nil
+}
+
+// engineSwitchLines warn a start that moves the local box in dir to the
+// engine to that no box's files move with it: the owner's boxes find
+// none of the files they made on the engine they ran on, which keeps
+// them. The second line is how to copy them over, or go back. None when
+// the engine stays or there is no box.
+func engineSwitchLines(dir, to string) []string {
+	set, err := localbox.ReadEngineSettings(dir)
+	names := localbox.BoxNames(dir)
+	if to == "" || err != nil || set.Engine == to || len(names) == 0 {
+		return nil
+	}
+	from, list := set.Engine, strings.Join(names, ", ")
+	back := "`cocoonbox localbox stop; cocoonbox localbox start --engine " + from + "`"
+	if from == localbox.EngineProcess {
+		boxes := filepath.Join(dir, "boxes")
+		return []string{
+			fmt.Sprintf("cocoonbox: warning: on %s the boxes %s find none of the files they made on the process engine: those stay in %s/BOX/home and workspace", to, list, boxes),
+			fmt.Sprintf("copy a workspace in with `rsync -a -e cocoonbox-ssh %s/ %s:`, or go back with %s", shellquote.Word(filepath.Join(boxes, names[0], "workspace")), names[0], back),
+		}
+	}
+	return []string{
+		fmt.Sprintf("cocoonbox: warning: on %s the boxes %s find none of the files they made on %s: those stay in its volumes", to, list, from),
+		fmt.Sprintf("to bring them here, go back with %s, copy them out (`rsync -a -e cocoonbox-ssh %s: DIR/`), then switch again", back, names[0]),
+	}
 }
 
 // listening is o's --listen and TLS flags, the files' paths absolute;

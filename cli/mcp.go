@@ -65,7 +65,7 @@ func runMCP(env Env, s Streams, endpoint string) error {
 	if errors.As(err, &oe) && oe.Op == "dial" {
 		// The URL a unix socket's client uses (http://localbox/...) is
 		// no address a user knows: name the endpoint and the next step.
-		return fmt.Errorf("the control MCP at %s did not answer: %v; %s", ep.URL, oe.Err, box.UnreachableHint(ep))
+		return fmt.Errorf("the control MCP at %s did not answer: %v; %s", ep.URL, oe.Err, env.unreachableHint(ep))
 	}
 	if err != nil {
 		return err

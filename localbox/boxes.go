@@ -226,6 +226,20 @@ func (r *registry) boxesDir(account string) string {
 	return accountBoxesDir(r.dir, account)
 }
 
+// BoxNames are the names of the owner's boxes of the local box whose state
+// is in dir, sorted; none when it has none or they cannot be read.
+func BoxNames(dir string) []string {
+	boxes := filepath.Join(dir, "boxes")
+	ents, _ := os.ReadDir(boxes)
+	var names []string
+	for _, e := range ents {
+		if fi, err := os.Lstat(filepath.Join(boxes, e.Name(), "box.json")); e.IsDir() && err == nil && fi.Mode().IsRegular() {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
 // load reads the owner's boxes; an account's are read by loadAccount.
 func (r *registry) load() error {
 	r.mu.Lock()

@@ -47,6 +47,9 @@ type Runtime struct {
 	// certificate's that is not a loopback one or a wildcard, or this
 	// machine's host name for a self-signed one; empty otherwise.
 	Laptop string `json:"laptop,omitempty"`
+	// Engine is the engine its boxes run on (EngineSettings.Engine);
+	// empty in the file of a local box older than the field.
+	Engine string `json:"engine,omitempty"`
 }
 
 // startTimeout is how long Start waits for the server it started to serve.
@@ -137,6 +140,10 @@ type Listening struct {
 	TLSCert  string   `json:"tls_cert,omitempty"`
 	TLSKey   string   `json:"tls_key,omitempty"`
 	TLSNames []string `json:"tls_names,omitempty"`
+	// Endpoint is the endpoint the local box served at after that start,
+	// which a client that finds nothing there is told to start again
+	// with a plain start: these flags, not a --listen of its address.
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // ListeningPath is the Listening file of the state directory dir.
@@ -150,8 +157,8 @@ func ReadListening(dir string) (Listening, error) {
 	return l, err
 }
 
-// SaveListening saves l in dir (0600, replaced atomically); the zero
-// value removes the file.
+// SaveListening saves l in dir (0600, replaced atomically); with no
+// flag (the default socket, whatever its Endpoint) it removes the file.
 func SaveListening(dir string, l Listening) error {
 	if l.Listen == "" && l.TLS == "" && l.TLSCert == "" && l.TLSKey == "" && len(l.TLSNames) == 0 {
 		if err := os.Remove(ListeningPath(dir)); err != nil && !errors.Is(err, os.ErrNotExist) {

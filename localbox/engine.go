@@ -2,9 +2,14 @@ package localbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -206,9 +211,55 @@ func dialEngine(ctx context.Context, name string, host ...string) (*client.Clien
 	defer cancel()
 	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("engine %s does not answer at %s: %w; start it (systemctl start %s), or run the local box with --engine process", name, h, err, name)
+		return nil, engineDown(name, h, err)
 	}
 	return cli, nil
+}
+
+// engineDown is the error for engine name not answering at host (err),
+// with the next step for why: a socket this user may not open, an
+// engine not installed (no socket, and no program of its name on PATH),
+// or one that does not run.
+func engineDown(name, host string, err error) error {
+	if path, ok := strings.CutPrefix(host, "unix://"); ok {
+		c, derr := net.DialTimeout("unix", path, 2*time.Second)
+		switch {
+		case derr == nil:
+			c.Close()
+		case errors.Is(derr, fs.ErrPermission):
+			fix := "join the docker group (sudo usermod -aG docker $USER, then log in again), or use rootless podman (--engine podman)"
+			if name == EnginePodman {
+				fix = "use rootless podman (systemctl --user start podman.socket)"
+			}
+			return fmt.Errorf("engine %s refuses this user at %s (permission denied): run as root, or %s; or run the local box with --engine process", name, host, fix)
+		case errors.Is(derr, fs.ErrNotExist) && !installed(name):
+			return fmt.Errorf("engine %s is not installed: nothing at %s, and no %s on PATH; install it (docs/cocoonbox.md \"Container engines\"), or run the local box with --engine process", name, host, name)
+		}
+	}
+	return fmt.Errorf("engine %s does not answer at %s: %w; start it (%s), or run the local box with --engine process", name, host, err, startCommand(name))
+}
+
+// installed reports whether a program of engine name (or its daemon) is
+// on PATH.
+func installed(name string) bool {
+	for _, p := range []string{name, name + "d"} {
+		if _, err := exec.LookPath(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// startCommand is the command that starts engine name's API socket for
+// this user.
+func startCommand(name string) string {
+	switch {
+	case name != EnginePodman:
+		return "systemctl start " + name
+	case os.Getuid() != 0:
+		return "systemctl --user start podman.socket"
+	}
+	return "systemctl start podman.socket"
 }
 
 // processEngine runs boxes as directories and their commands as host
