@@ -199,11 +199,13 @@ func (p scriptPool) Run(name string, f func(testscript.T)) {
 // engineAreas are the name prefixes of the scripts of testdata/script
 // that run on the container engine as well as on the process engine:
 // every script of rsh, cocoonbox-ssh (ssh_), git-remote-cocoonbox (git_),
-// sshconfig, offload and back, accounts, the resumable sessions', and the
-// one of sharing that keeps a share across a restart. A script among them that holds to the
+// sshconfig, offload and back, accounts, one of the resumable sessions'
+// (the holder in a container; the others test the client, the same on
+// either engine, and cost CI minutes), and the one of sharing that keeps
+// a share across a restart. A script among them that holds to the
 // process engine's shape for a reason says so with [container] or
 // [!container] on the lines concerned.
-var engineAreas = []string{"rsh_", "ssh_", "git_", "sshconfig_", "offload_", "back_", "localbox_accounts", "share_persist", "session_"}
+var engineAreas = []string{"rsh_", "ssh_", "git_", "sshconfig_", "offload_", "back_", "localbox_accounts", "share_persist", "session_cut_tls"}
 
 // engineCommonScripts are the scripts of dir that engineAreas names.
 func engineCommonScripts(dir string) ([]string, error) {
