@@ -15,6 +15,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 	"github.com/cocoonbox/cocoonbox/internal/ttymodes"
 )
 
@@ -59,7 +60,7 @@ func openTerminal(cmd *exec.Cmd, t *TTY, in, out *os.File) (*terminal, error) {
 			ttymodes.Set(int(tty.Fd()), tm)
 		}
 	}
-	master, err := pollable(ptmx)
+	master, err := proc.PollableTerminal(ptmx)
 	if err != nil {
 		tty.Close()
 		return nil, err
@@ -71,21 +72,6 @@ func openTerminal(cmd *exec.Cmd, t *TTY, in, out *os.File) (*terminal, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	return &terminal{master: master, tty: tty, in: in, out: out, done: make(chan struct{})}, nil
-}
-
-// pollable is f, a terminal's master side, which pty's ioctls (through
-// Fd) left blocking, as a file of Go's poller. f is closed.
-func pollable(f *os.File) (*os.File, error) {
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	f.Close()
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), "ptmx"), nil
 }
 
 // relay copies the host's stdin to the terminal until the host closes

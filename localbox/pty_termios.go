@@ -9,6 +9,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/cocoonbox/cocoonbox/internal/proc"
 	"github.com/cocoonbox/cocoonbox/internal/ttymodes"
 )
 
@@ -37,7 +38,7 @@ func startPTY(cmd *exec.Cmd, ws *pty.Winsize, modes []byte) (*os.File, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr.Setsid = true
 	cmd.SysProcAttr.Setctty = true
-	if ptmx, err = pollable(ptmx); err != nil {
+	if ptmx, err = proc.PollableTerminal(ptmx); err != nil {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
@@ -45,24 +46,6 @@ func startPTY(cmd *exec.Cmd, ws *pty.Winsize, modes []byte) (*os.File, error) {
 		return nil, err
 	}
 	return ptmx, nil
-}
-
-// pollable gives back f, a terminal's master side, which pty's ioctls
-// (through Fd) left blocking, as a file of Go's poller, so that closing
-// it ends a Read in progress: a read(2) in progress would wait on, for a
-// box process that left the session may keep the terminal's other side
-// open as long as it likes. f is closed.
-func pollable(f *os.File) (*os.File, error) {
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	f.Close()
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // setsize sets the size of terminal f without pty.Setsize, whose use of

@@ -55,3 +55,22 @@ func Pollable(f *os.File) (*os.File, func()) {
 		g.Close()
 	}
 }
+
+// PollableTerminal gives back f, a terminal's master side that ioctls
+// through Fd left blocking, as a non-blocking duplicate in Go's poller,
+// so that closing it ends a Read in progress (a blocking read(2) would
+// wait for as long as any process keeps the terminal's other side open).
+// f is closed; the error is fcntl's.
+func PollableTerminal(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	name := f.Name()
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
