@@ -81,12 +81,14 @@ func execDir(b *box) string { return filepath.Join(execGuard(b), "box") }
 func execGuard(b *box) string { return filepath.Join(b.dir, "exec") }
 
 // mkdirRoot makes directory d with perm, or checks that what is there is
-// a directory (not a link: mkdirOwn), and sets perm.
+// a directory (not a link: mkdirOwn), and sets perm through a descriptor
+// opened without following a link, so that a link put there after the
+// check is not followed either.
 func mkdirRoot(d string, perm os.FileMode) error {
 	if err := mkdirOwn(d, perm); err != nil {
 		return err
 	}
-	return os.Chmod(d, perm)
+	return chmodDir(d, perm)
 }
 
 // execMount is the bind mount of box b's exec directory, which it makes.
