@@ -287,20 +287,9 @@ func (e *containerEngine) fastExec(b *box, start *controlv1.Start, dir string) (
 		// The terminal's output is all on stdout.
 		n = 2
 	}
-	var child, ours [3]*os.File
-	for i := range n {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(child[:i])
-			closeAll(ours[:i])
-			return nil, status.Errorf(codes.Internal, "pipe: %v", err)
-		}
-		if i == 0 {
-			child[i], ours[i] = r, w
-		} else {
-			child[i], ours[i] = w, r
-		}
-		proc.GrowPipe(r, pipeSize)
+	child, ours, err := stdioPipes(n)
+	if err != nil {
+		return nil, err
 	}
 	cmd, err := h.Start(req, child[0], child[1], child[2])
 	closeAll(child[:n])

@@ -445,25 +445,12 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 	// Pipes of our own rather than exec's: the child gets the files
 	// themselves (no copying goroutine), Wait leaves our ends alone, and
 	// the pipes can be grown.
-	var child, ours [3]*os.File
-	for i := range child {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(child[:i])
-			closeAll(ours[:i])
-			return nil, status.Errorf(codes.Internal, "pipe: %v", err)
-		}
-		if i == 0 {
-			child[i], ours[i] = r, w
-		} else {
-			child[i], ours[i] = w, r
-		}
-		// A 1 MiB pipe moves bulk data in fewer, larger reads and messages;
-		// the default is 64 KiB. Failure only costs speed.
-		proc.GrowPipe(r, pipeSize)
+	child, ours, err := stdioPipes(3)
+	if err != nil {
+		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = child[0], child[1], child[2]
-	err := cmd.Start()
+	err = cmd.Start()
 	closeAll(child[:])
 	if err != nil {
 		closeAll(ours[:])
@@ -603,4 +590,28 @@ func loginShell() string {
 		return sh
 	}
 	return "/bin/sh"
+}
+
+// stdioPipes makes the first n of a command's stdin, stdout and stderr
+// pipes: child holds the ends the command gets (stdin's read end, the
+// others' write ends), ours the other ends. Each is grown to pipeSize (a
+// 1 MiB pipe moves bulk data in fewer, larger reads and messages than the
+// default 64 KiB; failure only costs speed). On an error none is left
+// open; the error is gRPC's Internal.
+func stdioPipes(n int) (child, ours [3]*os.File, err error) {
+	for i := range n {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(child[:i])
+			closeAll(ours[:i])
+			return child, ours, status.Errorf(codes.Internal, "pipe: %v", err)
+		}
+		if i == 0 {
+			child[i], ours[i] = r, w
+		} else {
+			child[i], ours[i] = w, r
+		}
+		proc.GrowPipe(r, pipeSize)
+	}
+	return child, ours, nil
 }
