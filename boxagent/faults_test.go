@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cocoonbox/cocoonbox/agentwire"
 )
@@ -139,5 +140,43 @@ func TestExitLine(t *testing.T) {
 		if got := exitLine("Codex CLI", tt.lines); got != tt.want {
 			t.Errorf("exitLine(%q) = %q, want %q", tt.lines, got, tt.want)
 		}
+	}
+}
+
+// A read that finds a fault's outbox entry answers with the record the
+// same update wrote: it waits while the update holds the repo's lock
+// (an offload inbox --wait once printed the entry beside "working").
+func TestReadSeesFaultWithItsEntry(t *testing.T) {
+	ib, cfg := faultInbox(t, "claude", "/workspace/app")
+	appended, release := make(chan struct{}), make(chan struct{})
+	go cfg.update("k1", func(r *record) (*record, error) {
+		r.Status = StatusIdle
+		if _, err := cfg.setFault(r, agentwire.FaultTurn, "API Error: 500"); err != nil {
+			t.Error(err)
+		}
+		close(appended)
+		<-release
+		return r, nil
+	})
+	<-appended
+	got := make(chan *Response, 1)
+	go func() {
+		resp, err := ib.read(t.Context(), Request{Op: "read", Repo: "k1"})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- resp
+	}()
+	// The read, left to run while the update holds the lock, must not
+	// answer before the record is written.
+	select {
+	case resp := <-got:
+		t.Fatalf("read answered during the update: status %s, fault %+v", resp.Status, resp.Fault)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	resp := <-got
+	if len(resp.Entries) != 1 || resp.Fault == nil || resp.Status != StatusIdle {
+		t.Fatalf("read: entries %+v, status %s, fault %+v", resp.Entries, resp.Status, resp.Fault)
 	}
 }

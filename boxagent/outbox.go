@@ -71,7 +71,7 @@ func (ib *Inbox) read(ctx context.Context, req Request) (*Response, error) {
 		if err != nil {
 			return nil, false, err
 		}
-		r, err := ib.cfg.readRecord(req.Repo)
+		r, err := ib.cfg.readSettled(req.Repo)
 		if err != nil {
 			return nil, false, err
 		}

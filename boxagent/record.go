@@ -120,6 +120,21 @@ func (c *Config) readRecord(k string) (*record, error) {
 	return &r, nil
 }
 
+// readSettled is readRecord once no update of k is under way: a reader
+// that found an outbox entry then sees the record the same update wrote
+// (update appends the entry before it writes the record back). It must
+// not be called under k's lock.
+func (c *Config) readSettled(k string) (*record, error) {
+	if _, err := os.Lstat(c.repoDir(k)); err == nil {
+		unlock, err := lockMode(filepath.Join(c.repoDir(k), ".lock"), 0)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
+	return c.readRecord(k)
+}
+
 // undecodable reports whether err is jsonfile.Read's for a file that is
 // not the JSON it should be: or no regular file (a FIFO, a link to a
 // device), or one past jsonfile.MaxSize, which it refuses unread.
