@@ -647,7 +647,7 @@ const spliceMin = 32 << 10
 // (n, err); all zero when it did neither, and the caller reads.
 func (s *session) spliceIn(l *link, off uint64, left, gen int, buf []byte) (moved, n int, err error) {
 	src, ok := l.r.(*os.File)
-	if !ok {
+	if !ok || !haveSplice {
 		return 0, 0, nil
 	}
 	wait := spliceWait

@@ -88,6 +88,9 @@ func tee(src, dst *os.File, n int) (int, error) {
 	return max(t, 0), terr
 }
 
+// haveSplice says splice(2) is there.
+const haveSplice = true
+
 // splice moves up to n bytes from the front of pipe src into pipe dst
 // (splice(2): the pages move, nothing is copied), as much as src has now;
 // while dst is full it waits for room, up to wait: 0 then, or errNoTee

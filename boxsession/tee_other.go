@@ -16,5 +16,8 @@ func pending(f *os.File, b []byte) (int, int, error) {
 // tee is Linux's only.
 func tee(src, dst *os.File, n int) (int, error) { return 0, errNoTee }
 
+// haveSplice says splice(2) is there: Linux's only.
+const haveSplice = false
+
 // splice is Linux's only.
 func splice(src, dst *os.File, n int, wait time.Duration) (int, error) { return 0, errNoTee }
