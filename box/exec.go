@@ -422,6 +422,33 @@ func (s *stream) send(r *controlv1.ExecRequest) error {
 	return s.st.Send(r)
 }
 
+// stdinLender is a command's stdin that lends its bytes instead of
+// copying them into a buffer of Read's (a resumable session's attempt,
+// whose stdin waits in its ring until the box acknowledges it).
+type stdinLender interface {
+	// lend returns the next chunk, at most max bytes in all, as pieces
+	// that stay unchanged until the transport has written them; io.EOF
+	// (or another error) once there is no more.
+	lend(max int) ([][]byte, error)
+}
+
+// stdinField is the number of ExecRequest's stdin.
+var stdinField = bufpool.FieldNumber(&controlv1.ExecRequest{}, "stdin")
+
+// sendParts sends one stdin message whose bytes are parts, which the
+// message refers to rather than copies (bufpool.Raw).
+func (s *stream) sendParts(parts [][]byte) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	prefix := protowire.AppendTag(make([]byte, 0, 16), stdinField, protowire.BytesType)
+	prefix = protowire.AppendVarint(prefix, uint64(n))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.SendMsg(append(bufpool.Raw{prefix}, parts...))
+}
+
 // pumpStdin sends in to the command, first what first read (if it was
 // not sent with the start), then chunk by chunk, and closes the remote
 // stdin at in's end.
@@ -434,6 +461,18 @@ func (s *stream) pumpStdin(in io.Reader, first *firstChunk) {
 		if first.got.err != nil {
 			in = nil
 		}
+	}
+	if l, ok := in.(stdinLender); ok {
+		for {
+			parts, err := l.lend(chunkSize)
+			if len(parts) > 0 && s.sendParts(parts) != nil {
+				return
+			}
+			if err != nil {
+				break
+			}
+		}
+		in = nil
 	}
 	if in != nil {
 		buf := make([]byte, chunkSize)

@@ -1,6 +1,7 @@
 package box
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -214,6 +215,49 @@ func (a *attempt) Read(p []byte) (int, error) {
 				continue
 			}
 			return len(a.frames(p)), nil
+		}
+		s.cond.Wait()
+	}
+}
+
+// lend is Read without the copy (stdinLender): a Data frame's header,
+// then its payload where it stands in the ring, which keeps it unchanged
+// until the box acknowledges it, and the box does only once it came
+// through a stream (bytes it had from an earlier stream it skips).
+func (a *attempt) lend(limit int) ([][]byte, error) {
+	s := a.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if len(a.ctl) > 0 {
+			n := min(len(a.ctl), limit)
+			b := bytes.Clone(a.ctl[:n])
+			a.ctl = a.ctl[n:]
+			if len(a.ctl) == 0 {
+				a.ctl = nil
+				s.cond.Broadcast()
+			}
+			return [][]byte{b}, nil
+		}
+		if a.end {
+			return nil, io.EOF
+		}
+		if a.dead {
+			return nil, io.ErrClosedPipe
+		}
+		a.sent = max(a.sent, s.in.Base())
+		if a.sent < s.in.End() || s.inEOF && !a.eofSent {
+			var parts [][]byte
+			if a.sent < s.in.End() {
+				d := s.in.Peek(a.sent, limit-2*dataHeader)
+				parts = append(parts, sessionwire.AppendDataHeader(make([]byte, 0, dataHeader), sessionwire.Stdin, a.sent, len(d)), d)
+				a.sent += uint64(len(d))
+			}
+			if a.sent == s.in.End() && s.inEOF && !a.eofSent {
+				a.eofSent = true
+				parts = append(parts, sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.EOF, Stream: sessionwire.Stdin, Off: s.in.End()}))
+			}
+			return parts, nil
 		}
 		s.cond.Wait()
 	}

@@ -223,6 +223,10 @@ type link struct {
 	w     io.Writer
 	files []*os.File
 	once  sync.Once
+	// noSplice is set once splice(2) refused the Exec's stdin (not a
+	// pipe); before waitAfter spliceIn does not wait for the command.
+	noSplice  bool
+	waitAfter time.Time
 }
 
 // close ends the attachment: the streams first, so that the attacher,

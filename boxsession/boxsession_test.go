@@ -19,8 +19,14 @@ import (
 	"github.com/cocoonbox/cocoonbox/internal/unixsock"
 )
 
-// holderIn serves a holder in dir for the test.
+// holderIn serves a holder in dir for the test, with a bound of 64 KiB.
 func holderIn(t *testing.T) string {
+	t.Helper()
+	return holderBound(t, 64<<10)
+}
+
+// holderBound is holderIn with the holder's Bound.
+func holderBound(t *testing.T, bound int) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "s")
 	if err := privateDir(dir); err != nil {
@@ -30,7 +36,7 @@ func holderIn(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Holder{Bound: 64 << 10, Logf: t.Logf}
+	h := &Holder{Bound: bound, Logf: t.Logf}
 	go h.Serve(lis)
 	t.Cleanup(func() { lis.Close() })
 	return dir
@@ -449,4 +455,90 @@ func TestStdinDirect(t *testing.T) {
 	if directIn.Load() == direct0 {
 		t.Error("no stdin was written from its frame")
 	}
+}
+
+// Stdin frames with large payloads go from the Exec's pipe to the
+// command's by splice(2) while nothing waits in the ring, whole and in
+// order: a frame that overlaps what the command has (sent twice, as a
+// client does after a resume) reaches it once, and a command that reads
+// slowly at first takes the first frames through the ring.
+func TestStdinSpliced(t *testing.T) {
+	dir := holderIn(t)
+	in := make([]byte, 8<<20)
+	for i := range in {
+		in[i] = byte(i*13>>5 + i>>17)
+	}
+	sum := sha256.Sum256(in)
+	spliced0 := splicedIn.Load()
+	c := openFiles(t, dir, "open", "s1", "sleep 0.2; sha256sum")
+	go func() {
+		const chunk = 128 << 10
+		for off := 0; off < len(in); off += chunk {
+			end := min(off+chunk, len(in))
+			c.send(sessionwire.Frame{Type: sessionwire.Data, Stream: sessionwire.Stdin, Off: uint64(off), Data: in[off:end]})
+			if off == 4<<20 {
+				// Half of it again, and half new.
+				c.send(sessionwire.Frame{Type: sessionwire.Data, Stream: sessionwire.Stdin, Off: uint64(end - chunk/2), Data: in[end-chunk/2 : end+chunk/2]})
+				c.send(sessionwire.Frame{Type: sessionwire.Data, Stream: sessionwire.Stdin, Off: uint64(end), Data: in[end : end+chunk]})
+			}
+		}
+		c.send(sessionwire.Frame{Type: sessionwire.EOF, Stream: sessionwire.Stdin, Off: uint64(len(in))})
+	}()
+	var out bytes.Buffer
+	var acked uint64
+	for {
+		f, err := sessionwire.Read(c.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == sessionwire.Data {
+			out.Write(f.Data)
+		}
+		if f.Type == sessionwire.Ack {
+			acked = f.Off
+		}
+		if f.Type == sessionwire.Exit {
+			break
+		}
+	}
+	c.send(sessionwire.Frame{Type: sessionwire.Bye})
+	<-c.res
+	if want := hex.EncodeToString(sum[:]) + "  -\n"; out.String() != want {
+		t.Errorf("sha256sum says %q, want %q", out.String(), want)
+	}
+	if acked != uint64(len(in)) {
+		t.Errorf("stdin acknowledged to %d, want %d", acked, len(in))
+	}
+	if splicedIn.Load() == spliced0 {
+		t.Error("no stdin went by splice")
+	}
+}
+
+// A kill behind stdin that a command does not read reaches it: the
+// holder takes what the command's pipe does not into the ring, as before
+// stdin went by splice, and reads the frames after it.
+func TestKillBehindStdin(t *testing.T) {
+	dir := holderBound(t, 4<<20)
+	c := openFiles(t, dir, "open", "k1", "sleep 60")
+	go func() {
+		chunk := make([]byte, 128<<10)
+		for off := 0; off < 3<<20; off += len(chunk) {
+			c.send(sessionwire.Frame{Type: sessionwire.Data, Stream: sessionwire.Stdin, Off: uint64(off), Data: chunk})
+		}
+		c.send(sessionwire.Frame{Type: sessionwire.Kill})
+	}()
+	for {
+		f, err := sessionwire.Read(c.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == sessionwire.Exit {
+			if f.Text == "" {
+				t.Errorf("exit %+v, want a signal's", f)
+			}
+			break
+		}
+	}
+	c.send(sessionwire.Frame{Type: sessionwire.Bye})
+	<-c.res
 }

@@ -280,8 +280,9 @@ func (s *session) pump(i int, f *os.File) {
 var errNoTee = errors.New("not a pipe")
 
 // teed counts the bytes teeOut passed on by tee, directIn those of stdin
-// written to the command from their frame (for tests).
-var teed, directIn atomic.Int64
+// written to the command from their frame, splicedIn those spliceIn moved
+// (for tests).
+var teed, directIn, splicedIn atomic.Int64
 
 // teeOut sends the len(sp) bytes at the front of pipe f, output stream i,
 // to the attachment as one Data frame, and takes them into the ring (sp,
@@ -431,9 +432,39 @@ func (s *session) attach(l *link, resume bool) {
 	var ps sessionwire.Parser
 	buf := make([]byte, 256<<10)
 	var err error
+	// spliced: stdin payloads go by splice, so reads stop at a frame's
+	// header and its payload's end, leaving the next payload in the pipe;
+	// off again at a frame too small to splice.
+	spliced := false
 	for err == nil {
 		var n int
-		n, err = l.r.Read(buf)
+		read := true
+		_, _, _, wasIn := ps.InData()
+		if st, off, left, in := ps.InData(); in && started && st == sessionwire.Stdin && !l.noSplice && (left >= spliceMin || spliced) {
+			if left >= spliceMin {
+				moved, rn, rerr := s.spliceIn(l, off, left, gen, buf)
+				if moved > 0 {
+					ps.Skip(moved)
+					spliced = true
+					continue
+				}
+				if rn > 0 || rerr != nil {
+					n, err, read = rn, rerr, false
+				}
+			}
+			if read && spliced {
+				// The rest of this payload, not the next one's.
+				n, err = l.r.Read(buf[:min(left, len(buf))])
+				read = false
+			}
+		}
+		if read {
+			rb := buf
+			if spliced && !wasIn {
+				rb = buf[:max(1, sessionwire.DataHeader-ps.Pending())]
+			}
+			n, err = l.r.Read(rb)
+		}
 		if perr := ps.Feed(buf[:n], func(f sessionwire.Frame) error {
 			if started {
 				return s.apply(f, gen)
@@ -445,6 +476,9 @@ func (s *session) attach(l *link, resume bool) {
 			return nil
 		}); perr != nil {
 			err = perr
+		}
+		if _, _, left, in := ps.InData(); !wasIn && in && left < spliceMin {
+			spliced = false
 		}
 	}
 	l.close()
@@ -590,6 +624,105 @@ func (s *session) apply(f sessionwire.Frame, gen int) error {
 		return io.EOF
 	}
 	return nil
+}
+
+// spliceWait is how long spliceIn waits for the command to take what
+// waits for it (the ring, a full pipe) before it leaves the bytes to the
+// ring: a command slower than its input makes room within it, while one
+// that reads no more has the frames behind (a signal, a kill) read after
+// it, as before, with no such wait for a second after.
+const spliceWait = 200 * time.Millisecond
+
+// spliceMin is the least of a stdin frame's payload left in the Exec's
+// pipe that spliceIn moves; less is read, with the frames after it.
+const spliceMin = 32 << 10
+
+// spliceIn moves the next bytes of attachment gen's stdin, those of a
+// Data frame at offset off with left bytes to come, from the Exec's pipe
+// into the command's (splice(2): the pages move, nothing is copied),
+// when they are next for the command and nothing waits in the ring before
+// them. It returns how many it moved (as apply's direct write: written
+// to the command, acknowledged in inAckEvery steps); or, when the pipe had
+// nothing to count yet, what its wait read into buf instead, as a Read
+// (n, err); all zero when it did neither, and the caller reads.
+func (s *session) spliceIn(l *link, off uint64, left, gen int, buf []byte) (moved, n int, err error) {
+	src, ok := l.r.(*os.File)
+	if !ok || !haveSplice {
+		return 0, 0, nil
+	}
+	wait := spliceWait
+	if time.Now().Before(l.waitAfter) {
+		wait = 0
+	}
+	if !s.drained(off, gen, wait) {
+		if wait > 0 {
+			l.waitAfter = time.Now().Add(time.Second)
+		}
+		return 0, 0, nil
+	}
+	avail, n, err := pending(src, buf[:min(len(buf), left)])
+	if avail == 0 {
+		return 0, n, err
+	}
+	if !s.canDirect(off, gen, true) {
+		return 0, 0, nil
+	}
+	k, serr := splice(src, s.stdinFile, min(avail, left), wait)
+	if k == 0 && serr == nil && wait > 0 {
+		l.waitAfter = time.Now().Add(time.Second)
+	}
+	s.mu.Lock()
+	s.direct = false
+	if k > 0 {
+		s.in.Advance(k)
+		splicedIn.Add(int64(k))
+	}
+	if s.directWait > 0 || s.inAckDue(s.inAcked) {
+		s.cond.Broadcast()
+	}
+	s.mu.Unlock()
+	if errors.Is(serr, errNoTee) {
+		l.noSplice = true
+	}
+	// Another error (the command closed its stdin) is apply's to
+	// handle: the bytes are still in the Exec's pipe, read next.
+	return k, 0, nil
+}
+
+// drained waits up to wait for the feeder to write out the ring, and
+// reports whether stdin at off is then the next for the command
+// (canDirect): the command that made the ring fill once takes the next
+// frames from the Exec's pipe, not through the ring, once it catches up.
+func (s *session) drained(off uint64, gen int, wait time.Duration) bool {
+	s.mu.Lock()
+	if s.in.Len() > 0 && wait > 0 {
+		t := time.AfterFunc(wait, func() {
+			s.mu.Lock()
+			s.cond.Broadcast()
+			s.mu.Unlock()
+		})
+		deadline := time.Now().Add(wait)
+		for s.in.Len() > 0 && !s.done && s.gen == gen && time.Now().Before(deadline) {
+			s.cond.Wait()
+		}
+		t.Stop()
+	}
+	s.mu.Unlock()
+	return s.canDirect(off, gen, false)
+}
+
+// canDirect reports whether stdin at off, of attachment gen, is the next
+// for the command with nothing before it in the ring and no direct write
+// under way; claim then marks a direct write under way (s.direct).
+func (s *session) canDirect(off uint64, gen int, claim bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok := s.stdinFile != nil && s.tty == nil && s.in.Len() == 0 && off == s.in.End() && !s.direct &&
+		s.inEOF < 0 && !s.done && s.gen == gen
+	if ok && claim {
+		s.direct = true
+	}
+	return ok
 }
 
 // signal sends sig to the command's process group while its leader is

@@ -1,8 +1,10 @@
 package boxsession
 
 import (
+	"errors"
 	"io"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -84,4 +86,51 @@ func tee(src, dst *os.File, n int) (int, error) {
 		return 0, errNoTee
 	}
 	return max(t, 0), terr
+}
+
+// haveSplice says splice(2) is there.
+const haveSplice = true
+
+// splice moves up to n bytes from the front of pipe src into pipe dst
+// (splice(2): the pages move, nothing is copied), as much as src has now;
+// while dst is full it waits for room, up to wait: 0 then, or errNoTee
+// when either is not a pipe.
+func splice(src, dst *os.File, n int, wait time.Duration) (int, error) {
+	src1, err := src.SyscallConn()
+	if err != nil {
+		return 0, errNoTee
+	}
+	dst1, err := dst.SyscallConn()
+	if err != nil {
+		return 0, errNoTee
+	}
+	var k int64
+	var serr error
+	try := func(out uintptr) bool {
+		if cerr := src1.Control(func(in uintptr) {
+			for {
+				k, serr = unix.Splice(int(in), nil, int(out), nil, n, unix.SPLICE_F_NONBLOCK|unix.SPLICE_F_MOVE)
+				if serr != unix.EINTR {
+					return
+				}
+			}
+		}); cerr != nil {
+			serr = cerr
+		}
+		return serr != unix.EAGAIN
+	}
+	dst.SetWriteDeadline(time.Now().Add(wait))
+	werr := dst1.Write(try)
+	dst.SetWriteDeadline(time.Time{})
+	switch {
+	case errors.Is(werr, os.ErrDeadlineExceeded) || serr == unix.EAGAIN:
+		return 0, nil
+	case werr != nil:
+		return 0, werr
+	case serr == unix.EINVAL:
+		return 0, errNoTee
+	case serr != nil:
+		return 0, serr
+	}
+	return int(k), nil
 }

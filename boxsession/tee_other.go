@@ -2,7 +2,10 @@
 
 package boxsession
 
-import "os"
+import (
+	"os"
+	"time"
+)
 
 // pending reads f into b: only Linux has tee(2), so nothing is counted.
 func pending(f *os.File, b []byte) (int, int, error) {
@@ -12,3 +15,9 @@ func pending(f *os.File, b []byte) (int, int, error) {
 
 // tee is Linux's only.
 func tee(src, dst *os.File, n int) (int, error) { return 0, errNoTee }
+
+// haveSplice says splice(2) is there: Linux's only.
+const haveSplice = false
+
+// splice is Linux's only.
+func splice(src, dst *os.File, n int, wait time.Duration) (int, error) { return 0, errNoTee }

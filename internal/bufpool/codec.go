@@ -19,8 +19,26 @@ type Codec struct{}
 
 var _ encoding.CodecV2 = Codec{}
 
-// Marshal encodes v, a proto.Message, into one pooled buffer.
+// Raw is a message encoded by its sender, in pieces that go on the wire
+// as they are, without a copy: the sender keeps each piece unchanged
+// until the transport has written it (gRPC gives no word of that; a
+// sender knows it from its peer's answer, such as an acknowledgement).
+// Send it with SendMsg on a stream that uses Codec, no stats handler or
+// binary log attached.
+type Raw [][]byte
+
+// Marshal encodes v, a proto.Message, into one pooled buffer; a Raw goes
+// as its pieces.
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(Raw); ok {
+		bs := make(mem.BufferSlice, 0, len(r))
+		for _, p := range r {
+			if len(p) > 0 {
+				bs = append(bs, mem.SliceBuffer(p))
+			}
+		}
+		return bs, nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("proto: cannot marshal %T, not a proto.Message", v)

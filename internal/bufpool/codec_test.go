@@ -73,3 +73,25 @@ func TestChunk(t *testing.T) {
 		}
 	}
 }
+
+// A Raw message goes as its pieces, the same buffers (not copies), and
+// decodes as the message its sender encoded.
+func TestRaw(t *testing.T) {
+	body := bytes.Repeat([]byte("stdin "), 30000)
+	prefix := protowire.AppendTag(nil, 2, protowire.BytesType)
+	prefix = protowire.AppendVarint(prefix, uint64(3+len(body)))
+	bs, err := (bufpool.Codec{}).Marshal(bufpool.Raw{prefix, []byte("abc"), nil, body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) != 3 || &bs[2].ReadOnlyData()[0] != &body[0] {
+		t.Fatalf("%d buffers, the last a copy: want the 3 pieces given, not empty, as they are", len(bs))
+	}
+	var m controlv1.ExecRequest
+	if err := (bufpool.Codec{}).Unmarshal(bs, &m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetStdin(); !bytes.Equal(got, append([]byte("abc"), body...)) {
+		t.Fatalf("stdin of %d bytes, want %d", len(got), 3+len(body))
+	}
+}

@@ -207,8 +207,11 @@ type Parser struct {
 	off    uint64
 }
 
-// dataHeader is a Data frame's header: type, length, stream, offset.
-const dataHeader = 14
+// DataHeader is the size of a Data frame's header (type, length,
+// stream, offset), in bytes.
+const DataHeader = 14
+
+const dataHeader = DataHeader
 
 // Feed decodes every frame, or piece of a Data frame, in what came before
 // and b, calling fn for each; Data aliases b, or memory valid only during
@@ -284,3 +287,19 @@ func (ps *Parser) gather(need int, b []byte) ([]byte, []byte) {
 // Pending is how many bytes of an unfinished frame the parser holds or
 // still waits for: 0 between frames.
 func (ps *Parser) Pending() int { return len(ps.hdr) + ps.left }
+
+// InData reports the stream of the Data frame whose payload the next
+// bytes fed continue, the offset they start at and how many of them the
+// frame has left; ok is false between frames and within a header.
+func (ps *Parser) InData() (stream byte, off uint64, left int, ok bool) {
+	return ps.stream, ps.off, ps.left, ps.left > 0
+}
+
+// Skip takes the next n bytes of the current Data frame's payload
+// (n at most InData's left) as passed on by the caller without Feed: a
+// payload moved by splice(2) from one pipe to another.
+func (ps *Parser) Skip(n int) {
+	n = min(n, ps.left)
+	ps.left -= n
+	ps.off += uint64(n)
+}

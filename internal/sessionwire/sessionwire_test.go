@@ -127,3 +127,39 @@ func TestRingAdvance(t *testing.T) {
 		t.Fatalf("a ring that holds bytes moved: %d..%d %q", r.Base(), r.End(), r.Peek(5, 8))
 	}
 }
+
+// InData names the payload under way after a Data frame's header, and
+// Skip takes part of it as passed on elsewhere: the next piece fed starts
+// past it, and the frame after it decodes.
+func TestParserSkip(t *testing.T) {
+	var wire []byte
+	wire = AppendData(wire, Stdin, 100, bytes.Repeat([]byte{'x'}, 1000))
+	wire = Append(wire, Frame{Type: EOF, Stream: Stdin, Off: 1100})
+	var ps Parser
+	var got []Frame
+	fn := func(f Frame) error {
+		f.Data = bytes.Clone(f.Data)
+		got = append(got, f)
+		return nil
+	}
+	if _, _, _, in := ps.InData(); in {
+		t.Fatal("InData before any byte")
+	}
+	if err := ps.Feed(wire[:DataHeader+10], fn); err != nil {
+		t.Fatal(err)
+	}
+	st, off, left, in := ps.InData()
+	if !in || st != Stdin || off != 110 || left != 990 {
+		t.Fatalf("InData = %d %d %d %v, want stdin at 110 with 990 left", st, off, left, in)
+	}
+	ps.Skip(900)
+	if err := ps.Feed(wire[DataHeader+910:], fn); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[1].Off != 1010 || len(got[1].Data) != 90 || got[2].Type != EOF || got[2].Off != 1100 {
+		t.Fatalf("frames %+v", got)
+	}
+	if _, _, _, in := ps.InData(); in || ps.Pending() != 0 {
+		t.Fatal("still in a frame at the end")
+	}
+}
