@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -64,6 +65,10 @@ type containerEngine struct {
 	prefix string
 	// fast are the boxes' exec servers (container_exec.go).
 	fast execHosts
+	// egress is the boxes' HTTP(S) proxy (egress.go); rules its owner's
+	// rules.
+	egress *egressProxy
+	rules  Egress
 }
 
 // newContainerEngine dials the engine of set for the local box in dir.
@@ -73,8 +78,10 @@ func newContainerEngine(ctx context.Context, s *Server, set EngineSettings) (*co
 		return nil, err
 	}
 	h := sha256.Sum256([]byte(s.Dir))
+	port := 20000 + int(binary.BigEndian.Uint16(h[4:6]))%10000
 	return &containerEngine{s: s, engine: set.Engine, cli: cli, limits: set.Limits.or(DefaultLimits),
-		prefix: "cocoonbox-" + hex.EncodeToString(h[:4])}, nil
+		prefix: "cocoonbox-" + hex.EncodeToString(h[:4]), rules: set.Egress,
+		egress: newEgressProxy(set.Egress, port, os.Getenv, s.logf)}, nil
 }
 
 func (e *containerEngine) name() string { return e.engine }
@@ -161,9 +168,8 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 	// Docker 20.10 makes a second network of one name: create only when
 	// inspect finds none.
 	if _, err := e.cli.NetworkInspect(ctx, ctr, client.NetworkInspectOptions{}); cerrdefs.IsNotFound(err) {
-		if _, err := e.cli.NetworkCreate(ctx, ctr, client.NetworkCreateOptions{Driver: "bridge", Labels: labels,
-			Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"}}); err != nil {
-			return fmt.Errorf("network of box %s: %w", b.Name, err)
+		if err := e.createNetwork(ctx, b, ctr, labels); err != nil {
+			return err
 		}
 	} else if err != nil {
 		return fmt.Errorf("network of box %s: %w", b.Name, err)
@@ -265,6 +271,9 @@ func (e *containerEngine) start(ctx context.Context, b *box) error {
 			e.s.logf("%v", err)
 		}
 	}
+	if err := e.networkEgress(ctx, b, ctr); err != nil {
+		return err
+	}
 	_, err := e.cli.ContainerStart(ctx, ctr, client.ContainerStartOptions{})
 	if cerrdefs.IsNotFound(err) {
 		img := b.engineImage()
@@ -282,6 +291,7 @@ func (e *containerEngine) start(ctx context.Context, b *box) error {
 		return fmt.Errorf("start box %s: %w", b.Name, err)
 	}
 	e.copyTrust(b)
+	e.listenEgress(ctx, b, ctr)
 	e.startExecServer(ctx, b, ctr)
 	return nil
 }
@@ -300,6 +310,7 @@ func (e *containerEngine) stop(ctx context.Context, b *box) error {
 func (e *containerEngine) remove(ctx context.Context, b *box) error {
 	e.forgetInbox(b)
 	e.dropExecHost(b)
+	e.egress.drop(b.ID)
 	ctr, home, work := e.names(b)
 	if _, err := e.cli.ContainerRemove(ctx, ctr, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove the container of box %s: %w", b.Name, err)
@@ -346,6 +357,7 @@ func (e *containerEngine) shutdown() {
 	}
 	wg.Wait()
 	e.closeExecHosts()
+	e.egress.close()
 }
 
 // upgrade recreates box b's container on the latest image, keeping its
@@ -428,6 +440,7 @@ func (e *containerEngine) environ(b *box, start *controlv1.Start) []string {
 		"TMUX_TMPDIR":       guestRun,
 	}
 	trustEnv(b, env)
+	e.egress.proxyEnv(b.ID, env)
 	if t := start.GetTty(); t != nil && t.GetTerm() != "" {
 		env["TERM"] = t.GetTerm()
 	}
