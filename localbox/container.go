@@ -577,12 +577,19 @@ func (x *containerExec) write(p []byte) {
 	}
 }
 
+// closeStdin ends the command's stdin; on a terminal it only stops
+// writing, as sshd does: the engine closes a terminal's output when its
+// stdin ends (docker 20.10's attach), which lost what the command wrote
+// after (`rsh -tt main 'echo hi' </dev/null` printed nothing). The
+// attach ends with the command.
 func (x *containerExec) closeStdin() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if !x.closed {
 		x.closed = true
-		x.hj.CloseWrite()
+		if !x.tty {
+			x.hj.CloseWrite()
+		}
 	}
 }
 
