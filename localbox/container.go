@@ -219,7 +219,7 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 		HostConfig: &container.HostConfig{
 			NetworkMode: container.NetworkMode(ctr),
 			Mounts:      mounts,
-			Tmpfs:       map[string]string{guestRun: "mode=0700,uid=1000,gid=1000", "/tmp": "mode=1777"},
+			Tmpfs:       map[string]string{guestRun: e.runTmpfs(), "/tmp": "mode=1777"},
 			Init:        &initOn,
 			// Box root is container root: docker's default capabilities
 			// less those a box has no use for, seccomp's default
@@ -232,6 +232,37 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 		return fmt.Errorf("container of box %s: %w", b.Name, err)
 	}
 	return nil
+}
+
+// runTmpfs are the options of the box's guestRun tmpfs: the box user's,
+// 0700. Podman 4.3 refuses uid= and gid= there ("unknown mount option"):
+// its tmpfs is made root's, and ownRun gives it to the user at each
+// start.
+func (e *containerEngine) runTmpfs() string {
+	if e.engine == EnginePodman {
+		return "mode=0700"
+	}
+	return "mode=0700,uid=1000,gid=1000"
+}
+
+// ownRun gives box b's guestRun, in its container ctr that has just
+// started, to the box user, 0700 (podman 4.3 made it 0755 whatever the
+// mode asked), as box root.
+func (e *containerEngine) ownRun(ctx context.Context, b *box, ctr string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cr, err := e.cli.ExecCreate(ctx, ctr, client.ExecCreateOptions{User: "0:0", AttachStdout: true, AttachStderr: true,
+		Cmd: []string{"/bin/sh", "-c", `chown 1000:1000 "$1" && chmod 0700 "$1"`, "sh", guestRun}})
+	if err == nil {
+		var at client.ExecAttachResult
+		if at, err = e.cli.ExecAttach(ctx, cr.ID, client.ExecAttachOptions{}); err == nil {
+			io.Copy(io.Discard, at.Reader)
+			at.Close()
+		}
+	}
+	if err != nil {
+		e.s.logf("box %s: give %s to the box user: %v", b.Name, guestRun, err)
+	}
 }
 
 // limitsOf are box b's limits: its account's own, and the local box's
@@ -289,6 +320,9 @@ func (e *containerEngine) start(ctx context.Context, b *box) error {
 	}
 	if err != nil {
 		return fmt.Errorf("start box %s: %w", b.Name, err)
+	}
+	if e.engine == EnginePodman {
+		e.ownRun(ctx, b, ctr)
 	}
 	e.copyTrust(b)
 	e.listenEgress(ctx, b, ctr)
