@@ -228,10 +228,17 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 			Resources: res,
 		},
 	})
-	if err != nil && !cerrdefs.IsConflict(err) {
+	if err != nil && !cerrdefs.IsConflict(err) && !nameInUse(err) {
 		return fmt.Errorf("container of box %s: %w", b.Name, err)
 	}
 	return nil
+}
+
+// nameInUse reports whether err is podman's for a container name that
+// is taken, which docker answers as a conflict (409) and podman 4.3's
+// compatible API as an internal error (500).
+func nameInUse(err error) bool {
+	return strings.Contains(err.Error(), "is already in use")
 }
 
 // runTmpfs are the options of the box's guestRun tmpfs: the box user's,
