@@ -162,7 +162,11 @@ func newEgressProxy(rules Egress, port int, getenv func(string) string, logf fun
 	px.ConnectDial = nil
 	px.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
 		if u, _ := pf(&url.URL{Scheme: "https", Host: addr}); u != nil {
-			return px.NewConnectDialToProxy(u.String())(network, addr)
+			d := px.NewConnectDialToProxy(u.String())
+			if d == nil {
+				return nil, fmt.Errorf("the local box's proxy %s is not one it can chain to (http:// or https://)", u.Redacted())
+			}
+			return d(network, addr)
 		}
 		return g.dial(req.Context(), network, addr)
 	}
