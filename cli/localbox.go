@@ -87,6 +87,14 @@ func (h *hostList) Set(v string) error {
 	return nil
 }
 
+// egressNeedsContainers refuses egress rules for the process engine.
+func egressNeedsContainers(set localbox.EngineSettings) error {
+	if set.Egress.Ruled() && (set.Engine == "" || set.Engine == localbox.EngineProcess) {
+		return &UsageError{errors.New("--egress-allow and --egress-deny rule a container engine's boxes: add --engine docker or --engine podman (the process engine's boxes use the host's network as it is)")}
+	}
+	return nil
+}
+
 // egressSet reports whether --egress-allow or --egress-deny was given.
 func (o localboxOptions) egressSet() bool { return o.EgressAllow.given || o.EgressDeny.given }
 
@@ -167,8 +175,8 @@ func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, er
 		return set, err
 	}
 	o.applyEgress(&set.Egress)
-	if set.Egress.Ruled() && (set.Engine == "" || set.Engine == localbox.EngineProcess) {
-		return set, &UsageError{errors.New("--egress-allow and --egress-deny rule a container engine's boxes: add --engine docker or --engine podman (the process engine's boxes use the host's network as it is)")}
+	if err := egressNeedsContainers(set); err != nil {
+		return set, err
 	}
 	if err := localbox.CheckEngineAnswers(set); err != nil {
 		return set, err
@@ -536,6 +544,14 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	}
 	if err := localbox.CheckEngine(o.Engine); err != nil {
 		return &UsageError{err}
+	}
+	if o.egressSet() {
+		set, _ := localbox.ReadEngineSettings(dir)
+		set.Engine = cmp.Or(o.Engine, set.Engine)
+		o.applyEgress(&set.Egress)
+		if err := egressNeedsContainers(set); err != nil {
+			return err
+		}
 	}
 	if err := mkdirState(env, dir); err != nil {
 		return err
