@@ -141,11 +141,15 @@ func newEgressProxy(rules Egress, port int, getenv func(string) string, logf fun
 	g.upstream = pf
 	for _, p := range []string{cfg.HTTPProxy, cfg.HTTPSProxy} {
 		if u, err := url.Parse(p); err == nil && u.Host != "" {
-			h := u.Host
-			if u.Port() == "" {
-				h = net.JoinHostPort(u.Hostname(), map[string]string{"https": "443"}[u.Scheme]+map[bool]string{true: "80"}[u.Scheme != "https"])
+			port := u.Port()
+			switch {
+			case port != "":
+			case u.Scheme == "https":
+				port = "443"
+			default:
+				port = "80"
 			}
-			g.upstreams = append(g.upstreams, h)
+			g.upstreams = append(g.upstreams, net.JoinHostPort(u.Hostname(), port))
 		}
 	}
 	px := goproxy.NewProxyHttpServer()
@@ -153,7 +157,6 @@ func newEgressProxy(rules Egress, port int, getenv func(string) string, logf fun
 	px.Tr = &http.Transport{
 		Proxy:                 func(r *http.Request) (*url.URL, error) { return pf(r.URL) },
 		DialContext:           g.dial,
-		ForceAttemptHTTP2:     false,
 		MaxIdleConns:          32,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
@@ -355,7 +358,7 @@ func (g *egressProxy) listen(id string, gw netip.Addr, subnet netip.Prefix) (str
 		return "", err
 	}
 	l := &egressListener{addr: ln.Addr().String(), subnet: subnet, gw: gw,
-		srv: &http.Server{Handler: g.px, ReadHeaderTimeout: 30 * time.Second, ErrorLog: nil}}
+		srv: &http.Server{Handler: g.px, ReadHeaderTimeout: 30 * time.Second}}
 	g.lis[id] = l
 	go l.srv.Serve(&peerListener{Listener: ln, ok: func(a netip.Addr) bool { return a != gw && subnet.Contains(a) }})
 	return l.addr, nil
