@@ -107,6 +107,8 @@ func TestEngineScripts(t *testing.T) {
 	p.Cmds["imagebump"] = func(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(bumpImage(eng))
 	}
+	p.Cmds["httpserve"] = httpserve
+	p.Cmds["upstreamproxy"] = upstreamproxy
 	p.Cmds["enginels"] = func(ts *testscript.TestScript, neg bool, args []string) {
 		if neg || len(args) == 0 {
 			ts.Fatalf("usage: enginels KEY=VALUE...")
@@ -337,7 +339,12 @@ func engineObjects(eng string, match func(labels map[string]string) bool) ([]str
 	}
 	for _, n := range ns.Items {
 		if match(n.Labels) {
-			out = append(out, "network "+n.ID)
+			// An internal network (egress rules set) has no route out.
+			if n.Internal {
+				out = append(out, "network "+n.ID+" internal")
+			} else {
+				out = append(out, "network "+n.ID)
+			}
 		}
 	}
 	return out, nil

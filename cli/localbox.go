@@ -17,6 +17,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -56,6 +57,55 @@ type localboxOptions struct {
 	Engine string
 	// limitFlags are each box's limits on a container engine.
 	limitFlags
+	// EgressAllow and EgressDeny are --egress-allow and --egress-deny.
+	EgressAllow, EgressDeny hostList
+}
+
+// hostList is a flag's comma-separated hosts, remembered when given:
+// given empty, it clears the remembered list.
+type hostList struct {
+	hosts []string
+	given bool
+}
+
+func (h *hostList) String() string { return strings.Join(h.hosts, ",") }
+
+func (h *hostList) Type() string { return "hosts" }
+
+// Set takes the list, or refuses in one line an entry that is no host.
+func (h *hostList) Set(v string) error {
+	h.given = true
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x == "" {
+			continue
+		}
+		if err := localbox.CheckEgressHost(x); err != nil {
+			return fmt.Errorf("%v: give host names (example.com, which covers its subdomains), IP addresses or CIDRs, comma-separated", err)
+		}
+		h.hosts = append(h.hosts, x)
+	}
+	return nil
+}
+
+// egressNeedsContainers refuses egress rules for the process engine.
+func egressNeedsContainers(set localbox.EngineSettings) error {
+	if set.Egress.Ruled() && (set.Engine == "" || set.Engine == localbox.EngineProcess) {
+		return &UsageError{errors.New("--egress-allow and --egress-deny rule a container engine's boxes: add --engine docker or --engine podman (the process engine's boxes use the host's network as it is)")}
+	}
+	return nil
+}
+
+// egressSet reports whether --egress-allow or --egress-deny was given.
+func (o localboxOptions) egressSet() bool { return o.EgressAllow.given || o.EgressDeny.given }
+
+// applyEgress puts the egress lists given in g.
+func (o localboxOptions) applyEgress(g *localbox.Egress) {
+	if o.EgressAllow.given {
+		g.Allow = o.EgressAllow.hosts
+	}
+	if o.EgressDeny.given {
+		g.Deny = o.EgressDeny.hosts
+	}
 }
 
 // limitFlags are --box-memory, --box-cpus and --box-pids: limits of a
@@ -112,7 +162,7 @@ func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, er
 	if err != nil {
 		return set, err
 	}
-	if o.Engine == "" && !o.limitFlags.set() {
+	if o.Engine == "" && !o.limitFlags.set() && !o.egressSet() {
 		return set, nil
 	}
 	if o.Engine != "" {
@@ -122,6 +172,10 @@ func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, er
 		set.Engine = o.Engine
 	}
 	if err := o.limitFlags.apply(&set.Limits); err != nil {
+		return set, err
+	}
+	o.applyEgress(&set.Egress)
+	if err := egressNeedsContainers(set); err != nil {
 		return set, err
 	}
 	if err := localbox.CheckEngineAnswers(set); err != nil {
@@ -134,7 +188,7 @@ func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, er
 // runs, serves with others: they are read at a start, so taking it as it
 // is would drop them in silence.
 func (o localboxOptions) runsAs(dir string, ri localbox.Runtime) error {
-	if o.Engine == "" && !o.limitFlags.set() {
+	if o.Engine == "" && !o.limitFlags.set() && !o.egressSet() {
 		return nil
 	}
 	if err := localbox.CheckEngine(o.Engine); err != nil {
@@ -155,6 +209,11 @@ func (o localboxOptions) runsAs(dir string, ri localbox.Runtime) error {
 	if want != set.Limits {
 		return errors.New("a local box already runs with other box limits\nto change them, stop it first: cocoonbox localbox stop")
 	}
+	g := set.Egress
+	o.applyEgress(&g)
+	if !slices.Equal(g.Allow, set.Egress.Allow) || !slices.Equal(g.Deny, set.Egress.Deny) {
+		return errors.New("a local box already runs with other egress rules\nto change them, stop it first: cocoonbox localbox stop")
+	}
 	return nil
 }
 
@@ -172,6 +231,12 @@ func (o localboxOptions) engineArgs() []string {
 	}
 	if o.Pids > 0 {
 		a = append(a, "--box-pids", fmt.Sprint(o.Pids))
+	}
+	if o.EgressAllow.given {
+		a = append(a, "--egress-allow="+o.EgressAllow.String())
+	}
+	if o.EgressDeny.given {
+		a = append(a, "--egress-deny="+o.EgressDeny.String())
 	}
 	return a
 }
@@ -241,6 +306,8 @@ no account.`,
 		c.Flags().StringVar(&o.Memory, "box-memory", "", "each box's memory on a container engine, such as 2g (remembered; default 2g)")
 		c.Flags().Float64Var(&o.CPUs, "box-cpus", 0, "each box's CPUs on a container engine (remembered; default 2)")
 		c.Flags().Int64Var(&o.Pids, "box-pids", 0, "each box's processes and threads on a container engine (remembered; default 1024)")
+		c.Flags().Var(&o.EgressAllow, "egress-allow", "on a container engine, the only hosts boxes reach, through the local box's proxy: names (covering their subdomains), addresses or CIDRs, comma-separated (remembered; \"\" clears; default every host)")
+		c.Flags().Var(&o.EgressDeny, "egress-deny", "on a container engine, hosts boxes never reach (remembered; \"\" clears); with either list set, boxes reach the network only through the proxy")
 		c.Flags().DurationVar(&o.IdleHibernate, "idle-hibernate", 0, "hibernate a running box after this long without a client call, unless an offloaded session in it works (0: never)")
 		c.Flags().StringVar(&o.UserPrefix, "user-prefix", localbox.DefaultUserPrefix, "served by root while another local box holds the Unix user `user`: what the user made for the owner's boxes is named with, before owner_HASH")
 		c.Flags().DurationVar(&o.MaxStream, "max-stream", 0, "reset each call's stream this old (e.g. 1h, as the hosted service's front end does; 0: never), both ways, as a load balancer does")
@@ -477,6 +544,14 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 	}
 	if err := localbox.CheckEngine(o.Engine); err != nil {
 		return &UsageError{err}
+	}
+	if o.egressSet() {
+		set, _ := localbox.ReadEngineSettings(dir)
+		set.Engine = cmp.Or(o.Engine, set.Engine)
+		o.applyEgress(&set.Egress)
+		if err := egressNeedsContainers(set); err != nil {
+			return err
+		}
 	}
 	if err := mkdirState(env, dir); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -64,6 +65,10 @@ type containerEngine struct {
 	prefix string
 	// fast are the boxes' exec servers (container_exec.go).
 	fast execHosts
+	// egress is the boxes' HTTP(S) proxy (egress.go); rules its owner's
+	// rules.
+	egress *egressProxy
+	rules  Egress
 }
 
 // newContainerEngine dials the engine of set for the local box in dir.
@@ -73,8 +78,10 @@ func newContainerEngine(ctx context.Context, s *Server, set EngineSettings) (*co
 		return nil, err
 	}
 	h := sha256.Sum256([]byte(s.Dir))
+	port := 20000 + int(binary.BigEndian.Uint16(h[4:6]))%10000
 	return &containerEngine{s: s, engine: set.Engine, cli: cli, limits: set.Limits.or(DefaultLimits),
-		prefix: "cocoonbox-" + hex.EncodeToString(h[:4])}, nil
+		prefix: "cocoonbox-" + hex.EncodeToString(h[:4]), rules: set.Egress,
+		egress: newEgressProxy(set.Egress, port, os.Getenv, s.logf)}, nil
 }
 
 func (e *containerEngine) name() string { return e.engine }
@@ -161,9 +168,8 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 	// Docker 20.10 makes a second network of one name: create only when
 	// inspect finds none.
 	if _, err := e.cli.NetworkInspect(ctx, ctr, client.NetworkInspectOptions{}); cerrdefs.IsNotFound(err) {
-		if _, err := e.cli.NetworkCreate(ctx, ctr, client.NetworkCreateOptions{Driver: "bridge", Labels: labels,
-			Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"}}); err != nil {
-			return fmt.Errorf("network of box %s: %w", b.Name, err)
+		if err := e.createNetwork(ctx, b, ctr, labels); err != nil {
+			return err
 		}
 	} else if err != nil {
 		return fmt.Errorf("network of box %s: %w", b.Name, err)
@@ -213,7 +219,7 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 		HostConfig: &container.HostConfig{
 			NetworkMode: container.NetworkMode(ctr),
 			Mounts:      mounts,
-			Tmpfs:       map[string]string{guestRun: "mode=0700,uid=1000,gid=1000", "/tmp": "mode=1777"},
+			Tmpfs:       map[string]string{guestRun: e.runTmpfs(), "/tmp": "mode=1777"},
 			Init:        &initOn,
 			// Box root is container root: docker's default capabilities
 			// less those a box has no use for, seccomp's default
@@ -222,10 +228,48 @@ func (e *containerEngine) make(ctx context.Context, b *box, img string) error {
 			Resources: res,
 		},
 	})
-	if err != nil && !cerrdefs.IsConflict(err) {
+	if err != nil && !cerrdefs.IsConflict(err) && !nameInUse(err) {
 		return fmt.Errorf("container of box %s: %w", b.Name, err)
 	}
 	return nil
+}
+
+// nameInUse reports whether err is podman's for a container name that
+// is taken, which docker answers as a conflict (409) and podman 4.3's
+// compatible API as an internal error (500).
+func nameInUse(err error) bool {
+	return strings.Contains(err.Error(), "is already in use")
+}
+
+// runTmpfs are the options of the box's guestRun tmpfs: the box user's,
+// 0700. Podman 4.3 refuses uid= and gid= there ("unknown mount option"):
+// its tmpfs is made root's, and ownRun gives it to the user at each
+// start.
+func (e *containerEngine) runTmpfs() string {
+	if e.engine == EnginePodman {
+		return "mode=0700"
+	}
+	return "mode=0700,uid=1000,gid=1000"
+}
+
+// ownRun gives box b's guestRun, in its container ctr that has just
+// started, to the box user, 0700 (podman 4.3 made it 0755 whatever the
+// mode asked), as box root.
+func (e *containerEngine) ownRun(ctx context.Context, b *box, ctr string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cr, err := e.cli.ExecCreate(ctx, ctr, client.ExecCreateOptions{User: "0:0", AttachStdout: true, AttachStderr: true,
+		Cmd: []string{"/bin/sh", "-c", `chown 1000:1000 "$1" && chmod 0700 "$1"`, "sh", guestRun}})
+	if err == nil {
+		var at client.ExecAttachResult
+		if at, err = e.cli.ExecAttach(ctx, cr.ID, client.ExecAttachOptions{}); err == nil {
+			io.Copy(io.Discard, at.Reader)
+			at.Close()
+		}
+	}
+	if err != nil {
+		e.s.logf("box %s: give %s to the box user: %v", b.Name, guestRun, err)
+	}
 }
 
 // limitsOf are box b's limits: its account's own, and the local box's
@@ -265,6 +309,9 @@ func (e *containerEngine) start(ctx context.Context, b *box) error {
 			e.s.logf("%v", err)
 		}
 	}
+	if err := e.networkEgress(ctx, b, ctr); err != nil {
+		return err
+	}
 	_, err := e.cli.ContainerStart(ctx, ctr, client.ContainerStartOptions{})
 	if cerrdefs.IsNotFound(err) {
 		img := b.engineImage()
@@ -281,7 +328,11 @@ func (e *containerEngine) start(ctx context.Context, b *box) error {
 	if err != nil {
 		return fmt.Errorf("start box %s: %w", b.Name, err)
 	}
+	if e.engine == EnginePodman {
+		e.ownRun(ctx, b, ctr)
+	}
 	e.copyTrust(b)
+	e.listenEgress(ctx, b, ctr)
 	e.startExecServer(ctx, b, ctr)
 	return nil
 }
@@ -300,6 +351,7 @@ func (e *containerEngine) stop(ctx context.Context, b *box) error {
 func (e *containerEngine) remove(ctx context.Context, b *box) error {
 	e.forgetInbox(b)
 	e.dropExecHost(b)
+	e.egress.drop(b.ID)
 	ctr, home, work := e.names(b)
 	if _, err := e.cli.ContainerRemove(ctx, ctr, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove the container of box %s: %w", b.Name, err)
@@ -346,6 +398,7 @@ func (e *containerEngine) shutdown() {
 	}
 	wg.Wait()
 	e.closeExecHosts()
+	e.egress.close()
 }
 
 // upgrade recreates box b's container on the latest image, keeping its
@@ -428,6 +481,7 @@ func (e *containerEngine) environ(b *box, start *controlv1.Start) []string {
 		"TMUX_TMPDIR":       guestRun,
 	}
 	trustEnv(b, env)
+	e.egress.proxyEnv(b.ID, env)
 	if t := start.GetTty(); t != nil && t.GetTerm() != "" {
 		env["TERM"] = t.GetTerm()
 	}
@@ -564,12 +618,19 @@ func (x *containerExec) write(p []byte) {
 	}
 }
 
+// closeStdin ends the command's stdin; on a terminal it only stops
+// writing, as sshd does: the engine closes a terminal's output when its
+// stdin ends (docker 20.10's attach), which lost what the command wrote
+// after (`rsh -tt main 'echo hi' </dev/null` printed nothing). The
+// attach ends with the command.
 func (x *containerExec) closeStdin() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if !x.closed {
 		x.closed = true
-		x.hj.CloseWrite()
+		if !x.tty {
+			x.hj.CloseWrite()
+		}
 	}
 }
 

@@ -99,6 +99,9 @@ type EngineSettings struct {
 	Host string `json:"host,omitempty"`
 	// Limits are the limits of each box, unless an account sets its own.
 	Limits Limits `json:"limits,omitzero"`
+	// Egress is where a container engine's boxes reach the network
+	// (egress.go); zero is everywhere.
+	Egress Egress `json:"egress,omitzero"`
 }
 
 // Limits bound what one box of a container engine may use.

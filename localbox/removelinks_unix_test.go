@@ -38,6 +38,20 @@ func TestPurgeExecDirsFollowNoLink(t *testing.T) {
 			symlink(t, filepath.Join(target, "box", "exec.sock"), filepath.Join(dir, "exec", "box", execSockName))
 			return []string{"box", "box/exec.sock"}
 		}},
+		// A container box's copies of the machine's CA files (root's):
+		// removed, and a link among them or at trust/ is not followed.
+		{"trust", func(t *testing.T, dir, target string) []string {
+			mkdir(t, filepath.Join(dir, "trust"), 0o755)
+			if err := os.WriteFile(filepath.Join(dir, "trust", "ssl_cert_file.pem"), []byte("CA"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, filepath.Join(target, "box"), filepath.Join(dir, "trust", "planted"))
+			return []string{"box", "box/exec.sock"}
+		}},
+		{"trust link", func(t *testing.T, dir, target string) []string {
+			symlink(t, filepath.Join(target, "box"), filepath.Join(dir, "trust"))
+			return []string{"box", "box/exec.sock"}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			top := t.TempDir()

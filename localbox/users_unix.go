@@ -442,6 +442,7 @@ func removeBoxDir(dir string, u *boxUser) error {
 		return err
 	}
 	removeExecDirs(dir)
+	removeFlatDir(dir, "trust")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -482,6 +483,37 @@ func removeExecDirs(dir string) {
 	unix.Unlinkat(b, execSockName, 0)
 	unix.Close(b)
 	unix.Unlinkat(g, "box", unix.AT_REMOVEDIR)
+}
+
+// removeFlatDir removes directory name of box directory dir and the
+// files in it, when it is this process's user's: a container box's
+// trust/ (container_trust.go), root's copies of the machine's CA files.
+// The directory is opened without following a link and its entries
+// unlinked relative to it, never followed (a link at name is left for
+// removeBoxDir's loop, which removes the link itself); a directory in
+// it is left, and so the loop's error names it.
+func removeFlatDir(dir, name string) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Open(filepath.Join(dir, name), flags, 0)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Uid != uint32(os.Geteuid()) {
+		return
+	}
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			unix.Unlinkat(fd, e.Name(), 0)
+		}
+	}
+	unix.Unlinkat(unix.AT_FDCWD, filepath.Join(dir, name), unix.AT_REMOVEDIR)
 }
 
 // removeRunDir removes run directory run (RunDir) of a box whose user is
