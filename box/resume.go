@@ -132,6 +132,8 @@ type rsession struct {
 	// term is a terminal session's state (resume_tty.go); nil without a
 	// terminal.
 	term *termState
+	// ending is set while abandon reaches the box to end the command.
+	ending bool
 }
 
 // attempt is one Exec of the agent, carrying the session's frames: it is
@@ -292,6 +294,7 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 			return ExitStatus{}, s.detached()
 		}
 		if ctx.Err() != nil {
+			s.abandon(ctx, n)
 			return ExitStatus{}, ctx.Err()
 		}
 		if fail != "" {
@@ -348,10 +351,53 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 			return ExitStatus{}, fmt.Errorf("exec in %s: gave up on a lost connection after %s: %w", cmd.Box, since(lostAt), err)
 		}
 		if err := c.awaitLink(ctx, backoff); err != nil {
+			s.abandon(ctx, n)
 			return ExitStatus{}, err
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// abandonWithin bounds how long a deliberate end that finds the stream
+// lost tries to reach the box again to end the command there.
+const abandonWithin = 3 * time.Second
+
+// abandon makes a deliberate end (ctx cancelled, not ErrDetached) that
+// came while the stream was lost, or before the box answered the kill,
+// end the command in the box now rather than when the window closes:
+// it attaches again, the kill first, until the box sends the exit or
+// abandonWithin has passed, and says so when it could not. n is the
+// last attempt made.
+func (s *rsession) abandon(ctx context.Context, n int) {
+	if context.Cause(ctx) == ErrDetached {
+		return
+	}
+	s.mu.Lock()
+	need := s.hello && s.exit == nil && s.fail == ""
+	s.ending = true
+	s.mu.Unlock()
+	if !need {
+		return
+	}
+	deadline := time.Now().Add(abandonWithin)
+	actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	kill := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill})
+	for actx.Err() == nil {
+		n++
+		s.mu.Lock()
+		s.pendingCtl = append(s.pendingCtl, kill...)
+		s.mu.Unlock()
+		s.run(actx, n)
+		s.mu.Lock()
+		over := s.exit != nil || s.fail != ""
+		s.mu.Unlock()
+		if over {
+			return
+		}
+		s.c.awaitLink(actx, 100*time.Millisecond)
+	}
+	s.notify("could not reach %s to end the command: it ends when the resume window closes (%s after the connection was lost)", s.cmd.Box, s.r.Window)
 }
 
 // awaitLink waits up to d before the next try, less once the endpoint's
@@ -663,7 +709,7 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 		}
 		s.mu.Lock()
 		s.hello = true
-		lostAt := s.lostAt
+		lostAt, ending := s.lostAt, s.ending
 		s.lostAt = time.Time{}
 		adopt := s.term != nil && s.term.adopt && !s.term.taken
 		if adopt {
@@ -674,7 +720,7 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 		s.mu.Unlock()
 		if s.term != nil {
 			s.termResumed(lostAt)
-		} else if !lostAt.IsZero() {
+		} else if !lostAt.IsZero() && !ending {
 			s.notify("resumed after %s", since(lostAt))
 		}
 		s.ackStdin(f.Off)
