@@ -31,7 +31,7 @@ var (
 	srcTree   = flag.String("tree", "/usr/local/go/src", "the source tree for the git and rsync workloads")
 	commits   = flag.Int("commits", 300, "commits in the generated git repository")
 	keepWork  = flag.Bool("keep", false, "keep the work directory")
-	rtts      = flag.String("rtt", "", "comma-separated round trips in ms (e.g. 0,10,50,100): run the latency table instead, ours over TLS and ssh through a delay proxy; with -offload, the offload table at each round trip")
+	rtts      = flag.String("rtt", "", "comma-separated round trips in ms (e.g. 0,10,50,100): run the latency table instead, ours over TLS and ssh through a delay proxy; with -offload, the offload table at each round trip; with -sessions, its resume and download rows at each round trip")
 	rttSize   = flag.Int64("rtt-size", 256<<20, "bytes for the download and upload workloads at a round trip above 0 in the latency table (-size at 0)")
 	binDir    = flag.String("bin", "", "the directory of the binaries to measure (default bin/ of this tree, which bench/run builds)")
 	verbose   = flag.Bool("v", false, "print each offload's own step times (with -offload)")
@@ -127,11 +127,11 @@ func run() error {
 		return fmt.Errorf("sshd: %w", err)
 	}
 	defer stopSSHD()
-	if *rtts != "" {
-		return e.runLatency(top)
-	}
 	if *sessionsT {
 		return e.runSessions(top)
+	}
+	if *rtts != "" {
+		return e.runLatency(top)
 	}
 	stopBox, err := e.startBox()
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -40,12 +41,52 @@ func (e *env) runSessions(top string) error {
 	if out, err := e.ours("cocoonbox-ssh", "main", "true").CombinedOutput(); err != nil {
 		return fmt.Errorf("first call: %v: %s", err, out)
 	}
+	ms := []int{0}
+	if *rtts != "" {
+		if ms, err = parseRTTs(); err != nil {
+			return err
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "| row | result (median of %d) | note |\n| --- | --- | --- |\n", *rounds)
 	// Memory first, while the holder has held nothing else.
 	if err := e.detachedMemory(&b); err != nil {
 		return err
 	}
+	for _, rtt := range ms {
+		if err := e.sessionRows(&b, p, time.Duration(rtt)*time.Millisecond, len(ms) > 1 || rtt > 0); err != nil {
+			return err
+		}
+	}
+	about := fmt.Sprintf("; %d rounds; our client through internal/faultproxy to the local box over TLS on loopback", *rounds)
+	if len(ms) > 1 || ms[0] > 0 {
+		about += fmt.Sprintf(", the proxy adding round trips of %s ms", *rtts)
+	}
+	return publish(top, "bench-sessions", about, b.String())
+}
+
+// sessionRows writes the rows of resume times and of a download across
+// cuts through p with round trip rtt added (named "at N ms" when named
+// is set): the dial (a TLS handshake through p), the time to resume
+// after an outage and after a freeze, a download with no cut and with a
+// cut every 10 s.
+func (e *env) sessionRows(b *strings.Builder, p *faultproxy.Proxy, rtt time.Duration, named bool) error {
+	p.Delay(rtt)
+	at := ""
+	if named {
+		at = fmt.Sprintf(" at %d ms", rtt.Milliseconds())
+	}
+	var dials []time.Duration
+	for i := 0; i < 5; i++ {
+		d, err := tlsDial(p.Addr())
+		if err != nil {
+			return err
+		}
+		dials = append(dials, d)
+	}
+	dial := median(dials)
+	goal := 2*rtt + dial
+	fmt.Fprintf(b, "| dial%s | %s | a TCP connection and TLS handshake through the proxy, median of 5; the goal for a resume is 2 round trips and the dial: %s |\n", at, dial.Round(time.Millisecond), goal.Round(time.Millisecond))
 
 	for _, f := range []struct {
 		name string
@@ -65,8 +106,8 @@ func (e *env) runSessions(top string) error {
 			}
 			ds, rss = append(ds, d), max(rss, m)
 		}
-		fmt.Fprintf(os.Stderr, "%s: %s\n", f.name, median(ds).Round(time.Millisecond))
-		fmt.Fprintf(&b, "| %s | %s | %s; the client's RSS while it reconnects: %.1f MiB |\n", f.name, median(ds).Round(time.Millisecond), f.note, float64(rss)/1024)
+		fmt.Fprintf(os.Stderr, "%s%s: %s\n", f.name, at, median(ds).Round(time.Millisecond))
+		fmt.Fprintf(b, "| %s%s | %s | %s; the client's RSS while it reconnects: %.1f MiB |\n", f.name, at, median(ds).Round(time.Millisecond), f.note, float64(rss)/1024)
 	}
 
 	// A download long enough to be cut: four times -size.
@@ -90,17 +131,29 @@ func (e *env) runSessions(top string) error {
 			}
 			ds = append(ds, d)
 		}
-		name, note := "download, no cut", "through the same proxy"
+		name, note := "download, no cut"+at, "through the same proxy"
 		if every > 0 {
-			name = fmt.Sprintf("download, a cut every %s", every)
+			name = fmt.Sprintf("download, a cut every %s%s", every, at)
 			note = fmt.Sprintf("%d links reset in %d runs; each run ends with exit status 0 (byte-exactness across cuts is session_cut_tls's)", p.Stats().Resets-before, *rounds)
 		}
 		d := median(ds)
 		fmt.Fprintf(os.Stderr, "%s: %s\n", name, d.Round(time.Millisecond))
-		fmt.Fprintf(&b, "| %s | %s (%d MB/s, %d MiB) | %s |\n", name, d.Round(time.Millisecond), int(float64(n)/d.Seconds()/1e6), n>>20, note)
+		fmt.Fprintf(b, "| %s | %s (%d MB/s, %d MiB) | %s |\n", name, d.Round(time.Millisecond), int(float64(n)/d.Seconds()/1e6), n>>20, note)
 	}
+	return nil
+}
 
-	return publish(top, "bench-sessions", fmt.Sprintf("; %d rounds; our client through internal/faultproxy to the local box over TLS on loopback", *rounds), b.String())
+// tlsDial is the time to connect to addr and make a TLS handshake (the
+// certificate unchecked: the handshake costs the same).
+func tlsDial(addr string) (time.Duration, error) {
+	start := time.Now()
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	if err != nil {
+		return 0, err
+	}
+	d := time.Since(start)
+	c.Close()
+	return d, nil
 }
 
 // resumeAfter runs `cat` in the box, sends it a line every 5 ms, applies

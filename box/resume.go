@@ -109,8 +109,10 @@ type rsession struct {
 	// out is how much of stdout and stderr the caller has been given;
 	// acked how much the box was told.
 	out, acked [2]uint64
-	// hello is set once the box's agent answered: the session exists.
-	hello bool
+	// hello is set once the box's agent answered: the session exists;
+	// opened once the box said it started the open (its hello may not
+	// have come).
+	hello, opened bool
 	// lostAt is when the stream was lost, until the box answers again.
 	lostAt time.Time
 	// lostAtSeen is the loss the reconnecting line was said for.
@@ -118,8 +120,16 @@ type rsession struct {
 	exit       *ExitStatus
 	fail       string
 	cur        *attempt
-	// pendingCtl are signals that came while no attempt ran.
+	// pendingCtl are signals that came while no attempt ran (for a box
+	// that does not count them), and kills.
 	pendingCtl []byte
+	// sigs are the signals sent that the box has not counted
+	// (sessionwire.Signals), each with the attempt it went on (nil:
+	// none yet); sigBase is the box's count of those before them;
+	// sigCounts is set once the box counts them.
+	sigs      []sentSignal
+	sigBase   uint64
+	sigCounts bool
 	// file is stdin when it is a regular file, read from fileBase on.
 	file     *os.File
 	fileBase int64
@@ -133,6 +143,8 @@ type rsession struct {
 	// term is a terminal session's state (resume_tty.go); nil without a
 	// terminal.
 	term *termState
+	// ending is set while abandon reaches the box to end the command.
+	ending bool
 }
 
 // attempt is one Exec of the agent, carrying the session's frames: it is
@@ -151,6 +163,16 @@ type attempt struct {
 	// queued: its stdin ends behind it.
 	dead, end bool
 	ps        sessionwire.Parser
+	// sigSynced is set once the box said how many signals it has taken
+	// on this attempt: those sent on an earlier one and not counted went
+	// again then.
+	sigSynced bool
+}
+
+// sentSignal is a Signal frame and the attempt it was last sent on.
+type sentSignal struct {
+	frame []byte
+	on    *attempt
 }
 
 // write queues control frames b on the attempt's stdin.
@@ -336,6 +358,7 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 			return ExitStatus{}, s.detached()
 		}
 		if ctx.Err() != nil {
+			s.abandon(ctx, n)
 			return ExitStatus{}, ctx.Err()
 		}
 		if fail != "" {
@@ -392,10 +415,54 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 			return ExitStatus{}, fmt.Errorf("exec in %s: gave up on a lost connection after %s: %w", cmd.Box, since(lostAt), err)
 		}
 		if err := c.awaitLink(ctx, backoff); err != nil {
+			s.abandon(ctx, n)
 			return ExitStatus{}, err
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// abandonWithin bounds how long a deliberate end that finds the stream
+// lost tries to reach the box again to end the command there.
+const abandonWithin = 3 * time.Second
+
+// abandon makes a deliberate end (ctx cancelled, not ErrDetached) that
+// came while the stream was lost, or before the box answered the kill,
+// end the command in the box now rather than when the window closes:
+// it attaches again, the kill first (also when the box started the open
+// and its hello was lost), until the box sends the exit or says the
+// session is not there, or abandonWithin has passed, and says so when
+// it could not. n is the last attempt made.
+func (s *rsession) abandon(ctx context.Context, n int) {
+	if context.Cause(ctx) == ErrDetached {
+		return
+	}
+	s.mu.Lock()
+	need := (s.hello || s.opened) && s.exit == nil && s.fail == ""
+	s.ending = true
+	s.mu.Unlock()
+	if !need {
+		return
+	}
+	deadline := time.Now().Add(abandonWithin)
+	actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	kill := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill})
+	for actx.Err() == nil {
+		n++
+		s.mu.Lock()
+		s.pendingCtl = append(s.pendingCtl, kill...)
+		s.mu.Unlock()
+		s.run(actx, n)
+		s.mu.Lock()
+		over := s.exit != nil || s.fail != ""
+		s.mu.Unlock()
+		if over {
+			return
+		}
+		s.c.awaitLink(actx, 100*time.Millisecond)
+	}
+	s.notify("could not reach %s to end the command: it ends when the resume window closes (%s after the connection was lost)", s.cmd.Box, s.r.Window)
 }
 
 // awaitLink waits up to d before the next try, less once the endpoint's
@@ -487,7 +554,9 @@ func (s *rsession) notify(format string, args ...any) {
 func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 	a := &attempt{s: s, exited: make(chan struct{})}
 	s.mu.Lock()
-	hello := s.hello
+	// An end that reaches the box again attaches, hello or not: an open
+	// now would start the command again.
+	hello := s.hello || s.ending
 	a.sent = s.in.Base()
 	s.mu.Unlock()
 	var line string
@@ -504,11 +573,16 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 		sub.Env, sub.Dir = s.cmd.Env, s.cmd.Dir
 	}
 	sub.Line = line
-	if s.cmd.Started != nil {
+	sub.Started = func() {
+		s.mu.Lock()
+		s.opened = true
+		s.mu.Unlock()
 		// Once, on the first attempt that starts: a first one lost before
 		// the box answered must not leave a caller that reads stdin only
 		// after it (git's helper) waiting for ever.
-		sub.Started = func() { s.startOnce.Do(s.cmd.Started) }
+		if s.cmd.Started != nil {
+			s.startOnce.Do(s.cmd.Started)
+		}
 	}
 	if !hello {
 		// Until the box half answers, what the box's shell says is kept:
@@ -526,8 +600,17 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 	}
 	s.mu.Lock()
 	s.cur = a
-	// Signals that came while no attempt ran go first.
+	// Signals that came while no attempt ran go first, for a box that
+	// does not count them; one that does gets those it lacks once it
+	// said its count (syncSignals).
 	a.ctl, s.pendingCtl = append(a.ctl, s.pendingCtl...), nil
+	if !s.sigCounts {
+		for i := range s.sigs {
+			if s.sigs[i].on == nil {
+				s.sigs[i].on = a
+			}
+		}
+	}
 	s.mu.Unlock()
 	// The attempt's own context: after the exit it is not cancelled with
 	// ctx, so that the bye reaches the box; a deliberate end (ctx done
@@ -678,15 +761,55 @@ func (s *rsession) control(ctx context.Context) {
 
 // send writes b to the current attempt, if one runs; else a signal waits
 // for the next attempt (a terminal's size is sent again at the resume).
+// A signal is kept until the box has counted it, to go again on the
+// next attempt if this one is lost first.
 func (s *rsession) send(b []byte) {
 	s.mu.Lock()
 	a := s.cur
-	if a == nil && b[0] == sessionwire.Signal {
-		s.pendingCtl = append(s.pendingCtl, b...)
+	if b[0] == sessionwire.Signal {
+		if s.sigCounts && a != nil && !a.sigSynced {
+			// Behind those syncSignals will send again, in order.
+			a = nil
+		}
+		s.sigs = append(s.sigs, sentSignal{frame: b, on: a})
+		if s.cur == nil && !s.sigCounts {
+			s.pendingCtl = append(s.pendingCtl, b...)
+		}
 	}
 	s.mu.Unlock()
 	if a != nil {
 		a.write(b)
+	}
+}
+
+// syncSignals takes the box's count of the signals it has taken (n, on
+// attempt a): those are forgotten, and at the first count of an attempt
+// those sent on an earlier one (or on none) go again on it, once each.
+func (s *rsession) syncSignals(a *attempt, n uint64) {
+	s.mu.Lock()
+	if !s.sigCounts && len(s.sigs) == 0 {
+		// A client that took the session back starts from the box's count.
+		s.sigBase = n
+	}
+	s.sigCounts = true
+	if n > s.sigBase {
+		k := min(n-s.sigBase, uint64(len(s.sigs)))
+		s.sigs = s.sigs[k:]
+		s.sigBase += k
+	}
+	var again []byte
+	if !a.sigSynced {
+		a.sigSynced = true
+		for i := range s.sigs {
+			if s.sigs[i].on != a {
+				again = append(again, s.sigs[i].frame...)
+				s.sigs[i].on = a
+			}
+		}
+	}
+	s.mu.Unlock()
+	if again != nil {
+		a.write(again)
 	}
 }
 
@@ -707,7 +830,7 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 		}
 		s.mu.Lock()
 		s.hello = true
-		lostAt := s.lostAt
+		lostAt, ending := s.lostAt, s.ending
 		s.lostAt = time.Time{}
 		adopt := s.term != nil && s.term.adopt && !s.term.taken
 		if adopt {
@@ -718,13 +841,16 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 		s.mu.Unlock()
 		if s.term != nil {
 			s.termResumed(lostAt)
-		} else if !lostAt.IsZero() {
+		} else if !lostAt.IsZero() && !ending {
 			s.notify("resumed after %s", since(lostAt))
 		}
 		s.ackStdin(f.Off)
 	case sessionwire.Ack:
-		if f.Stream == sessionwire.Stdin {
+		switch f.Stream {
+		case sessionwire.Stdin:
 			s.ackStdin(f.Off)
+		case sessionwire.Signals:
+			s.syncSignals(a, f.Off)
 		}
 	case sessionwire.Data:
 		if f.Stream != sessionwire.Stdout && f.Stream != sessionwire.Stderr {

@@ -59,7 +59,10 @@ type session struct {
 	timer *time.Timer
 	// closeOut is set when the client reads no more stdout.
 	closeOut bool
-	pipes    [2]*os.File
+	// sigs counts the Signal frames taken from the current attachment
+	// and those before it (sessionwire.Signals).
+	sigs  uint64
+	pipes [2]*os.File
 
 	// tty is a terminal session's terminal (its master side), nil for
 	// pipes; line, started and detached describe it to a listing; owner
@@ -605,7 +608,17 @@ func (s *session) apply(f sessionwire.Frame, gen int) error {
 		}
 		s.mu.Unlock()
 	case sessionwire.Signal:
-		if sig := proc.SignalNum(f.Text); sig != 0 {
+		// Counted for the client, which sends again what an attachment
+		// lost; one of an attachment since replaced is not taken (its
+		// client has given up on it and counts on the count).
+		s.mu.Lock()
+		stale := s.gen != gen
+		if !stale {
+			s.sigs++
+			s.cond.Broadcast()
+		}
+		s.mu.Unlock()
+		if sig := proc.SignalNum(f.Text); sig != 0 && !stale {
 			s.signal(sig)
 		}
 	case sessionwire.Resize:
@@ -771,9 +784,11 @@ func (s *session) send(w *connWriter, gen int, ackedIn uint64) {
 	var ctl []byte
 	var bufs net.Buffers
 	exitSent := false
+	// sigsSent is the count of signals the attachment was told: none yet.
+	sigsSent := ^uint64(0)
 	for {
 		s.mu.Lock()
-		for s.gen == gen && !s.done && (!s.pending(ackedIn, exitSent) || w.busy) {
+		for s.gen == gen && !s.done && (!s.pending(ackedIn, exitSent) && s.sigs == sigsSent || w.busy) {
 			if w.busy {
 				s.tokenWait++
 				s.cond.Wait()
@@ -788,6 +803,10 @@ func (s *session) send(w *connWriter, gen int, ackedIn uint64) {
 		}
 		w.busy = true
 		bufs, ctl = bufs[:0], ctl[:0]
+		if s.sigs != sigsSent {
+			sigsSent = s.sigs
+			ctl = sessionwire.Append(ctl, sessionwire.Frame{Type: sessionwire.Ack, Stream: sessionwire.Signals, Off: sigsSent})
+		}
 		for i := range s.out {
 			o := &s.out[i]
 			o.sent = max(o.sent, o.Base())

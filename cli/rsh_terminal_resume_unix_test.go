@@ -271,3 +271,33 @@ func TestRshTerminalTerminfoResume(t *testing.T) {
 	p.waitFor("TERMINFO-OK\r\n")
 	p.wantExit(0)
 }
+
+// TestRshTerminalAbandon: `~.` typed while the link is down (an outage
+// of 2 s: every connection reset, new ones refused) ends the client with
+// 255 and its termios restored, and ends the shell in the box at once,
+// not when the terminal window (10 min here) closes: the client reaches
+// the box again, for a few seconds at most, to end it.
+func TestRshTerminalAbandon(t *testing.T) {
+	t.Parallel()
+	b := startBox(t)
+	fp, err := faultproxy.Listen("127.0.0.1:0", b.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fp.Close() })
+	p := startProgOnPTY(t, "cocoonbox", resumeEnv(b, fp, "COCOONBOX_RESUME_TERMINAL_WINDOW=10m"), "rsh", "-t", "main",
+		`echo $$ > pid; echo READY; exec sleep 600`)
+	p.waitFor("READY")
+	var pid int
+	fmt.Sscan(readFile(t, filepath.Join(b.Workspace, "pid")), &pid)
+	fp.Outage(2 * time.Second)
+	p.waitFor("cocoonbox: connection to main lost; reconnecting")
+	p.write("\r~.")
+	p.wantExit(255)
+	for i := 0; syscall.Kill(pid, 0) == nil; i++ {
+		if i == 400 {
+			t.Fatalf("the shell %d still runs 20 s after ~., in a window of 10 min", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

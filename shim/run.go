@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/cocoonbox/cocoonbox/box"
 )
@@ -217,6 +218,16 @@ func (r *runner) plain(c *box.Client, cmd *box.Command) int {
 		return r.status(x.st, x.err)
 	case code := <-done:
 		r.debugf(LogDebug1, "Killed by a signal.")
+		// The call's own end ends the command in the box: a resumable
+		// one's client tells the box (for a few seconds at most when the
+		// connection is lost), where an exit now would leave the command
+		// there for the resume window. Bounded: a write to a stdout that
+		// takes nothing (a terminal after ^S) does not see the cancel.
+		cancel()
+		select {
+		case <-res:
+		case <-time.After(5 * time.Second):
+		}
 		return code
 	}
 }

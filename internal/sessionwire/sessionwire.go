@@ -52,11 +52,15 @@ const (
 	Fail = 'F'
 )
 
-// Streams of Data and Ack frames.
+// Streams of Data and Ack frames. Signals is no byte stream: an Ack of
+// it (box to client) says how many Signal frames the session has taken
+// in all (the first frame after every hello, and at each new one), so
+// that a client sends again those an attachment lost, and only those.
 const (
-	Stdin  = 0
-	Stdout = 1
-	Stderr = 2
+	Stdin   = 0
+	Stdout  = 1
+	Stderr  = 2
+	Signals = 3
 )
 
 // MaxPayload bounds one frame's payload, in bytes.
