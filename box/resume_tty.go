@@ -205,24 +205,6 @@ func (s *rsession) detached() error {
 		ErrDetached, s.id, s.cmd.Box, s.r.Window, s.cmd.Box, s.id)
 }
 
-// SessionInfo is a session the box keeps (cocoonbox-agent session list).
-type SessionInfo struct {
-	// ID names it to Command.Attach.
-	ID string `json:"id"`
-	// Line is its command line; empty for a login shell.
-	Line string `json:"line"`
-	// Term is its terminal's type; empty for a command without a terminal.
-	Term string `json:"term,omitempty"`
-	// Attached says a client is attached now.
-	Attached bool `json:"attached"`
-	// StartedMs is when it started, DetachedMs when its last client went
-	// (0 while attached), in Unix milliseconds.
-	StartedMs  int64 `json:"started_ms"`
-	DetachedMs int64 `json:"detached_ms,omitempty"`
-	// Exited says its command has ended.
-	Exited bool `json:"exited,omitempty"`
-}
-
 // maxSessionList bounds the answer of a box's `session list` that
 // Sessions reads, in bytes: thousands of sessions, and no more of a
 // box's memory on the laptop.
@@ -255,7 +237,7 @@ var SessionIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompi
 // Sessions lists the sessions box keeps, as its agent reports them. The
 // box's answer is read up to 1 MiB; its fields are the box's, to be made
 // printable before they reach a terminal.
-func (c *Client) Sessions(ctx context.Context, box string) ([]SessionInfo, error) {
+func (c *Client) Sessions(ctx context.Context, box string) ([]sessionwire.Info, error) {
 	out, errOut := &capWriter{max: maxSessionList}, &capWriter{max: maxSessionList}
 	st, err := c.exec(ctx, &Command{Box: box, Line: "cocoonbox-agent session list", Stdout: out, Stderr: errOut})
 	if errors.Is(err, errListTooLong) {
@@ -271,10 +253,10 @@ func (c *Client) Sessions(ctx context.Context, box string) ([]SessionInfo, error
 		}
 		return nil, fmt.Errorf("list the sessions of %s: %s (its cocoonbox-agent may have no sessions)", box, why)
 	}
-	var list []SessionInfo
+	var list []sessionwire.Info
 	dec := json.NewDecoder(strings.NewReader(out.String()))
 	for dec.More() {
-		var i SessionInfo
+		var i sessionwire.Info
 		if err := dec.Decode(&i); err != nil {
 			return nil, fmt.Errorf("list the sessions of %s: %v", box, err)
 		}

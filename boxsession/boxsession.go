@@ -41,7 +41,7 @@ const idleExit = time.Minute
 // request is what an attacher sends the holder first, as one JSON line.
 type request struct {
 	// Op is "open" (start the command, or attach if the id runs),
-	// "attach", or "list" (the sessions, as JSON lines: Info).
+	// "attach", or "list" (the sessions, as JSON lines: sessionwire.Info).
 	Op     string        `json:"op"`
 	ID     string        `json:"id"`
 	Window time.Duration `json:"window,omitempty"`
@@ -67,25 +67,6 @@ type TTY struct {
 	Rows, Cols uint32
 	// Modes are terminal modes in RFC 4254 section 8's encoding.
 	Modes []byte `json:"modes,omitempty"`
-}
-
-// Info describes one session, as `cocoonbox-agent session list` prints
-// it.
-type Info struct {
-	ID string `json:"id"`
-	// Line is the command line; empty for a login shell.
-	Line string `json:"line"`
-	// Term is the terminal's type; empty for a command without one.
-	Term string `json:"term,omitempty"`
-	// Attached says a client is attached now.
-	Attached bool `json:"attached"`
-	// StartedMs is when the command started, DetachedMs when its last
-	// client went (0 while attached), in Unix milliseconds.
-	StartedMs  int64 `json:"started_ms"`
-	DetachedMs int64 `json:"detached_ms,omitempty"`
-	// Exited says the command has ended and its client not taken the
-	// exit yet.
-	Exited bool `json:"exited,omitempty"`
 }
 
 // Holder keeps the sessions of one box user.
@@ -386,7 +367,7 @@ func OpenTTY(dir, self string, holderArgs []string, id string, window time.Durat
 	return attach(dir, self, holderArgs, request{Op: "open", ID: id, Window: window, Line: line, Env: os.Environ(), Dir: wd, TTY: tty}, stdin, stdout)
 }
 
-// List writes the sessions of the holder in dir to out, one JSON Info a
+// List writes the sessions of the holder in dir to out, one JSON sessionwire.Info a
 // line; none when no holder runs.
 func List(dir string, out io.Writer) error {
 	fi, err := os.Lstat(dir)
@@ -416,7 +397,7 @@ func List(dir string, out io.Writer) error {
 	return err
 }
 
-// list writes every session's Info to w.
+// list writes every session's sessionwire.Info to w.
 func (h *Holder) list(w io.Writer) {
 	h.mu.Lock()
 	ss := make([]*session, 0, len(h.sessions))

@@ -517,10 +517,10 @@ func (s *session) claim(owner string, take bool) bool {
 }
 
 // info describes the session to a listing.
-func (s *session) info() Info {
+func (s *session) info() sessionwire.Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := Info{ID: s.id, Line: s.line, Attached: s.conn != nil, StartedMs: s.started.UnixMilli(), Exited: s.exit != nil}
+	i := sessionwire.Info{ID: s.id, Line: s.line, Attached: s.conn != nil, StartedMs: s.started.UnixMilli(), Exited: s.exit != nil}
 	if s.tty != nil {
 		i.Term = envOf(s.cmd.Env, "TERM")
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/box"
 	"github.com/cocoonbox/cocoonbox/internal/printable"
+	"github.com/cocoonbox/cocoonbox/internal/sessionwire"
 	"github.com/cocoonbox/cocoonbox/shim"
 )
 
@@ -51,7 +52,7 @@ func rshSessions(env Env, s Streams, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	var terms []box.SessionInfo
+	var terms []sessionwire.Info
 	for _, i := range all {
 		if i.Term != "" && !i.Exited {
 			terms = append(terms, i)
@@ -61,7 +62,7 @@ func rshSessions(env Env, s Streams, args []string) int {
 		listSessions(s.Out, terms)
 		return 0
 	}
-	var detached []box.SessionInfo
+	var detached []sessionwire.Info
 	for _, i := range terms {
 		// An id of another form is the box's invention: it would go on
 		// the agent's command line.
@@ -104,7 +105,7 @@ func rshSessions(env Env, s Streams, args []string) int {
 }
 
 // listSessions writes sessions as a table: id, state, command.
-func listSessions(w io.Writer, sessions []box.SessionInfo) {
+func listSessions(w io.Writer, sessions []sessionwire.Info) {
 	if len(sessions) == 0 {
 		return
 	}

@@ -307,3 +307,23 @@ func (ps *Parser) Skip(n int) {
 	ps.left -= n
 	ps.off += uint64(n)
 }
+
+// Info is one session a box's holder keeps, as `cocoonbox-agent session
+// list` prints it (one JSON object a line) and the client reads it.
+type Info struct {
+	// ID names the session to an attach.
+	ID string `json:"id"`
+	// Line is the command line; empty for a login shell.
+	Line string `json:"line"`
+	// Term is the terminal's type; empty for a command without one.
+	Term string `json:"term,omitempty"`
+	// Attached says a client is attached now.
+	Attached bool `json:"attached"`
+	// StartedMs is when the command started, DetachedMs when its last
+	// client went (0 while attached), in Unix milliseconds.
+	StartedMs  int64 `json:"started_ms"`
+	DetachedMs int64 `json:"detached_ms,omitempty"`
+	// Exited says the command has ended and its client not taken the
+	// exit yet.
+	Exited bool `json:"exited,omitempty"`
+}
