@@ -442,6 +442,7 @@ func removeBoxDir(dir string, u *boxUser) error {
 		return err
 	}
 	removeExecDirs(dir)
+	removeTrustCopies(dir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -455,10 +456,29 @@ func removeBoxDir(dir string, u *boxUser) error {
 			return fmt.Errorf("remove %s: it is the box user's, and only its parts should be: leaving it", filepath.Join(dir, e.Name()))
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-			return err
+			return fmt.Errorf("%w; look at it as root, remove it by hand, then try again", err)
 		}
 	}
 	return os.Remove(dir)
+}
+
+// removeTrustCopies empties a container box's trust directory (trustDir)
+// in box directory dir, so that removeBoxDir's loop removes it: each
+// entry is unlinked relative to the directory opened without following
+// a link, so a link at trust/ is not entered (the loop removes the link
+// itself) and a link in it is removed, not followed. A directory in it
+// (the local box makes none) is left, and the loop names it.
+func removeTrustCopies(dir string) {
+	fd, err := unix.Open(filepath.Join(dir, "trust"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	d := os.NewFile(uintptr(fd), "trust")
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	for _, n := range names {
+		unix.Unlinkat(fd, n, 0)
+	}
 }
 
 // removeExecDirs removes the exec server's socket and the directory the
