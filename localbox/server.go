@@ -55,6 +55,10 @@ type Server struct {
 	BinDir string
 	// Logf, if not nil, receives one line per notable event.
 	Logf func(format string, args ...any)
+	// Serving, if not nil, is called once Serve has set up the boxes and
+	// the engine, just before it serves: settings that worked may be
+	// remembered then, and not by a start that fails.
+	Serving func()
 	// TLS, if not nil, holds the certificate: every connection to a TCP
 	// listener is then TLS (LoadTLS, SelfSigned; docs/self-hosting.md).
 	TLS *tls.Config
@@ -290,6 +294,9 @@ func (s *Server) Serve(lis net.Listener) error {
 		lis = m.grpc
 	}
 	s.serving.Store(true)
+	if s.Serving != nil {
+		s.Serving()
+	}
 	if s.IdleHibernate > 0 {
 		s.mu.Lock()
 		if s.idleStop == nil {
