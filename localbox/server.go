@@ -517,11 +517,13 @@ func (s *Server) lookup(ctx context.Context, ref string) (*box, error) {
 }
 
 // nearBox is the name of account's box nearest to ref, a typo away (at
-// most two edits, and at most half of ref's letters), or "".
+// most two edits, and at most half of ref's letters, in either case:
+// MAIN is main), or "".
 func (s *Server) nearBox(account, ref string) string {
 	if len(ref) > 64 {
 		return ""
 	}
+	ref = strings.ToLower(ref)
 	best, bestD := "", 3
 	for _, b := range s.reg.list(account) {
 		if d := levenshtein.ComputeDistance(ref, b.Name); d < bestD && 2*d <= len(ref) {
