@@ -25,7 +25,7 @@ install: man
 	install -d $(DESTDIR)$(MANDIR)
 	install -m 644 man/man1/*.1 $(DESTDIR)$(MANDIR)
 
-# The four binaries' man pages, generated from the text of their --help.
+# The five binaries' man pages, generated from the text of their --help.
 man:
 	rm -rf man/man1
 	$(GO) run ./cmd/cocoonbox __man man/man1

@@ -21,16 +21,6 @@ const (
 	exitUsage   = 2
 )
 
-// usageText is the verbs' --help; %[1]s is the program as the user
-// calls it.
-const usageText = `usage: %[1]s open [--tty TERM:ROWSxCOLS[:MODES]] ID WINDOW -- LINE
-       %[1]s attach [--owner TOKEN [--take]] ID
-       %[1]s list
-
-The box half of sessions that outlive their Exec stream (see
-docs/cocoonbox-agent.md "session").
-`
-
 // Program is how Main names itself and starts the holder: Name is the
 // program as the user calls it ("cocoonbox-session", "cocoonbox-agent
 // session"), for messages; HolderArgs the arguments after the executable
@@ -69,7 +59,7 @@ func Main(p Program, args []string, getenv func(string) string, stdin io.Reader,
 	take := fs.Bool("take", false, "")
 	switch verb {
 	case "-h", "--help", "help":
-		fmt.Fprintf(stderr, usageText, p.Name)
+		fmt.Fprint(stdout, HelpPage(p.Name).Help())
 		return exitOK
 	case "--version":
 		fmt.Fprintf(stdout, "%s version %s\n", p.Name, version.String())

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agnivade/levenshtein"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/version"
@@ -135,7 +137,36 @@ func flagError(c *cobra.Command, err error) error {
 	if a := c.Flags().Args(); c.HasAvailableSubCommands() && len(a) > 0 {
 		return unknownCommand(c, a[0])
 	}
+	// pflag's words; it suggests nothing, nor does cobra for flags.
+	if name, ok := strings.CutPrefix(err.Error(), "unknown flag: --"); ok {
+		if near := nearFlag(c, name); near != "" {
+			return &UsageError{fmt.Errorf("%w\ndid you mean: %s --%s", err, c.CommandPath(), near)}
+		}
+	}
 	return &UsageError{err}
+}
+
+// nearFlag is the long flag of c (its own or inherited, not hidden)
+// nearest to name, as unknownCommand's suggestions are: at most two edits
+// away and at most half of name's letters, or one name begins; or "".
+func nearFlag(c *cobra.Command, name string) string {
+	if len(name) > 64 {
+		return ""
+	}
+	best, bestD := "", 3
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		d := levenshtein.ComputeDistance(name, f.Name)
+		if len(name) >= 3 && strings.HasPrefix(f.Name, name) && d > 1 {
+			d = 1
+		}
+		if d < bestD && 2*d <= len(name) {
+			best, bestD = f.Name, d
+		}
+	})
+	return best
 }
 
 // unknownCommand is the usage error for name, which is not a subcommand

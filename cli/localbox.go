@@ -154,34 +154,36 @@ func (f limitFlags) apply(l *localbox.Limits) error {
 }
 
 // engineSettings is the engine the local box in dir serves with: the
-// one it remembers, changed by o's --engine and limits, remembered again
-// once the engine answers (a start on an engine that is not there leaves
-// the remembered one as it was).
-func (o localboxOptions) engineSettings(dir string) (localbox.EngineSettings, error) {
-	set, err := localbox.ReadEngineSettings(dir)
+// one it remembers, changed by o's --engine and limits, once the engine
+// answers. remember says whether o gave an engine or limits, for the
+// caller to save (localbox.SaveEngineSettings) once the local box serves:
+// a start that fails, on an engine that is not there or later, leaves
+// the remembered one as it was.
+func (o localboxOptions) engineSettings(dir string) (set localbox.EngineSettings, remember bool, err error) {
+	set, err = localbox.ReadEngineSettings(dir)
 	if err != nil {
-		return set, err
+		return set, false, err
 	}
 	if o.Engine == "" && !o.limitFlags.set() && !o.egressSet() {
-		return set, nil
+		return set, false, nil
 	}
 	if o.Engine != "" {
 		if err := localbox.CheckEngine(o.Engine); err != nil {
-			return set, &UsageError{err}
+			return set, false, &UsageError{err}
 		}
 		set.Engine = o.Engine
 	}
 	if err := o.limitFlags.apply(&set.Limits); err != nil {
-		return set, err
+		return set, false, err
 	}
 	o.applyEgress(&set.Egress)
 	if err := egressNeedsContainers(set); err != nil {
-		return set, err
+		return set, false, err
 	}
 	if err := localbox.CheckEngineAnswers(set); err != nil {
-		return set, err
+		return set, false, err
 	}
-	return set, localbox.SaveEngineSettings(dir, set)
+	return set, true, nil
 }
 
 // runsAs refuses o's --engine and limits when the local box ri, which
@@ -439,7 +441,7 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 	// owner's box user is this one's alone (docs/self-hosting.md
 	// "Accounts"), and never root: a box command run as root would own
 	// the machine (docs/security.md "The box boundary").
-	eng, err := o.engineSettings(dir)
+	eng, rememberEngine, err := o.engineSettings(dir)
 	if err != nil {
 		lis.Close()
 		return err
@@ -465,6 +467,13 @@ func runLocalboxServe(env Env, s Streams, o localboxOptions) error {
 		}
 	}
 	srv := &localbox.Server{Dir: dir, BinDir: filepath.Dir(exe), Logf: logger.Printf, TLS: tc, User: boxUser, Engine: eng, IdleHibernate: o.IdleHibernate, MaxStream: o.MaxStream}
+	if rememberEngine {
+		srv.Serving = func() {
+			if err := localbox.SaveEngineSettings(dir, eng); err != nil {
+				logger.Printf("remember the engine: %v", err)
+			}
+		}
+	}
 	if err := localbox.WriteRuntime(dir, ri); err != nil {
 		lis.Close()
 		return err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -71,7 +72,7 @@ func runLocalboxPurge(env Env, s Streams, o purgeOptions) error {
 			return nil
 		}
 		if !o.Yes {
-			return &ExitError{Code: ExitNeedsYes, Err: fmt.Errorf("purging the orphans %s; to do it: cocoonbox localbox purge --orphans --yes%s", describePurge(plan, false), orphanStates(plan))}
+			return &ExitError{Code: ExitNeedsYes, Err: fmt.Errorf("purging the orphans:%s\nto do it: cocoonbox localbox purge --orphans --yes%s", describePurge(plan, false), orphanStates(plan))}
 		}
 		if plan, err = localbox.PurgeOrphans(opts); err != nil {
 			return err
@@ -110,7 +111,7 @@ func runLocalboxPurge(env Env, s Streams, o purgeOptions) error {
 		return nil
 	}
 	if !o.Yes {
-		return &ExitError{Code: ExitNeedsYes, Err: fmt.Errorf("purging the local box at %s %s; to do it: cocoonbox localbox purge --yes", abs, describePurge(plan, len(client) > 0))}
+		return &ExitError{Code: ExitNeedsYes, Err: fmt.Errorf("purging the local box at %s:%s\nto do it: cocoonbox localbox purge --yes", abs, describePurge(plan, len(client) > 0))}
 	}
 	if plan.StateExists {
 		// Held to the end, so that no start begins meanwhile; the
@@ -136,7 +137,9 @@ func runLocalboxPurge(env Env, s Streams, o purgeOptions) error {
 	return nil
 }
 
-// describePurge says what purging plan deletes, for its --yes error.
+// describePurge says what purging plan deletes, for its --yes error:
+// one indented line a step, a long one wrapped (wrapItem), so that no
+// line is cut at maxLine, however many boxes and users there are.
 func describePurge(plan localbox.PurgePlan, client bool) string {
 	var parts []string
 	if len(plan.Boxes) > 0 {
@@ -163,7 +166,33 @@ func describePurge(plan localbox.PurgePlan, client bool) string {
 	if plan.StateExists {
 		parts = append(parts, "removes its state directory")
 	}
-	return strings.Join(parts, ", ")
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(wrapItem(p, 100))
+	}
+	return b.String()
+}
+
+// wrapItem is item as lines of a list: "\n  " and its words up to width
+// runes a line, then "\n    " before each further line. A word longer
+// than width (a path) has a line of its own.
+func wrapItem(item string, width int) string {
+	var b strings.Builder
+	b.WriteString("\n  ")
+	n := 2
+	for i, w := range strings.Fields(item) {
+		l := utf8.RuneCountInString(w)
+		if i > 0 && n+1+l > width {
+			b.WriteString("\n    ")
+			n = 4
+		} else if i > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += l
+	}
+	return b.String()
 }
 
 // donePurge says what a purge did.

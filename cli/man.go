@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
+
+	"github.com/cocoonbox/cocoonbox/boxsession"
 )
 
 // manDate is the date the man pages carry; a fixed one, so that a page
@@ -20,17 +22,18 @@ var manDate = time.Date(2026, time.December, 1, 0, 0, 0, 0, time.UTC)
 func newMan() *cobra.Command {
 	return &cobra.Command{
 		Use:    "__man DIR",
-		Short:  "Write the four binaries' man pages into DIR (make man)",
+		Short:  "Write the five binaries' man pages into DIR (make man)",
 		Hidden: true,
 		Args:   usageArgs(cobra.ExactArgs(1)),
 		RunE:   func(_ *cobra.Command, a []string) error { return manPages(a[0]) },
 	}
 }
 
-// manPages writes the section-1 man pages of the four binaries into dir:
+// manPages writes the section-1 man pages of the five binaries into dir:
 // cocoonbox's and cocoonbox-agent's from their cobra trees (one page per
-// command, as cobra/doc's GenManTree makes them), cocoonbox-ssh's and
-// git-remote-cocoonbox's from the text their --help prints. `cocoonbox
+// command, as cobra/doc's GenManTree makes them), cocoonbox-ssh's,
+// git-remote-cocoonbox's and cocoonbox-session's from the text their
+// --help prints. `cocoonbox
 // ssh`'s page would be cocoonbox-ssh.1 too: the binary's, written last,
 // is the one, as git-commit(1) serves `git commit`.
 func manPages(dir string) error {
@@ -52,6 +55,7 @@ func manPages(dir string) error {
 	for name, b := range map[string][]byte{
 		"cocoonbox-ssh.1":        sshPage("cocoonbox-ssh").Roff(manDate, "cocoonbox"),
 		"git-remote-cocoonbox.1": gitRemotePage.Roff(manDate, "cocoonbox"),
+		"cocoonbox-session.1":    boxsession.HelpPage("cocoonbox-session").Roff(manDate, "cocoonbox"),
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			return err

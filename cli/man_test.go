@@ -9,11 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/cocoonbox/cocoonbox/boxsession"
 )
 
 // The man pages are made from the commands themselves (make man, at
 // install), so they cannot fall behind: this checks that there is one for
-// every command of the four binaries, that each names the flags its
+// every command of the five binaries, that each names the flags its
 // command takes, and that the hand-rendered ones carry the usage their
 // --help prints.
 func TestManPages(t *testing.T) {
@@ -25,7 +27,7 @@ func TestManPages(t *testing.T) {
 	for i := range got {
 		got[i] = filepath.Base(got[i])
 	}
-	want := []string{"cocoonbox-ssh.1", "git-remote-cocoonbox.1"}
+	want := []string{"cocoonbox-ssh.1", "git-remote-cocoonbox.1", "cocoonbox-session.1"}
 	none := Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
 	env := Env{Getenv: func(string) string { return "" }}
 	root := newRoot(env, none)
@@ -66,6 +68,12 @@ func TestManPages(t *testing.T) {
 	for _, l := range sshPage("cocoonbox-ssh").Synopsis {
 		if !strings.Contains(string(ssh), strings.ReplaceAll(l, "-", `\-`)+"\n") {
 			t.Errorf("cocoonbox-ssh.1 lacks the usage line %q", l)
+		}
+	}
+	session, _ := os.ReadFile(filepath.Join(dir, "cocoonbox-session.1"))
+	for _, l := range boxsession.HelpPage("cocoonbox-session").Synopsis {
+		if !strings.Contains(string(session), strings.ReplaceAll(l, "-", `\-`)+"\n") {
+			t.Errorf("cocoonbox-session.1 lacks the usage line %q", l)
 		}
 	}
 	if strings.Contains(string(ssh), "docs/") {

@@ -60,6 +60,11 @@ func rshSessions(env Env, s Streams, args []string) int {
 	}
 	if !attach {
 		listSessions(s.Out, terms)
+		if len(terms) == 0 {
+			// The header alone on stdout, as an empty list of ours is;
+			// the word for a reader on stderr.
+			fmt.Fprintf(s.Err, "no terminal session in box %s\n", boxName)
+		}
 		return 0
 	}
 	var detached []sessionwire.Info
@@ -104,11 +109,9 @@ func rshSessions(env Env, s Streams, args []string) int {
 	return st.Code
 }
 
-// listSessions writes sessions as a table: id, state, command.
+// listSessions writes sessions as a table: id, state, command; with
+// none, the header alone.
 func listSessions(w io.Writer, sessions []sessionwire.Info) {
-	if len(sessions) == 0 {
-		return
-	}
 	fmt.Fprintf(w, "%-32s  %-22s  %s\n", "ID", "STATE", "COMMAND")
 	now := time.Now()
 	for _, i := range sessions {

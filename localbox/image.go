@@ -28,8 +28,10 @@ import (
 const ImageRepo = "cocoonbox-box"
 
 // imagePackages are the Debian packages a box image holds beyond
-// debootstrap's minbase: the contract's guest tools (seeds/001).
-var imagePackages = []string{"git", "rsync", "tmux", "openssh-sftp-server", "python3", "bash", "sudo", "ca-certificates", "procps", "less", "ncurses-base"}
+// debootstrap's minbase: the contract's guest tools (seeds/001), and curl
+// for the vendors' CLI installers (offload install-cli; 2 packages,
+// 1.4 MB). Not Node.js and npm: about 360 packages and 200 MB.
+var imagePackages = []string{"git", "rsync", "tmux", "openssh-sftp-server", "python3", "bash", "sudo", "ca-certificates", "procps", "less", "ncurses-base", "curl"}
 
 // imageSetup runs in the new root (chroot) as root: the box user `user`
 // uid 1000 with /home/user, /workspace, passwordless sudo as the

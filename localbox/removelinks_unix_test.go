@@ -10,8 +10,10 @@ import (
 
 // purge's removal of a box directory (removeBoxAsOwner, as root) meets
 // links planted where a container box's exec directories and socket are
-// (execGuard, execDir, its exec.sock): it removes the links and nothing
-// through them, whatever they point at.
+// (execGuard, execDir, its exec.sock) and where its trust copies are
+// (trustDir, a copy): it removes the links and nothing through them,
+// whatever they point at. The trust directory's copies, root's, go with
+// it ("trust": a purge failed on them for ever).
 func TestPurgeExecDirsFollowNoLink(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("purge removes a box directory as root")
@@ -38,19 +40,22 @@ func TestPurgeExecDirsFollowNoLink(t *testing.T) {
 			symlink(t, filepath.Join(target, "box", "exec.sock"), filepath.Join(dir, "exec", "box", execSockName))
 			return []string{"box", "box/exec.sock"}
 		}},
-		// A container box's copies of the machine's CA files (root's):
-		// removed, and a link among them or at trust/ is not followed.
 		{"trust", func(t *testing.T, dir, target string) []string {
 			mkdir(t, filepath.Join(dir, "trust"), 0o755)
-			if err := os.WriteFile(filepath.Join(dir, "trust", "ssl_cert_file.pem"), []byte("CA"), 0o644); err != nil {
-				t.Fatal(err)
+			for _, v := range trustFileVars {
+				writeFile(t, filepath.Join(dir, "trust", trustName(v)), "CA")
 			}
-			symlink(t, filepath.Join(target, "box"), filepath.Join(dir, "trust", "planted"))
-			return []string{"box", "box/exec.sock"}
+			return nil
 		}},
-		{"trust link", func(t *testing.T, dir, target string) []string {
-			symlink(t, filepath.Join(target, "box"), filepath.Join(dir, "trust"))
-			return []string{"box", "box/exec.sock"}
+		{"trust as a link", func(t *testing.T, dir, target string) []string {
+			symlink(t, target, filepath.Join(dir, "trust"))
+			return []string{"ca.pem", "box", "box/exec.sock"}
+		}},
+		{"trust/ssl_cert_file.pem as a link", func(t *testing.T, dir, target string) []string {
+			mkdir(t, filepath.Join(dir, "trust"), 0o755)
+			symlink(t, filepath.Join(target, "ca.pem"), filepath.Join(dir, "trust", trustName("SSL_CERT_FILE")))
+			symlink(t, target, filepath.Join(dir, "trust", trustName("NODE_EXTRA_CA_CERTS")))
+			return []string{"ca.pem", "box", "box/exec.sock"}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,9 +63,8 @@ func TestPurgeExecDirsFollowNoLink(t *testing.T) {
 			target := filepath.Join(top, "elsewhere")
 			mkdir(t, target, 0o755)
 			mkdir(t, filepath.Join(target, "box"), 0o755)
-			if err := os.WriteFile(filepath.Join(target, "box", "exec.sock"), []byte("keep"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			writeFile(t, filepath.Join(target, "box", "exec.sock"), "keep")
+			writeFile(t, filepath.Join(target, "ca.pem"), "keep")
 			// A container box's directory: root's parts, empty.
 			dir := filepath.Join(top, "boxes", "main")
 			mkdir(t, filepath.Dir(dir), 0o711)
@@ -98,6 +102,13 @@ func mkdir(t *testing.T, d string, perm os.FileMode) {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(d, perm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, name, data string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

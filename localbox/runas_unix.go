@@ -383,8 +383,9 @@ const (
 // unreachable says why box user u cannot serve the boxes of state
 // directory dir with binaries in bin, or "": in three lines, the first
 // directory it cannot search from / down, above the state directory or
-// the binaries; the recipe; and the chmod that opens them.
-func unreachable(u *boxUser, dir, bin string) string {
+// the binaries; the recipe; and the chmod that opens them. A note given
+// is a line of its own after the first.
+func unreachable(u *boxUser, dir, bin string, note ...string) string {
 	var closed, next, open []string
 	if d := closedAbove(dir, u); d != "" {
 		closed = append(closed, fmt.Sprintf("%s (%s) above the state directory %s", d, describe(d), dir))
@@ -398,8 +399,12 @@ func unreachable(u *boxUser, dir, bin string) string {
 		return ""
 	}
 	open = slices.Compact(open)
-	return fmt.Sprintf("box user %s cannot search %s\nnext: %s\nor let it search (not list) what is closed: chmod o+x %s, and start again",
-		u.name, strings.Join(closed, ", nor "), strings.Join(next, "; and "), strings.Join(open, " "))
+	first := "the box user `" + u.name + "` cannot search " + strings.Join(closed, ", nor ")
+	for _, n := range note {
+		first += "\n" + n
+	}
+	return fmt.Sprintf("%s\nnext: %s\nor let it search (not list) what is closed: chmod o+x %s, and start again",
+		first, strings.Join(next, "; and "), strings.Join(open, " "))
 }
 
 // MkdirState makes the state directory dir with the parents it lacks:

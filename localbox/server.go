@@ -55,6 +55,10 @@ type Server struct {
 	BinDir string
 	// Logf, if not nil, receives one line per notable event.
 	Logf func(format string, args ...any)
+	// Serving, if not nil, is called once Serve has set up the boxes and
+	// the engine, just before it serves: settings that worked may be
+	// remembered then, and not by a start that fails.
+	Serving func()
 	// TLS, if not nil, holds the certificate: every connection to a TCP
 	// listener is then TLS (LoadTLS, SelfSigned; docs/self-hosting.md).
 	TLS *tls.Config
@@ -290,6 +294,9 @@ func (s *Server) Serve(lis net.Listener) error {
 		lis = m.grpc
 	}
 	s.serving.Store(true)
+	if s.Serving != nil {
+		s.Serving()
+	}
 	if s.IdleHibernate > 0 {
 		s.mu.Lock()
 		if s.idleStop == nil {
@@ -510,11 +517,13 @@ func (s *Server) lookup(ctx context.Context, ref string) (*box, error) {
 }
 
 // nearBox is the name of account's box nearest to ref, a typo away (at
-// most two edits, and at most half of ref's letters), or "".
+// most two edits, and at most half of ref's letters, in either case:
+// MAIN is main), or "".
 func (s *Server) nearBox(account, ref string) string {
 	if len(ref) > 64 {
 		return ""
 	}
+	ref = strings.ToLower(ref)
 	best, bestD := "", 3
 	for _, b := range s.reg.list(account) {
 		if d := levenshtein.ComputeDistance(ref, b.Name); d < bestD && 2*d <= len(ref) {

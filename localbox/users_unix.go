@@ -279,6 +279,19 @@ func OwnerUser(claims, stateDir, bin, prefix string) (name, note string, err err
 		return "", "", err
 	}
 	name = ownerClaimOf(claims, abs)
+	if c, ok := readClaim(claims, DefaultUser); name == "" && ok && c.live() && c.StateDir != abs {
+		// DefaultUser is another local box's: this one would run as a
+		// user made for it, which a refusal names, and which is not made
+		// (nor claimed) while it could not reach the state directory.
+		name = madeOwnerName(prefix, abs)
+		if _, err := lookupBoxUser(name); err != nil {
+			fresh := &boxUser{name: name, uid: ^uint32(0) - 1, gid: ^uint32(0) - 1}
+			note := "(a user this local box would make: the Unix user `" + DefaultUser + "` is the owner's of the local box at " + c.StateDir + ")"
+			if why := unreachable(fresh, abs, bin, note); why != "" {
+				return "", "", errors.New(why)
+			}
+		}
+	}
 	if name == "" || name == DefaultUser {
 		u, err := lookupBoxUser(DefaultUser)
 		if err != nil {
@@ -294,8 +307,7 @@ func OwnerUser(claims, stateDir, bin, prefix string) (name, note string, err err
 		if c, ok := readClaim(claims, DefaultUser); name == DefaultUser || !ok || !c.live() || c.StateDir == abs {
 			return "", "", err
 		}
-		sum := sha256.Sum256([]byte(abs))
-		name = prefix + "owner_" + hex.EncodeToString(sum[:4])
+		name = madeOwnerName(prefix, abs)
 	}
 	u, _, err := claimUser(claims, abs, OwnerAccount, name, false)
 	if err != nil {
@@ -309,6 +321,13 @@ func OwnerUser(claims, stateDir, bin, prefix string) (name, note string, err err
 		note += " (the Unix user `" + DefaultUser + "` is the owner's of the local box at " + c.StateDir + ")"
 	}
 	return name, note, nil
+}
+
+// madeOwnerName is the name of the Unix user made for the owner of the
+// local box at abs: prefix, "owner_" and 8 hex digits of abs's sha256.
+func madeOwnerName(prefix, abs string) string {
+	sum := sha256.Sum256([]byte(abs))
+	return prefix + "owner_" + hex.EncodeToString(sum[:4])
 }
 
 // ownerClaimOf is the Unix user claims gives the owner of the local box
@@ -456,7 +475,7 @@ func removeBoxDir(dir string, u *boxUser) error {
 			return fmt.Errorf("remove %s: it is the box user's, and only its parts should be: leaving it", filepath.Join(dir, e.Name()))
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-			return err
+			return fmt.Errorf("%w; look at it as root, remove it by hand, then try again", err)
 		}
 	}
 	return os.Remove(dir)

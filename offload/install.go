@@ -117,7 +117,7 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 			case code == 127 && noCurl:
 				return nil, &Error{Code: ExitFailed, Err: fmt.Errorf("install-cli: curl is not in the box, nor is npm (on its login PATH): %s needs one of them", k.Title()), Next: []Step{in.installCurl()}}
 			case code == 127:
-				next = append(next, Step{"npm is not on the box's login PATH: install Node.js and npm in the box first"})
+				next = append(next, in.installNode())
 			case npmTLSRE.Match(out.Bytes()):
 				next = append(next, Step{"npm's TLS check failed, as behind a TLS-intercepting proxy: give npm the proxy's CA in the box, cafile=/path/to/ca.pem in ~/.npmrc, or export NODE_EXTRA_CA_CERTS=/path/to/ca.pem in ~/.profile, then run install-cli again"})
 			}
@@ -148,6 +148,13 @@ func (in *Installer) Install(ctx context.Context) (*InstallResult, error) {
 // image is built without them.
 func (in *Installer) installCurl() Step {
 	return Step{"install curl in the box: ", Command{Verb: VerbRsh, Box: in.Box, Args: []string{"'sudo apt-get update && sudo apt-get install -y curl'"}}, ", then run install-cli again"}
+}
+
+// installNode is the step that installs Node.js and npm in a box lacking
+// npm, as installCurl installs curl: Debian's packages (Node.js 18 in
+// bookworm, which both CLIs' npm packages run on).
+func (in *Installer) installNode() Step {
+	return Step{"npm is not on the box's login PATH: install Node.js and npm in the box: ", Command{Verb: VerbRsh, Box: in.Box, Args: []string{"'sudo apt-get update && sudo apt-get install -y nodejs npm'"}}, ", then run install-cli again"}
 }
 
 func (in *Installer) logf(format string, args ...any) {

@@ -68,7 +68,8 @@ func TestInstaller(t *testing.T) {
 		{"no curl, npm", claude, map[string]fakeAnswer{"npm": {stdout: "added 2 packages\n"}, "claude": version}, "npm", "", ""},
 		{"no curl, no npm", claude, map[string]fakeAnswer{},
 			"", "install-cli: curl is not in the box, nor is npm (on its login PATH): Claude Code needs one of them", "install curl in the box: cocoonbox rsh main 'sudo apt-get update && sudo apt-get install -y curl', then run install-cli again"},
-		{"no npm", codex, map[string]fakeAnswer{}, "", "install-cli: npm install @openai/codex failed: command not found", "npm is not on the box's login PATH"},
+		{"no npm", codex, map[string]fakeAnswer{}, "", "install-cli: npm install @openai/codex failed: command not found",
+			"npm is not on the box's login PATH: install Node.js and npm in the box: cocoonbox rsh main 'sudo apt-get update && sudo apt-get install -y nodejs npm', then run install-cli again"},
 		{"not on PATH after", codex, map[string]fakeAnswer{"npm": {}}, "", "install-cli: check codex --version failed: command not found", "~/.profile"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -86,7 +86,7 @@ dpkg-query -W -f '${Status}' cocoonbox | grep -q ' installed$' || fail "cocoonbo
 mapfile -t listed < <(dpkg -L cocoonbox)
 for f in /usr/bin/cocoonbox /usr/bin/cocoonbox-ssh /usr/bin/git-remote-cocoonbox /usr/bin/cocoonbox-agent /usr/bin/cocoonbox-session \
 	/usr/share/man/man1/cocoonbox.1 /usr/share/man/man1/cocoonbox-rsh.1 /usr/share/man/man1/cocoonbox-ssh.1 \
-	/usr/share/man/man1/git-remote-cocoonbox.1 /usr/share/man/man1/cocoonbox-agent.1 \
+	/usr/share/man/man1/git-remote-cocoonbox.1 /usr/share/man/man1/cocoonbox-agent.1 /usr/share/man/man1/cocoonbox-session.1 \
 	/usr/share/bash-completion/completions/cocoonbox /usr/share/zsh/vendor-completions/_cocoonbox \
 	/usr/share/fish/vendor_completions.d/cocoonbox.fish; do
 	printf '%s\n' "${listed[@]}" | grep -qx "$f" || fail "dpkg -L cocoonbox does not list $f"

@@ -87,7 +87,7 @@ while read -r _ a; do
 	done
 	for f in share/doc/cocoonbox/README.md share/doc/cocoonbox/docs/install.md \
 		share/man/man1/cocoonbox.1 share/man/man1/cocoonbox-rsh.1 share/man/man1/cocoonbox-ssh.1 \
-		share/man/man1/git-remote-cocoonbox.1 share/man/man1/cocoonbox-agent.1 \
+		share/man/man1/git-remote-cocoonbox.1 share/man/man1/cocoonbox-agent.1 share/man/man1/cocoonbox-session.1 \
 		share/bash-completion/completions/cocoonbox share/zsh/site-functions/_cocoonbox \
 		share/fish/vendor_completions.d/cocoonbox.fish; do
 		grep -qx "$n/$f" <<<"$list" || fail "$a has no $n/$f"

@@ -547,13 +547,22 @@ func (o *Options) setHost(h string) error {
 	return nil
 }
 
-// Box is the box to run in: HostName if given, else Host, without a
-// ".cocoonbox" suffix (for ssh_config "Host *.cocoonbox" blocks).
+// Box is the box to run in: HostName if given, else Host, lower-cased
+// as OpenSSH does, without a ".cocoonbox" suffix (for ssh_config "Host
+// *.cocoonbox" blocks).
 func (o *Options) Box() string {
 	h := o.Host
 	if o.HostName != "" {
 		h = o.HostName
 	}
+	// As OpenSSH dials the host name: lower-cased, ASCII only (ssh -G
+	// MAIN says hostname main).
+	h = strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, h)
 	if b := strings.TrimSuffix(h, ".cocoonbox"); b != "" {
 		return b
 	}
