@@ -60,6 +60,10 @@ type conn struct {
 	rc syscall.RawConn
 }
 
+// SyscallConn is c's own: callers that peek or set options on the
+// descriptor (the local box's gate) still reach it.
+func (c *conn) SyscallConn() (syscall.RawConn, error) { return c.rc, nil }
+
 func (c *conn) Read(p []byte) (int, error) {
 	n, err := read(c.rc, p)
 	if err != nil && err != io.EOF {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -130,6 +131,9 @@ func TestConnDeadline(t *testing.T) {
 	defer s.Close()
 	if _, ok := s.(*conn); !ok {
 		t.Fatalf("an accepted TCP connection is %T, want raw", s)
+	}
+	if _, ok := s.(syscall.Conn); !ok {
+		t.Error("a raw Conn hides its descriptor (syscall.Conn), which the local box's gate peeks at")
 	}
 	if _, err := c.Write([]byte("ping")); err != nil {
 		t.Fatal(err)
