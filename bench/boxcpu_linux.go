@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"regexp"
 	"strconv"
 	"time"
@@ -17,7 +18,29 @@ func (e *env) boxCPU() time.Duration {
 	if err != nil || m == nil {
 		return 0
 	}
-	f, err := proc.StatFields(string(m[1]))
+	return pidCPU(string(m[1]))
+}
+
+// sshdCPU is the CPU time the listening sshd has used with the
+// connections it reaped, once it has reaped every one (at most a second
+// is waited for a connection's process still ending); 0 when not known.
+func (e *env) sshdCPU() time.Duration {
+	if e.sshdPid == 0 {
+		return 0
+	}
+	pid := strconv.Itoa(e.sshdPid)
+	for range 100 {
+		if !hasChildren(pid) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return pidCPU(pid)
+}
+
+// pidCPU is process pid's utime, stime, cutime and cstime together.
+func pidCPU(pid string) time.Duration {
+	f, err := proc.StatFields(pid)
 	if err != nil || len(f) < 15 {
 		return 0
 	}
@@ -27,4 +50,21 @@ func (e *env) boxCPU() time.Duration {
 		ticks += n
 	}
 	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
+
+// hasChildren reports whether some process has pid as its parent.
+func hasChildren(pid string) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, d := range ents {
+		if d.Name()[0] < '0' || d.Name()[0] > '9' {
+			continue
+		}
+		if f, err := proc.StatFields(d.Name()); err == nil && len(f) > 1 && f[1] == pid {
+			return true
+		}
+	}
+	return false
 }

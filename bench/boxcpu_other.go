@@ -6,3 +6,6 @@ import "time"
 
 // boxCPU is 0 where /proc/PID/stat is not there to read.
 func (e *env) boxCPU() time.Duration { return 0 }
+
+// sshdCPU is 0 where /proc/PID/stat is not there to read.
+func (e *env) sshdCPU() time.Duration { return 0 }

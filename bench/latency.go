@@ -83,7 +83,7 @@ func (e *env) runLatency(top string) error {
 			if err != nil {
 				return fmt.Errorf("%d ms %s: %w", rtt, w.name, err)
 			}
-			fmt.Fprintf(os.Stderr, "%3d ms %-14s ours %8s  ssh %8s  ratio %.2f\n", rtt, w.name, r.ours.Round(time.Millisecond), r.ssh.Round(time.Millisecond), r.ratio)
+			fmt.Fprintf(os.Stderr, "%3d ms %-14s ours %8s  ssh %8s  ratio %.2f  CPU %s\n", rtt, w.name, r.ours.Round(time.Millisecond), r.ssh.Round(time.Millisecond), r.ratio, cpuCell(r))
 			rows = append(rows, rttRow{rtt: d, result: r})
 		}
 		pb.Close()
@@ -185,8 +185,8 @@ func renderRTT(rows []rttRow) string {
 		}
 	}
 	var b strings.Builder
-	b.WriteString("| RTT | workload | ours, TLS | ssh | ours/ssh | our client's peak RSS | what limits it |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| RTT | workload | ours, TLS | ssh | ours/ssh | CPU ours/ssh (ours, ssh) | our client's peak RSS | what limits it |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rows {
 		ours, ssh := r.ours.Round(time.Millisecond).String(), r.ssh.Round(time.Millisecond).String()
 		if r.bytes > 0 {
@@ -220,7 +220,7 @@ func renderRTT(rows []rttRow) string {
 				limit = fmt.Sprintf("round trips: ours ≈ %.1f, ssh ≈ %.1f", rt(r.ours, z.ours), rt(r.ssh, z.ssh))
 			}
 		}
-		fmt.Fprintf(&b, "| %d ms | %s | %s | %s | %.2f | %s | %s |\n", r.rtt.Milliseconds(), r.name, ours, ssh, r.ratio, rss, limit)
+		fmt.Fprintf(&b, "| %d ms | %s | %s | %s | %.2f | %s | %s | %s |\n", r.rtt.Milliseconds(), r.name, ours, ssh, r.ratio, cpuCell(r.result), rss, limit)
 	}
 	return b.String()
 }

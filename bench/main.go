@@ -74,7 +74,18 @@ type env struct {
 	// resume, when set, is COCOONBOX_RESUME for our commands (the
 	// resumable twins of the rows, e.resumable).
 	resume string
+	// sshdPid is the listening sshd's process id.
+	sshdPid int
 }
+
+// spent is the CPU time (user and system) of the commands timed ran,
+// with the descendants they waited for, since measure last reset it.
+var spent time.Duration
+
+// serverCPU is the CPU time so far of the server of our path (true: the
+// local box with its commands) or of ssh's (the listening sshd with the
+// connections it reaped); set by run.
+var serverCPU = func(ours bool) time.Duration { return 0 }
 
 // a workload runs once through one path and returns its wall time and the
 // client's peak RSS in KiB (0 when not measured).
@@ -116,6 +127,12 @@ func run() error {
 		}
 	}
 	undoOnSignal()
+	serverCPU = func(ours bool) time.Duration {
+		if ours {
+			return e.boxCPU()
+		}
+		return e.sshdCPU()
+	}
 	if !*keepWork {
 		defer atExit(func() { os.RemoveAll(e.work) })()
 	}
@@ -156,7 +173,8 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", w.name, err)
 		}
-		fmt.Fprintf(os.Stderr, "%-14s ours %8s  ssh %8s  ratio %.2f\n", w.name, r.ours.Round(time.Millisecond), r.ssh.Round(time.Millisecond), r.ratio)
+		fmt.Fprintf(os.Stderr, "%-14s ours %8s  ssh %8s  ratio %.2f  CPU ours %s ssh %s ratio %.2f\n", w.name, r.ours.Round(time.Millisecond), r.ssh.Round(time.Millisecond), r.ratio,
+			r.oursCPU.Round(10*time.Millisecond), r.sshCPU.Round(10*time.Millisecond), r.cpuRatio)
 		results = append(results, r)
 	}
 	marker, where := "bench", ""
@@ -181,10 +199,16 @@ type result struct {
 	workload
 	ours, ssh time.Duration
 	ratio     float64 // median of the per-round ratios ours/ssh
-	baseRatio float64 // median of the per-round ratios ours/base
-	rss       int64   // peak RSS of our client, KiB
-	nreq      int     // w.requests() when measured
-	limit     time.Duration
+	// oursCPU and sshCPU are the medians of each path's CPU time: its
+	// client's processes and its server's (the local box with the box's
+	// commands; sshd with its sessions); cpuRatio the median of the
+	// per-round ratios, 0 when not known.
+	oursCPU, sshCPU time.Duration
+	cpuRatio        float64
+	baseRatio       float64 // median of the per-round ratios ours/base
+	rss             int64   // peak RSS of our client, KiB
+	nreq            int     // w.requests() when measured
+	limit           time.Duration
 }
 
 // selected reports whether -only selects the workload named name: every
@@ -197,9 +221,18 @@ func selected(name string) bool {
 	return contains(strings.Split(*only, ","), name)
 }
 
+// withCPU runs f, one path of a workload, and returns its CPU time too:
+// what spent gained, and what its server used meanwhile.
+func withCPU(f func() (time.Duration, int64, error), ours bool) (time.Duration, int64, time.Duration, error) {
+	spent = 0
+	s0 := serverCPU(ours)
+	d, m, err := f()
+	return d, m, spent + serverCPU(ours) - s0, err
+}
+
 func measure(w workload) (result, error) {
-	var ours, sshs []time.Duration
-	var ratios []float64
+	var ours, sshs, oursCPU, sshCPU []time.Duration
+	var ratios, cpuRatios []float64
 	var limits []time.Duration
 	var baseRatios []float64
 	r := result{workload: w}
@@ -208,24 +241,28 @@ func measure(w workload) (result, error) {
 	}
 	for i := 0; i < *rounds; i++ {
 		// Alternate which path goes first, so warm caches favour neither.
-		first, second := w.ours, w.ssh
+		first, second, firstOurs := w.ours, w.ssh, true
 		if i%2 == 1 {
-			first, second = w.ssh, w.ours
+			first, second, firstOurs = w.ssh, w.ours, false
 		}
-		d1, m1, err := first()
+		d1, m1, c1, err := withCPU(first, firstOurs)
 		if err != nil {
 			return r, err
 		}
-		d2, m2, err := second()
+		d2, m2, c2, err := withCPU(second, !firstOurs)
 		if err != nil {
 			return r, err
 		}
-		o, s, m := d1, d2, m1
+		o, s, m, oc, sc := d1, d2, m1, c1, c2
 		if i%2 == 1 {
-			o, s, m = d2, d1, m2
+			o, s, m, oc, sc = d2, d1, m2, c2, c1
 		}
 		ours, sshs = append(ours, o), append(sshs, s)
 		ratios = append(ratios, float64(o)/float64(s))
+		oursCPU, sshCPU = append(oursCPU, oc), append(sshCPU, sc)
+		if sc > 0 {
+			cpuRatios = append(cpuRatios, float64(oc)/float64(sc))
+		}
 		r.rss = max(r.rss, m)
 		if w.base != nil {
 			d, _, err := w.base()
@@ -243,6 +280,10 @@ func measure(w workload) (result, error) {
 		}
 	}
 	r.ours, r.ssh, r.ratio = median(ours), median(sshs), medianF(ratios)
+	r.oursCPU, r.sshCPU = median(oursCPU), median(sshCPU)
+	if len(cpuRatios) > 0 {
+		r.cpuRatio = medianF(cpuRatios)
+	}
 	if len(limits) > 0 {
 		r.limit = median(limits)
 	}
@@ -266,8 +307,8 @@ func medianF(f []float64) float64 {
 
 func render(rs []result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| workload | ours | ssh | ours/ssh (median of rounds) | our client's peak RSS | of loopback TCP limit (ours, ssh) |\n")
-	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&b, "| workload | ours | ssh | ours/ssh (median of rounds) | CPU ours/ssh (ours, ssh) | our client's peak RSS | of loopback TCP limit (ours, ssh) |\n")
+	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rs {
 		rss := ""
 		if r.rss > 0 {
@@ -282,7 +323,7 @@ func render(rs []result) string {
 			ours += " (" + rate(r.bytes, r.ours) + ")"
 			ssh += " (" + rate(r.bytes, r.ssh) + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %s |\n", r.name, ours, ssh, r.ratio, rss, lim)
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %s | %s |\n", r.name, ours, ssh, r.ratio, cpuCell(r), rss, lim)
 	}
 	for i, r := range rs {
 		if r.base == nil {
@@ -294,6 +335,15 @@ func render(rs []result) string {
 		fmt.Fprintf(&b, "- %s against %s: %.2f (median of the per-round ratios)\n", r.name, r.baseName, r.baseRatio)
 	}
 	return b.String()
+}
+
+// cpuCell is a row's CPU column: the median of the per-round ratios of
+// the paths' CPU time (client and server), then each path's median.
+func cpuCell(r result) string {
+	if r.cpuRatio == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f (%s, %s)", r.cpuRatio, r.oursCPU.Round(10*time.Millisecond), r.sshCPU.Round(10*time.Millisecond))
 }
 
 func rate(n int64, d time.Duration) string {
@@ -360,6 +410,9 @@ func timed(c *exec.Cmd) (time.Duration, int64, error) {
 	t0 := time.Now()
 	err := c.Run()
 	d := time.Since(t0)
+	if c.ProcessState != nil {
+		spent += c.ProcessState.UserTime() + c.ProcessState.SystemTime()
+	}
 	if err != nil {
 		return d, 0, fmt.Errorf("%s: %w: %s", strings.Join(c.Args, " "), err, stderr.String())
 	}

@@ -68,6 +68,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 	if err := sshd.Start(); err != nil {
 		return nil, err
 	}
+	e.sshdPid = sshd.Process.Pid
 	stop := atExit(func() { sshd.Process.Signal(syscall.SIGTERM); sshd.Wait(); logf.Close() })
 	e.sshCfg = filepath.Join(dir, "ssh_config")
 	client := fmt.Sprintf(`Host bench

@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/cocoonbox/cocoonbox/internal/rawio"
 )
 
 // timeoutCreds wraps transport credentials so that the connection they
@@ -22,7 +24,9 @@ type timeoutCreds struct {
 }
 
 func (c timeoutCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	nc, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, conn)
+	// Under TLS or not, the socket's reads and writes need not wake the
+	// runtime's sysmon (internal/rawio); gRPC has set its options on it.
+	nc, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, rawio.Conn(conn))
 	c.last.Store(nil)
 	if err != nil {
 		return nc, info, err

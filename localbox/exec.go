@@ -27,6 +27,7 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/bufpool"
 	"github.com/cocoonbox/cocoonbox/internal/proc"
+	"github.com/cocoonbox/cocoonbox/internal/rawio"
 	controlv1 "github.com/cocoonbox/cocoonbox/proto/cocoonbox/control/v1"
 )
 
@@ -456,8 +457,10 @@ func (s *Server) startProcess(b *box, start *controlv1.Start) (*process, error) 
 		closeAll(ours[:])
 		return nil, startError(b, start, s.shell, err)
 	}
-	p.stdin = ours[0]
-	p.outputs = []output{{r: ours[1]}, {r: ours[2], stderr: true}}
+	// Read and written with raw system calls: each request of a relayed
+	// stream (sftp's) then wakes no sysmon (internal/rawio).
+	p.stdin = rawio.File(ours[0])
+	p.outputs = []output{{r: rawio.File(ours[1])}, {r: rawio.File(ours[2]), stderr: true}}
 	return p, nil
 }
 

@@ -10,11 +10,12 @@ import (
 	"time"
 )
 
-// directMax is the size below which a write with nothing queued before it
-// goes out at once, in bytes: x/crypto/ssh's buffer size, so a packet
-// smaller than it comes in one write, and a larger one in a first write
-// of exactly this size and the rest, which writeLoop joins.
-const directMax = 4096
+// DirectMax is the size below which a StdioConn write with nothing
+// queued before it goes out at once, in bytes: x/crypto/ssh's buffer
+// size, so a packet smaller than it comes in one write, and a larger one
+// in a first write of exactly this size and the rest, which writeLoop
+// joins.
+const DirectMax = 4096
 
 // maxPending bounds what StdioConn holds of written data not yet passed
 // on, and is the size of its read buffer, in bytes.
@@ -75,7 +76,7 @@ func (c *stdioConn) Write(p []byte) (int, error) {
 	case c.closing:
 		return 0, net.ErrClosed
 	}
-	if len(p) < directMax && len(c.pending) == 0 && !c.writing {
+	if len(p) < DirectMax && len(c.pending) == 0 && !c.writing {
 		// A whole small packet, with nothing before it: written here, so
 		// that a request's answer costs no hop to writeLoop.
 		c.writing = true
