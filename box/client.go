@@ -508,7 +508,7 @@ func (c *Client) wrapRunning(op string, err error) error {
 		return c.wrap(op, err)
 	}
 	next := "; the command in the box ended with it (COCOONBOX_RESUME=on makes commands outlive a lost connection)"
-	if c.resume != nil {
+	if c.resume != nil && !c.resume.Terminals {
 		next = ""
 	}
 	return fmt.Errorf("%s: the connection to %s was lost while the command ran (%s)%s",

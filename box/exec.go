@@ -139,10 +139,11 @@ func (e *WriteError) Unwrap() error { return e.Err }
 // goes raw only then).
 //
 // With WithResume, a command runs as a resumable session (Resume): Exec
-// then outlives the stream it started on. A cancel of ctx with cause
+// then outlives the stream it started on (with Resume.Terminals, a
+// command on a terminal only). A cancel of ctx with cause
 // ErrDetached leaves such a command running in the box for its window.
 func (c *Client) Exec(ctx context.Context, cmd *Command) (ExitStatus, error) {
-	if c.resume != nil || cmd.Attach != "" && cmd.TTY != nil {
+	if c.resume != nil && (!c.resume.Terminals || cmd.TTY != nil) || cmd.Attach != "" && cmd.TTY != nil {
 		return c.execResumable(ctx, cmd)
 	}
 	return c.exec(ctx, cmd)

@@ -299,22 +299,25 @@ func (e Env) stateDir() (string, error) {
 }
 
 // resume is how commands outlive their stream (box.Resume), from
-// COCOONBOX_RESUME (on; off, the default, not at all: the session path
-// still costs startup and throughput, docs/benchmarks.md) and
-// COCOONBOX_RESUME_WINDOW and COCOONBOX_RESUME_TERMINAL_WINDOW (durations);
-// nil when off. Its lines go to
-// stderr.
+// COCOONBOX_RESUME (on: every command; unset, the default: a command on
+// a terminal only, as a script's command would pay the session path's
+// startup, docs/benchmarks.md; off: none) and COCOONBOX_RESUME_WINDOW
+// and COCOONBOX_RESUME_TERMINAL_WINDOW (durations); nil when off. Its
+// lines go to stderr.
 func (e Env) resume() (*box.Resume, error) {
+	terminals := false
 	switch v := e.Getenv("COCOONBOX_RESUME"); v {
 	case "on":
-	case "", "off":
+	case "":
+		terminals = true
+	case "off":
 		return nil, nil
 	default:
 		return nil, &UsageError{fmt.Errorf("COCOONBOX_RESUME=%q: want on or off", v)}
 	}
 	// Its lines start as the running program's own (cocoonbox-ssh's,
 	// git-remote-cocoonbox's).
-	r := &box.Resume{Notify: os.Stderr, Prefix: strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe") + ": "}
+	r := &box.Resume{Notify: os.Stderr, Prefix: strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe") + ": ", Terminals: terminals}
 	if e.resumeWindow > 0 {
 		r.Window = e.resumeWindow
 	} else if v := e.Getenv("COCOONBOX_RESUME_WINDOW"); v != "" {
