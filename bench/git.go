@@ -70,7 +70,10 @@ func (g *gitWork) build() error {
 			return err
 		}
 		msg := fmt.Sprintf("add %s .. %s", chunk[0], chunk[len(chunk)-1])
-		if err := runIn(wt, "git", "-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-q", "-m", msg); err != nil {
+		// gc --auto, which a commit may start, runs before the next step:
+		// detached, it packed and pruned objects while the bare clone
+		// below copied them ("failed to copy file").
+		if err := runIn(wt, "git", "-c", "user.name=bench", "-c", "user.email=bench@example.com", "-c", "gc.autoDetach=false", "commit", "-q", "-m", msg); err != nil {
 			return err
 		}
 	}
