@@ -56,10 +56,12 @@ type containerEngine struct {
 	engine string
 	cli    *client.Client
 	limits Limits
-	// inboxAt is when startInbox last made sure of each box's inbox,
-	// by box id (inboxMu guards it).
-	inboxMu sync.Mutex
-	inboxAt map[string]time.Time
+	// inboxAt is when startInbox last looked at each box's inbox and
+	// found none to hold, inboxHeld the inboxes it holds, by box id
+	// (container_inbox.go; inboxMu guards both).
+	inboxMu   sync.Mutex
+	inboxAt   map[string]time.Time
+	inboxHeld map[string]*heldInbox
 	// prefix names this local box's containers, volumes and networks:
 	// two local boxes on one engine never share one.
 	prefix string
@@ -765,56 +767,6 @@ func (e *containerEngine) installTerminfo(b *box, t *controlv1.Tty) {
 	if _, err := e.run(ctx, ctr, data, terminfoScript, term, term[:1], fmt.Sprintf("%x", term[0])); err != nil {
 		e.s.logf("box %s: terminfo entry %s: %v", b.Name, term, err)
 	}
-}
-
-// inboxScript starts the offload inbox (cocoonbox-agent offload serve) in
-// the box unless the one its pid file names still runs, and waits up to
-// 5 s for its socket, as the process engine's startInbox does: a call
-// right after a wake finds it. Its output goes to /run/cocoonbox/inbox.log
-// in the box; the inbox goes on after the exec (the container's init
-// takes it).
-const inboxScript = `cd
-pf=/run/cocoonbox/inbox.pid
-[ -f "$pf" ] && kill -0 "$(cat "$pf")" 2>/dev/null && exit 0
-cocoonbox-agent offload serve </dev/null >>/run/cocoonbox/inbox.log 2>&1 &
-echo $! >"$pf"
-i=0
-while [ ! -S /run/cocoonbox/cocoonbox/offload.sock ] && [ $i -lt 250 ] && kill -0 $! 2>/dev/null; do
-	sleep 0.02
-	i=$((i + 1))
-done`
-
-// inboxEvery is how often startInbox looks again at a box whose inbox
-// it made sure of: an inbox that died comes back with a command after it.
-const inboxEvery = 10 * time.Second
-
-// startInbox makes sure box b's offload inbox runs, started by an exec
-// as the box user, as the process engine's inbox unit does.
-func (e *containerEngine) startInbox(b *box) {
-	e.inboxMu.Lock()
-	if e.inboxAt == nil {
-		e.inboxAt = map[string]time.Time{}
-	}
-	if time.Since(e.inboxAt[b.ID]) < inboxEvery {
-		e.inboxMu.Unlock()
-		return
-	}
-	e.inboxAt[b.ID] = time.Now()
-	e.inboxMu.Unlock()
-	ctr, _, _ := e.names(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if _, err := e.runEnv(ctx, ctr, e.environ(b, &controlv1.Start{}), nil, inboxScript); err != nil {
-		e.s.logf("box %s: inbox: %v", b.Name, err)
-	}
-}
-
-// forgetInbox makes the next startInbox look at box b's inbox again: its
-// container stopped or went, and the inbox with it.
-func (e *containerEngine) forgetInbox(b *box) {
-	e.inboxMu.Lock()
-	delete(e.inboxAt, b.ID)
-	e.inboxMu.Unlock()
 }
 
 // PurgeEngine removes from the engine of set every container, volume and

@@ -77,13 +77,17 @@ const maxLogLine = 4096
 
 // copyLog writes each line r gives to l escaped (printable.Line), so the
 // box user, who writes r, cannot forge the log's lines or put a terminal
-// sequence in it, and closes l at the end.
-func copyLog(l *inboxLog, r io.Reader) {
+// sequence in it, and closes l at the end. seen, if not nil, is given
+// each line as it came.
+func copyLog(l *inboxLog, r io.Reader, seen func(line []byte)) {
 	defer l.close()
 	br := bufio.NewReaderSize(r, maxLogLine)
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
+			if seen != nil {
+				seen(line)
+			}
 			l.write(printable.Line(strings.TrimSuffix(string(line), "\n"), 0) + "\n")
 		}
 		for err == bufio.ErrBufferFull {
@@ -206,7 +210,7 @@ func (s *Server) startInbox(b *box) {
 	}
 	logged := make(chan struct{})
 	go func() {
-		copyLog(logf, pr)
+		copyLog(logf, pr, nil)
 		pr.Close()
 		close(logged)
 	}()
