@@ -180,13 +180,15 @@ func TestSSHStdioTerminal(t *testing.T) {
 	p.waitFor("Connection to main.cocoonbox closed.")
 }
 
-// TestSSHStdioTerminalEscape: OpenSSH's own ~. ends the session; the
-// command in the box is ended with it, ssh exits 255.
+// TestSSHStdioTerminalEscape: OpenSSH's own ~. ends the session; with
+// COCOONBOX_RESUME=off the command in the box is ended with it (unset, a
+// terminal's shell is kept for rsh --attach: --stdio cannot tell ~. from
+// a lost connection), ssh exits 255.
 func TestSSHStdioTerminalEscape(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
 	s := newStdioSSH(t, b)
-	env := append(append([]string{}, s.Env...), "TERM=xterm")
+	env := append(append([]string{}, s.Env...), "TERM=xterm", "COCOONBOX_RESUME=off")
 	p := startProgOnPTY(t, "ssh", env, "-F", s.Config, "-t", "main.cocoonbox", `echo $$ >esc.pid; echo READY; sed -u 's/^/got:/'`)
 	p.waitFor("READY")
 	p.write("abc\r")
