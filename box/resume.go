@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -885,10 +886,13 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 			w = nil
 		}
 		if err := write(w, f.Data[have-f.Off:]); err != nil {
-			// A deliberate end (EPIPE on our stdout): the command ends now.
-			// A terminal that fails has gone (closed, its connection
-			// dead): its session stays, as after a hangup.
-			if s.term == nil {
+			// A deliberate end (EPIPE on our stdout, also a terminal
+			// command's when that is a pipe whose reader went: rsh -t
+			// main yes | head -1): the command ends now, as ssh's does.
+			// A terminal that fails otherwise has gone (closed, its
+			// connection dead, --stdio's ssh gone, which writes to no
+			// file of ours): its session stays, as after a hangup.
+			if _, file := w.(*os.File); s.term == nil || file && errors.Is(err, syscall.EPIPE) {
 				a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill}))
 				a.flushWithin(time.Second)
 			}
@@ -908,7 +912,13 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 		}
 	case sessionwire.Exit:
 		// The bye goes, and the agent's stdin ends behind it; its Exec
-		// ends unwaited for.
+		// ends unwaited for. A second exit on the stream (a box's
+		// fault) changes nothing: the first stands.
+		select {
+		case <-a.exited:
+			return nil
+		default:
+		}
 		s.mu.Lock()
 		s.exit = &ExitStatus{Code: int(f.Code), Signal: f.Text, Error: f.Text2}
 		a.ctl = sessionwire.Append(a.ctl, sessionwire.Frame{Type: sessionwire.Bye})

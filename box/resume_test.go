@@ -3,12 +3,15 @@ package box_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -279,5 +282,102 @@ func TestResumeStdinFromRing(t *testing.T) {
 	}
 	if !bytes.Equal(out.Bytes(), in) {
 		t.Fatalf("the box got %d bytes, want %d; they differ", out.Len(), len(in))
+	}
+}
+
+// doubleExitServer is a hostile box half: after its hello it sends the
+// Exit frame twice in one message, then waits for the client to go.
+type doubleExitServer struct {
+	controlv1.UnimplementedSessionServer
+}
+
+func (doubleExitServer) Exec(st execStream) error {
+	if r, err := st.Recv(); err != nil || r.GetStart() == nil {
+		return err
+	}
+	if err := st.Send(&controlv1.ExecResponse{Msg: &controlv1.ExecResponse_Started{Started: &controlv1.Started{}}}); err != nil {
+		return err
+	}
+	out := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Hello, Text: "id"})
+	out = sessionwire.Append(out, sessionwire.Frame{Type: sessionwire.Exit, Code: 3})
+	out = sessionwire.Append(out, sessionwire.Frame{Type: sessionwire.Exit, Code: 4})
+	if err := sendStdout(st, out); err != nil {
+		return err
+	}
+	for {
+		if _, err := st.Recv(); err != nil {
+			return nil
+		}
+	}
+}
+
+// TestResumeDoubleExit: a box that sends its exit twice does not make
+// the client panic (close of a closed channel); the first exit counts.
+func TestResumeDoubleExit(t *testing.T) {
+	c := resumableClient(t, doubleExitServer{}, io.Discard)
+	st, err := c.Exec(context.Background(), &box.Command{Box: "main", Line: "true", Stdout: io.Discard})
+	if err != nil || st.Code != 3 {
+		t.Fatalf("got %+v, %v; want exit 3", st, err)
+	}
+}
+
+// killWatchServer plays a terminal session that prints a line and then
+// waits: it tells killed whether the client sent a kill before its
+// stream ended.
+type killWatchServer struct {
+	controlv1.UnimplementedSessionServer
+	killed chan bool
+}
+
+func (s killWatchServer) Exec(st execStream) error {
+	if r, err := st.Recv(); err != nil || r.GetStart() == nil {
+		return err
+	}
+	if err := st.Send(&controlv1.ExecResponse{Msg: &controlv1.ExecResponse_Started{Started: &controlv1.Started{}}}); err != nil {
+		return err
+	}
+	out := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Hello, Text: "id"})
+	out = sessionwire.AppendData(out, sessionwire.Stdout, 0, []byte("y\r\n"))
+	if err := sendStdout(st, out); err != nil {
+		return err
+	}
+	var ps sessionwire.Parser
+	for {
+		r, err := st.Recv()
+		if err != nil {
+			s.killed <- false
+			return nil
+		}
+		kill := false
+		ps.Feed(r.GetStdin(), func(f sessionwire.Frame) error {
+			kill = kill || f.Type == sessionwire.Kill
+			return nil
+		})
+		if kill {
+			s.killed <- true
+			return st.Send(&controlv1.ExecResponse{Msg: &controlv1.ExecResponse_Stdout{Stdout: sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Exit, Text: "KILL"})}})
+		}
+	}
+}
+
+// TestResumeTerminalBrokenPipe: a terminal command whose output goes to
+// a pipe the reader closed (rsh -t main yes | head -1) is ended in the
+// box, as ssh's is; it was kept there for the terminal window, as after
+// a hangup.
+func TestResumeTerminalBrokenPipe(t *testing.T) {
+	srv := killWatchServer{killed: make(chan bool, 1)}
+	c := resumableClient(t, srv, io.Discard)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	defer pw.Close()
+	_, err = c.Exec(context.Background(), &box.Command{Box: "main", Line: "yes", TTY: &box.TTY{Term: "xterm", Rows: 24, Cols: 80}, Stdout: pw, Stderr: io.Discard})
+	if !errors.Is(err, syscall.EPIPE) {
+		t.Errorf("Exec: %v, want a broken pipe", err)
+	}
+	if !<-srv.killed {
+		t.Fatal("the command was left running in the box after its output's reader went")
 	}
 }
