@@ -33,7 +33,8 @@ import (
 // the egress proxy. Both lists empty: every host, and boxes keep their
 // direct route out too. A host matches an entry that names it or a
 // domain above it (example.com matches git.example.com); an IP address
-// or CIDR entry matches a destination given as an address in it.
+// or CIDR entry matches a destination given as an address in it, and
+// one of Deny also a name that resolves into it.
 type Egress struct {
 	// Allow, when not empty, are the only hosts boxes reach.
 	Allow []string `json:"allow,omitempty"`
@@ -244,10 +245,14 @@ func (g *egressProxy) check(ctx context.Context, hostport string) error {
 	return nil
 }
 
-// guard refuses address a when it is this machine or a box's network,
-// unless an address entry of Allow names it.
+// guard refuses address a when an address entry of Deny holds it (the
+// destination was a name that resolves there), and when it is this
+// machine or a box's network unless an address entry of Allow names it.
 func (g *egressProxy) guard(a netip.Addr) error {
 	a = a.Unmap()
+	if matchAddrEntry(g.rules.Deny, a) {
+		return &refusedError{fmt.Sprintf("%s is denied by the local box's egress rules (cocoonbox localbox start --egress-deny)", a)}
+	}
 	if matchAddrEntry(g.rules.Allow, a) {
 		return nil
 	}

@@ -1,6 +1,14 @@
 package localbox
 
-import "testing"
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+)
 
 // A rule's name covers the name and its subdomains, never a name that
 // only ends with it; an address or CIDR entry covers addresses only.
@@ -26,6 +34,51 @@ func TestEgressMatchHost(t *testing.T) {
 	for _, bad := range []string{"", "a b", "http://example.com", "example.com:443", "*"} {
 		if CheckEgressHost(bad) == nil {
 			t.Errorf("CheckEgressHost(%q) took it", bad)
+		}
+	}
+}
+
+// An address or CIDR entry of Deny refuses a destination in it however
+// the box names it: by the address, and by a name that resolves to it
+// (a deny by CIDR was walked around with any DNS name pointing there).
+func TestEgressDenyResolved(t *testing.T) {
+	serve := func(addr string) string {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "reached") })}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		return port
+	}
+	denied, other := serve("127.0.0.1:0"), serve("127.0.0.5:0")
+	g := newEgressProxy(Egress{Allow: []string{"localhost", "127.0.0.0/8"}, Deny: []string{"127.0.0.1"}}, 0, func(string) string { return "" }, t.Logf)
+	defer g.close()
+	addr, err := g.listen("b", netip.MustParseAddr("127.0.0.1"), netip.MustParsePrefix("127.0.0.0/8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pu, _ := url.Parse("http://" + addr)
+	// The box: an address of the proxy's network other than its gateway.
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.3")}}
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu), DialContext: d.DialContext, DisableKeepAlives: true}}
+	get := func(u string) (int, string) {
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("http://127.0.0.5:" + other + "/"); code != 200 || body != "reached" {
+		t.Fatalf("an allowed address: %d %q, want 200 reached", code, body)
+	}
+	for _, u := range []string{"http://127.0.0.1:" + denied + "/", "http://localhost:" + denied + "/"} {
+		if code, body := get(u); code != http.StatusForbidden || !strings.Contains(body, "denied") {
+			t.Errorf("%s: %d %q, want 403 denied", u, code, body)
 		}
 	}
 }
