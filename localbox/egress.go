@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -94,6 +96,10 @@ func matchHost(entries []string, host string) bool {
 	return false
 }
 
+// maxEgressConns is how many connections a box holds open to its egress
+// proxy at most: far above a package manager's parallel downloads.
+const maxEgressConns = 1024
+
 // egressProxy is the local box's HTTP(S) proxy for its container boxes.
 type egressProxy struct {
 	rules Egress
@@ -104,6 +110,9 @@ type egressProxy struct {
 	// the guard lets it dial.
 	upstream  func(*url.URL) (*url.URL, error)
 	upstreams []string
+	// maxConns is how many connections a box holds open to its
+	// listener at most (maxEgressConns).
+	maxConns int
 	// port is the port each box's listener asks for first: one per
 	// local box, so that a box's proxy address survives a restart of the
 	// local box where the port is free.
@@ -137,7 +146,7 @@ func newEgressProxy(rules Egress, port int, getenv func(string) string, logf fun
 		HTTPSProxy: firstEnv(getenv, "HTTPS_PROXY", "https_proxy"),
 		NoProxy:    firstEnv(getenv, "NO_PROXY", "no_proxy"),
 	}
-	g := &egressProxy{rules: rules, logf: logf, port: port, lis: map[string]*egressListener{}}
+	g := &egressProxy{rules: rules, logf: logf, port: port, maxConns: maxEgressConns, lis: map[string]*egressListener{}}
 	pf := cfg.ProxyFunc()
 	g.upstream = pf
 	for _, p := range []string{cfg.HTTPProxy, cfg.HTTPSProxy} {
@@ -365,7 +374,7 @@ func (g *egressProxy) listen(id string, gw netip.Addr, subnet netip.Prefix) (str
 	l := &egressListener{addr: ln.Addr().String(), subnet: subnet, gw: gw,
 		srv: &http.Server{Handler: g.px, ReadHeaderTimeout: 30 * time.Second}}
 	g.lis[id] = l
-	go l.srv.Serve(&peerListener{Listener: ln, ok: func(a netip.Addr) bool { return a != gw && subnet.Contains(a) }})
+	go l.srv.Serve(&peerListener{Listener: ln, max: g.maxConns, logf: g.logf, ok: func(a netip.Addr) bool { return a != gw && subnet.Contains(a) }})
 	return l.addr, nil
 }
 
@@ -405,10 +414,16 @@ func (g *egressProxy) close() {
 // peerListener closes, unanswered, each connection whose peer ok
 // refuses: the listener's address is the host's on a bridge, which
 // another box (through its own gateway, into the host) or a host process
-// could reach too.
+// could reach too. A box holding max connections open gets a 503 on
+// the next and its close: each costs the local box a descriptor and
+// ~20 KB, and a box could open tens of thousands.
 type peerListener struct {
 	net.Listener
-	ok func(netip.Addr) bool
+	ok   func(netip.Addr) bool
+	max  int
+	logf func(string, ...any)
+	live atomic.Int64
+	said atomic.Bool
 }
 
 func (l *peerListener) Accept() (net.Conn, error) {
@@ -417,11 +432,42 @@ func (l *peerListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil && l.ok(ap.Addr().Unmap()) {
-			return c, nil
+		ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+		if err != nil || !l.ok(ap.Addr().Unmap()) {
+			c.Close()
+			continue
 		}
-		c.Close()
+		tc, isTCP := c.(*net.TCPConn)
+		if !isTCP {
+			c.Close()
+			continue
+		}
+		if l.live.Add(1) > int64(l.max) {
+			l.live.Add(-1)
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			io.WriteString(c, "HTTP/1.1 503 cocoonbox egress proxy: the box holds too many connections open\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+			c.Close()
+			if l.said.CompareAndSwap(false, true) {
+				l.logf("egress proxy: the box at %s holds %d connections open: refusing more", ap.Addr(), l.max)
+			}
+			continue
+		}
+		return &countedConn{TCPConn: tc, l: l}, nil
 	}
+}
+
+// countedConn is an accepted connection that counts in its listener's
+// live ones until closed; *net.TCPConn's methods (CloseWrite, and
+// ReadFrom and WriteTo, which splice) stay.
+type countedConn struct {
+	*net.TCPConn
+	l    *peerListener
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.l.live.Add(-1) })
+	return c.TCPConn.Close()
 }
 
 // proxyEnv adds to env box id's proxy settings (both spellings, as

@@ -1,6 +1,7 @@
 package localbox
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -80,5 +81,58 @@ func TestEgressDenyResolved(t *testing.T) {
 		if code, body := get(u); code != http.StatusForbidden || !strings.Contains(body, "denied") {
 			t.Errorf("%s: %d %q, want 403 denied", u, code, body)
 		}
+	}
+}
+
+// A box holds at most maxConns connections open to its proxy: the next
+// is answered 503 and closed (4000 idle ones cost the local box 4000
+// descriptors and 80 MB, without end); one closed frees its place.
+func TestEgressConnLimit(t *testing.T) {
+	g := newEgressProxy(Egress{}, 0, func(string) string { return "" }, t.Logf)
+	g.maxConns = 3
+	defer g.close()
+	addr, err := g.listen("b", netip.MustParseAddr("127.0.0.1"), netip.MustParsePrefix("127.0.0.0/8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.3")}}
+	// ask sends a request on a new connection and gives its answer's
+	// status; the connection stays open.
+	ask := func() (net.Conn, int) {
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "GET http://127.0.0.1:1/ HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return c, resp.StatusCode
+	}
+	var held []net.Conn
+	for range 3 {
+		c, code := ask()
+		if code != http.StatusForbidden {
+			t.Fatalf("connection %d: %d, want the 403 of a refused host", len(held)+1, code)
+		}
+		held = append(held, c)
+	}
+	c, code := ask()
+	c.Close()
+	if code != http.StatusServiceUnavailable {
+		t.Fatalf("a fourth connection: %d, want 503", code)
+	}
+	held[0].Close()
+	for {
+		c, code := ask()
+		c.Close()
+		if code == http.StatusForbidden {
+			break
+		}
+	}
+	for _, c := range held[1:] {
+		c.Close()
 	}
 }
