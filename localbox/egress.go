@@ -285,12 +285,16 @@ func matchAddrEntry(entries []string, a netip.Addr) bool {
 	return false
 }
 
+// metadataAddrs are clouds' instance metadata services at addresses
+// that are not link-local: AWS's over IPv6 and Alibaba Cloud's.
+var metadataAddrs = []netip.Addr{netip.MustParseAddr("fd00:ec2::254"), netip.MustParseAddr("100.100.100.200")}
+
 // hostLocal reports whether a is this machine's: loopback, unspecified,
-// link-local or multicast, an address of one of its interfaces, or in
-// the network of a Linux bridge (a container engine's, where other
-// boxes are).
+// link-local or multicast, a cloud's metadata service, an address of
+// one of its interfaces, or in the network of a Linux bridge (a
+// container engine's, where other boxes are).
 func hostLocal(a netip.Addr) bool {
-	if a.IsLoopback() || a.IsUnspecified() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsMulticast() || a.IsInterfaceLocalMulticast() {
+	if a.IsLoopback() || a.IsUnspecified() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsMulticast() || a.IsInterfaceLocalMulticast() || slices.Contains(metadataAddrs, a) {
 		return true
 	}
 	ifs, err := net.Interfaces()

@@ -136,3 +136,15 @@ func TestEgressConnLimit(t *testing.T) {
 		c.Close()
 	}
 }
+
+// A cloud's metadata service is refused at its every address, also
+// those that are not link-local (AWS's IPv6 one, Alibaba Cloud's), and
+// in an address's other spellings.
+func TestEgressGuardMetadata(t *testing.T) {
+	g := newEgressProxy(Egress{}, 0, func(string) string { return "" }, t.Logf)
+	for _, a := range []string{"169.254.169.254", "::ffff:169.254.169.254", "fd00:ec2::254", "100.100.100.200", "::ffff:100.100.100.200", "127.1.2.3", "::1", "0.0.0.0", "::"} {
+		if g.guard(netip.MustParseAddr(a)) == nil {
+			t.Errorf("guard(%s) let it through", a)
+		}
+	}
+}
