@@ -62,3 +62,39 @@ func TestTrustMountRefusesLink(t *testing.T) {
 		t.Fatalf("written through the link: %v", ents)
 	}
 }
+
+// TestTrustCopyReplacesLink: a link planted at a trust file's copy is
+// replaced by a regular file when the setting is passed on, and removed
+// (not followed) when it is not; its target is never written or removed.
+func TestTrustCopyReplacesLink(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(src, []byte("server CA"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := &box{dir: filepath.Join(dir, "box")}
+	if err := os.MkdirAll(trustDir(b), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"} {
+		if err := os.Symlink(victim, filepath.Join(trustDir(b), trustName(v))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("SSL_CERT_FILE", src)
+	t.Setenv("NODE_EXTRA_CA_CERTS", "")
+	(&containerEngine{s: &Server{}}).copyTrust(b)
+	if fi, err := os.Lstat(filepath.Join(trustDir(b), trustName("SSL_CERT_FILE"))); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the passed-on copy: %v %v; want a regular file", fi, err)
+	}
+	if _, err := os.Lstat(filepath.Join(trustDir(b), trustName("NODE_EXTRA_CA_CERTS"))); !os.IsNotExist(err) {
+		t.Errorf("the copy of an unset setting: %v; want it gone", err)
+	}
+	if got, err := os.ReadFile(victim); err != nil || string(got) != "keep" {
+		t.Fatalf("the links' target: %q %v; want it untouched", got, err)
+	}
+}
