@@ -52,32 +52,8 @@ func pending(f *os.File, b []byte) (avail, n int, err error) {
 // without taking them from src (tee(2): the pages are shared, not
 // copied), waiting while dst is full; errNoTee when either is not a pipe.
 func tee(src, dst *os.File, n int) (int, error) {
-	src1, err := src.SyscallConn()
-	if err != nil {
-		return 0, errNoTee
-	}
-	dst1, err := dst.SyscallConn()
-	if err != nil {
-		return 0, errNoTee
-	}
-	var t int
-	var terr error
-	werr := dst1.Write(func(out uintptr) bool {
-		cerr := src1.Control(func(in uintptr) {
-			for {
-				var k int64
-				k, terr = unix.Tee(int(in), int(out), n, unix.SPLICE_F_NONBLOCK)
-				t = int(k)
-				if terr != unix.EINTR {
-					return
-				}
-			}
-		})
-		if cerr != nil {
-			terr = cerr
-			return true
-		}
-		return terr != unix.EAGAIN
+	t, terr, werr := pipeCall(src, dst, func(in, out int) (int64, error) {
+		return unix.Tee(in, out, n, unix.SPLICE_F_NONBLOCK)
 	})
 	if werr != nil {
 		return 0, werr
@@ -85,7 +61,37 @@ func tee(src, dst *os.File, n int) (int, error) {
 	if terr == unix.EINVAL {
 		return 0, errNoTee
 	}
-	return max(t, 0), terr
+	return max(int(t), 0), terr
+}
+
+// pipeCall runs call, a non-blocking tee(2) or splice(2) from src's
+// descriptor to dst's, again after EINTR and, while it says EAGAIN, once
+// dst's poller says it has room. k and cerr are call's last answer
+// (errNoTee when either file has no descriptor), werr the poller's (a
+// deadline of dst, dst closed).
+func pipeCall(src, dst *os.File, call func(in, out int) (int64, error)) (k int64, cerr, werr error) {
+	src1, err := src.SyscallConn()
+	if err != nil {
+		return 0, errNoTee, nil
+	}
+	dst1, err := dst.SyscallConn()
+	if err != nil {
+		return 0, errNoTee, nil
+	}
+	werr = dst1.Write(func(out uintptr) bool {
+		if err := src1.Control(func(in uintptr) {
+			for {
+				if k, cerr = call(int(in), int(out)); cerr != unix.EINTR {
+					return
+				}
+			}
+		}); err != nil {
+			cerr = err
+			return true
+		}
+		return cerr != unix.EAGAIN
+	})
+	return k, cerr, werr
 }
 
 // haveSplice says splice(2) is there.
@@ -96,31 +102,10 @@ const haveSplice = true
 // while dst is full it waits for room, up to wait: 0 then, or errNoTee
 // when either is not a pipe.
 func splice(src, dst *os.File, n int, wait time.Duration) (int, error) {
-	src1, err := src.SyscallConn()
-	if err != nil {
-		return 0, errNoTee
-	}
-	dst1, err := dst.SyscallConn()
-	if err != nil {
-		return 0, errNoTee
-	}
-	var k int64
-	var serr error
-	try := func(out uintptr) bool {
-		if cerr := src1.Control(func(in uintptr) {
-			for {
-				k, serr = unix.Splice(int(in), nil, int(out), nil, n, unix.SPLICE_F_NONBLOCK|unix.SPLICE_F_MOVE)
-				if serr != unix.EINTR {
-					return
-				}
-			}
-		}); cerr != nil {
-			serr = cerr
-		}
-		return serr != unix.EAGAIN
-	}
 	dst.SetWriteDeadline(time.Now().Add(wait))
-	werr := dst1.Write(try)
+	k, serr, werr := pipeCall(src, dst, func(in, out int) (int64, error) {
+		return unix.Splice(in, nil, out, nil, n, unix.SPLICE_F_NONBLOCK|unix.SPLICE_F_MOVE)
+	})
 	dst.SetWriteDeadline(time.Time{})
 	switch {
 	case errors.Is(werr, os.ErrDeadlineExceeded) || serr == unix.EAGAIN:
