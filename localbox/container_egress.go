@@ -93,7 +93,7 @@ func (e *containerEngine) fenceHost(ctx context.Context) error {
 		}
 	}
 	if err := e.fw.install(bridges); err != nil {
-		return fmt.Errorf("fence the boxes off this machine's own services: %w; the local box runs container boxes as root on a Linux kernel with nftables (nf_tables)", err)
+		return fmt.Errorf("fence the boxes off this machine's own services: %w: run the local box as root, on a Linux kernel with nf_tables, or use --engine process", err)
 	}
 	return nil
 }
