@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -87,4 +88,27 @@ func upstreamproxy(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}()
 	ts.Setenv("UPSTREAM", ln.Addr().String())
+}
+
+// hostlisten ADDR VAR listens on ADDR (":0": every address of this
+// machine, IPv4 and IPv6) for as long as the script runs, accepting and
+// closing each connection, and sets VAR to its port: a service of the
+// host that no box may reach.
+func hostlisten(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: hostlisten ADDR VAR")
+	}
+	ln, err := net.Listen("tcp", args[0])
+	ts.Check(err)
+	ts.Defer(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	ts.Setenv(args[1], strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 }

@@ -109,6 +109,8 @@ func TestEngineScripts(t *testing.T) {
 	}
 	p.Cmds["httpserve"] = httpserve
 	p.Cmds["upstreamproxy"] = upstreamproxy
+	p.Cmds["hostlisten"] = hostlisten
+	p.Cmds["nftable"] = nftable
 	p.Cmds["enginels"] = func(ts *testscript.TestScript, neg bool, args []string) {
 		if neg || len(args) == 0 {
 			ts.Fatalf("usage: enginels KEY=VALUE...")
@@ -351,38 +353,22 @@ func engineObjects(eng string, match func(labels map[string]string) bool) ([]str
 }
 
 // purgeUnder removes from engine eng what every local box whose state
-// directory is under dir made: containers first, then volumes and
-// networks.
+// directory is under dir made (localbox.PurgeEngine: containers,
+// volumes, networks, and its firewall table).
 func purgeUnder(eng, dir string) error {
-	objs, err := engineObjects(eng, func(l map[string]string) bool {
-		return strings.HasPrefix(l["org.cocoonbox.state"], dir+string(filepath.Separator))
+	states := map[string]bool{}
+	_, err := engineObjects(eng, func(l map[string]string) bool {
+		if st := l["org.cocoonbox.state"]; strings.HasPrefix(st, dir+string(filepath.Separator)) {
+			states[st] = true
+		}
+		return false
 	})
-	if err != nil || len(objs) == 0 {
-		return err
-	}
-	cli, err := engineClient(eng)
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
-	ctx := context.Background()
 	var errs []error
-	for _, kind := range []string{"container", "volume", "network"} {
-		for _, o := range objs {
-			k, id, _ := strings.Cut(o, " ")
-			if k != kind {
-				continue
-			}
-			switch k {
-			case "container":
-				_, err = cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
-			case "volume":
-				_, err = cli.VolumeRemove(ctx, id, client.VolumeRemoveOptions{Force: true})
-			case "network":
-				_, err = cli.NetworkRemove(ctx, id, client.NetworkRemoveOptions{})
-			}
-			errs = append(errs, err)
-		}
+	for st := range states {
+		errs = append(errs, localbox.PurgeEngine(context.Background(), localbox.EngineSettings{Engine: eng}, st))
 	}
 	return errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -71,6 +72,9 @@ type containerEngine struct {
 	// rules.
 	egress *egressProxy
 	rules  Egress
+	// fw fences the boxes off the host's own services
+	// (firewall_linux.go).
+	fw *hostFirewall
 }
 
 // newContainerEngine dials the engine of set for the local box in dir.
@@ -81,9 +85,23 @@ func newContainerEngine(ctx context.Context, s *Server, set EngineSettings) (*co
 	}
 	h := sha256.Sum256([]byte(s.Dir))
 	port := 20000 + int(binary.BigEndian.Uint16(h[4:6]))%10000
-	return &containerEngine{s: s, engine: set.Engine, cli: cli, limits: set.Limits.or(DefaultLimits),
-		prefix: "cocoonbox-" + hex.EncodeToString(h[:4]), rules: set.Egress,
-		egress: newEgressProxy(set.Egress, port, os.Getenv, s.logf)}, nil
+	prefix := enginePrefix(s.Dir)
+	e := &containerEngine{s: s, engine: set.Engine, cli: cli, limits: set.Limits.or(DefaultLimits),
+		prefix: prefix, rules: set.Egress,
+		egress: newEgressProxy(set.Egress, port, os.Getenv, s.logf),
+		fw:     newHostFirewall(prefix, uint16(port), set.Engine == EnginePodman)}
+	if err := e.fenceHost(ctx); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// enginePrefix names the containers, volumes and networks of the local
+// box whose state directory is dir, and its firewall's table.
+func enginePrefix(dir string) string {
+	h := sha256.Sum256([]byte(dir))
+	return "cocoonbox-" + hex.EncodeToString(h[:4])
 }
 
 func (e *containerEngine) name() string { return e.engine }
@@ -314,6 +332,9 @@ func (e *containerEngine) start(ctx context.Context, b *box) error {
 	if err := e.networkEgress(ctx, b, ctr); err != nil {
 		return err
 	}
+	if err := e.fw.add(e.bridge(b)); err != nil {
+		return fmt.Errorf("start box %s: fence it off this machine: %w", b.Name, err)
+	}
 	_, err := e.cli.ContainerStart(ctx, ctr, client.ContainerStartOptions{})
 	if cerrdefs.IsNotFound(err) {
 		img := b.engineImage()
@@ -366,6 +387,9 @@ func (e *containerEngine) remove(ctx context.Context, b *box) error {
 	if _, err := e.cli.NetworkRemove(ctx, ctr, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove the network of box %s: %w", b.Name, err)
 	}
+	if err := e.fw.remove(e.bridge(b)); err != nil {
+		e.s.logf("box %s: %v", b.Name, err)
+	}
 	// The directory holds the local box's own record of the box only.
 	return os.RemoveAll(b.dir)
 }
@@ -387,6 +411,7 @@ func (e *containerEngine) boot(ctx context.Context, b *box) error {
 // every box's processes: nothing of a box runs past the server.
 func (e *containerEngine) shutdown() {
 	var wg sync.WaitGroup
+	var failed atomic.Bool
 	for _, b := range e.s.reg.all() {
 		wg.Add(1)
 		go func() {
@@ -395,12 +420,20 @@ func (e *containerEngine) shutdown() {
 			defer cancel()
 			if err := e.stop(ctx, b); err != nil {
 				e.s.logf("%v", err)
+				failed.Store(true)
 			}
 		}()
 	}
 	wg.Wait()
 	e.closeExecHosts()
 	e.egress.close()
+	// The fence goes with the boxes; a box that may still run keeps it
+	// until the next start replaces it, or a purge.
+	if failed.Load() {
+		e.s.logf("a box did not stop: its firewall table %s stays", e.prefix)
+	} else if err := e.fw.close(); err != nil {
+		e.s.logf("%v", err)
+	}
 }
 
 // upgrade recreates box b's container on the latest image, keeping its
@@ -771,9 +804,19 @@ func (e *containerEngine) installTerminfo(b *box, t *controlv1.Tty) {
 
 // PurgeEngine removes from the engine of set every container, volume and
 // network a local box with state directory dir made: what its boxes were,
-// data included. For a state directory removed by hand, and tests.
+// data included; and its firewall table from the host. For a state
+// directory removed by hand, and tests.
 func PurgeEngine(ctx context.Context, set EngineSettings, dir string) error {
-	return purgeEngine(ctx, set, stateLabel+"="+dir)
+	return purgeState(ctx, set, dir)
+}
+
+// purgeState removes what the local box with state directory dir made
+// in the engine of set, and its firewall table.
+func purgeState(ctx context.Context, set EngineSettings, dir string) error {
+	if err := purgeEngine(ctx, set, stateLabel+"="+dir); err != nil {
+		return err
+	}
+	return removeFirewall(enginePrefix(dir))
 }
 
 // purgeEngine removes from the engine of set every container, volume and

@@ -134,7 +134,7 @@ func purgeEngineOrphans(ctx context.Context, found []EngineOrphans) error {
 			if !stateGone(s) {
 				continue
 			}
-			if err := purgeEngine(ctx, EngineSettings{Engine: e.Engine, Host: e.Host}, stateLabel+"="+s); err != nil {
+			if err := purgeState(ctx, EngineSettings{Engine: e.Engine, Host: e.Host}, s); err != nil {
 				return fmt.Errorf("remove the objects of %s from %s: %w; purge again once it answers", s, e.Engine, err)
 			}
 		}
