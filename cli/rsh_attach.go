@@ -75,9 +75,23 @@ func rshSessions(env Env, s Streams, args []string) int {
 			detached = append(detached, i)
 		}
 	}
+	// Those attached to another client are not taken (docs/cocoonbox.md
+	// "Terminals you can take back"); a reader who named one, or has
+	// only such, is told so rather than that there is none.
+	var attached []sessionwire.Info
+	for _, i := range terms {
+		if i.Attached && (id == "" || strings.HasPrefix(i.ID, id)) {
+			attached = append(attached, i)
+		}
+	}
+	const detach = "close that client's terminal to detach it (a client cut off is detached once the box notices), then attach again"
 	switch {
+	case len(detached) == 0 && id != "" && len(attached) == 1:
+		return fail(fmt.Errorf("terminal session %s in %s is attached to another client; %s", printable.Line(attached[0].ID, 64), boxName, detach))
 	case len(detached) == 0 && id != "":
 		return fail(fmt.Errorf("no detached terminal session %s in %s; list them with: cocoonbox rsh --list %s", id, boxName, boxName))
+	case len(detached) == 0 && len(attached) > 0:
+		return fail(fmt.Errorf("no detached terminal session in %s: %d attached to another client; %s (cocoonbox rsh --list %s)", boxName, len(attached), detach, boxName))
 	case len(detached) == 0:
 		return fail(fmt.Errorf("no detached terminal session in %s; list them with: cocoonbox rsh --list %s", boxName, boxName))
 	case len(detached) > 1:
