@@ -67,6 +67,13 @@ or cocoonbox-ssh --help.`,
 			if len(args) == 1 && (args[0] == "--help" || args[0] == "-h") {
 				return cmd.Help()
 			}
+			if f := lateSessionFlag(args); f != "" {
+				// A shell opened with `cocoonbox ssh main` is taken back
+				// with rsh's flag; ssh's parser would call it unknown.
+				use := map[string]string{"--attach": "--attach [BOX [ID]]", "--list": "--list [BOX]"}[f]
+				fmt.Fprintf(s.Err, "cocoonbox ssh: %s is cocoonbox rsh's: cocoonbox rsh %s\n", f, use)
+				return exitStatus(shim.ExitFailure)
+			}
 			return exitStatus(sshAs("cocoonbox ssh", args, env, s))
 		},
 	}
