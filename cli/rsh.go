@@ -58,8 +58,10 @@ opens a login shell, with a terminal when stdin is one; else the words are
 joined with single spaces and run by the box user's shell in the
 workspace; stdout and stderr stay apart; the exit status is the remote
 command's, or 255 for a failure of ours. --stdio HOST is the SSH-2 server
-for ssh_config's ProxyCommand. rsh is the same. See: man cocoonbox-ssh,
-or cocoonbox-ssh --help.`,
+for ssh_config's ProxyCommand. rsh is the same. Unless
+COCOONBOX_RESUME=off, a shell on a terminal outlives its client (killed,
+its terminal closed): cocoonbox rsh --attach takes it back. See: man
+cocoonbox-ssh, or cocoonbox-ssh --help.`,
 		Example:            "  cocoonbox ssh main\n  cocoonbox ssh main 'uname -a'\n  cocoonbox ssh -L 8080:localhost:8080 main",
 		DisableFlagParsing: true,
 		ValidArgsFunction:  rshBox(env),
