@@ -10,7 +10,7 @@ import (
 
 func newRsh(env Env, s Streams) *cobra.Command {
 	return &cobra.Command{
-		Use:   "rsh [ssh options] BOX [COMMAND...] | --attach [BOX [ID]] | --list [BOX]",
+		Use:   "rsh [ssh options] BOX [COMMAND...] | --attach [BOX [ID]] | --list [--json] [BOX]",
 		Short: "Run a command in a box, as ssh would",
 		Long: `rsh runs COMMAND in BOX with ssh's semantics: the words are joined with
 single spaces and run by the box user's shell in the workspace; stdout and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,8 +31,15 @@ func rshSessions(env Env, s Streams, args []string) int {
 	}
 	attach := args[0] == "--attach"
 	args = args[1:]
+	// --list --json: one JSON object a line, as every list of ours.
+	asJSON := false
+	if !attach {
+		if i := slices.Index(args, "--json"); i >= 0 {
+			asJSON, args = true, slices.Delete(slices.Clone(args), i, i+1)
+		}
+	}
 	if max := map[bool]int{true: 2, false: 1}[attach]; len(args) > max || len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		return fail(errors.New("usage: cocoonbox rsh --attach [BOX [ID]] | --list [BOX]"))
+		return fail(errors.New("usage: cocoonbox rsh --attach [BOX [ID]] | --list [--json] [BOX]"))
 	}
 	boxName, id := defaultSessionBox, ""
 	if len(args) > 0 {
@@ -57,6 +65,18 @@ func rshSessions(env Env, s Streams, args []string) int {
 		if i.Term != "" && !i.Exited {
 			terms = append(terms, i)
 		}
+	}
+	if !attach && asJSON {
+		for _, i := range terms {
+			o := map[string]any{"id": i.ID, "state": "attached", "command": i.Line}
+			if !i.Attached {
+				o["state"], o["detached_at_ms"] = "detached", i.DetachedMs
+			}
+			if err := writeJSON(s.Out, o); err != nil {
+				return fail(err)
+			}
+		}
+		return 0
 	}
 	if !attach {
 		listSessions(s.Out, terms)
