@@ -90,6 +90,10 @@ type Command struct {
 	// resumable terminal session shows its one reconnecting line in place
 	// and restores the cursor after; else the lines go to Resume.Notify.
 	StatusLine io.Writer
+	// GiveUp, if not empty, ends that reconnecting line with how to give
+	// up waiting ("~. gives up"): a Ctrl-C typed on a raw terminal is a
+	// byte for the box, not a way out.
+	GiveUp string
 }
 
 // ExitStatus is how a remote command ended (session.proto Exit).

@@ -169,6 +169,9 @@ func (s *rsession) termNotify(line string) {
 	s.term.shown = status
 	s.mu.Unlock()
 	w := s.cmd.StatusLine
+	if status && s.cmd.GiveUp != "" {
+		line += "; " + s.cmd.GiveUp
+	}
 	switch {
 	case status && shown:
 		io.WriteString(w, "\r\x1b[K"+p+line)

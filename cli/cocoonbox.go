@@ -186,6 +186,10 @@ func unknownCommand(c *cobra.Command, name string) error {
 			s[i] = c.CommandPath() + " " + s[i]
 		}
 		msg += "\ndid you mean: " + strings.Join(s, ", ")
+	} else if c.Parent() == nil && slices.Contains([]string{"attach", "reattach", "resume"}, name) {
+		// screen -r's and tmux attach's word: a terminal left in a
+		// box is taken back with rsh's own flag.
+		msg += "\ndid you mean: cocoonbox rsh --attach"
 	}
 	return &UsageError{errors.New(msg)}
 }

@@ -689,17 +689,23 @@ func engineSwitchLines(dir, to string) []string {
 	if to == "" || err != nil || set.Engine == to || len(names) == 0 {
 		return nil
 	}
-	from, list := set.Engine, strings.Join(names, ", ")
+	from := set.Engine
+	// "box main finds none of the files it made", or "the boxes main,
+	// dev find none of the files they made".
+	boxesFind := "box " + names[0] + " finds none of the files it made"
+	if len(names) > 1 {
+		boxesFind = "the boxes " + strings.Join(names, ", ") + " find none of the files they made"
+	}
 	back := "`cocoonbox localbox stop; cocoonbox localbox start --engine " + from + "`"
 	if from == localbox.EngineProcess {
 		boxes := filepath.Join(dir, "boxes")
 		return []string{
-			fmt.Sprintf("cocoonbox: warning: on %s the boxes %s find none of the files they made on the process engine: those stay in %s/BOX/home and workspace", to, list, boxes),
+			fmt.Sprintf("cocoonbox: warning: on %s %s on the process engine: those stay in %s/BOX/home and workspace", to, boxesFind, boxes),
 			fmt.Sprintf("copy a workspace in with `rsync -a -e cocoonbox-ssh %s/ %s:`, or go back with %s", shellquote.Word(filepath.Join(boxes, names[0], "workspace")), names[0], back),
 		}
 	}
 	return []string{
-		fmt.Sprintf("cocoonbox: warning: on %s the boxes %s find none of the files they made on %s: those stay in its volumes", to, list, from),
+		fmt.Sprintf("cocoonbox: warning: on %s %s on %s: those stay in its volumes", to, boxesFind, from),
 		fmt.Sprintf("to bring them here, go back with %s, copy them out (`rsync -a -e cocoonbox-ssh %s: DIR/`), then switch again", back, names[0]),
 	}
 }

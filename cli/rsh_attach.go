@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,8 +31,15 @@ func rshSessions(env Env, s Streams, args []string) int {
 	}
 	attach := args[0] == "--attach"
 	args = args[1:]
+	// --list --json: one JSON object a line, as every list of ours.
+	asJSON := false
+	if !attach {
+		if i := slices.Index(args, "--json"); i >= 0 {
+			asJSON, args = true, slices.Delete(slices.Clone(args), i, i+1)
+		}
+	}
 	if max := map[bool]int{true: 2, false: 1}[attach]; len(args) > max || len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		return fail(errors.New("usage: cocoonbox rsh --attach [BOX [ID]] | --list [BOX]"))
+		return fail(errors.New("usage: cocoonbox rsh --attach [BOX [ID]] | --list [--json] [BOX]"))
 	}
 	boxName, id := defaultSessionBox, ""
 	if len(args) > 0 {
@@ -58,6 +66,18 @@ func rshSessions(env Env, s Streams, args []string) int {
 			terms = append(terms, i)
 		}
 	}
+	if !attach && asJSON {
+		for _, i := range terms {
+			o := map[string]any{"id": i.ID, "state": "attached", "command": i.Line}
+			if !i.Attached {
+				o["state"], o["detached_at_ms"] = "detached", i.DetachedMs
+			}
+			if err := writeJSON(s.Out, o); err != nil {
+				return fail(err)
+			}
+		}
+		return 0
+	}
 	if !attach {
 		listSessions(s.Out, terms)
 		if len(terms) == 0 {
@@ -75,9 +95,23 @@ func rshSessions(env Env, s Streams, args []string) int {
 			detached = append(detached, i)
 		}
 	}
+	// Those attached to another client are not taken (docs/cocoonbox.md
+	// "Terminals you can take back"); a reader who named one, or has
+	// only such, is told so rather than that there is none.
+	var attached []sessionwire.Info
+	for _, i := range terms {
+		if i.Attached && (id == "" || strings.HasPrefix(i.ID, id)) {
+			attached = append(attached, i)
+		}
+	}
+	const detach = "close that client's terminal to detach it (a client cut off is detached once the box notices), then attach again"
 	switch {
+	case len(detached) == 0 && id != "" && len(attached) == 1:
+		return fail(fmt.Errorf("terminal session %s in %s is attached to another client; %s", printable.Line(attached[0].ID, 64), boxName, detach))
 	case len(detached) == 0 && id != "":
 		return fail(fmt.Errorf("no detached terminal session %s in %s; list them with: cocoonbox rsh --list %s", id, boxName, boxName))
+	case len(detached) == 0 && len(attached) > 0:
+		return fail(fmt.Errorf("no detached terminal session in %s: %d attached to another client; %s (cocoonbox rsh --list %s)", boxName, len(attached), detach, boxName))
 	case len(detached) == 0:
 		return fail(fmt.Errorf("no detached terminal session in %s; list them with: cocoonbox rsh --list %s", boxName, boxName))
 	case len(detached) > 1:

@@ -90,6 +90,10 @@ func TestRshTerminalResumes(t *testing.T) {
 			if !strings.Contains(out, "\x1b7\n\r\x1b[Kcocoonbox: connection to main lost; reconnecting") || !strings.Contains(out, "\r\x1b[K\x1b8") {
 				t.Errorf("the reconnecting line was not shown in place and taken away:\n%q", out)
 			}
+			// It names the way out: a typed Ctrl-C is a byte for the box.
+			if !strings.Contains(out, "\x1b[Kcocoonbox: connection to main lost; reconnecting; ~. gives up") {
+				t.Errorf("the reconnecting line does not say ~. gives up:\n%q", out)
+			}
 		})
 	}
 }

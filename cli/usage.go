@@ -31,7 +31,9 @@ func sshPage(prog string) help.Page {
 				"in the box and connects from here; -A gives the box SSH_AUTH_SOCK, a socket that reaches the local " +
 				"ssh-agent (git push to GitHub from the box with the keys of this machine). Options that would do what " +
 				"a box cannot (-J, -O, -Q, -w) are refused in one line with exit status 255. -f goes to the background " +
-				"once the forwards listen and the command has started, as ssh's does.",
+				"once the forwards listen and the command has started, as ssh's does. Unless COCOONBOX_RESUME=off, " +
+				"a shell on a terminal outlives its client (killed, its terminal closed; ~. or exit ends it): " +
+				"cocoonbox rsh --attach takes it back.",
 			prog + " --stdio [--suffix SUFFIX] [-q] [-v] HOST is instead an SSH-2 server on stdin and stdout, for " +
 				"ssh_config's ProxyCommand (ProxyCommand cocoonbox-ssh --stdio %h), so that OpenSSH itself, scp, sftp, " +
 				"VS Code Remote-SSH and Paramiko reach the box HOST (without SUFFIX, .cocoonbox by default) with the same " +

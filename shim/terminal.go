@@ -120,6 +120,9 @@ func (t *Terminal) Run(c *box.Client, cmd *box.Command) (end TerminalEnd, st box
 	defer cancel()
 	if fd >= 0 && cmd.StatusLine == nil {
 		cmd.StatusLine = t.Msgs
+		if t.Escape != EscapeNone && cmd.Stdin != nil {
+			cmd.GiveUp = escapeName(t.Escape) + ". gives up"
+		}
 	}
 	var mu sync.Mutex
 	restore := func() {}
