@@ -37,8 +37,11 @@ func (e *env) runSessions(top string) error {
 	_, ps, _ := net.SplitHostPort(p.Addr())
 	port, _ := strconv.Atoi(ps)
 	// Keepalive of 10 s + 1 s (the least gRPC allows), so that a freeze
-	// is noticed in 11 s, not the default 45.
-	e.boxEnv = append(tb.through(e.boxEnv, port), "COCOONBOX_RESUME=on", "COCOONBOX_KEEPALIVE=10s,1s")
+	// is noticed in 11 s, not the default 45. No connection sharing: a
+	// master started early would carry later calls on a link opened
+	// before the proxy's delay was set (and, under load, only when its
+	// measured round trip passes 2 ms), so each client dials itself.
+	e.boxEnv = append(tb.through(e.boxEnv, port), "COCOONBOX_RESUME=on", "COCOONBOX_KEEPALIVE=10s,1s", "COCOONBOX_CONTROL_PERSIST=no")
 	if out, err := e.ours("cocoonbox-ssh", "main", "true").CombinedOutput(); err != nil {
 		return fmt.Errorf("first call: %v: %s", err, out)
 	}

@@ -443,10 +443,9 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 		}
 		// The attach after a loss goes at once and waits for the link
 		// (run). One that failed again, with the link back (a box that
-		// ends each stream), waits a backoff before the next, and so
-		// does each through a master, whose connection is not ours to
-		// wait on.
-		if again || flaps || c.raw == nil {
+		// ends each stream, a master that was still going), waits a
+		// backoff before the next.
+		if again || flaps {
 			if err := pause(ctx, backoff); err != nil {
 				s.abandon(ctx, n)
 				return ExitStatus{}, err
@@ -611,8 +610,10 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 	}
 	sub.Line = line
 	// After the first, an attempt waits for the link rather than fail
-	// while it is down: it goes the moment the connection is back.
-	sub.waitLink = n > 0 && s.c.raw != nil
+	// while it is down: it goes the moment the connection is back
+	// (through a master, once the master, which ends with its link, is
+	// gone and the client dials itself: share's masterConn).
+	sub.waitLink = n > 0
 	var started atomic.Bool
 	sub.Started = func() {
 		started.Store(true)
