@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,8 +37,11 @@ func (e *env) runSessions(top string) error {
 	_, ps, _ := net.SplitHostPort(p.Addr())
 	port, _ := strconv.Atoi(ps)
 	// Keepalive of 10 s + 1 s (the least gRPC allows), so that a freeze
-	// is noticed in 11 s, not the default 45.
-	e.boxEnv = append(tb.through(e.boxEnv, port), "COCOONBOX_RESUME=on", "COCOONBOX_KEEPALIVE=10s,1s")
+	// is noticed in 11 s, not the default 45. No connection sharing: a
+	// master started early would carry later calls on a link opened
+	// before the proxy's delay was set (and, under load, only when its
+	// measured round trip passes 2 ms), so each client dials itself.
+	e.boxEnv = append(tb.through(e.boxEnv, port), "COCOONBOX_RESUME=on", "COCOONBOX_KEEPALIVE=10s,1s", "COCOONBOX_CONTROL_PERSIST=no")
 	if out, err := e.ours("cocoonbox-ssh", "main", "true").CombinedOutput(); err != nil {
 		return fmt.Errorf("first call: %v: %s", err, out)
 	}
@@ -87,6 +91,11 @@ func (e *env) sessionRows(b *strings.Builder, p *faultproxy.Proxy, rtt time.Dura
 	dial := median(dials)
 	goal := 2*rtt + dial
 	fmt.Fprintf(b, "| dial%s | %s | a TCP connection and TLS handshake through the proxy, median of 5; the goal for a resume is 2 round trips and the dial: %s |\n", at, dial.Round(time.Millisecond), goal.Round(time.Millisecond))
+	plain, err := e.plainEcho(5)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "| a plain Exec%s | %s | a new `cocoonbox-ssh main echo line` with `COCOONBOX_RESUME=off` through the same proxy, from its start to the line, median of 5: a process start, the dial, the Exec and its answer, the reference for a resume |\n", at, plain.Round(time.Millisecond))
 
 	for _, f := range []struct {
 		name string
@@ -97,17 +106,17 @@ func (e *env) sessionRows(b *strings.Builder, p *faultproxy.Proxy, rtt time.Dura
 		{"resume after an outage of 3 s", 3 * time.Second, p.Outage, "every link reset, new ones refused for 3 s (a network change); from the link's return to the first echo after it"},
 		{"resume after a freeze of 15 s", 15 * time.Second, p.Freeze, "no byte either way for 15 s (a sleep); keepalive gives up after 11 s and the new dial waits for the thaw; from the thaw to the first echo after it"},
 	} {
-		var ds []time.Duration
+		var ds, cpus []time.Duration
 		var rss int64
 		for i := 0; i < *rounds; i++ {
-			d, m, err := e.resumeAfter(f.d, f.do)
+			d, m, cpu, err := e.resumeAfter(f.d, f.do)
 			if err != nil {
 				return fmt.Errorf("%s: %w", f.name, err)
 			}
-			ds, rss = append(ds, d), max(rss, m)
+			ds, cpus, rss = append(ds, d), append(cpus, cpu), max(rss, m)
 		}
 		fmt.Fprintf(os.Stderr, "%s%s: %s\n", f.name, at, median(ds).Round(time.Millisecond))
-		fmt.Fprintf(b, "| %s%s | %s | %s; the client's RSS while it reconnects: %.1f MiB |\n", f.name, at, median(ds).Round(time.Millisecond), f.note, float64(rss)/1024)
+		fmt.Fprintf(b, "| %s%s | %s | %s; the client's RSS while it reconnects: %.1f MiB, its CPU time from the fault to the link's return: %s |\n", f.name, at, median(ds).Round(time.Millisecond), f.note, float64(rss)/1024, median(cpus))
 	}
 
 	// A download long enough to be cut: four times -size.
@@ -156,23 +165,51 @@ func tlsDial(addr string) (time.Duration, error) {
 	return d, nil
 }
 
+// plainEcho is the median of n runs of a plain Exec (a new client with
+// resume off) echoing a line, from its start to the line.
+func (e *env) plainEcho(n int) (time.Duration, error) {
+	var ds []time.Duration
+	for i := 0; i < n; i++ {
+		c := e.ours("cocoonbox-ssh", "main", "echo line")
+		c.Env = append(slices.Clip(c.Env), "COCOONBOX_RESUME=off")
+		out, err := c.StdoutPipe()
+		if err != nil {
+			return 0, err
+		}
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		t0 := time.Now()
+		if err := c.Start(); err != nil {
+			return 0, err
+		}
+		_, err = bufio.NewReader(out).ReadString('\n')
+		d := time.Since(t0)
+		if werr := c.Wait(); err != nil || werr != nil {
+			return 0, fmt.Errorf("plain Exec: %v %v: %s", err, werr, stderr.String())
+		}
+		ds = append(ds, d)
+	}
+	return median(ds), nil
+}
+
 // resumeAfter runs `cat` in the box, sends it a line every 5 ms, applies
 // fault for d, and returns the time from the link's return to the first
-// line echoed after it, and the client's RSS during the fault, in KiB.
-func (e *env) resumeAfter(d time.Duration, fault func(time.Duration)) (time.Duration, int64, error) {
+// line echoed after it, the client's RSS during the fault, in KiB, and
+// its CPU time from the fault to the link's return.
+func (e *env) resumeAfter(d time.Duration, fault func(time.Duration)) (time.Duration, int64, time.Duration, error) {
 	c := e.ours("cocoonbox-ssh", "main", "cat")
 	in, err := c.StdinPipe()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	out, err := c.StdoutPipe()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	if err := c.Start(); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	lines := make(chan time.Time, 1<<16)
 	go func() {
@@ -199,19 +236,22 @@ func (e *env) resumeAfter(d time.Duration, fault func(time.Duration)) (time.Dura
 			}
 		}
 	}()
-	fail := func(err error) (time.Duration, int64, error) {
+	fail := func(err error) (time.Duration, int64, time.Duration, error) {
 		close(stop)
 		c.Process.Kill()
 		c.Wait()
-		return 0, 0, fmt.Errorf("%w: %s", err, stderr.String())
+		return 0, 0, 0, fmt.Errorf("%w: %s", err, stderr.String())
 	}
 	if _, ok := <-lines; !ok {
 		return fail(fmt.Errorf("no echo"))
 	}
+	cpu0 := cpuTime(c.Process.Pid)
 	fault(d)
 	back := time.Now().Add(d)
 	time.Sleep(d / 2)
 	rss := vmRSS(c.Process.Pid)
+	time.Sleep(time.Until(back))
+	cpu := cpuTime(c.Process.Pid) - cpu0
 	var got time.Duration
 	for t := range lines {
 		if t.After(back) {
@@ -226,9 +266,30 @@ func (e *env) resumeAfter(d time.Duration, fault func(time.Duration)) (time.Dura
 	for range lines {
 	}
 	if err := c.Wait(); err != nil {
-		return 0, 0, fmt.Errorf("%v: %s", err, stderr.String())
+		return 0, 0, 0, fmt.Errorf("%v: %s", err, stderr.String())
 	}
-	return got, rss, nil
+	return got, rss, cpu, nil
+}
+
+// cpuTime is process pid's user and system CPU time so far (0 when
+// unknown), in the kernel's clock ticks of 10 ms.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's name, which is in parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // detachedMemory writes the rows of memory per detached session: the

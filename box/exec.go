@@ -94,6 +94,12 @@ type Command struct {
 	// up waiting ("~. gives up"): a Ctrl-C typed on a raw terminal is a
 	// byte for the box, not a way out.
 	GiveUp string
+
+	// waitLink makes the call wait for the connection while it is being
+	// made again (gRPC's WaitForReady) rather than fail at once: a
+	// resumable session's attach after a loss goes the moment the link is
+	// back, the dials paced by the connection's backoff (reconnectBackoff).
+	waitLink bool
 }
 
 // ExitStatus is how a remote command ended (session.proto Exit).
@@ -302,7 +308,11 @@ func (f *firstChunk) send(send func(*controlv1.ExecRequest) error) error {
 // start opens the stream, sends start (and the first chunk of stdin, as
 // soon as it is read) and waits for started.
 func (c *Client) start(ctx context.Context, cmd *Command, first *firstChunk) (controlv1.Session_ExecClient, string, error) {
-	st, err := c.session.Exec(ctx, grpc.ForceCodecV2(bufpool.Codec{}))
+	opts := []grpc.CallOption{grpc.ForceCodecV2(bufpool.Codec{})}
+	if cmd.waitLink {
+		opts = append(opts, grpc.WaitForReady(true))
+	}
+	st, err := c.session.Exec(ctx, opts...)
 	if err != nil {
 		return nil, "", err
 	}

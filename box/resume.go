@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	"github.com/cocoonbox/cocoonbox/internal/printable"
@@ -121,11 +120,13 @@ type rsession struct {
 	hello, opened bool
 	// lostAt is when the stream was lost, until the box answers again.
 	lostAt time.Time
-	// lostAtSeen is the loss the reconnecting line was said for.
-	lostAtSeen time.Time
-	exit       *ExitStatus
-	fail       string
-	cur        *attempt
+	// noteMu orders the lines of a loss (tellLost's) before the line of
+	// the resume or the end, which sets over.
+	noteMu sync.Mutex
+	over   bool
+	exit   *ExitStatus
+	fail   string
+	cur    *attempt
 	// pendingCtl are signals that came while no attempt ran (for a box
 	// that does not count them), and kills.
 	pendingCtl []byte
@@ -226,6 +227,13 @@ func (a *attempt) Read(p []byte) (int, error) {
 			if len(a.ctl) == 0 {
 				a.ctl = nil
 				s.cond.Broadcast()
+				// Stdin that waits goes in the same read: an attach's
+				// first message, sent with the start before the box
+				// answers, then carries the resume and the stdin the box
+				// lacks, with no round trip between them.
+				if rest := p[n:]; len(rest) >= 4*dataHeader && !a.end && !a.dead && a.unsent() {
+					n += len(a.frames(rest))
+				}
 			}
 			return n, nil
 		}
@@ -235,8 +243,7 @@ func (a *attempt) Read(p []byte) (int, error) {
 		if a.dead {
 			return 0, io.ErrClosedPipe
 		}
-		a.sent = max(a.sent, s.in.Base())
-		if a.sent < s.in.End() || s.inEOF && !a.eofSent {
+		if a.unsent() {
 			if len(p) < 4*dataHeader {
 				// Too small for a frame: staged in ctl, taken piecewise.
 				a.ctl = a.frames(make([]byte, 4096+2*dataHeader))
@@ -289,6 +296,14 @@ func (a *attempt) lend(limit int) ([][]byte, error) {
 		}
 		s.cond.Wait()
 	}
+}
+
+// unsent reports whether stdin has bytes or its EOF the attempt has
+// not sent. s.mu is held.
+func (a *attempt) unsent() bool {
+	s := a.s
+	a.sent = max(a.sent, s.in.Base())
+	return a.sent < s.in.End() || s.inEOF && !a.eofSent
 }
 
 // frames fills p (at least 2 headers long) with a Data frame of what is
@@ -345,6 +360,7 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 		}
 	}()
 	backoff := 100 * time.Millisecond
+	var prevLoss time.Time
 	for n := 0; ; n++ {
 		st, err := s.run(ctx, n)
 		s.mu.Lock()
@@ -374,7 +390,7 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 			if lostAt.IsZero() {
 				return ExitStatus{}, fmt.Errorf("exec in %s: %s", cmd.Box, fail)
 			}
-			s.notify("gave up after %s: %s", since(lostAt), fail)
+			s.notifyEnd("gave up after %s: %s", since(lostAt), fail)
 			return ExitStatus{}, fmt.Errorf("exec in %s: the connection was lost and %s", cmd.Box, fail)
 		}
 		var le *lostError
@@ -401,32 +417,94 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 		}
 		s.mu.Lock()
 		lostAt := s.lostAt
-		if lostAt.IsZero() {
+		again := !lostAt.IsZero()
+		// A stream that the box ended within a second of the last loss
+		// counts as the same trouble: its attach is paced too.
+		flaps := !again && time.Since(prevLoss) < time.Second
+		if !again {
 			lostAt = time.Now()
 			s.lostAt = lostAt
-			backoff = 100 * time.Millisecond
+			prevLoss = lostAt
+			if !flaps {
+				backoff = 100 * time.Millisecond
+			}
 		}
 		s.mu.Unlock()
-		if lostAt.Equal(s.lostAtSeen) {
-			if n%10 == 0 || s.term != nil {
-				s.notify("connection to %s lost; reconnecting (%s)", cmd.Box, since(lostAt))
-			}
-		} else {
-			s.lostAtSeen = lostAt
+		if !again {
 			s.notify("connection to %s lost; reconnecting", cmd.Box)
+			go s.tellLost(ctx, lostAt)
 		}
 		if time.Since(lostAt) > s.r.Window {
-			s.notify("gave up after %s: the command in %s was ended", since(lostAt), cmd.Box)
+			s.notifyEnd("gave up after %s: the command in %s was ended", since(lostAt), cmd.Box)
 			if err == nil {
 				err = errors.New("the stream ended without an exit status")
 			}
 			return ExitStatus{}, fmt.Errorf("exec in %s: gave up on a lost connection after %s: %w", cmd.Box, since(lostAt), err)
 		}
-		if err := c.awaitLink(ctx, backoff); err != nil {
-			s.abandon(ctx, n)
-			return ExitStatus{}, err
+		// The attach after a loss goes at once and waits for the link
+		// (run). One that failed again, with the link back (a box that
+		// ends each stream, a master that was still going), waits a
+		// backoff before the next.
+		if again || flaps {
+			if err := pause(ctx, backoff); err != nil {
+				s.abandon(ctx, n)
+				return ExitStatus{}, err
+			}
+			backoff = min(2*backoff, 2*time.Second)
 		}
-		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// tellLost writes the reconnecting line again, with the time since the
+// loss at lostAt, every second on a terminal (in place) and every 10 s
+// otherwise, until the box answers or the session ends.
+func (s *rsession) tellLost(ctx context.Context, lostAt time.Time) {
+	every := 10 * time.Second
+	if s.term != nil {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.noteMu.Lock()
+		s.mu.Lock()
+		still := s.lostAt.Equal(lostAt) && !s.over
+		s.mu.Unlock()
+		if still {
+			s.notify("connection to %s lost; reconnecting (%s)", s.cmd.Box, since(lostAt))
+		}
+		s.noteMu.Unlock()
+		if !still {
+			return
+		}
+	}
+}
+
+// notifyEnd is notify for the session's last line: no reconnecting line
+// comes after it.
+func (s *rsession) notifyEnd(format string, args ...any) {
+	s.noteMu.Lock()
+	defer s.noteMu.Unlock()
+	s.mu.Lock()
+	s.over = true
+	s.mu.Unlock()
+	s.notify(format, args...)
+}
+
+// pause waits d, or less if ctx ends first (its error then).
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -468,59 +546,9 @@ func (s *rsession) abandon(ctx context.Context, n int) {
 		if over {
 			return
 		}
-		s.c.awaitLink(actx, 100*time.Millisecond)
+		pause(actx, 100*time.Millisecond)
 	}
-	s.notify("could not reach %s to end the command: it ends when the resume window closes (%s after the connection was lost)", s.cmd.Box, s.r.Window)
-}
-
-// awaitLink waits up to d before the next try, less once the endpoint's
-// connection is ready again: it asks gRPC to reconnect every 250 ms
-// (gRPC's own backoff would wait a second and more), so that a resume
-// goes as the link returns, not at the next try of the backoff, when an
-// Exec would fail fast on a connection still reconnecting. A ready
-// connection still waits a tenth of d, so that a box that ends every
-// stream is not called in a loop. Through a master it waits d.
-func (c *Client) awaitLink(ctx context.Context, d time.Duration) error {
-	start := time.Now()
-	deadline := start.Add(d)
-	if c.raw == nil {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-			return nil
-		}
-	}
-	for {
-		st := c.raw.GetState()
-		if st == connectivity.Ready {
-			if rest := d/10 - time.Since(start); rest > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(rest):
-				}
-			}
-			return nil
-		}
-		if st == connectivity.TransientFailure || st == connectivity.Idle {
-			c.raw.ResetConnectBackoff()
-			c.raw.Connect()
-		}
-		next := time.Now().Add(250 * time.Millisecond)
-		if next.After(deadline) {
-			next = deadline
-		}
-		wctx, cancel := context.WithDeadline(ctx, next)
-		c.raw.WaitForStateChange(wctx, st)
-		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !time.Now().Before(deadline) {
-			return nil
-		}
-	}
+	s.notifyEnd("could not reach %s to end the command: it ends when the resume window closes (%s after the connection was lost)", s.cmd.Box, s.r.Window)
 }
 
 func since(t time.Time) string {
@@ -581,7 +609,14 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 		sub.Env, sub.Dir = s.cmd.Env, s.cmd.Dir
 	}
 	sub.Line = line
+	// After the first, an attempt waits for the link rather than fail
+	// while it is down: it goes the moment the connection is back
+	// (through a master, once the master, which ends with its link, is
+	// gone and the client dials itself: share's masterConn).
+	sub.waitLink = n > 0
+	var started atomic.Bool
 	sub.Started = func() {
+		started.Store(true)
 		s.mu.Lock()
 		s.opened = true
 		s.mu.Unlock()
@@ -634,6 +669,21 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 		st, err := s.c.exec(actx, sub)
 		res <- result{st, err}
 	}()
+	if sub.waitLink {
+		// Not past the window: an attempt still waiting for the link
+		// then is ended, and the loop gives up.
+		s.mu.Lock()
+		lostAt := s.lostAt
+		s.mu.Unlock()
+		if !lostAt.IsZero() {
+			t := time.AfterFunc(time.Until(lostAt.Add(s.r.Window)), func() {
+				if !started.Load() {
+					acancel()
+				}
+			})
+			defer t.Stop()
+		}
+	}
 	var st ExitStatus
 	var err error
 	select {
@@ -649,9 +699,11 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 			break
 		}
 		a.write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Kill}))
-		select {
-		case <-res:
-		case <-time.After(time.Second):
+		if started.Load() || !sub.waitLink {
+			select {
+			case <-res:
+			case <-time.After(time.Second):
+			}
 		}
 		acancel()
 		err = ctx.Err()
@@ -836,6 +888,8 @@ func (a *attempt) frame(f sessionwire.Frame) error {
 		if err := s.early.pass(s.cmd.Stderr); err != nil {
 			return err
 		}
+		s.noteMu.Lock()
+		defer s.noteMu.Unlock()
 		s.mu.Lock()
 		s.hello = true
 		lostAt, ending := s.lostAt, s.ending

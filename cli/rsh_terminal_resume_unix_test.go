@@ -94,6 +94,11 @@ func TestRshTerminalResumes(t *testing.T) {
 			if !strings.Contains(out, "\x1b[Kcocoonbox: connection to main lost; reconnecting; ~. gives up") {
 				t.Errorf("the reconnecting line does not say ~. gives up:\n%q", out)
 			}
+			// Down for 2 s, the line counts the seconds in place, once a
+			// second.
+			if fault == "outage" && !strings.Contains(out, "\r\x1b[Kcocoonbox: connection to main lost; reconnecting (1 s)") {
+				t.Errorf("the reconnecting line did not count the seconds of a 2 s outage:\n%q", out)
+			}
 		})
 	}
 }

@@ -341,10 +341,20 @@ func (s *masterConn) Invoke(ctx context.Context, method string, args, reply any,
 // NewStream opens the call through the master, else directly. gRPC's
 // NewStream fails only before the call is sent: it picks a connection
 // (failing at once when none can be made) and queues the headers; what
-// goes wrong later comes out of the stream's RecvMsg.
+// goes wrong later comes out of the stream's RecvMsg. A call that waits
+// for its connection (grpc.WaitForReady, a resumable session's attach
+// after a loss) waits only on the direct one: on the master's it fails at
+// once, so that a master that is gone (it ends with its connection) is
+// left for the direct one.
 func (s *masterConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	cc, viaMaster := s.pick()
-	st, err := cc.NewStream(ctx, desc, method, opts...)
+	var st grpc.ClientStream
+	var err error
+	if viaMaster {
+		st, err = cc.NewStream(ctx, desc, method, failFast(opts)...)
+	} else {
+		st, err = cc.NewStream(ctx, desc, method, opts...)
+	}
 	if viaMaster && status.Code(err) == codes.Unavailable {
 		if cc, err = s.giveUp(); err != nil {
 			return nil, err
@@ -352,6 +362,17 @@ func (s *masterConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, metho
 		return cc.NewStream(ctx, desc, method, opts...)
 	}
 	return st, err
+}
+
+// failFast is opts without a wait for the connection to be ready.
+func failFast(opts []grpc.CallOption) []grpc.CallOption {
+	out := make([]grpc.CallOption, 0, len(opts))
+	for _, o := range opts {
+		if _, ok := o.(grpc.FailFastCallOption); !ok {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Close closes the connection to the master and the direct one, if made;
