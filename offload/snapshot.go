@@ -164,9 +164,9 @@ func (r *Repo) snapshotReady(ctx context.Context) error {
 	} else if err != nil {
 		return err
 	}
-	if out, err := r.git.line(ctx, "ls-files", "--unmerged"); err != nil {
+	if unmerged, err := r.hasUnmerged(ctx); err != nil {
 		return err
-	} else if out != "" {
+	} else if unmerged {
 		return refused(errConflicts, Step{"resolve them, then offload"})
 	}
 	return nil
@@ -179,9 +179,9 @@ func (r *Repo) snapshot(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if out, err := r.git.line(ctx, "ls-files", "--unmerged"); err != nil {
+	if unmerged, err := r.hasUnmerged(ctx); err != nil {
 		return "", err
-	} else if out != "" {
+	} else if unmerged {
 		return "", errConflicts
 	}
 	ig, _, cleanup, err := r.tempIndex(ctx, "")
