@@ -13,12 +13,21 @@ import (
 // waited for (/proc/PID/stat utime, stime, cutime, cstime), 0 when not
 // known.
 func (e *env) boxCPU() time.Duration {
+	pid := e.boxPid()
+	if pid == "" {
+		return 0
+	}
+	return pidCPU(pid)
+}
+
+// boxPid is the local box's process id, "" when not known.
+func (e *env) boxPid() string {
 	out, err := e.ours("cocoonbox", "localbox", "status").Output()
 	m := regexp.MustCompile(`\(pid (\d+)\)`).FindSubmatch(out)
 	if err != nil || m == nil {
-		return 0
+		return ""
 	}
-	return pidCPU(string(m[1]))
+	return string(m[1])
 }
 
 // sshdCPU is the CPU time the listening sshd has used with the

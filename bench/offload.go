@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -314,6 +316,9 @@ func (e *env) offloadCmd(repo, row string) (*exec.Cmd, error) {
 	var c *exec.Cmd
 	if strings.HasPrefix(row, "back") {
 		c = e.ours("cocoonbox", "back")
+		if *verbose {
+			c.Args = append(c.Args, "-v")
+		}
 	} else {
 		hp := e.ours("cocoonbox", "offload", "handover-path")
 		hp.Dir = repo
@@ -325,6 +330,9 @@ func (e *env) offloadCmd(repo, row string) (*exec.Cmd, error) {
 			return nil, err
 		}
 		c = e.ours("cocoonbox", "offload", "--kind", "claude", "--yes")
+		if *verbose {
+			c.Args = append(c.Args, "-v")
+		}
 	}
 	c.Dir = repo
 	return c, nil
@@ -335,12 +343,24 @@ func (e *env) offloadStep(repo, row string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	var out strings.Builder
-	c.Stdout = &out
+	var out, errb strings.Builder
+	c.Stdout, c.Stderr = &out, &errb
 	box0 := e.boxCPU()
 	d, _, err := timed(c)
+	if err != nil {
+		err = fmt.Errorf("%w: %s", err, errb.String())
+	}
 	if m := regexp.MustCompile(`in [0-9.]+ s total: .*`).FindString(out.String()); m != "" && *verbose {
 		fmt.Fprintf(os.Stderr, "  %s\n", m)
+	}
+	if *verbose {
+		// The command's own timeline (-v): its steps and its calls to
+		// the box, from its start.
+		for _, l := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
+			if strings.HasPrefix(l, "cocoonbox: +") {
+				fmt.Fprintf(os.Stderr, "    %s\n", strings.TrimPrefix(l, "cocoonbox: "))
+			}
+		}
 	}
 	if *verbose && err == nil {
 		// CPU time moves less with the machine's load than wall time:
@@ -419,9 +439,33 @@ func (e *env) countProcs(repo, row string) (string, error) {
 		return "", err
 	}
 	here := filepath.Join(dir, "here")
-	c.Args = append([]string{"strace", "-f", "-qq", "-e", "trace=execve", "-o", here, c.Path}, c.Args[1:]...)
+	c.Args = append([]string{"strace", "-f", "-q", "-ttt", "-s", "128", "-e", "trace=execve", "-o", here, c.Path}, c.Args[1:]...)
 	c.Path, _ = exec.LookPath("strace")
-	if _, _, err := timed(c); err != nil {
+	var boxStrace *exec.Cmd
+	boxLog := filepath.Join(dir, "box.strace")
+	if pid := e.boxPid(); *verbose && pid != "" {
+		// Every process the local box starts for the step, ours and
+		// the box CLI's included.
+		boxStrace = exec.Command("strace", "-f", "-q", "-ttt", "-s", "128", "-e", "trace=execve", "-o", boxLog, "-p", pid)
+		if err := boxStrace.Start(); err != nil {
+			return "", err
+		}
+		// strace -p is attached once it has written the first line of
+		// its log, or after a second.
+		for range 100 {
+			if fi, err := os.Stat(boxLog); err == nil && fi.Size() > 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	start := time.Now()
+	_, _, err = timed(c)
+	if boxStrace != nil {
+		boxStrace.Process.Signal(os.Interrupt)
+		boxStrace.Wait()
+	}
+	if err != nil {
 		return "", err
 	}
 	files, _ := os.ReadDir(boxTrace)
@@ -430,10 +474,120 @@ func (e *env) countProcs(repo, row string) (string, error) {
 		// could not be written, not a count.
 		return "", fmt.Errorf("%s: no git in the box wrote its trace2 events to %s", row, boxTrace)
 	}
+	if *verbose {
+		// Under strace every process start costs more: the spans show
+		// what ran when and for how long, not the step's time.
+		fmt.Fprintf(os.Stderr, "  %s, here (strace -f):\n", row)
+		for _, s := range execSpans(here, start) {
+			fmt.Fprintf(os.Stderr, "    %s\n", s)
+		}
+		if boxStrace != nil {
+			fmt.Fprintf(os.Stderr, "  %s, the local box's processes (strace -f -p):\n", row)
+			for _, s := range execSpans(boxLog, start) {
+				fmt.Fprintf(os.Stderr, "    %s\n", s)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "  %s, the box's gits (trace2):\n", row)
+		for _, s := range trace2Spans(boxTrace, start) {
+			fmt.Fprintf(os.Stderr, "    %s\n", s)
+		}
+	}
 	return countExecs(here) + fmt.Sprintf(" / %d", len(files)), nil
 }
 
-var execRE = regexp.MustCompile(`^(\d+)\s+execve\("([^"]*)".*= 0$`)
+// span is one process of a step: when it started after the step, how
+// long it ran, and its command line.
+type span struct {
+	at, d time.Duration
+	argv  string
+}
+
+func (s span) String() string {
+	return fmt.Sprintf("+%6.1f ms %6.1f ms  %s", float64(s.at)/1e6, float64(s.d)/1e6, s.argv)
+}
+
+var (
+	spanExecRE = regexp.MustCompile(`^(\d+)\s+(\d+\.\d+) execve\("[^"]*", \[(.*)\](?:, \S+ /\* \d+ vars \*/)?\) = 0$`)
+	spanExitRE = regexp.MustCompile(`^(\d+)\s+(\d+\.\d+) \+\+\+ (?:exited|killed)`)
+)
+
+// execSpans reads an strace -f -ttt -e trace=execve log: each process's
+// last program, from its execve to its exit, in the order they started.
+func execSpans(path string, start time.Time) []span {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	byPid := map[string]*span{}
+	var all []*span
+	stamp := func(s string) time.Duration {
+		v, _ := strconv.ParseFloat(s, 64)
+		return time.Unix(0, int64(v*1e9)).Sub(start)
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if m := spanExecRE.FindStringSubmatch(sc.Text()); m != nil {
+			argv := strings.ReplaceAll(m[3], `", "`, " ")
+			if len(argv) > 160 {
+				argv = argv[:160] + "..."
+			}
+			s := &span{at: stamp(m[2]), argv: strings.Trim(argv, `"`)}
+			byPid[m[1]] = s
+			all = append(all, s)
+		} else if m := spanExitRE.FindStringSubmatch(sc.Text()); m != nil {
+			if s := byPid[m[1]]; s != nil {
+				s.d = stamp(m[2]) - s.at
+			}
+		}
+	}
+	out := make([]span, len(all))
+	for i, s := range all {
+		out[i] = *s
+	}
+	return out
+}
+
+// trace2Spans reads a directory of git trace2 event files (one per
+// process): each git's start, its own elapsed time and argv, in the
+// order they started.
+func trace2Spans(dir string, start time.Time) []span {
+	files, _ := os.ReadDir(dir)
+	var out []span
+	for _, fe := range files {
+		b, err := os.ReadFile(filepath.Join(dir, fe.Name()))
+		if err != nil {
+			continue
+		}
+		var s span
+		for _, l := range strings.Split(string(b), "\n") {
+			var ev struct {
+				Event string   `json:"event"`
+				Time  string   `json:"time"`
+				Argv  []string `json:"argv"`
+				TAbs  float64  `json:"t_abs"`
+			}
+			if json.Unmarshal([]byte(l), &ev) != nil {
+				continue
+			}
+			switch ev.Event {
+			case "start":
+				if t, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
+					s.at = t.Sub(start)
+				}
+				s.argv = strings.Join(ev.Argv, " ")
+			case "exit", "atexit":
+				s.d = time.Duration(ev.TAbs * 1e9)
+			}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].at < out[j].at })
+	return out
+}
+
+var execRE = regexp.MustCompile(`^(\d+)\s+(?:\d+\.\d+ )?execve\("([^"]*)".*= 0$`)
 
 // countExecs counts the pids of an strace log that ran a program, and of
 // them those that ran git.

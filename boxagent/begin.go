@@ -36,16 +36,24 @@ func (c *Config) Begin(o agentwire.BeginRequest) (*agentwire.BeginResult, error)
 		findings = append(findings, agentwire.Finding{Check: check, Outcome: "block", Detail: detail})
 	}
 
-	c.logf("checking the box's tools")
-	out, err := c.loginShell(probeTimeout, "", `for t in git rsync tmux mise; do command -v "$t" >/dev/null 2>&1 || printf '%s\n' "$t"; done`)
-	if err != nil {
-		block("box_tools", "the login shell failed: "+err.Error())
-	} else if missing := strings.Fields(out); len(missing) > 0 {
+	// The tools' login shell runs beside the CLI's, which start the CLI
+	// one after the other.
+	c.logf("checking the box's tools and %s", agentwire.KindOf(o.Kind).Binary())
+	type shellOut struct {
+		out string
+		err error
+	}
+	tools := make(chan shellOut, 1)
+	go func() {
+		out, err := c.loginShell(probeTimeout, "", `for t in git rsync tmux mise; do command -v "$t" >/dev/null 2>&1 || printf '%s\n' "$t"; done`)
+		tools <- shellOut{out, err}
+	}()
+	cli, cliFindings := c.probeCLI(o.Kind)
+	if t := <-tools; t.err != nil {
+		block("box_tools", "the login shell failed: "+t.err.Error())
+	} else if missing := strings.Fields(t.out); len(missing) > 0 {
 		block("box_tools", "missing on the box's login PATH: "+strings.Join(missing, ", "))
 	}
-
-	c.logf("checking %s in the box", agentwire.KindOf(o.Kind).Binary())
-	cli, cliFindings := c.probeCLI(o.Kind)
 	findings = append(findings, cliFindings...)
 
 	sessions, err := c.call(Request{Op: "status"})
@@ -133,6 +141,10 @@ func (c *Config) Begin(o agentwire.BeginRequest) (*agentwire.BeginResult, error)
 	return res, nil
 }
 
+// notInstalled is what probeCLI's login shell prints when the CLI is not
+// on the login PATH.
+const notInstalled = "cocoonbox-agent:not-on-the-login-PATH"
+
 var emailRE = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`)
 
 // probeCLI checks the kind's CLI on the login PATH: installed, its
@@ -147,15 +159,17 @@ func (c *Config) probeCLI(kind string) (*agentwire.CLIInfo, []agentwire.Finding)
 		h := hooksBlocked(files)
 		info.HooksBlocked = &h
 	}
-	if out, err := c.loginShell(probeTimeout, "", "command -v "+bin); err != nil || strings.TrimSpace(out) == "" {
+	// One login shell looks the CLI up and asks its version.
+	out, err := c.loginShell(probeTimeout, "", "command -v "+bin+" >/dev/null 2>&1 || { printf '%s\\n' "+notInstalled+"; exit 127; }; exec "+bin+" --version")
+	if err != nil && strings.Contains(out, notInstalled) {
 		return info, []agentwire.Finding{{Check: "box_cli", Outcome: "block", Detail: bin + " is not installed in the box"}}
 	}
-	if out, err := c.loginShell(probeTimeout, "", bin+" --version"); err == nil {
+	if err == nil {
 		info.Version, _, _ = strings.Cut(strings.TrimSpace(out), "\n")
 	} else {
 		return info, []agentwire.Finding{{Check: "box_cli", Outcome: "block", Detail: bin + " --version failed in the box: " + err.Error()}}
 	}
-	out, err := c.loginShell(probeTimeout, "", k.SignInStatus()+" 2>&1")
+	out, err = c.loginShell(probeTimeout, "", k.SignInStatus()+" 2>&1")
 	info.SignedIn = err == nil
 	st := k.ReadSignIn(out)
 	if st.SignedIn != nil {

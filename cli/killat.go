@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cocoonbox/cocoonbox/agentcmd"
 	"github.com/cocoonbox/cocoonbox/offload"
 )
 
@@ -11,7 +12,7 @@ import (
 // OP:STEP, the process that reaches that step kills itself with SIGKILL
 // once the journal names it, as kill -9 would; cocoonbox passes it on to
 // the box half's verbs, whose steps it names the same way (send:index).
-const killAtVar = "COCOONBOX_TEST_KILL_AT"
+const killAtVar = agentcmd.KillAtVar
 
 // killAt is the offload.StepFunc of killAtVar, or nil when it is unset.
 func killAt(env Env) offload.StepFunc {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 
+	"github.com/cocoonbox/cocoonbox/agentcmd"
 	"github.com/cocoonbox/cocoonbox/boxsession"
 )
 
@@ -44,7 +45,7 @@ func manPages(dir string) error {
 	env := Env{Getenv: func(string) string { return "" }}
 	root := newRoot(env, none)
 	root.InitDefaultCompletionCmd()
-	agent := newAgentRoot(&agentRun{s: none, env: env})
+	agent := agentcmd.Root(agentcmdEnv(env), agentcmd.Streams(none))
 	for _, c := range []*cobra.Command{root, agent} {
 		c.DisableAutoGenTag = true
 		h := &doc.GenManHeader{Section: "1", Date: &manDate, Source: "cocoonbox", Manual: "cocoonbox manual"}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/cocoonbox/cocoonbox/agentcmd"
 	"github.com/cocoonbox/cocoonbox/boxsession"
 )
 
@@ -58,7 +59,7 @@ func TestManPages(t *testing.T) {
 		}
 	}
 	walk(root)
-	walk(newAgentRoot(&agentRun{s: none, env: env}))
+	walk(agentcmd.Root(agentcmdEnv(env), agentcmd.Streams(none)))
 	sort.Strings(got)
 	sort.Strings(want)
 	if strings.Join(got, " ") != strings.Join(want, " ") {

@@ -5,9 +5,6 @@ import (
 	"runtime"
 
 	"github.com/spf13/cobra"
-
-	"github.com/cocoonbox/cocoonbox/agentwire"
-	"github.com/cocoonbox/cocoonbox/boxagent"
 )
 
 // platform is the OS the commands act for: e.GOOS, else runtime.GOOS.
@@ -44,13 +41,4 @@ func refusePlatform(goos string, c *cobra.Command) error {
 		return nil
 	}
 	return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%s does not run on Windows: %s; run it on macOS, Linux or in WSL", c.Name(), why)}
-}
-
-// agentPlatform refuses cocoonbox-agent on Windows: it is the box half
-// of offload, and boxes are Linux (the local box runs it on macOS too).
-func agentPlatform(goos string) error {
-	if goos != "windows" {
-		return nil
-	}
-	return &boxagent.Error{Code: agentwire.CodeRefused, Err: fmt.Errorf("the box half of offload runs in Linux boxes, not on Windows")}
 }

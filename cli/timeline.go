@@ -15,15 +15,25 @@ import (
 // timeline is -v of offload and back: each of its progress lines, and
 // each call it makes to the box service with how long it took, on
 // stderr with the time since the command began, whether or not stderr is
-// a terminal. The rsync passes and git fetch run in processes of their
-// own: the progress line that starts each, and the next, bound them.
+// a terminal, from the process's start (its first line, "connected",
+// says what its start, opening the repository and the dial took). The
+// rsync passes and git fetch run in processes of their own: the progress
+// line that starts each, and the next, bound them.
 type timeline struct {
 	mu sync.Mutex
 	w  io.Writer
 	t0 time.Time
 }
 
-func newTimeline(w io.Writer) *timeline { return &timeline{w: w, t0: time.Now()} }
+func newTimeline(w io.Writer) *timeline {
+	t := &timeline{w: w, t0: processStart}
+	t.logf("connected")
+	return t
+}
+
+// processStart is when this process's packages were initialised: near
+// enough its start for a timeline.
+var processStart = time.Now()
 
 // logf prints one line, "cocoonbox: +S.SSS s " and format's.
 func (t *timeline) logf(format string, args ...any) {

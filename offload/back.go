@@ -96,7 +96,12 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 		}
 		return nil, e
 	}
-	if err := gitAtLeast(ctx, r.git, 2, 38); err != nil {
+	// The version check and the haves below are each one git: they run
+	// side by side.
+	versionErr := make(chan error, 1)
+	go func() { versionErr <- gitAtLeast(ctx, r.git, 2, 38) }()
+	haves, havesErr := r.haves(ctx, rec.ID)
+	if err := <-versionErr; err != nil {
 		return nil, refused(err, Step{"install git 2.38 or later (back uses git merge-tree --write-tree)"})
 	}
 	agent := &Agent{Exec: b.Client, Box: rec.BoxName, Progress: b.Progress}
@@ -115,8 +120,8 @@ func (b *Backer) run(ctx context.Context) (*BackResult, error) {
 	}
 	// The box's history comes with its back as a bundle when it can
 	// (BundleAsk), else by git fetch below.
-	ask := &BundleAsk{Path: filepath.Join(b.Store.RepoDir(r.Key), backBundle)}
-	if ask.Haves, err = r.haves(ctx, rec.ID); err != nil {
+	ask := &BundleAsk{Path: filepath.Join(b.Store.RepoDir(r.Key), backBundle), Haves: haves}
+	if havesErr != nil {
 		ask = nil
 	}
 	defer os.Remove(filepath.Join(b.Store.RepoDir(r.Key), backBundle))
@@ -260,8 +265,13 @@ func (r *Repo) haves(ctx context.Context, id string) ([]string, error) {
 		return nil, err
 	}
 	haves := strings.Fields(string(out))
-	if head, err := r.git.line(ctx, "rev-parse", "-q", "--verify", "HEAD^{commit}"); err == nil {
-		haves = append(haves, head)
+	// HEAD names one of those branches, or, detached, a commit of its
+	// own, which its file holds: read there, not by a git of its own
+	// (a have is a hint: the box keeps those that are commits it has).
+	if b, err := os.ReadFile(filepath.Join(r.GitDir, "HEAD")); err == nil {
+		if head := strings.TrimSpace(string(b)); isOID(head) {
+			haves = append(haves, head)
+		}
 	}
 	return haves, nil
 }

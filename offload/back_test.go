@@ -3,6 +3,7 @@ package offload
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -241,5 +242,34 @@ func TestWaitBackStopped(t *testing.T) {
 	}
 	if !strings.Contains(oe.Err.Error(), "nothing changed") {
 		t.Errorf("%q does not say nothing changed", oe.Err)
+	}
+}
+
+// TestHaves: the haves are the branches, the offload's S and HEAD, a
+// detached HEAD's commit too, which no branch names (read from HEAD's
+// file, not by a git of its own).
+func TestHaves(t *testing.T) {
+	env := testEnv(t)
+	r := newRepo(t, env, map[string]string{"a": "a\n"})
+	ctx := context.Background()
+	first := strings.TrimSpace(run(t, r.Top, env, "git", "rev-parse", "HEAD"))
+	run(t, r.Top, env, "git", "update-ref", RefOffload+"id1", first)
+	run(t, r.Top, env, "git", "commit", "-q", "--allow-empty", "-m", "second")
+	second := strings.TrimSpace(run(t, r.Top, env, "git", "rev-parse", "HEAD"))
+	got, err := r.haves(ctx, "id1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got, first) || !slices.Contains(got, second) {
+		t.Errorf("haves %v, want %s (S) and %s (the branch)", got, first, second)
+	}
+	run(t, r.Top, env, "git", "checkout", "-q", "--detach")
+	run(t, r.Top, env, "git", "commit", "-q", "--allow-empty", "-m", "detached")
+	detached := strings.TrimSpace(run(t, r.Top, env, "git", "rev-parse", "HEAD"))
+	if got, err = r.haves(ctx, "id1"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got, detached) {
+		t.Errorf("haves %v, want the detached HEAD %s", got, detached)
 	}
 }

@@ -199,9 +199,9 @@ func (r *Repo) resolveBack(ctx context.Context, id, base, back string) (*backRev
 func (r *Repo) planBack(ctx context.Context, id string, rv *backRevs, wtIdx *wtIndex) (*backPlan, string, error) {
 	g := r.git
 	head, base, baseParent, baseTree, backTree, boxHead := rv.head, rv.base, rv.baseParent, rv.baseTree, rv.backTree, rv.boxHead
-	if out, err := g.line(ctx, "ls-files", "--unmerged"); err != nil {
+	if unmerged, err := r.hasUnmerged(ctx); err != nil {
 		return nil, "", err
-	} else if out != "" {
+	} else if unmerged {
 		return nil, "the index has unresolved merge conflicts", nil
 	}
 	wt, err := r.worktreeIndex(ctx, wtIdx)
@@ -373,6 +373,14 @@ const (
 // assume-unchanged set to those flags (git ls-files -t -v: S for
 // skip-worktree, a lower-case tag for assume-unchanged).
 func (r *Repo) indexFlags(ctx context.Context) (map[string]int, error) {
+	if ix, ok := readIndex(r.indexPath()); ok {
+		return indexFlagsOf(ix), nil
+	}
+	return r.indexFlagsGit(ctx)
+}
+
+// indexFlagsGit is indexFlags read by git ls-files -t -v.
+func (r *Repo) indexFlagsGit(ctx context.Context) (map[string]int, error) {
 	out, err := r.git.run(ctx, nil, "ls-files", "-z", "-t", "-v")
 	if err != nil {
 		return nil, err
@@ -786,7 +794,7 @@ func (r *Repo) buildIndex(ctx context.Context, head, moveTo string, flags map[st
 		return err
 	}
 	changes := parseRaw(out)
-	before, err := stages(ctx, g)
+	before, err := stages(ctx, g, path)
 	if err != nil {
 		return err
 	}
@@ -811,7 +819,7 @@ func (r *Repo) buildIndex(ctx context.Context, head, moveTo string, flags map[st
 	if _, err := g.run(ctx, strings.NewReader(in.String()), "update-index", "-z", "--index-info"); err != nil {
 		return fmt.Errorf("%w: %v", errNotApplied, err)
 	}
-	after, err := stages(ctx, g)
+	after, err := stages(ctx, g, path)
 	if err != nil {
 		return err
 	}
@@ -838,8 +846,17 @@ func (r *Repo) buildIndex(ctx context.Context, head, moveTo string, flags map[st
 	return lock.hold(path)
 }
 
-// stages maps each path of g's index to "mode oid stage".
-func stages(ctx context.Context, g git) (map[string]string, error) {
+// stages maps each path of g's index, the file at path, to "mode oid
+// stage".
+func stages(ctx context.Context, g git, path string) (map[string]string, error) {
+	if ix, ok := readIndex(path); ok {
+		return stagesOf(ix), nil
+	}
+	return stagesGit(ctx, g)
+}
+
+// stagesGit is stages read by git ls-files -s.
+func stagesGit(ctx context.Context, g git) (map[string]string, error) {
 	out, err := g.run(ctx, nil, "ls-files", "-s", "-z")
 	if err != nil {
 		return nil, err

@@ -258,6 +258,7 @@ func (o *Offloader) run(ctx context.Context) (*Result, error) {
 		p.Handover = handover
 		p.Secrets = rs.Secrets
 		p.SizeOK = rs.SizeOK
+		p.ignored, p.haveIgnored = excludes, true
 		if p.Size == nil {
 			p.Size = func(ctx context.Context) (int64, error) {
 				if rsync == nil {

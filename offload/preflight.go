@@ -58,6 +58,20 @@ type Preflight struct {
 	// Spell is a Command as the user types it (cli's command lines), for
 	// the findings whose fix is a command; nil leaves the fix out.
 	Spell func(Command) string
+
+	// ignored, when haveIgnored, is the repository's git-ignored paths
+	// (Repo.ignored) as the offload read them for its excludes: the
+	// checks that need them do not walk the work tree for them again.
+	ignored     []string
+	haveIgnored bool
+}
+
+// ignoredPaths is Repo.ignored's list, read once an offload.
+func (p *Preflight) ignoredPaths(ctx context.Context, r *Repo) ([]string, error) {
+	if p.haveIgnored {
+		return p.ignored, nil
+	}
+	return r.ignored(ctx)
 }
 
 // Run runs every check on r and returns the findings, blocks first.
@@ -88,7 +102,8 @@ func (p *Preflight) Run(ctx context.Context, r *Repo) []agentwire.Finding {
 		add(agentwire.Finding{Check: "files", Outcome: agentwire.Warn, Detail: err.Error()})
 	}
 	add(p.macOnly(r, files)...)
-	env := r.readEnvFiles(ctx, files)
+	ign, ignErr := p.ignoredPaths(ctx, r)
+	env := r.readEnvFiles(files, ign, ignErr)
 	add(p.localServices(ctx, r, env)...)
 	add(p.vpnHosts(ctx, r, env)...)
 	add(<-secrets...)
@@ -266,8 +281,10 @@ type envFile struct {
 }
 
 // readEnvFiles reads the top's .env* files (ignored ones too), compose
-// files and config files at the top and in config/, each up to 1 MiB.
-func (r *Repo) readEnvFiles(ctx context.Context, files []string) []envFile {
+// files and config files at the top and in config/, each up to 1 MiB:
+// files are the work tree's (worktreeFiles), ign its git-ignored paths,
+// unless ignErr says they could not be listed.
+func (r *Repo) readEnvFiles(files, ign []string, ignErr error) []envFile {
 	seen := map[string]bool{}
 	var out []envFile
 	consider := func(rel string) {
@@ -295,7 +312,7 @@ func (r *Repo) readEnvFiles(ctx context.Context, files []string) []envFile {
 			consider(f)
 		}
 	}
-	if ign, err := r.ignored(ctx); err == nil {
+	if ignErr == nil {
 		for _, f := range ign {
 			if !strings.Contains(f, "/") {
 				consider(f)
@@ -489,7 +506,7 @@ var secretNameRE = regexp.MustCompile(`KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTI
 // that are set in this shell, which the box will not have.
 func (p *Preflight) secrets(ctx context.Context, r *Repo) []agentwire.Finding {
 	var fs []agentwire.Finding
-	if ign, err := r.ignored(ctx); err == nil {
+	if ign, err := p.ignoredPaths(ctx, r); err == nil {
 		for _, f := range ign {
 			base := path.Base(f)
 			if strings.HasSuffix(f, "/") || !strings.HasPrefix(base, ".env") || isEnvTemplate(base) {

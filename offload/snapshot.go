@@ -164,9 +164,9 @@ func (r *Repo) snapshotReady(ctx context.Context) error {
 	} else if err != nil {
 		return err
 	}
-	if out, err := r.git.line(ctx, "ls-files", "--unmerged"); err != nil {
+	if unmerged, err := r.hasUnmerged(ctx); err != nil {
 		return err
-	} else if out != "" {
+	} else if unmerged {
 		return refused(errConflicts, Step{"resolve them, then offload"})
 	}
 	return nil
@@ -179,9 +179,9 @@ func (r *Repo) snapshot(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if out, err := r.git.line(ctx, "ls-files", "--unmerged"); err != nil {
+	if unmerged, err := r.hasUnmerged(ctx); err != nil {
 		return "", err
-	} else if out != "" {
+	} else if unmerged {
 		return "", errConflicts
 	}
 	ig, _, cleanup, err := r.tempIndex(ctx, "")
@@ -206,10 +206,9 @@ func (r *Repo) snapshot(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := r.git.run(ctx, nil, "update-ref", RefOffload+id, s); err != nil {
-		return "", err
-	}
-	if _, err := r.git.run(ctx, nil, "update-ref", RefIndex+id, ic); err != nil {
+	// Both refs in one git, as one transaction.
+	refs := "update " + RefOffload + id + " " + s + "\nupdate " + RefIndex + id + " " + ic + "\n"
+	if _, err := r.git.run(ctx, strings.NewReader(refs), "update-ref", "--stdin"); err != nil {
 		return "", err
 	}
 	return s, nil
@@ -219,8 +218,13 @@ var errConflicts = errors.New("the index has unresolved merge conflicts")
 
 // dropRefs deletes the refs of offload id that offload made.
 func (r *Repo) dropRefs(ctx context.Context, id string) {
-	r.git.run(ctx, nil, "update-ref", "-d", RefOffload+id)
-	r.git.run(ctx, nil, "update-ref", "-d", RefIndex+id)
+	// One git for both (a ref that is not there deletes as one that is);
+	// should the pair fail as one transaction, each goes on its own.
+	refs := "delete " + RefOffload + id + "\ndelete " + RefIndex + id + "\n"
+	if _, err := r.git.run(ctx, strings.NewReader(refs), "update-ref", "--stdin"); err != nil {
+		r.git.run(ctx, nil, "update-ref", "-d", RefOffload+id)
+		r.git.run(ctx, nil, "update-ref", "-d", RefIndex+id)
+	}
 }
 
 // have returns which of oids name objects in this repository.

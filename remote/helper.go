@@ -34,7 +34,8 @@ type Helper struct {
 	// URL is git's second argument: what follows "cocoonbox::", or a whole
 	// cocoonbox:// URL (ParseURL).
 	URL string
-	// Dial makes the client; it is called once, at connect.
+	// Dial makes the client; it is called once, at connect, beside
+	// ProtocolVersion.
 	Dial func() (Execer, error)
 	// ProtocolVersion returns the user's protocol.version (0, 1 or 2, git
 	// config's default being 2); it is called at connect. Nil means 2.
@@ -173,16 +174,29 @@ func (h *Helper) connect(ctx context.Context, service string, in *bufio.Reader, 
 	if err != nil {
 		return err
 	}
+	// The dial and the read of protocol.version (a git of its own) go
+	// side by side.
+	type dialed struct {
+		c   Execer
+		err error
+	}
+	dial := make(chan dialed, 1)
+	go func() {
+		c, err := h.Dial()
+		dial <- dialed{c, err}
+	}()
 	version := 2
 	if h.ProtocolVersion != nil {
-		if version, err = h.ProtocolVersion(); err != nil {
-			return err
-		}
+		version, err = h.ProtocolVersion()
 	}
-	c, err := h.Dial()
+	d := <-dial
 	if err != nil {
 		return err
 	}
+	if d.err != nil {
+		return d.err
+	}
+	c := d.c
 	prog := service
 	if h.servpath != "" {
 		// As git's ssh transport: --upload-pack and friends are shell words

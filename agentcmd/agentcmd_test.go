@@ -1,4 +1,4 @@
-package cli
+package agentcmd
 
 import (
 	"os"
@@ -14,7 +14,7 @@ import (
 // verb of agentwire's table, each with the table's flags in its order.
 func TestAgentVerbs(t *testing.T) {
 	none := Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
-	root := newAgentRoot(&agentRun{s: none, env: Env{Getenv: func(string) string { return "" }}})
+	root := Root(Env{Getenv: func(string) string { return "" }}, none)
 	off, _, err := root.Find([]string{"offload"})
 	if err != nil {
 		t.Fatal(err)
