@@ -504,7 +504,9 @@ func (c *Client) wrap(op string, err error) error {
 	case codes.Canceled:
 		return fmt.Errorf("%s: %w", op, context.Canceled)
 	}
-	text := fmt.Sprintf("%s: %s (%s)", op, msg, st.Code())
+	// The server's text names the problem and the next step; its gRPC
+	// code would only add noise to that line.
+	text := op + ": " + msg
 	if st.Code() == codes.InvalidArgument {
 		return invalidArgument{text}
 	}

@@ -173,6 +173,31 @@ func (c *fileClient) send(f sessionwire.Frame) {
 	c.in.Write(sessionwire.Append(nil, f))
 }
 
+// toExit reads c's frames up to the command's exit, then says bye and
+// waits for the attachment's end: the command's output (both streams),
+// how many acknowledgements of stdin came, the last one's offset, and the
+// exit frame.
+func (c *fileClient) toExit(t *testing.T) (out []byte, acks int, acked uint64, exit sessionwire.Frame) {
+	t.Helper()
+	for {
+		f, err := sessionwire.Read(c.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f.Type {
+		case sessionwire.Data:
+			out = append(out, f.Data...)
+		case sessionwire.Ack:
+			acks++
+			acked = f.Off
+		case sessionwire.Exit:
+			c.send(sessionwire.Frame{Type: sessionwire.Bye})
+			<-c.res
+			return out, acks, acked, f
+		}
+	}
+}
+
 // cut ends the attachment as a reset stream does: its pipes close.
 func (c *fileClient) cut() {
 	c.in.Close()
@@ -425,29 +450,9 @@ func TestStdinDirect(t *testing.T) {
 		}
 		c.send(sessionwire.Frame{Type: sessionwire.EOF, Stream: sessionwire.Stdin, Off: uint64(len(in))})
 	}()
-	var out bytes.Buffer
-	acks := 0
-	var acked uint64
-	for {
-		f, err := sessionwire.Read(c.out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Type == sessionwire.Data {
-			out.Write(f.Data)
-		}
-		if f.Type == sessionwire.Ack {
-			acks++
-			acked = f.Off
-		}
-		if f.Type == sessionwire.Exit {
-			break
-		}
-	}
-	c.send(sessionwire.Frame{Type: sessionwire.Bye})
-	<-c.res
-	if want := hex.EncodeToString(sum[:]) + "  -\n"; out.String() != want {
-		t.Errorf("sha256sum says %q, want %q", out.String(), want)
+	out, acks, acked, _ := c.toExit(t)
+	if want := hex.EncodeToString(sum[:]) + "  -\n"; string(out) != want {
+		t.Errorf("sha256sum says %q, want %q", out, want)
 	}
 	if acked != uint64(len(in)) || acks > len(in)/inAckEvery+1 {
 		t.Errorf("%d acks, the last at %d; want at most %d, the last at %d", acks, acked, len(in)/inAckEvery+1, len(in))
@@ -484,27 +489,9 @@ func TestStdinSpliced(t *testing.T) {
 		}
 		c.send(sessionwire.Frame{Type: sessionwire.EOF, Stream: sessionwire.Stdin, Off: uint64(len(in))})
 	}()
-	var out bytes.Buffer
-	var acked uint64
-	for {
-		f, err := sessionwire.Read(c.out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Type == sessionwire.Data {
-			out.Write(f.Data)
-		}
-		if f.Type == sessionwire.Ack {
-			acked = f.Off
-		}
-		if f.Type == sessionwire.Exit {
-			break
-		}
-	}
-	c.send(sessionwire.Frame{Type: sessionwire.Bye})
-	<-c.res
-	if want := hex.EncodeToString(sum[:]) + "  -\n"; out.String() != want {
-		t.Errorf("sha256sum says %q, want %q", out.String(), want)
+	out, _, acked, _ := c.toExit(t)
+	if want := hex.EncodeToString(sum[:]) + "  -\n"; string(out) != want {
+		t.Errorf("sha256sum says %q, want %q", out, want)
 	}
 	if acked != uint64(len(in)) {
 		t.Errorf("stdin acknowledged to %d, want %d", acked, len(in))
@@ -527,18 +514,7 @@ func TestKillBehindStdin(t *testing.T) {
 		}
 		c.send(sessionwire.Frame{Type: sessionwire.Kill})
 	}()
-	for {
-		f, err := sessionwire.Read(c.out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Type == sessionwire.Exit {
-			if f.Text == "" {
-				t.Errorf("exit %+v, want a signal's", f)
-			}
-			break
-		}
+	if _, _, _, exit := c.toExit(t); exit.Text == "" {
+		t.Errorf("exit %+v, want a signal's", exit)
 	}
-	c.send(sessionwire.Frame{Type: sessionwire.Bye})
-	<-c.res
 }

@@ -155,17 +155,13 @@ func (f limitFlags) apply(l *localbox.Limits) error {
 	return nil
 }
 
-// engineSettings is the engine the local box in dir serves with: the
-// one it remembers, changed by o's --engine and limits, once the engine
-// answers. remember says whether o gave an engine or limits, for the
-// caller to save (localbox.SaveEngineSettings) once the local box serves:
-// a start that fails, on an engine that is not there or later, leaves
-// the remembered one as it was.
-func (o localboxOptions) engineSettings(dir string) (set localbox.EngineSettings, remember bool, err error) {
-	set, err = localbox.ReadEngineSettings(dir)
-	if err != nil {
-		return set, false, err
-	}
+// settings is set, the engine settings a local box remembers, changed
+// by o's --engine, limits and egress rules, each checked (a UsageError
+// names the flag and what to give). given reports whether o gave any of
+// them. It reads nothing and asks no engine: start runs it before it
+// makes any state, so that a refused flag leaves none, and serve through
+// engineSettings.
+func (o localboxOptions) settings(set localbox.EngineSettings) (_ localbox.EngineSettings, given bool, err error) {
 	if o.Engine == "" && !o.limitFlags.set() && !o.egressSet() {
 		return set, false, nil
 	}
@@ -182,40 +178,49 @@ func (o localboxOptions) engineSettings(dir string) (set localbox.EngineSettings
 	if err := egressNeedsContainers(set); err != nil {
 		return set, false, err
 	}
+	return set, true, nil
+}
+
+// engineSettings is the engine the local box in dir serves with: the
+// one it remembers, changed by o (settings), once the engine answers.
+// remember says whether o gave an engine, limits or egress rules, for
+// the caller to save (localbox.SaveEngineSettings) once the local box
+// serves: a start that fails, on an engine that is not there or later,
+// leaves the remembered one as it was.
+func (o localboxOptions) engineSettings(dir string) (set localbox.EngineSettings, remember bool, err error) {
+	if set, err = localbox.ReadEngineSettings(dir); err != nil {
+		return set, false, err
+	}
+	set, remember, err = o.settings(set)
+	if err != nil || !remember {
+		return set, false, err
+	}
 	if err := localbox.CheckEngineAnswers(set); err != nil {
 		return set, false, err
 	}
 	return set, true, nil
 }
 
-// runsAs refuses o's --engine and limits when the local box ri, which
-// runs, serves with others: they are read at a start, so taking it as it
-// is would drop them in silence.
+// runsAs refuses o's --engine, limits and egress rules when the local
+// box ri, which runs, serves with others: they are read at a start, so
+// taking it as it is would drop them in silence.
 func (o localboxOptions) runsAs(dir string, ri localbox.Runtime) error {
-	if o.Engine == "" && !o.limitFlags.set() && !o.egressSet() {
-		return nil
-	}
-	if err := localbox.CheckEngine(o.Engine); err != nil {
-		return &UsageError{err}
-	}
 	set, err := localbox.ReadEngineSettings(dir)
 	if err != nil {
+		return err
+	}
+	want, given, err := o.settings(set)
+	if err != nil || !given {
 		return err
 	}
 	running := cmp.Or(ri.Engine, set.Engine)
 	if o.Engine != "" && o.Engine != running {
 		return fmt.Errorf("a local box already runs on the %s engine, not %s\nto change its engine, stop it first: cocoonbox localbox stop", running, o.Engine)
 	}
-	want := set.Limits
-	if err := o.limitFlags.apply(&want); err != nil {
-		return err
-	}
-	if want != set.Limits {
+	if want.Limits != set.Limits {
 		return errors.New("a local box already runs with other box limits\nto change them, stop it first: cocoonbox localbox stop")
 	}
-	g := set.Egress
-	o.applyEgress(&g)
-	if !slices.Equal(g.Allow, set.Egress.Allow) || !slices.Equal(g.Deny, set.Egress.Deny) {
+	if !slices.Equal(want.Egress.Allow, set.Egress.Allow) || !slices.Equal(want.Egress.Deny, set.Egress.Deny) {
 		return errors.New("a local box already runs with other egress rules\nto change them, stop it first: cocoonbox localbox stop")
 	}
 	return nil
@@ -306,20 +311,42 @@ no account.`,
 		c.Flags().StringVar(&o.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
 		c.Flags().StringVar(&o.TLS, "tls", "", "self-signed: serve TLS with a certificate made (or kept) in the state directory")
 		c.Flags().StringSliceVar(&o.TLSNames, "tls-name", nil, "another DNS name or IP address for the self-signed certificate (repeatable)")
-		c.Flags().StringVar(&o.Engine, "engine", "", "what boxes run on: docker or podman (a container per box, of the image `localbox image build` makes), or process (directories and host processes); default: the engine of the last start, else process")
+		c.Flags().StringVar(&o.Engine, "engine", "", "what boxes run on: docker or podman (a container per box, of the image \"localbox image build\" makes), or process (directories and host processes); default: the engine of the last start, else process")
 		c.Flags().StringVar(&o.Memory, "box-memory", "", "each box's memory on a container engine, such as 2g (remembered; default 2g)")
 		c.Flags().Float64Var(&o.CPUs, "box-cpus", 0, "each box's CPUs on a container engine (remembered; default 2)")
 		c.Flags().Int64Var(&o.Pids, "box-pids", 0, "each box's processes and threads on a container engine (remembered; default 1024)")
 		c.Flags().Var(&o.EgressAllow, "egress-allow", "on a container engine, the only hosts boxes reach, through the local box's proxy: names (covering their subdomains), addresses or CIDRs, comma-separated (remembered; \"\" clears; default every host)")
 		c.Flags().Var(&o.EgressDeny, "egress-deny", "on a container engine, hosts boxes never reach (remembered; \"\" clears); with either list set, boxes reach the network only through the proxy")
 		c.Flags().DurationVar(&o.IdleHibernate, "idle-hibernate", 0, "hibernate a running box after this long without a client call, unless an offloaded session in it works (0: never)")
-		c.Flags().StringVar(&o.UserPrefix, "user-prefix", localbox.DefaultUserPrefix, "served by root while another local box holds the Unix user `user`: what the user made for the owner's boxes is named with, before owner_HASH")
+		c.Flags().StringVar(&o.UserPrefix, "user-prefix", localbox.DefaultUserPrefix, "served by root while another local box holds the Unix user \"user\": what the user made for the owner's boxes is named with, before owner_HASH")
 		c.Flags().DurationVar(&o.MaxStream, "max-stream", 0, "reset each call's stream this old (e.g. 1h, as the hosted service's front end does; 0: never), both ways, as a load balancer does")
 	}
 	serve := noArgsCommand("serve", "Run the local box in the foreground", func() error { return runLocalboxServe(env, s, o) })
+	serve.Long = `serve runs the local box in the foreground, its log on stderr, until SIGINT or
+SIGTERM; SIGHUP re-reads its accounts and tokens. One local box serves a state
+directory: a second serve is refused. "start" runs it in the background.`
 	listen(serve)
 	start := noArgsCommand("start", "Start the local box in the background and make it the current endpoint",
 		func() error { return runLocalboxStart(env, s, o) })
+	start.Long = `start runs "localbox serve" in the background (its log in the state directory,
+localbox.log), waits until it answers, and makes it the current endpoint: a
+token for this CLI and the endpoint are saved, so that every cocoonbox command,
+cocoonbox-ssh and git's cocoonbox:: URLs use it with no login.
+
+What start remembers for the next plain start: --listen and the TLS flags
+(listen.json; "--listen unix:" goes back to the socket alone), and, once the
+local box serves, --engine, the box limits and the egress rules (engine.json).
+--idle-hibernate, --max-stream and --user-prefix hold for this start only.
+
+Run while the local box runs, start makes it the current endpoint again,
+wherever it listens, and changes nothing: given another --listen, --engine,
+box limits or egress rules it is refused (exit 1); stop it first with
+"cocoonbox localbox stop". A flag that is wrong is refused (exit 2) before
+anything is made. When the local box exits at start, start prints the reason
+from its log.
+
+The state directory is $XDG_STATE_HOME/cocoonbox/localbox
+(~/.local/state/cocoonbox/localbox by default).`
 	listen(start)
 	dial := func() (*box.Client, error) { return running(env) }
 	var statusJSON bool
@@ -542,33 +569,17 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		return err
 	}
 	if ri, ok := localbox.ReadRuntime(dir); ok {
-		// With no --listen, start takes the local box that runs, wherever
-		// it listens: "start" is the way back in from every state.
-		if want := listenURL(dir, o); o.Listen != "" && want != "" && want != ri.Endpoint {
-			return fmt.Errorf("a local box already runs at %s, not %s\nto move it, stop it first: cocoonbox localbox stop", ri.Endpoint, want)
-		}
-		if err := o.runsAs(dir, ri); err != nil {
+		if done, err := takeRunning(env, s, dir, o, ri); done {
 			return err
 		}
-		if err := adopt(env, dir, ri); err != nil {
-			return err
-		}
-		fmt.Fprintf(s.Err, "local box already running at %s (pid %d); it is the current endpoint\n", ri.Endpoint, ri.PID)
-		if ri.RunAs != "" {
-			fmt.Fprintln(s.Err, runAsLine(ri))
-		}
-		return nil
 	}
-	if err := localbox.CheckEngine(o.Engine); err != nil {
-		return &UsageError{err}
-	}
-	if o.egressSet() {
-		set, _ := localbox.ReadEngineSettings(dir)
-		set.Engine = cmp.Or(o.Engine, set.Engine)
-		o.applyEgress(&set.Egress)
-		if err := egressNeedsContainers(set); err != nil {
-			return err
-		}
+	// Its engine flags are checked before any state is made, so that a
+	// refused one leaves none; serve checks them again, with the engine.
+	// A remembered file that cannot be read is serve's to report, once
+	// mkdirState has said what it could not make.
+	prev, _ := localbox.ReadEngineSettings(dir)
+	if _, _, err := o.settings(prev); err != nil {
+		return err
 	}
 	if err := mkdirState(env, dir); err != nil {
 		return err
@@ -676,6 +687,51 @@ func runLocalboxStart(env Env, s Streams, o localboxOptions) error {
 		fmt.Fprintln(s.Err, l)
 	}
 	return nil
+}
+
+// takeRunning makes the local box ri, which ReadRuntime found serving
+// dir, the current endpoint, unless o asks of it what it does not do.
+// With no --listen, start takes the local box that runs, wherever it
+// listens: "start" is the way back in from every state. done is false
+// when ri died as start reached it, for start to start another.
+func takeRunning(env Env, s Streams, dir string, o localboxOptions, ri localbox.Runtime) (done bool, err error) {
+	if want := listenURL(dir, o); o.Listen != "" && want != "" && want != ri.Endpoint {
+		return true, fmt.Errorf("a local box already runs at %s, not %s\nto move it, stop it first: cocoonbox localbox stop", ri.Endpoint, want)
+	}
+	if err := o.runsAs(dir, ri); err != nil {
+		return true, err
+	}
+	if err := adopt(env, dir, ri); err != nil {
+		if errors.Is(err, box.ErrUnavailable) && died(dir) {
+			return false, nil
+		}
+		return true, err
+	}
+	fmt.Fprintf(s.Err, "local box already running at %s (pid %d); it is the current endpoint\n", ri.Endpoint, ri.PID)
+	if ri.RunAs != "" {
+		fmt.Fprintln(s.Err, runAsLine(ri))
+	}
+	return true, nil
+}
+
+// deathWait is how long died waits for a local box that does not answer
+// to be gone.
+const deathWait = 5 * time.Second
+
+// died reports whether the local box of dir, which did not answer, stops
+// serving within deathWait. One killed a moment ago (kill -9) still holds
+// its lock and its listener while the kernel closes its descriptors, the
+// connections' first (a client of it sees its end) and the lock's last:
+// a start in between connects, and is reset when the listener closes.
+func died(dir string) bool {
+	for end := time.Now().Add(deathWait); ; time.Sleep(20 * time.Millisecond) {
+		if _, ok := localbox.ReadRuntime(dir); !ok {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
 }
 
 // engineSwitchLines warn a start that moves the local box in dir to the

@@ -5,14 +5,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
 // A user the engine's socket refuses (not in the docker group) is told
@@ -31,13 +27,7 @@ func TestEngineRefusesUserNamesFix(t *testing.T) {
 	var cred *syscall.Credential
 	mode := os.FileMode(0)
 	if os.Geteuid() == 0 {
-		u, err := user.Lookup(localbox.DefaultUser)
-		if err != nil {
-			t.Fatalf("%v (scripts/deps.sh test makes the account)", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		cred = boxUserCred(t)
 		mode = 0o600
 	}
 	if err := os.Chmod(sock, mode); err != nil {

@@ -8,12 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/cocoonbox/cocoonbox/auth"
 	"github.com/cocoonbox/cocoonbox/box"
+	help "github.com/cocoonbox/cocoonbox/internal/usage"
 	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
@@ -177,22 +177,7 @@ func describePurge(plan localbox.PurgePlan, client bool) string {
 // runes a line, then "\n    " before each further line. A word longer
 // than width (a path) has a line of its own.
 func wrapItem(item string, width int) string {
-	var b strings.Builder
-	b.WriteString("\n  ")
-	n := 2
-	for i, w := range strings.Fields(item) {
-		l := utf8.RuneCountInString(w)
-		if i > 0 && n+1+l > width {
-			b.WriteString("\n    ")
-			n = 4
-		} else if i > 0 {
-			b.WriteByte(' ')
-			n++
-		}
-		b.WriteString(w)
-		n += l
-	}
-	return b.String()
+	return "\n  " + strings.ReplaceAll(help.Wrap(item, width-4), "\n", "\n    ")
 }
 
 // donePurge says what a purge did.

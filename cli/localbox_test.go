@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cocoonbox/cocoonbox/localbox"
 )
 
 // TestLocalboxStopEndsTmux: `localbox stop` ends the boxes' tmux servers
@@ -158,6 +160,52 @@ func TestLocalboxKill9(t *testing.T) {
 	}
 }
 
+// TestLocalboxStartAfterDying: a local box that dies as start reaches it
+// is replaced, not reported unreachable. A server killed with kill -9 a
+// moment before still holds its lock and listener while the kernel closes
+// its descriptors: its clients have seen their connections end, so it
+// looks dead, but start found it serving, connected, and was reset as the
+// listener closed (TestLocalboxKill9 failed so under load). Here this
+// test is that server: it holds the lock, names itself in localbox.json,
+// and at the first connection closes it, the listener and the lock.
+func TestLocalboxStartAfterDying(t *testing.T) {
+	home := shortHome(t)
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "COCOONBOX_CLAIMS_DIR=" + filepath.Join(home, ".claims")}
+	state := filepath.Join(home, ".local", "state", "cocoonbox", "localbox")
+	if err := localbox.MkdirState(state); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := localbox.Lock(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	lis, ep, err := localbox.Listen(state, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	if err := localbox.WriteRuntime(state, localbox.Runtime{PID: os.Getpid(), Endpoint: ep}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if c, err := lis.Accept(); err == nil {
+			c.Close()
+		}
+		lis.Close()
+		lock.Close()
+	}()
+	run := runner(t, env)
+	run("cocoonbox", "localbox", "start")
+	stopAtCleanup(t, env)
+	if pid := serverPID(t, state); pid == os.Getpid() {
+		t.Fatal("start took the dead local box's localbox.json")
+	}
+	if out := run("cocoonbox-ssh", "main", "echo", "up"); out != "up\n" {
+		t.Errorf("after start: %q", out)
+	}
+}
+
 // shortHome is a throw-away HOME under the system's temporary directory,
 // removed when t ends: shorter than t.TempDir, so that the sockets in it
 // (tmux's must fit in 107 bytes) fit.
@@ -213,8 +261,6 @@ func inboxPID(t *testing.T, state string, n int) int {
 	return pid
 }
 
-// runner returns a func that runs a command with env and returns its
-// output, failing the test if it fails.
 // stopAtCleanup stops the local box of env's HOME when the test ends,
 // whatever it fails on.
 func stopAtCleanup(t *testing.T, env []string) {
@@ -225,6 +271,8 @@ func stopAtCleanup(t *testing.T, env []string) {
 	})
 }
 
+// runner returns a func that runs a command with env and returns its
+// output, failing the test if it fails.
 func runner(t *testing.T, env []string) func(name string, args ...string) string {
 	return func(name string, args ...string) string {
 		t.Helper()

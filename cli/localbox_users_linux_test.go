@@ -136,6 +136,19 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("waited 10 s for %s", what)
 }
 
+// boxUserCred is the credential of the box user `user`, which
+// scripts/deps.sh makes, for a command run as it from a test run by root.
+func boxUserCred(t *testing.T) *syscall.Credential {
+	t.Helper()
+	u, err := user.Lookup(localbox.DefaultUser)
+	if err != nil {
+		t.Fatalf("%v (scripts/deps.sh test makes the account)", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+}
+
 // A local box not served by root keeps one account, its user's: start and
 // status say so in one line, with the user box commands run as. Run as
 // root, the test serves as the box user `user` (scripts/deps.sh makes it).
@@ -144,14 +157,8 @@ func TestLocalboxNotRootSaysOneAccount(t *testing.T) {
 	var cred *syscall.Credential
 	name := ""
 	if os.Geteuid() == 0 {
-		u, err := user.Lookup(localbox.DefaultUser)
-		if err != nil {
-			t.Fatalf("%v (scripts/deps.sh test makes the account)", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		name = u.Username
+		cred = boxUserCred(t)
+		name = localbox.DefaultUser
 	} else if me, err := user.Current(); err == nil {
 		name = me.Username
 	}

@@ -81,3 +81,25 @@ func TestManPages(t *testing.T) {
 		t.Error("cocoonbox-ssh.1 points at docs/, which is not installed")
 	}
 }
+
+// pflag takes a back-quoted word of a flag's usage as the name of its
+// value: "--engine localbox image build" in --help and the man page. No
+// flag's usage may hold one.
+func TestFlagUsageNoBackquote(t *testing.T) {
+	none := Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
+	env := Env{Getenv: func(string) string { return "" }}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				name, _ := pflag.UnquoteUsage(f)
+				t.Errorf("%s --%s: its usage holds a back quote, shown as --%s %s", c.CommandPath(), f.Name, f.Name, name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(env, none))
+	walk(agentcmd.Root(agentcmdEnv(env), agentcmd.Streams(none)))
+}

@@ -25,6 +25,18 @@ func resumeEnv(b *testBox, p *faultproxy.Proxy, extra ...string) []string {
 	return append(env, extra...)
 }
 
+// cutProxy is a fault proxy in front of box b, closed when t ends: the
+// link resumeEnv(b, fp) sends clients through.
+func cutProxy(t *testing.T, b *testBox) *faultproxy.Proxy {
+	t.Helper()
+	fp, err := faultproxy.Listen("127.0.0.1:0", b.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fp.Close() })
+	return fp
+}
+
 // TestRshTerminalResumes: `rsh -t` on a terminal through a network
 // change (an outage: every connection reset, new ones refused for 2 s)
 // and through a sleep (a freeze the keepalive gives up on), and on a box
@@ -46,11 +58,7 @@ func TestRshTerminalResumes(t *testing.T) {
 			} else {
 				b = startBox(t)
 			}
-			fp, err := faultproxy.Listen("127.0.0.1:0", b.Addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { fp.Close() })
+			fp := cutProxy(t, b)
 			p := startProgOnPTY(t, "cocoonbox", resumeEnv(b, fp), "rsh", "-t", "main",
 				`stty size; echo READY; read a; i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo line$i; sleep 0.1; done; read b; stty size; echo "got:$a:$b"; exit 7`)
 			p.waitFor("24 80\r\n")
@@ -218,11 +226,7 @@ func TestRshTerminalWindowEnds(t *testing.T) {
 func TestSSHStdioTerminalResumes(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
-	fp, err := faultproxy.Listen("127.0.0.1:0", b.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fp.Close() })
+	fp := cutProxy(t, b)
 	cfg := writeSSHConfig(t, b)
 	env := resumeEnv(b, fp)
 	p := startProgOnPTY(t, "ssh", env, "-F", cfg, "-t", "main.cocoonbox",
@@ -289,11 +293,7 @@ func TestRshTerminalTerminfoResume(t *testing.T) {
 func TestRshTerminalAbandon(t *testing.T) {
 	t.Parallel()
 	b := startBox(t)
-	fp, err := faultproxy.Listen("127.0.0.1:0", b.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fp.Close() })
+	fp := cutProxy(t, b)
 	p := startProgOnPTY(t, "cocoonbox", resumeEnv(b, fp, "COCOONBOX_RESUME_TERMINAL_WINDOW=10m"), "rsh", "-t", "main",
 		`echo $$ > pid; echo READY; exec sleep 600`)
 	p.waitFor("READY")

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"crypto/rand"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,8 +55,23 @@ func TestMain(m *testing.M) {
 	}
 	if cmds[strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe")] == nil {
 		takeIgnoredSignals()
+		engineSlot()
 	}
 	testscript.Main(m, cmds)
+}
+
+// engineSlot gives the package one more of go test's -parallel slots
+// than its default (GOMAXPROCS) when TestEngineScripts runs, unless
+// -parallel was given: that test holds a slot for as long as its own pool
+// of scripts runs (minutes), so the other parallel tests would otherwise
+// run one at a time on two cores beside it.
+func engineSlot() {
+	if os.Getenv("COCOONBOX_TEST_ENGINE") == "" || slices.ContainsFunc(os.Args[1:], func(a string) bool {
+		return strings.HasPrefix(a, "-test.parallel") || strings.HasPrefix(a, "--test.parallel")
+	}) {
+		return
+	}
+	flag.Set("test.parallel", strconv.Itoa(runtime.GOMAXPROCS(0)+1))
 }
 
 // takeIgnoredSignals: a test binary started with INT, QUIT or HUP ignored

@@ -70,14 +70,23 @@ func lockPath(dir string) string { return filepath.Join(dir, "localbox.lock") }
 // ReadRuntime returns the local box that serves dir, or ok false: none,
 // or only the file of one that died.
 func ReadRuntime(dir string) (Runtime, bool) {
-	var ri Runtime
-	b, err := os.ReadFile(RuntimePath(dir))
-	if err != nil || json.Unmarshal(b, &ri) != nil || ri.PID <= 0 {
+	ri, ok := readRuntimeFile(dir)
+	if !ok {
 		return ri, false
 	}
 	// The serving process holds the lock for its whole life; a file left
 	// by one that died (its pid perhaps reused since) is stale.
 	if !proc.Alive(ri.PID) || !lockHeld(dir) {
+		return ri, false
+	}
+	return ri, true
+}
+
+// readRuntimeFile is dir's Runtime file as it is, whoever wrote it.
+func readRuntimeFile(dir string) (Runtime, bool) {
+	var ri Runtime
+	b, err := os.ReadFile(RuntimePath(dir))
+	if err != nil || json.Unmarshal(b, &ri) != nil || ri.PID <= 0 {
 		return ri, false
 	}
 	return ri, true
@@ -243,13 +252,22 @@ func lastLine(path string, offset int64) string {
 
 // Stop ends the local box ri that serves dir (ReadRuntime's): SIGTERM, then
 // up to 10 s for it to remove its Runtime file, which it does once it
-// has stopped; after that SIGKILL, the file removed, and
-// an error that says so.
+// has stopped, or to be gone without (killed, as a kill -9 a moment
+// before, whose process was still ending when ReadRuntime looked: the
+// file is then removed); after that SIGKILL, the file removed, and an
+// error that says so.
 func Stop(dir string, ri Runtime) error {
 	proc.Signal(ri.PID, syscall.SIGTERM)
 	deadline := time.Now().Add(stopTimeout)
 	for time.Now().Before(deadline) {
 		if _, err := os.Stat(RuntimePath(dir)); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if !proc.Alive(ri.PID) || !lockHeld(dir) {
+			// Not a file a local box started since has written.
+			if now, ok := readRuntimeFile(dir); ok && now.PID == ri.PID {
+				RemoveRuntime(dir)
+			}
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)

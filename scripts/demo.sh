@@ -37,18 +37,21 @@ show() {
   printf '%s\n' "$out"
 }
 run() { show "$@"; "$@"; }
+# note is the demo's own remark on what a step showed, marked as the
+# demo's so that it cannot be read as the last command's output.
+note() { printf '%s[demo] %s%s\n' "$bold" "$*" "$plain"; }
 
 step "Start a local box (state under $HOME/.local/state/cocoonbox); it becomes the current endpoint"
 run cocoonbox localbox start
 run cocoonbox boxes list
 
 step "Run a command in box main, as ssh would: exit status, stdout and stderr kept apart"
-run cocoonbox rsh main 'echo "hello from $(hostname) in $PWD"; echo "this went to stderr" >&2; exit 3' || echo "(exit status $?)"
+run cocoonbox rsh main 'echo "hello from $(hostname) in $PWD"; echo "this went to stderr" >&2; exit 3' || note "exit status $?"
 
 step "Stream real data through it: this repository as a tar archive, unpacked in the box, checked"
 printf '$ git -C %s archive HEAD | cocoonbox-ssh main "mkdir -p src && tar x -C src && find src -type f | wc -l"\n' "$top"
 git -C "$top" archive HEAD | cocoonbox-ssh main 'mkdir -p src && tar x -C src && find src -type f | wc -l'
-echo "(files in HEAD: $(git -C "$top" ls-files | wc -l))"
+note "files in HEAD: $(git -C "$top" ls-files | wc -l)"
 
 step "git through the box: this project's history pushed to a bare repository in box main with git-remote-cocoonbox, cloned back, the two logs compared"
 if git -C "$top" rev-parse --verify -q HEAD >/dev/null; then
@@ -71,7 +74,7 @@ if git -C "$top" rev-parse --verify -q HEAD >/dev/null; then
     exit 1
   fi
 else
-  echo "(skipped: $top is not a git checkout with commits)"
+  note "skipped: $top is not a git checkout with commits"
 fi
 step "Tools that run ssh as a program run cocoonbox-ssh instead: rsync, git (which probes it with -G), sftp"
 run cocoonbox-ssh -G -o SendEnv=GIT_PROTOCOL main
@@ -79,7 +82,7 @@ mkdir -p "$demo/up"
 git -C "$top" archive HEAD | tar x -C "$demo/up"
 run rsync -a --delete -e cocoonbox-ssh "$demo/up/" main:synced/
 run rsync -ac --delete --itemize-changes -e cocoonbox-ssh "$demo/up/" main:synced/
-echo "(nothing listed: rsync -c finds the copies equal)"
+note "rsync listed nothing: with -c it finds the copies equal"
 if [ -n "${have_repo:-}" ]; then
   run env GIT_SSH_COMMAND=cocoonbox-ssh git clone -q main:cocoonbox.git "$demo/clone-ssh"
   run git -C "$demo/clone-ssh" log --oneline -1
@@ -132,7 +135,7 @@ none
 ## Open questions
 none
 EOF
-echo "(the hand-over your local coding agent would write, here written by the demo to $handover:)"
+note "the hand-over your local coding agent would write, here written by the demo to $handover:"
 sed 's/^/    /' "$handover"
 run cocoonbox offload --kind claude
 # The box agent posts a whole hand-over as its progress; its title and
@@ -146,7 +149,7 @@ show cocoonbox back
 cocoonbox back | brief
 run git log --oneline -3
 run git status --short
-echo "(README.md's uncommitted line travelled with the offload and came back inside the box agent's commit)"
+note "git status printed nothing: README.md's uncommitted line travelled with the offload and came back inside the box agent's commit"
 cd "$top"
 
 step "Stop the local box"

@@ -1,12 +1,14 @@
 // Package usage keeps the help of a command that has no cobra tree (the
 // ssh drop-in, git's remote helper) in one place, and renders it both as
-// its --help text and as its man page, so the two cannot drift apart.
+// its --help text and as its man page, so the two cannot drift apart. Its
+// Wrap fills the text of other messages too.
 package usage
 
 import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Page is one command's help.
@@ -47,10 +49,10 @@ func (p Page) Help() string {
 	var b strings.Builder
 	b.WriteString(p.Usage())
 	for _, d := range p.Description {
-		b.WriteString("\n" + wrap(d, 76) + "\n")
+		b.WriteString("\n" + Wrap(d, 76) + "\n")
 	}
 	if p.Exit != "" {
-		b.WriteString("\n" + wrap("Exit status: "+p.Exit, 76) + "\n")
+		b.WriteString("\n" + Wrap("Exit status: "+p.Exit, 76) + "\n")
 	}
 	if len(p.Environment) > 0 {
 		b.WriteString("\nEnvironment:\n")
@@ -108,12 +110,14 @@ func esc(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// wrap fills s to lines of at most width bytes, breaking at spaces.
-func wrap(s string, width int) string {
+// Wrap fills s to lines of at most width runes, breaking at spaces; a
+// word longer than width (a path) has a line of its own.
+func Wrap(s string, width int) string {
 	var b strings.Builder
 	n := 0
 	for _, w := range strings.Fields(s) {
-		if n > 0 && n+1+len(w) > width {
+		l := utf8.RuneCountInString(w)
+		if n > 0 && n+1+l > width {
 			b.WriteByte('\n')
 			n = 0
 		} else if n > 0 {
@@ -121,7 +125,7 @@ func wrap(s string, width int) string {
 			n++
 		}
 		b.WriteString(w)
-		n += len(w)
+		n += l
 	}
 	return b.String()
 }

@@ -32,3 +32,17 @@ func TestPage(t *testing.T) {
 		}
 	}
 }
+
+// Wrap counts runes, not bytes: a line of non-ASCII words is as long as
+// an ASCII one; a word longer than the width stands alone.
+func TestWrap(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"ab cd ef", "ab cd\nef"},
+		{"äb çd éf", "äb çd\néf"},
+		{"a /a/long/path b", "a\n/a/long/path\nb"},
+	} {
+		if got := Wrap(c.in, 5); got != c.want {
+			t.Errorf("Wrap(%q, 5) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
