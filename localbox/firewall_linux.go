@@ -185,6 +185,9 @@ func (f *hostFirewall) add(bridge string) error {
 func (f *hostFirewall) setPorts(ports []uint16) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.closed {
+		return nil // a box deleted as the local box stops: no table to make again
+	}
 	f.ports = map[uint16]bool{}
 	var es []nftables.SetElement
 	for _, p := range ports {
@@ -209,6 +212,9 @@ func (f *hostFirewall) setPorts(ports []uint16) error {
 }
 
 func (f *hostFirewall) addLocked(s *nftables.Set, key []byte) error {
+	if f.closed {
+		return errors.New("the local box is stopping")
+	}
 	c, err := nftables.New()
 	if err != nil {
 		return f.wrap(err)

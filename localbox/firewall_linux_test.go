@@ -123,7 +123,8 @@ func listFirewall(t *testing.T, table string) string {
 }
 
 // A table deleted while the boxes run (an `nft flush ruleset`) is made
-// again, whole; after close it stays gone.
+// again, whole; after close it stays gone, whatever a box deleted or
+// started then does.
 func TestHostFirewallWatchRestores(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("nftables needs root (CI runs as root)")
@@ -161,6 +162,11 @@ func TestHostFirewallWatchRestores(t *testing.T) {
 	}
 	if err := f.close(); err != nil {
 		t.Fatal(err)
+	}
+	// A box deleted or started as the local box stops makes no table.
+	f.setPorts([]uint16{20002})
+	if err := f.add("cbxcccccccccccc"); err == nil {
+		t.Errorf("a bridge added after close")
 	}
 	if _, err := c.ListTableOfFamily(table, nftables.TableFamilyINet); err == nil {
 		t.Errorf("table %s made again after close", table)
