@@ -253,37 +253,66 @@ func (f *hostFirewall) remove(bridge string) error {
 // logf says what it did. Between the deletion and the new table the
 // host is open to the boxes for as long as one netlink round trip.
 func (f *hostFirewall) watch(logf func(string, ...any)) error {
+	events, err := f.subscribe()
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			for ev := range events {
+				t, ok := ev.Data.(*nftables.Table)
+				ours := ev.Type == nftables.MonitorEventTypeDelTable && ok && t.Name == f.table
+				if !ours && ev.Type != nftables.MonitorEventTypeOOB {
+					continue
+				}
+				// Our own install deletes and makes the table in one
+				// transaction: the table there is nothing to do.
+				if err := f.restore(); err != nil {
+					logf("%v", err)
+				} else if ev.Error != nil {
+					logf("%s: watching it: %v", f.table, ev.Error)
+				}
+			}
+			// The monitor ended without close (its socket overflowed
+			// on a busy host): watch again, then make up for what it
+			// missed.
+			if events, err = f.subscribe(); err != nil {
+				logf("%s: watching it: %v", f.table, err)
+				return
+			}
+			if events == nil {
+				return
+			}
+			if err := f.restore(); err != nil {
+				logf("%v", err)
+			}
+		}
+	}()
+	return nil
+}
+
+// subscribe starts a monitor of nftables' tables as watching; nil
+// events after close.
+func (f *hostFirewall) subscribe() (chan *nftables.MonitorEvent, error) {
 	c, err := nftables.New()
 	if err != nil {
-		return f.wrap(err)
+		return nil, f.wrap(err)
 	}
 	// Any action: v0.3.0's filter lets no deletion through when asked
 	// for deletions only.
 	m := nftables.NewMonitor(nftables.WithMonitorObject(nftables.MonitorObjectTables))
 	events, err := c.AddMonitor(m)
 	if err != nil {
-		return f.wrap(err)
+		return nil, f.wrap(err)
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		m.Close()
+		return nil, nil
+	}
 	f.watching = m
-	f.mu.Unlock()
-	go func() {
-		for ev := range events {
-			t, ok := ev.Data.(*nftables.Table)
-			ours := ev.Type == nftables.MonitorEventTypeDelTable && ok && t.Name == f.table
-			if !ours && ev.Type != nftables.MonitorEventTypeOOB {
-				continue
-			}
-			// Our own install deletes and makes the table in one
-			// transaction: the table there is nothing to do.
-			if err := f.restore(); err != nil {
-				logf("%v", err)
-			} else if ev.Error != nil {
-				logf("%s: watching it: %v", f.table, ev.Error)
-			}
-		}
-	}()
-	return nil
+	return events, nil
 }
 
 // restore makes the table again if it is gone and close was not called.

@@ -123,7 +123,7 @@ func listFirewall(t *testing.T, table string) string {
 }
 
 // A table deleted while the boxes run (an `nft flush ruleset`) is made
-// again, whole; after close it stays gone, whatever a box deleted or
+// again, whole, also after the watch's monitor ended; after close it stays gone, whatever a box deleted or
 // started then does.
 func TestHostFirewallWatchRestores(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -159,6 +159,22 @@ func TestHostFirewallWatchRestores(t *testing.T) {
 	}
 	if got := listFirewall(t, table); got != want {
 		t.Fatalf("table after its deletion:\n%s\nwant:\n%s", got, want)
+	}
+	// Its monitor ended (as when its socket overflows): it watches on.
+	f.mu.Lock()
+	f.watching.Close()
+	f.mu.Unlock()
+	if err := removeFirewall(table); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 600; i++ {
+		if _, err := c.ListTableOfFamily(table, nftables.TableFamilyINet); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := listFirewall(t, table); got != want {
+		t.Fatalf("table after its deletion, its monitor ended:\n%s\nwant:\n%s", got, want)
 	}
 	if err := f.close(); err != nil {
 		t.Fatal(err)
