@@ -111,6 +111,7 @@ func TestEngineScripts(t *testing.T) {
 	p.Cmds["upstreamproxy"] = upstreamproxy
 	p.Cmds["hostlisten"] = hostlisten
 	p.Cmds["nftable"] = nftable
+	p.Cmds["nftdelete"] = nftdelete
 	p.Cmds["enginels"] = func(ts *testscript.TestScript, neg bool, args []string) {
 		if neg || len(args) == 0 {
 			ts.Fatalf("usage: enginels KEY=VALUE...")

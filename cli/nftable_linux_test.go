@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -47,4 +48,24 @@ func nftable(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	slices.Sort(out)
 	fmt.Fprintln(ts.Stdout(), strings.Join(out, "\n"))
+}
+
+// nftdelete TABLE deletes the inet table TABLE, as an `nft flush
+// ruleset` would, and waits (a bound, not a measure: 60 s) for the
+// running local box to make it again; it fails if it does not.
+func nftdelete(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: nftdelete TABLE")
+	}
+	c, err := nftables.New()
+	ts.Check(err)
+	c.DelTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: args[0]})
+	ts.Check(c.Flush())
+	for i := 0; i < 600; i++ {
+		if _, err := c.ListTableOfFamily(args[0], nftables.TableFamilyINet); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("nftables table inet %s not made again", args[0])
 }

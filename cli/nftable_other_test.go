@@ -8,3 +8,8 @@ import "github.com/rogpeppe/go-internal/testscript"
 func nftable(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Fatalf("nftable: Linux only")
 }
+
+// nftdelete is Linux's only, as nftable.
+func nftdelete(ts *testscript.TestScript, neg bool, args []string) {
+	ts.Fatalf("nftdelete: Linux only")
+}

@@ -89,10 +89,13 @@ func newContainerEngine(ctx context.Context, s *Server, set EngineSettings) (*co
 	e := &containerEngine{s: s, engine: set.Engine, cli: cli, limits: set.Limits.or(DefaultLimits),
 		prefix: prefix, rules: set.Egress,
 		egress: newEgressProxy(set.Egress, port, os.Getenv, s.logf),
-		fw:     newHostFirewall(prefix, uint16(port), set.Engine == EnginePodman)}
+		fw:     newHostFirewall(prefix, set.Engine == EnginePodman)}
 	if err := e.fenceHost(ctx); err != nil {
 		cli.Close()
 		return nil, err
+	}
+	if err := e.fw.watch(s.logf); err != nil {
+		s.logf("the firewall is not made again if something deletes it: %v", err)
 	}
 	return e, nil
 }
@@ -375,6 +378,7 @@ func (e *containerEngine) remove(ctx context.Context, b *box) error {
 	e.forgetInbox(b)
 	e.dropExecHost(b)
 	e.egress.drop(b.ID)
+	e.fenceProxyPorts(b)
 	ctr, home, work := e.names(b)
 	if _, err := e.cli.ContainerRemove(ctx, ctr, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove the container of box %s: %w", b.Name, err)

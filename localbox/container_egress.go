@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"net/netip"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -98,6 +97,16 @@ func (e *containerEngine) fenceHost(ctx context.Context) error {
 	return nil
 }
 
+// fenceProxyPorts opens to the boxes, at their own gateways, the ports
+// the egress proxy listens on now (box b's listener came or went), and
+// no other: not the local box's port where another process holds it
+// and the proxy took another.
+func (e *containerEngine) fenceProxyPorts(b *box) {
+	if err := e.fw.setPorts(e.egress.ports()); err != nil {
+		e.s.logf("box %s: egress proxy: %v", b.Name, err)
+	}
+}
+
 // listenEgress gives box b, whose container ctr runs, its egress proxy
 // listener on its network's gateway; a box without one (the network
 // has no IPv4 gateway, or the address is taken) has no proxy settings,
@@ -110,17 +119,11 @@ func (e *containerEngine) listenEgress(ctx context.Context, b *box, ctr string) 
 	}
 	for _, c := range n.Network.IPAM.Config {
 		if c.Gateway.Is4() && c.Subnet.Contains(c.Gateway) {
-			addr, err := e.egress.listen(b.ID, c.Gateway, c.Subnet)
-			if err != nil {
+			if _, err := e.egress.listen(b.ID, c.Gateway, c.Subnet); err != nil {
 				e.s.logf("box %s: egress proxy: %v", b.Name, err)
 				return
 			}
-			// Another port than the local box's: the firewall opens it too.
-			if ap, err := netip.ParseAddrPort(addr); err == nil {
-				if err := e.fw.allowPort(ap.Port()); err != nil {
-					e.s.logf("box %s: egress proxy: %v", b.Name, err)
-				}
-			}
+			e.fenceProxyPorts(b)
 			return
 		}
 	}

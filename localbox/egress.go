@@ -392,6 +392,19 @@ func (g *egressProxy) addr(id string) string {
 	return ""
 }
 
+// ports are the ports the listeners listen on, each once.
+func (g *egressProxy) ports() []uint16 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ps []uint16
+	for _, l := range g.lis {
+		if ap, err := netip.ParseAddrPort(l.addr); err == nil && !slices.Contains(ps, ap.Port()) {
+			ps = append(ps, ap.Port())
+		}
+	}
+	return ps
+}
+
 // drop closes box id's listener: the box is gone.
 func (g *egressProxy) drop(id string) {
 	g.mu.Lock()

@@ -16,7 +16,8 @@ import (
 // nftables table of its own (inet: IPv4 and IPv6), whose input chain
 // lets a packet from a box's bridge reach the host only as a reply
 // (established, related), or at the egress proxy's port on that
-// bridge's own address (and, on podman, its DNS server there); anything
+// bridge's own address over IPv4, where the proxy listens (and, on
+// podman, its DNS server there); anything
 // else a box sends to one of the host's addresses is refused. Its
 // forward chain drops what one box's bridge sends to another's, which
 // docker's own rules also drop but podman's netavark 1.4 does not, and
@@ -26,7 +27,9 @@ import (
 // The table is the local box's alone (named as its containers are), so
 // installing it again replaces the whole in one transaction: a start
 // after a kill -9 leaves no second copy. Its boxes set holds the box
-// bridges, its ports set the proxy's ports. nftables rather than the
+// bridges, its ports set the ports the proxy listens on now: no other
+// (the local box's port when another process held it and the proxy
+// took another, a deleted box's), where a host service would answer. nftables rather than the
 // iptables command: a netlink library, no binary to find, the same on
 // hosts whose iptables is legacy or nft, and the table coexists with
 // the engine's rules (a drop in any base chain is final).
@@ -40,6 +43,10 @@ type hostFirewall struct {
 	mu      sync.Mutex
 	bridges map[string]bool
 	ports   map[uint16]bool
+	// watching holds watch's monitor while it runs; closed, watch's
+	// goroutine makes the table no more.
+	watching *nftables.Monitor
+	closed   bool
 }
 
 // ipsDstNAT is conntrack's status bit of a connection whose destination
@@ -51,9 +58,9 @@ const ipsDstNAT = 1 << 5
 const firewallPrefix = "cbx"
 
 // newHostFirewall is the firewall of table (it does not touch the host
-// until install).
-func newHostFirewall(table string, port uint16, dns bool) *hostFirewall {
-	return &hostFirewall{table: table, dns: dns, bridges: map[string]bool{}, ports: map[uint16]bool{port: true}}
+// until install), with no proxy port open until setPorts.
+func newHostFirewall(table string, dns bool) *hostFirewall {
+	return &hostFirewall{table: table, dns: dns, bridges: map[string]bool{}, ports: map[uint16]bool{}}
 }
 
 func (f *hostFirewall) tableRef() *nftables.Table {
@@ -118,8 +125,11 @@ func (f *hostFirewall) installLocked() error {
 			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED), Xor: make([]byte, 4)},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
 	}, accepted)
-	// The proxy, at the address the box's own bridge holds.
-	rule(in, fromBox, l4(unix.IPPROTO_TCP), []expr.Any{
+	// The proxy, at the IPv4 address the box's own bridge holds.
+	rule(in, fromBox, []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+	}, l4(unix.IPPROTO_TCP), []expr.Any{
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Lookup{SourceRegister: 1, SetName: ports.Name, SetID: ports.ID},
 	}, toOwnAddress, accepted)
@@ -170,19 +180,41 @@ func (f *hostFirewall) add(bridge string) error {
 	return f.addLocked(&nftables.Set{Table: f.tableRef(), Name: "boxes", KeyType: nftables.TypeIFName}, ifname(bridge))
 }
 
-// allowPort opens port to the boxes on their own bridge's address: a
-// proxy listener that could not have the local box's port.
-func (f *hostFirewall) allowPort(port uint16) error {
+// setPorts makes ports the ports set, replacing what it held: the
+// ports the egress proxy listens on now.
+func (f *hostFirewall) setPorts(ports []uint16) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.ports[port] {
-		return nil
+	if f.closed {
+		return nil // a box deleted as the local box stops: no table to make again
 	}
-	f.ports[port] = true
-	return f.addLocked(&nftables.Set{Table: f.tableRef(), Name: "ports", KeyType: nftables.TypeInetService}, binaryutil.BigEndian.PutUint16(port))
+	f.ports = map[uint16]bool{}
+	var es []nftables.SetElement
+	for _, p := range ports {
+		f.ports[p] = true
+		es = append(es, nftables.SetElement{Key: binaryutil.BigEndian.PutUint16(p)})
+	}
+	c, err := nftables.New()
+	if err != nil {
+		return f.wrap(err)
+	}
+	s := &nftables.Set{Table: f.tableRef(), Name: "ports", KeyType: nftables.TypeInetService}
+	c.FlushSet(s)
+	if len(es) > 0 {
+		if err := c.SetAddElements(s, es); err != nil {
+			return f.wrap(err)
+		}
+	}
+	if err := c.Flush(); err != nil {
+		return f.installLocked()
+	}
+	return nil
 }
 
 func (f *hostFirewall) addLocked(s *nftables.Set, key []byte) error {
+	if f.closed {
+		return errors.New("the local box is stopping")
+	}
 	c, err := nftables.New()
 	if err != nil {
 		return f.wrap(err)
@@ -215,8 +247,100 @@ func (f *hostFirewall) remove(bridge string) error {
 	return nil
 }
 
+// watch makes the table again whenever it goes while the boxes run
+// (an `nft flush ruleset`, as Debian's nftables service does at each
+// start and reload, or a firewall manager's reload), until close;
+// logf says what it did. Between the deletion and the new table the
+// host is open to the boxes for as long as one netlink round trip.
+func (f *hostFirewall) watch(logf func(string, ...any)) error {
+	events, err := f.subscribe()
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			for ev := range events {
+				t, ok := ev.Data.(*nftables.Table)
+				ours := ev.Type == nftables.MonitorEventTypeDelTable && ok && t.Name == f.table
+				if !ours && ev.Type != nftables.MonitorEventTypeOOB {
+					continue
+				}
+				// Our own install deletes and makes the table in one
+				// transaction: the table there is nothing to do.
+				if err := f.restore(); err != nil {
+					logf("%v", err)
+				} else if ev.Error != nil {
+					logf("%s: watching it: %v", f.table, ev.Error)
+				}
+			}
+			// The monitor ended without close (its socket overflowed
+			// on a busy host): watch again, then make up for what it
+			// missed.
+			if events, err = f.subscribe(); err != nil {
+				logf("%s: watching it: %v", f.table, err)
+				return
+			}
+			if events == nil {
+				return
+			}
+			if err := f.restore(); err != nil {
+				logf("%v", err)
+			}
+		}
+	}()
+	return nil
+}
+
+// subscribe starts a monitor of nftables' tables as watching; nil
+// events after close.
+func (f *hostFirewall) subscribe() (chan *nftables.MonitorEvent, error) {
+	c, err := nftables.New()
+	if err != nil {
+		return nil, f.wrap(err)
+	}
+	// Any action: v0.3.0's filter lets no deletion through when asked
+	// for deletions only.
+	m := nftables.NewMonitor(nftables.WithMonitorObject(nftables.MonitorObjectTables))
+	events, err := c.AddMonitor(m)
+	if err != nil {
+		return nil, f.wrap(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		m.Close()
+		return nil, nil
+	}
+	f.watching = m
+	return events, nil
+}
+
+// restore makes the table again if it is gone and close was not called.
+func (f *hostFirewall) restore() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	c, err := nftables.New()
+	if err != nil {
+		return f.wrap(err)
+	}
+	if _, err := c.ListTableOfFamily(f.table, nftables.TableFamilyINet); err == nil {
+		return nil
+	}
+	return f.installLocked()
+}
+
 // close removes the table: no box of the local box runs.
 func (f *hostFirewall) close() error {
+	f.mu.Lock()
+	f.closed = true
+	m := f.watching
+	f.mu.Unlock()
+	if m != nil {
+		m.Close()
+	}
 	return removeFirewall(f.table)
 }
 

@@ -9,11 +9,12 @@ type hostFirewall struct{}
 
 const firewallPrefix = "cbx"
 
-func newHostFirewall(table string, port uint16, dns bool) *hostFirewall { return &hostFirewall{} }
+func newHostFirewall(table string, dns bool) *hostFirewall { return &hostFirewall{} }
 
-func (*hostFirewall) install([]string) error { return nil }
-func (*hostFirewall) add(string) error       { return nil }
-func (*hostFirewall) allowPort(uint16) error { return nil }
-func (*hostFirewall) remove(string) error    { return nil }
-func (*hostFirewall) close() error           { return nil }
-func removeFirewall(string) error            { return nil }
+func (*hostFirewall) install([]string) error           { return nil }
+func (*hostFirewall) add(string) error                 { return nil }
+func (*hostFirewall) setPorts([]uint16) error          { return nil }
+func (*hostFirewall) remove(string) error              { return nil }
+func (*hostFirewall) watch(func(string, ...any)) error { return nil }
+func (*hostFirewall) close() error                     { return nil }
+func removeFirewall(string) error                      { return nil }
