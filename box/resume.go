@@ -22,7 +22,6 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/sessionwire"
-	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/internal/window"
 )
 
@@ -54,11 +53,12 @@ type Resume struct {
 	// Prefix starts each Notify line, as the program's own messages
 	// start ("cocoonbox-ssh: "); empty means "cocoonbox: ".
 	Prefix string
-	// Terminals makes only commands on a terminal resumable (what a user
-	// who asked nothing gets: a shell outlives its stream, a script's
-	// command starts as fast as a plain Exec); a box that cannot hold
-	// sessions then runs them plainly without a line.
+	// Terminals makes only commands on a terminal resumable; a box that
+	// cannot hold sessions then runs them plainly without a line.
 	Terminals bool
+	// Quiet drops the line that says a box cannot hold sessions (what a
+	// user who asked nothing gets: the command runs plainly, as before).
+	Quiet bool
 }
 
 // WithResume makes the client's Execs resumable.
@@ -384,7 +384,7 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 			if err == nil {
 				// The agent ran and said nothing of ours: it cannot hold
 				// sessions (missing, or too old). Today's plain Exec, once.
-				if !s.r.Terminals {
+				if !s.r.Terminals && !s.r.Quiet {
 					s.notify("the box %s cannot keep a command across a lost connection (its cocoonbox-agent has no sessions%s); running it without", cmd.Box, s.early.said())
 				}
 				fellBack = true
@@ -577,7 +577,7 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 	} else if hello {
 		line = s.agentLine("attach " + s.id)
 	} else {
-		line = s.agentLine("open " + s.id + " " + s.r.Window.String() + " -- " + shellquote.Quote(s.cmd.Line))
+		line = s.openLine()
 		sub.Env, sub.Dir = s.cmd.Env, s.cmd.Dir
 	}
 	sub.Line = line

@@ -404,10 +404,12 @@ func (s *session) attach(l *link, resume bool) {
 	hello := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Hello, Off: helloIn, Text: s.id})
 	s.mu.Unlock()
 	if l.files != nil {
-		// The attacher is gone (its Exec ended) when its socket ends.
+		// The attacher is gone (its Exec ended) when its socket ends; a
+		// shell, when it exits.
 		go func() {
-			io.Copy(io.Discard, l.c)
-			l.close()
+			if l.await() {
+				l.close()
+			}
 		}()
 	}
 	w := &connWriter{w: l.w}
