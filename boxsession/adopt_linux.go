@@ -69,6 +69,9 @@ func (h *Holder) takeRequests(dir string) (stop func()) {
 		os.Remove(gatePath)
 		return nil
 	}
+	h.mu.Lock()
+	h.pidPath = pidPath
+	h.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -136,9 +139,14 @@ func (h *Holder) adopt(pid int, req request) {
 		signalPidfd(pidf, unix.SIGUSR1)
 		pidf.Close()
 	}
-	files, err := procStreams(pid)
+	files, err := procStreams(fd)
 	if err != nil {
 		h.logf("session %s: the shell's streams: %v; it starts the attacher", req.ID, err)
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EACCES) {
+			// Not allowed here (a seccomp filter, Yama): the shells that
+			// come next take the attacher's way at once.
+			h.dropRequests()
+		}
 		turnAway()
 		return
 	}
@@ -168,28 +176,28 @@ func (h *Holder) adopt(pid int, req request) {
 	h.serveLink(&link{r: files[0], w: files[1], files: files, pid: pidf}, &req)
 }
 
-// procStreams opens the stdin and stdout of the shell pid anew, from
-// its descriptors sessionwire.StdinFD and StdoutFD, each a pipe (a new
-// open file description: non-blocking here, as it stays for the Exec's
-// server).
-func procStreams(pid int) ([]*os.File, error) {
+// procStreams takes the stdin and stdout of the shell of pidfd fd, its
+// descriptors sessionwire.StdinFD and StdoutFD (pidfd_getfd(2): the same
+// open files, as SCM_RIGHTS passes them), each a pipe. A pipe cannot be
+// opened anew from /proc/PID/fd by the box user when the Exec's server
+// made it as root.
+func procStreams(fd int) ([]*os.File, error) {
 	var files []*os.File
-	for _, s := range []struct{ fd, flag int }{{sessionwire.StdinFD, os.O_RDONLY}, {sessionwire.StdoutFD, os.O_WRONLY}} {
-		f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", pid, s.fd), s.flag|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
-		if err == nil {
-			var fi os.FileInfo
-			if fi, err = f.Stat(); err == nil && fi.Mode()&os.ModeNamedPipe == 0 {
-				err = fmt.Errorf("fd %d is not a pipe", s.fd)
-			}
-			if err != nil {
-				f.Close()
-			}
-		}
+	for _, target := range []int{sessionwire.StdinFD, sessionwire.StdoutFD} {
+		nfd, err := unix.PidfdGetfd(fd, target, 0)
 		if err != nil {
 			closeFiles(files)
-			return nil, err
+			return nil, fmt.Errorf("pidfd_getfd: %w", err)
 		}
-		files = append(files, f)
+		var st unix.Stat_t
+		if err := unix.Fstat(nfd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+			unix.Close(nfd)
+			closeFiles(files)
+			return nil, fmt.Errorf("fd %d is not a pipe", target)
+		}
+		// Non-blocking, for the runtime's poller (as readFirst's).
+		unix.SetNonblock(nfd, true)
+		files = append(files, os.NewFile(uintptr(nfd), "exec-stream"))
 	}
 	return files, nil
 }
@@ -266,5 +274,16 @@ func endShell(f *os.File) { signalPidfd(f, unix.SIGTERM) }
 func signalPidfd(f *os.File, sig unix.Signal) {
 	if rc, err := f.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) { unix.PidfdSendSignal(int(fd), sig, nil, 0) })
+	}
+}
+
+// dropRequests turns the shells' way in off: without the pid file they
+// run the attacher at once.
+func (h *Holder) dropRequests() {
+	h.mu.Lock()
+	p := h.pidPath
+	h.mu.Unlock()
+	if p != "" {
+		os.Remove(p)
 	}
 }

@@ -83,6 +83,8 @@ type Holder struct {
 	// exiting is set once the holder decided to exit: a shell's request
 	// is then turned away (takeRequests).
 	exiting bool
+	// pidPath is the pid file of the shells' way in, "" without it.
+	pidPath string
 }
 
 func (h *Holder) bound() int {

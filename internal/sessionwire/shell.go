@@ -42,13 +42,14 @@ type ShellRequest struct {
 // and waits on the gate. The holder sends SIGTERM when the attachment
 // ends (exit 0), or SIGUSR1 when it cannot take the streams (not pipes)
 // or exits: the shell then runs the attacher, f, as it does where no
-// holder serves. The gate's end (the holder died) exits 255.
-const shellOpen = `f() { exec 8<&- 9>&-; command -v cocoonbox-session >/dev/null && exec cocoonbox-session "$@"; exec cocoonbox-agent session "$@"; }; ` +
+// holder serves, on its own stdin, stdout and stderr again (bash runs a
+// trap inside the read, with the gate as its stdin). The gate's end (the holder died) exits 255.
+const shellOpen = `f() { command -v cocoonbox-session >/dev/null && exec cocoonbox-session "$@"; exec cocoonbox-agent session "$@"; }; ` +
 	`d=${COCOONBOX_RUN_DIR:-$XDG_RUNTIME_DIR}/cocoonbox-sessions; ` +
 	`if [ "$d" != /cocoonbox-sessions ] && [ -p "$d/` + RequestFIFO + `" ] && [ -O "$d/` + RequestFIFO + `" ] && { read -r p <"$d/` + PIDFile + `"; } 2>/dev/null && kill -0 "$p" 2>/dev/null; then ` +
-	`exec 8<&0 9>&1; trap 'exit 0' TERM; trap 'f "$@"' USR1; ` +
+	`exec 7>&2 8<&0 9>&1; trap 'exit 0' TERM; trap 'exec 0<&8 1>&9 2>&7 7>&- 8<&- 9>&-; f "$@"' USR1; ` +
 	`if printf '%s %s\n' "$$" %REQ% 1<>"$d/` + RequestFIFO + `"; then { read -r p <"$d/` + GateFIFO + `"; } 2>/dev/null; exit 255; fi; ` +
-	`trap - TERM USR1; fi; f "$@"`
+	`trap - TERM USR1; exec 7>&- 8<&- 9>&-; fi; f "$@"`
 
 // ShellOpen returns the line for a POSIX shell (sh, dash, bash, zsh),
 // to follow `set -- open ID WINDOW -- LINE; ` (an attacher's arguments),
