@@ -53,12 +53,11 @@ type Resume struct {
 	// Prefix starts each Notify line, as the program's own messages
 	// start ("cocoonbox-ssh: "); empty means "cocoonbox: ".
 	Prefix string
-	// Terminals makes only commands on a terminal resumable; a box that
-	// cannot hold sessions then runs them plainly without a line.
+	// Terminals makes only commands on a terminal resumable (what a user
+	// who asked nothing gets: a shell outlives its stream, a script's
+	// command starts as fast as a plain Exec); a box that cannot hold
+	// sessions then runs them plainly without a line.
 	Terminals bool
-	// Quiet drops the line that says a box cannot hold sessions (what a
-	// user who asked nothing gets: the command runs plainly, as before).
-	Quiet bool
 }
 
 // WithResume makes the client's Execs resumable.
@@ -384,7 +383,7 @@ func (c *Client) execResumable(ctx context.Context, cmd *Command) (ExitStatus, e
 			if err == nil {
 				// The agent ran and said nothing of ours: it cannot hold
 				// sessions (missing, or too old). Today's plain Exec, once.
-				if !s.r.Terminals && !s.r.Quiet {
+				if !s.r.Terminals {
 					s.notify("the box %s cannot keep a command across a lost connection (its cocoonbox-agent has no sessions%s); running it without", cmd.Box, s.early.said())
 				}
 				fellBack = true

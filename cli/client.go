@@ -299,28 +299,25 @@ func (e Env) stateDir() (string, error) {
 }
 
 // resume is how commands outlive their stream (box.Resume), from
-// COCOONBOX_RESUME (unset, the default: every command, and a box that
-// cannot hold sessions runs them plainly without a line; on: every
-// command, and such a box's fallback is said; terminals: a command on a
-// terminal only; off: none) and COCOONBOX_RESUME_WINDOW and
-// COCOONBOX_RESUME_TERMINAL_WINDOW (durations); nil when off. Its lines
-// go to stderr.
+// COCOONBOX_RESUME (on: every command; unset, the default: a command on
+// a terminal only, as a script's command would pay the session path's
+// startup, docs/benchmarks.md; off: none) and COCOONBOX_RESUME_WINDOW
+// and COCOONBOX_RESUME_TERMINAL_WINDOW (durations); nil when off. Its
+// lines go to stderr.
 func (e Env) resume() (*box.Resume, error) {
-	terminals, quiet := false, false
+	terminals := false
 	switch v := e.Getenv("COCOONBOX_RESUME"); v {
 	case "on":
 	case "":
-		quiet = true
-	case "terminals":
 		terminals = true
 	case "off":
 		return nil, nil
 	default:
-		return nil, &UsageError{fmt.Errorf("COCOONBOX_RESUME=%q: want on, off or terminals", v)}
+		return nil, &UsageError{fmt.Errorf("COCOONBOX_RESUME=%q: want on or off", v)}
 	}
 	// Its lines start as the running program's own (cocoonbox-ssh's,
 	// git-remote-cocoonbox's).
-	r := &box.Resume{Notify: os.Stderr, Prefix: strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe") + ": ", Terminals: terminals, Quiet: quiet}
+	r := &box.Resume{Notify: os.Stderr, Prefix: strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe") + ": ", Terminals: terminals}
 	if e.resumeWindow > 0 {
 		r.Window = e.resumeWindow
 	} else if v := e.Getenv("COCOONBOX_RESUME_WINDOW"); v != "" {

@@ -11,8 +11,8 @@ single spaces and run by the box user's shell in the workspace; stdout and
 stderr stay apart; the exit status is the remote command's, or 255 for a
 failure of ours. It takes ssh(1)'s options; see: cocoonbox-ssh --help.
 
-A command outlives its connection, and a terminal session its client too,
-unless COCOONBOX_RESUME=off: --list lists the box's terminal sessions (BOX: main), and
+With COCOONBOX_RESUME=on a terminal session outlives its connection and
+its client: --list lists the box's terminal sessions (BOX: main), and
 --attach takes a detached one back (the only one, or ID, or a prefix of
 it), with the output the box had not seen acknowledged.`,
 		Example:            "  cocoonbox rsh main 'uname -a'\n  tar c . | cocoonbox rsh main tar x -C src\n  cocoonbox rsh --attach main",
