@@ -114,12 +114,16 @@ func shellTakesOver(t *testing.T, shell, id string, env []string, work string) {
 	outW.Close()
 	inW.Write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Data, Stream: sessionwire.Stdin, Data: []byte("in\n")}))
 	inW.Write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.EOF, Stream: sessionwire.Stdin, Off: 3}))
+	// A guard, not a measure: a shell the holder never served would wait
+	// on the gate for ever.
+	outR.SetReadDeadline(time.Now().Add(20 * time.Second))
 	out := bufio.NewReader(outR)
 	var stdout bytes.Buffer
 	hello := false
 	for {
 		f, err := sessionwire.Read(out)
 		if err != nil {
+			sh.Process.Kill()
 			sh.Wait()
 			t.Fatalf("%v (stdout so far %q; the shell said %q)", err, stdout.String(), stderr.String())
 		}
