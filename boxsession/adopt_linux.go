@@ -123,7 +123,7 @@ func (h *Holder) readRequests(f *os.File) {
 
 // adopt serves request req of the shell pid, which waits on the gate:
 // the command gets pid's environment and directory, the attachment its
-// stdin and stdout (opened anew from /proc/PID/fd), and when it ends the
+// stdin and stdout (by pidfd_getfd: procStreams), and when it ends the
 // shell gets SIGTERM (it exits 0). A shell whose streams cannot be taken
 // so (not pipes), or that comes while the holder exits, gets SIGUSR1: it
 // starts the attacher instead, the way of a box without this.

@@ -6,7 +6,7 @@ import "strings"
 // holder.sock: a box's shell that runs an Exec writes "PID REQUEST\n" into
 // the FIFO RequestFIFO, then waits reading GateFIFO, which the holder
 // holds open and never writes; PIDFile holds the holder's pid. The holder
-// takes the Exec's stdin and stdout from /proc/PID/fd, so that no process
+// takes the Exec's stdin and stdout by pidfd_getfd(2), so that no process
 // of ours starts between the Exec and the holder (docs/protocol.md
 // "Resumable sessions").
 const (
