@@ -21,7 +21,6 @@ import (
 
 	"github.com/cocoonbox/cocoonbox/internal/printable"
 	"github.com/cocoonbox/cocoonbox/internal/sessionwire"
-	"github.com/cocoonbox/cocoonbox/internal/shellquote"
 	"github.com/cocoonbox/cocoonbox/internal/window"
 )
 
@@ -605,7 +604,7 @@ func (s *rsession) run(ctx context.Context, n int) (ExitStatus, error) {
 	} else if hello {
 		line = s.agentLine("attach " + s.id)
 	} else {
-		line = s.agentLine("open " + s.id + " " + s.r.Window.String() + " -- " + shellquote.Quote(s.cmd.Line))
+		line = s.openLine()
 		sub.Env, sub.Dir = s.cmd.Env, s.cmd.Dir
 	}
 	sub.Line = line

@@ -80,6 +80,11 @@ type Holder struct {
 	sessions map[string]*session
 	conns    int
 	idle     *time.Timer
+	// exiting is set once the holder decided to exit: a shell's request
+	// is then turned away (takeRequests).
+	exiting bool
+	// pidPath is the pid file of the shells' way in, "" without it.
+	pidPath string
 }
 
 func (h *Holder) bound() int {
@@ -98,10 +103,7 @@ func (h *Holder) logf(format string, args ...any) {
 // Serve serves attachers on lis until it has had no session and no
 // client for a minute; then it closes lis and returns nil.
 func (h *Holder) Serve(lis net.Listener) error {
-	h.mu.Lock()
-	h.sessions = map[string]*session{}
-	h.idle = time.AfterFunc(idleExit, func() { h.maybeExit(lis) })
-	h.mu.Unlock()
+	h.init(lis)
 	for {
 		c, err := lis.Accept()
 		if err != nil {
@@ -123,10 +125,21 @@ func (h *Holder) Serve(lis net.Listener) error {
 	}
 }
 
+// init readies h to serve, exiting by closing lis once idle; once.
+func (h *Holder) init(lis net.Listener) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sessions == nil {
+		h.sessions = map[string]*session{}
+		h.idle = time.AfterFunc(idleExit, func() { h.maybeExit(lis) })
+	}
+}
+
 func (h *Holder) maybeExit(lis net.Listener) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.sessions) == 0 && h.conns == 0 {
+		h.exiting = true
 		lis.Close()
 		return
 	}
@@ -163,13 +176,20 @@ func (h *Holder) serveConn(c net.Conn) {
 	if req.FDs {
 		l.r, l.w, l.files = files[0], files[1], files
 	}
+	h.serveLink(l, &req)
+}
+
+// serveLink starts or finds req's session and serves attachment l until
+// it ends.
+func (h *Holder) serveLink(l *link, req *request) {
+	var err error
 	h.mu.Lock()
 	s := h.sessions[req.ID]
 	h.mu.Unlock()
 	fresh := false
 	if s == nil && req.Op == "open" {
 		fresh = true
-		if s, err = h.start(&req); err != nil {
+		if s, err = h.start(req); err != nil {
 			fail(l, fmt.Sprintf("start %s: %v", req.Line, err))
 			return
 		}
@@ -190,19 +210,26 @@ func (h *Holder) serveConn(c net.Conn) {
 }
 
 // fail says why on the socket (an attacher that passed its streams
-// relays it) and ends the attachment.
+// relays it), or on the Exec's stdout taken from a shell, and ends the
+// attachment.
 func fail(l *link, why string) {
-	l.c.Write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Fail, Text: why}))
+	var w io.Writer = l.c
+	if l.c == nil {
+		w = l.w
+	}
+	w.Write(sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Fail, Text: why}))
 	l.close()
 }
 
 // link is one attachment: frames come from r and go to w, the socket c
-// itself or the Exec's streams that rode along on it (files).
+// itself or the Exec's streams (files) that rode along on it, or that
+// were taken from the shell of pidfd pid (c nil: takeRequests).
 type link struct {
 	c     net.Conn
 	r     io.Reader
 	w     io.Writer
 	files []*os.File
+	pid   *os.File
 	once  sync.Once
 	// noSplice is set once splice(2) refused the Exec's stdin (not a
 	// pipe); before waitAfter spliceIn does not wait for the command.
@@ -211,12 +238,30 @@ type link struct {
 }
 
 // close ends the attachment: the streams first, so that the attacher,
-// which exits when the socket ends, leaves none of the Exec's open.
+// which exits when the socket ends, or the shell, told to exit, leaves
+// none of the Exec's open.
 func (l *link) close() {
 	l.once.Do(func() {
 		closeFiles(l.files)
-		l.c.Close()
+		if l.c != nil {
+			l.c.Close()
+		}
+		if l.pid != nil {
+			endShell(l.pid)
+			l.pid.Close()
+		}
 	})
+}
+
+// await returns when the Exec of an attachment with files ended: its
+// attacher closed the socket, or its shell exited; false when that
+// cannot be known (the Exec's stdin's end says it then).
+func (l *link) await() bool {
+	if l.pid != nil {
+		return awaitExit(l.pid)
+	}
+	io.Copy(io.Discard, l.c)
+	return true
 }
 
 // Dir is the directory of the holder's socket for the box's environment
@@ -251,6 +296,10 @@ func Run(dir string, logf func(string, ...any)) error {
 	}
 	defer lis.Close()
 	h := &Holder{Logf: logf}
+	h.init(lis)
+	if stop := h.takeRequests(dir); stop != nil {
+		defer stop()
+	}
 	return h.Serve(lis)
 }
 

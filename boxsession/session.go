@@ -404,10 +404,12 @@ func (s *session) attach(l *link, resume bool) {
 	hello := sessionwire.Append(nil, sessionwire.Frame{Type: sessionwire.Hello, Off: helloIn, Text: s.id})
 	s.mu.Unlock()
 	if l.files != nil {
-		// The attacher is gone (its Exec ended) when its socket ends.
+		// The attacher is gone (its Exec ended) when its socket ends; a
+		// shell, when it exits.
 		go func() {
-			io.Copy(io.Discard, l.c)
-			l.close()
+			if l.await() {
+				l.close()
+			}
 		}()
 	}
 	w := &connWriter{w: l.w}
@@ -433,7 +435,9 @@ func (s *session) attach(l *link, resume bool) {
 		begin(sessionwire.Frame{Type: sessionwire.Resume})
 	}
 	var ps sessionwire.Parser
-	buf := make([]byte, 256<<10)
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
 	var err error
 	// spliced: stdin payloads go by splice, so reads stop at a frame's
 	// header and its payload's end, leaving the next payload in the pipe;
@@ -504,6 +508,11 @@ func (s *session) attach(l *link, resume bool) {
 		s.timer = time.AfterFunc(window, func() { s.expire(gen) })
 	}
 }
+
+// readBufs are attach's read buffers, 256 KiB each: kept between
+// attachments, so that a session's start does not zero a fresh one (and
+// the collector collect it).
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // claim reports whether a client with token owner may attach; take
 // makes it the session's client.
