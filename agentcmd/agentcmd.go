@@ -99,7 +99,7 @@ func agentConfig(env Env, s Streams) *boxagent.Config {
 		self = "cocoonbox-agent"
 	}
 	return &boxagent.Config{
-		AtStep:    killAt(env.Getenv),
+		AtStep:    KillAt(env.Getenv),
 		Home:      get("HOME", "/home/user"),
 		Workspace: get("COCOONBOX_WORKDIR", "/workspace"),
 		RunDir:    get("COCOONBOX_RUN_DIR", "/run"),
@@ -519,8 +519,9 @@ func platform(goos string) error {
 // the box half's verbs, whose steps it names the same way (send:index).
 const KillAtVar = "COCOONBOX_TEST_KILL_AT"
 
-// killAt is the step func of KillAtVar, or nil when it is unset.
-func killAt(getenv func(string) string) func(op, step string) {
+// KillAt is the step func of KillAtVar read through getenv: it kills the
+// process at the step named, never to return; nil when KillAtVar is unset.
+func KillAt(getenv func(string) string) func(op, step string) {
 	want := getenv(KillAtVar)
 	if want == "" {
 		return nil

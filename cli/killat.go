@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/cocoonbox/cocoonbox/agentcmd"
 	"github.com/cocoonbox/cocoonbox/offload"
@@ -16,19 +15,7 @@ const killAtVar = agentcmd.KillAtVar
 
 // killAt is the offload.StepFunc of killAtVar, or nil when it is unset.
 func killAt(env Env) offload.StepFunc {
-	want := env.Getenv(killAtVar)
-	if want == "" {
-		return nil
-	}
-	return func(op, step string) {
-		if op+":"+step == want {
-			p, err := os.FindProcess(os.Getpid())
-			if err == nil {
-				p.Kill()
-			}
-			select {} // the kill is on its way
-		}
-	}
+	return agentcmd.KillAt(env.Getenv)
 }
 
 // agentEnv is the environment offload adds to the box half's verbs:
