@@ -21,7 +21,7 @@ func HelpPage(prog string) help.Page {
 		},
 		Description: []string{
 			"The cocoonbox client runs it in the box for a command that outlives a lost connection " +
-				"(COCOONBOX_RESUME=on, rsh --list and --attach); it is not run by hand. " +
+				"(a command on a terminal unless COCOONBOX_RESUME=off, every command with COCOONBOX_RESUME=on; rsh --list and --attach); it is not run by hand. " +
 				"open runs LINE (by $SHELL -c; empty: a login shell) as session ID, kept WINDOW (such as 5m) " +
 				"after its client goes, and carries the session's frames on its stdin and stdout; " +
 				"attach takes session ID back; list prints the box user's sessions.",
