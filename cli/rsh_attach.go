@@ -100,7 +100,7 @@ func rshSessions(env Env, s Streams, args []string) int {
 	// only such, is told so rather than that there is none.
 	var attached []sessionwire.Info
 	for _, i := range terms {
-		if i.Attached && (id == "" || strings.HasPrefix(i.ID, id)) {
+		if i.Attached && box.SessionIDRE().MatchString(i.ID) && (id == "" || strings.HasPrefix(i.ID, id)) {
 			attached = append(attached, i)
 		}
 	}
