@@ -150,16 +150,20 @@ func TestHostFirewallWatchRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The watcher answers the deletion's event; wait for it (a bounded
-	// wait, not a measure).
-	for i := 0; i < 600; i++ {
-		if _, err := c.ListTableOfFamily(table, nftables.TableFamilyINet); err == nil {
-			break
+	// wait, not a measure), then the table is as it was.
+	restored := func(after string) {
+		t.Helper()
+		for i := 0; i < 600; i++ {
+			if _, err := c.ListTableOfFamily(table, nftables.TableFamilyINet); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
+		if got := listFirewall(t, table); got != want {
+			t.Fatalf("table after %s:\n%s\nwant:\n%s", after, got, want)
+		}
 	}
-	if got := listFirewall(t, table); got != want {
-		t.Fatalf("table after its deletion:\n%s\nwant:\n%s", got, want)
-	}
+	restored("its deletion")
 	// Its monitor ended (as when its socket overflows): it watches on.
 	f.mu.Lock()
 	f.watching.Close()
@@ -167,15 +171,7 @@ func TestHostFirewallWatchRestores(t *testing.T) {
 	if err := removeFirewall(table); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 600; i++ {
-		if _, err := c.ListTableOfFamily(table, nftables.TableFamilyINet); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if got := listFirewall(t, table); got != want {
-		t.Fatalf("table after its deletion, its monitor ended:\n%s\nwant:\n%s", got, want)
-	}
+	restored("its deletion, its monitor ended")
 	if err := f.close(); err != nil {
 		t.Fatal(err)
 	}
